@@ -1,0 +1,69 @@
+"""The one typed error hierarchy of graphtools.
+
+Every error a user can trigger with bad input or an illegal rewrite is a ``GraphToolsError``;
+its message says what went wrong, where (file, op index and type, versioned blob) and what to do.
+Callers catch the family they care about; the CLI turns any of them into ``error: ...`` and
+exit code 2.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class GraphToolsError(Exception):
+    """Root of every error graphtools raises on purpose."""
+
+
+class SerdeError(GraphToolsError):
+    """A file could not be read or written as the format it was asked for.
+
+    Attributes:
+        path: the file concerned (``None`` for in-memory data).
+        reason: what is wrong with it, without the path.
+    """
+
+    def __init__(self, path: str | Path | None, reason: str) -> None:
+        self.path = None if path is None else Path(path)
+        self.reason = reason
+        where = f"{self.path}: " if self.path is not None else ""
+        super().__init__(f"{where}{reason}")
+
+
+class InvalidNetError(GraphToolsError):
+    """A net is malformed, or an analysis found a contradiction in it."""
+
+
+class UnsupportedOpError(GraphToolsError):
+    """An operation meets an op type it does not handle (no kernel, no rule)."""
+
+
+class IllegalRewriteError(GraphToolsError, ValueError):
+    """A requested rewrite would change what the net computes.
+
+    Subclasses ``ValueError`` because detectron2's ``IllegalGraphTransformError`` did, so user
+    scripts with ``except ValueError`` keep working.
+    """
+
+
+class PreconditionError(GraphToolsError):
+    """A pass was asked to run on a model that does not meet its ``requires`` check."""
+
+
+class PostconditionError(GraphToolsError):
+    """A pass produced a model that fails its own ``ensures`` check."""
+
+
+class PassError(GraphToolsError):
+    """A pass failed inside a pipeline; the model was rolled back to its state before it.
+
+    Attributes:
+        pass_name: pipeline name of the failing pass.
+        previous: pipeline names of the passes that ran before it, in order.
+    """
+
+    def __init__(self, pass_name: str, previous: list[str], reason: str) -> None:
+        self.pass_name = pass_name
+        self.previous = list(previous)
+        after = f" (after {', '.join(previous)})" if previous else ""
+        super().__init__(f"pass '{pass_name}' failed{after}: {reason}")

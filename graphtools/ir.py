@@ -1,0 +1,763 @@
+"""The owned IR: ``Model`` (an init_net/predict_net pair), ``Net`` and ``Op``.
+
+A ``Net`` keeps blob *names* the way Caffe2 does (nets are not SSA; see ``graphtools.ssa`` for
+the versioned view). Ops are immutable values: a rewrite builds a new op with ``Op.replace`` and
+installs it through a ``Net`` method, and every mutating ``Net`` method bumps ``Net.revision``,
+which keys the cached SSA view and lets the pass manager check a pass's ``modified`` flag.
+
+Conversion is lossless: an op loaded from a NetDef keeps its source message, and only the fields
+a rewrite changed are written back, so unknown fields, argument order, presence of optional
+fields and nested nets survive, and an unchanged net re-serialises byte for byte. Arguments,
+device options and nested nets (``If``'s ``then_net``, ``RecurrentNetwork``'s ``step_net``) are
+decoded on first access only, which keeps loading a net of a million ops cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from graphtools.proto import caffe2_pb2
+
+if TYPE_CHECKING:
+    from graphtools.ssa import SSAView
+
+NetDef = caffe2_pb2.NetDef
+OperatorDef = caffe2_pb2.OperatorDef
+
+_MISSING: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceOption:
+    """Where an op runs; ``None`` marks a field absent from the message (proto2 presence)."""
+
+    device_type: int | None = None
+    device_id: int | None = None
+    random_seed: int | None = None
+    node_name: str | None = None
+    numa_node_id: int | None = None
+    extra_info: tuple[str, ...] = ()
+
+    @classmethod
+    def from_proto(cls, msg: caffe2_pb2.DeviceOption) -> DeviceOption:
+        """Decode a DeviceOption message, keeping which fields were set."""
+        values: dict[str, Any] = {}
+        for name in ("device_type", "device_id", "random_seed", "node_name", "numa_node_id"):
+            if msg.HasField(name):
+                values[name] = getattr(msg, name)
+        return cls(extra_info=tuple(msg.extra_info), **values)
+
+    def to_proto(self, msg: caffe2_pb2.DeviceOption | None = None) -> caffe2_pb2.DeviceOption:
+        """Encode into ``msg`` (a new message when ``None``) and return it."""
+        msg = caffe2_pb2.DeviceOption() if msg is None else msg
+        for name in ("device_type", "device_id", "random_seed", "node_name", "numa_node_id"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(msg, name, value)
+        msg.extra_info.extend(self.extra_info)
+        return msg
+
+    @property
+    def type(self) -> int:
+        """The device type with Caffe2's default (0, CPU) applied."""
+        return 0 if self.device_type is None else self.device_type
+
+
+@dataclass(frozen=True, slots=True)
+class Argument:
+    """One named op or net argument; unset scalar fields are ``None``.
+
+    Tensors (``t``, ``tensors``, ``qtensors``) stay protobuf messages: they are data, not graph
+    structure. Nested nets (``n``, ``nets``) are IR nets.
+    """
+
+    name: str | None
+    f: float | None = None
+    i: int | None = None
+    s: bytes | None = None
+    t: caffe2_pb2.TensorProto | None = None
+    n: Net | None = None
+    floats: tuple[float, ...] = ()
+    ints: tuple[int, ...] = ()
+    strings: tuple[bytes, ...] = ()
+    tensors: tuple[caffe2_pb2.TensorProto, ...] = ()
+    nets: tuple[Net, ...] = ()
+    qtensors: tuple[caffe2_pb2.QTensorProto, ...] = ()
+
+    @property
+    def value(self) -> Any:
+        """The argument's value, whichever field holds it (``None`` when none does).
+
+        Scalars come back as they are, ``s`` as ``bytes``; repeated fields as tuples. When
+        several repeated fields are empty the argument is an empty list (Caffe2 cannot tell).
+        """
+        for name in ("f", "i", "s", "t", "n"):
+            value = getattr(self, name)
+            if value is not None:
+                return value
+        for name in ("floats", "ints", "strings", "tensors", "nets", "qtensors"):
+            value = getattr(self, name)
+            if value:
+                return value
+        return None
+
+    def nested_nets(self) -> tuple[Net, ...]:
+        """Every net this argument holds (``n`` first, then ``nets``)."""
+        return ((self.n,) if self.n is not None else ()) + self.nets
+
+    @classmethod
+    def from_proto(cls, msg: caffe2_pb2.Argument, parent: Net | None = None) -> Argument:
+        """Decode an Argument message; nested nets become IR nets owned by ``parent``."""
+        return cls(
+            name=msg.name if msg.HasField("name") else None,
+            f=msg.f if msg.HasField("f") else None,
+            i=msg.i if msg.HasField("i") else None,
+            s=msg.s if msg.HasField("s") else None,
+            t=msg.t if msg.HasField("t") else None,
+            n=Net.from_netdef(msg.n, parent=parent) if msg.HasField("n") else None,
+            floats=tuple(msg.floats),
+            ints=tuple(msg.ints),
+            strings=tuple(msg.strings),
+            tensors=tuple(msg.tensors),
+            nets=tuple(Net.from_netdef(n, parent=parent) for n in msg.nets),
+            qtensors=tuple(msg.qtensors),
+        )
+
+    def to_proto(self, msg: caffe2_pb2.Argument | None = None) -> caffe2_pb2.Argument:
+        """Encode into ``msg`` (a new message when ``None``) and return it."""
+        msg = caffe2_pb2.Argument() if msg is None else msg
+        for name in ("name", "f", "i", "s"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(msg, name, value)
+        if self.t is not None:
+            msg.t.CopyFrom(self.t)
+        if self.n is not None:
+            msg.n.CopyFrom(self.n.to_netdef())
+        msg.floats.extend(self.floats)
+        msg.ints.extend(self.ints)
+        msg.strings.extend(self.strings)
+        msg.tensors.extend(self.tensors)
+        msg.nets.extend(net.to_netdef() for net in self.nets)
+        msg.qtensors.extend(self.qtensors)
+        return msg
+
+
+def make_arg(name: str, value: Any) -> Argument:
+    """Build an ``Argument`` from a Python value, the way Caffe2's ``MakeArgument`` does.
+
+    ``bool``/``int`` -> ``i``, ``float`` -> ``f``, ``str``/``bytes`` -> ``s``, ``Net`` -> ``n``,
+    sequences -> ``ints``/``floats``/``strings``/``nets`` by their first element.
+    """
+    if isinstance(value, bool | int):
+        return Argument(name, i=int(value))
+    if isinstance(value, float):
+        return Argument(name, f=value)
+    if isinstance(value, str):
+        return Argument(name, s=value.encode())
+    if isinstance(value, bytes):
+        return Argument(name, s=value)
+    if isinstance(value, Net):
+        return Argument(name, n=value)
+    if isinstance(value, caffe2_pb2.TensorProto):
+        return Argument(name, t=value)
+    items = list(value)
+    if not items:
+        return Argument(name)
+    first = items[0]
+    if isinstance(first, bool | int):
+        return Argument(name, ints=tuple(int(v) for v in items))
+    if isinstance(first, float):
+        return Argument(name, floats=tuple(float(v) for v in items))
+    if isinstance(first, str | bytes):
+        return Argument(name, strings=tuple(v.encode() if isinstance(v, str) else v for v in items))
+    if isinstance(first, Net):
+        return Argument(name, nets=tuple(items))
+    raise TypeError(f"cannot make argument {name!r} from {type(first).__name__} values")
+
+
+# Fields of OperatorDef that Op decodes lazily from its source message.
+_LAZY_OP_FIELDS = (
+    "name",
+    "engine",
+    "device_option",
+    "args",
+    "control_inputs",
+    "is_gradient_op",
+    "debug_info",
+    "domain",
+    "op_version",
+)
+_SCALAR_OP_FIELDS = ("name", "engine", "is_gradient_op", "debug_info", "domain", "op_version")
+
+
+class Op:
+    """One operator: an immutable value.
+
+    ``type``, ``inputs`` and ``outputs`` are plain attributes; the other OperatorDef fields are
+    decoded from the source message on first access. Optional scalar fields read ``None`` when
+    absent. Change an op with ``replace`` and install the result with a ``Net`` method.
+    """
+
+    __slots__ = ("_changed", "_lazy", "_proto", "inputs", "outputs", "type")
+
+    type: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    def __init__(
+        self,
+        type: str,
+        inputs: Iterable[str] = (),
+        outputs: Iterable[str] = (),
+        *,
+        name: str | None = None,
+        args: Iterable[Argument] | dict[str, Any] = (),
+        device_option: DeviceOption | None = None,
+        engine: str | None = None,
+        control_inputs: Iterable[str] = (),
+        is_gradient_op: bool | None = None,
+        debug_info: str | None = None,
+        domain: str | None = None,
+        op_version: int | None = None,
+    ) -> None:
+        if isinstance(args, dict):
+            args = [make_arg(k, v) for k, v in args.items()]
+        self.type = type
+        self.inputs = tuple(inputs)
+        self.outputs = tuple(outputs)
+        self._proto: OperatorDef | None = None
+        self._lazy: dict[str, Any] = {
+            "name": name,
+            "engine": engine,
+            "device_option": device_option,
+            "args": tuple(args),
+            "control_inputs": tuple(control_inputs),
+            "is_gradient_op": is_gradient_op,
+            "debug_info": debug_info,
+            "domain": domain,
+            "op_version": op_version,
+        }
+        self._changed: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_proto(cls, msg: OperatorDef, parent: Net | None = None) -> Op:
+        """Wrap an OperatorDef; the message is kept (not copied) as the op's source."""
+        op = cls.__new__(cls)
+        op.type = msg.type
+        op.inputs = tuple(msg.input)
+        op.outputs = tuple(msg.output)
+        op._proto = msg
+        op._lazy = {"_parent": parent}
+        op._changed = frozenset()
+        return op
+
+    def _get(self, key: str) -> Any:
+        lazy = self._lazy
+        value = lazy.get(key, _MISSING)
+        if value is _MISSING:
+            value = self._decode(key)
+            lazy[key] = value
+        return value
+
+    def _decode(self, key: str) -> Any:
+        msg = self._proto
+        assert msg is not None  # only ops built from a message have undecoded fields
+        if key in _SCALAR_OP_FIELDS:
+            return getattr(msg, key) if msg.HasField(key) else None
+        if key == "device_option":
+            return DeviceOption.from_proto(msg.device_option) if msg.HasField(key) else None
+        if key == "control_inputs":
+            return tuple(msg.control_input)
+        args = tuple(Argument.from_proto(a, self._lazy.get("_parent")) for a in msg.arg)
+        self._lazy["_nested_revisions"] = _nested_revisions(args)
+        return args
+
+    name = property(lambda self: self._get("name"), doc="op name, ``None`` when absent")
+    engine = property(lambda self: self._get("engine"), doc="preferred engine or ``None``")
+    device_option = property(
+        lambda self: self._get("device_option"), doc="the op's own DeviceOption or ``None``"
+    )
+    args = property(lambda self: self._get("args"), doc="arguments in file order")
+    control_inputs = property(
+        lambda self: self._get("control_inputs"), doc="scheduling-only dependencies"
+    )
+    is_gradient_op = property(lambda self: self._get("is_gradient_op"))
+    debug_info = property(lambda self: self._get("debug_info"))
+    domain = property(lambda self: self._get("domain"))
+    op_version = property(lambda self: self._get("op_version"))
+
+    def arg(self, name: str, default: Any = None) -> Any:
+        """The value of the first argument called ``name`` (Caffe2's rule), else ``default``."""
+        for argument in self.args:
+            if argument.name == name:
+                value = argument.value
+                return default if value is None and default is not None else value
+        return default
+
+    def has_arg(self, name: str) -> bool:
+        """Whether an argument called ``name`` exists."""
+        return any(argument.name == name for argument in self.args)
+
+    def has_nested_nets(self) -> bool:
+        """Whether any argument holds a net (control flow, recurrent step nets)."""
+        msg = self._proto
+        if msg is not None and "args" not in self._lazy:
+            return any(a.HasField("n") or len(a.nets) for a in msg.arg)
+        return any(a.n is not None or a.nets for a in self.args)
+
+    def nested_nets(self) -> list[tuple[str | None, Net]]:
+        """``(argument name, net)`` for every net held in an argument, in argument order."""
+        if not self.has_nested_nets():
+            return []
+        return [(a.name, net) for a in self.args for net in a.nested_nets()]
+
+    def replace(self, **changes: Any) -> Op:
+        """A copy of this op with the given fields changed.
+
+        Accepts ``type``, ``inputs``, ``outputs`` and every lazily decoded field (``name``,
+        ``args``, ``device_option``, ``engine``, ``control_inputs``, ...). ``args`` may be a
+        dict of Python values. The copy shares the source message, so untouched fields stay
+        exactly as loaded.
+        """
+        new = Op.__new__(Op)
+        new.type = changes.pop("type", self.type)
+        new.inputs = tuple(changes.pop("inputs", self.inputs))
+        new.outputs = tuple(changes.pop("outputs", self.outputs))
+        new._proto = self._proto
+        new._lazy = dict(self._lazy)
+        changed = set(self._changed)
+        if new.type != self.type:
+            changed.add("type")
+        if new.inputs != self.inputs:
+            changed.add("inputs")
+        if new.outputs != self.outputs:
+            changed.add("outputs")
+        for key, value in changes.items():
+            if key not in _LAZY_OP_FIELDS:
+                raise TypeError(f"Op has no field {key!r}")
+            if key == "args":
+                value = [make_arg(k, v) for k, v in value.items()] if isinstance(value, dict) else value
+                value = tuple(value)
+            elif key == "control_inputs":
+                value = tuple(value)
+            new._lazy[key] = value
+            changed.add(key)
+        new._changed = frozenset(changed)
+        return new
+
+    def with_arg(self, name: str, value: Any) -> Op:
+        """A copy with argument ``name`` set to ``value`` (replacing it in place, else appended)."""
+        new_arg = make_arg(name, value)
+        args = list(self.args)
+        for position, argument in enumerate(args):
+            if argument.name == name:
+                args[position] = new_arg
+                break
+        else:
+            args.append(new_arg)
+        return self.replace(args=args)
+
+    def without_arg(self, name: str) -> Op:
+        """A copy with every argument called ``name`` removed."""
+        return self.replace(args=[a for a in self.args if a.name != name])
+
+    def _nested_changed(self) -> bool:
+        recorded = self._lazy.get("_nested_revisions")
+        if not recorded:
+            return False
+        return recorded != _nested_revisions(self._lazy["args"])
+
+    def to_proto(self) -> OperatorDef:
+        """The OperatorDef for this op (the source message itself when nothing changed)."""
+        source = self._proto
+        changed = self._changed
+        if source is not None and not changed and not self._nested_changed():
+            return source
+        msg = OperatorDef()
+        if source is not None:
+            msg.CopyFrom(source)
+        if source is None or "type" in changed:
+            msg.type = self.type
+        if source is None or "inputs" in changed:
+            del msg.input[:]
+            msg.input.extend(self.inputs)
+        if source is None or "outputs" in changed:
+            del msg.output[:]
+            msg.output.extend(self.outputs)
+        rewrite = _LAZY_OP_FIELDS if source is None else changed
+        if source is not None and self._nested_changed():
+            rewrite = set(rewrite) | {"args"}
+        for key in _LAZY_OP_FIELDS:
+            if key not in rewrite:
+                continue
+            value = self._get(key)
+            if key in _SCALAR_OP_FIELDS:
+                if value is None:
+                    msg.ClearField(key)
+                else:
+                    setattr(msg, key, value)
+            elif key == "device_option":
+                msg.ClearField("device_option")
+                if value is not None:
+                    value.to_proto(msg.device_option)
+            elif key == "control_inputs":
+                del msg.control_input[:]
+                msg.control_input.extend(value)
+            else:
+                del msg.arg[:]
+                for argument in value:
+                    argument.to_proto(msg.arg.add())
+        return msg
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Op):
+            return NotImplemented
+        return self.to_proto() == other.to_proto()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Op({self.type!r}, {list(self.inputs)!r}, {list(self.outputs)!r})"
+
+
+def _nested_revisions(args: Sequence[Argument]) -> tuple[int, ...]:
+    return tuple(net.revision for argument in args for net in argument.nested_nets())
+
+
+# Net-level fields kept as they were loaded unless a rewrite replaces them.
+_NET_HEADER_FIELDS = ("name", "type", "num_workers", "device_option", "arg", "partition_info")
+
+
+class Net:
+    """A Caffe2 net: ops in order, external inputs and outputs, and its other NetDef fields.
+
+    Mutate only through the methods below: each bumps ``revision`` (and the revision of the net
+    that holds this one in an argument), which invalidates the cached SSA view.
+    """
+
+    __slots__ = (
+        "_external_inputs",
+        "_external_outputs",
+        "_header",
+        "_header_changed",
+        "_ops",
+        "_parent",
+        "_ssa_cache",
+        "revision",
+    )
+
+    def __init__(
+        self,
+        ops: Iterable[Op] = (),
+        external_inputs: Iterable[str] = (),
+        external_outputs: Iterable[str] = (),
+        *,
+        name: str | None = None,
+    ) -> None:
+        self._ops: list[Op] = list(ops)
+        self._external_inputs: list[str] = list(external_inputs)
+        self._external_outputs: list[str] = list(external_outputs)
+        self._header = NetDef()
+        if name is not None:
+            self._header.name = name
+        self._header_changed = True
+        self._parent: Net | None = None
+        self._ssa_cache: SSAView | None = None
+        self.revision = 0
+
+    # -- conversion ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_netdef(cls, netdef: NetDef, parent: Net | None = None) -> Net:
+        """Build the IR of ``netdef``; the ops keep references to its messages."""
+        net = cls.__new__(cls)
+        net._parent = parent
+        net._ssa_cache = None
+        net.revision = 0
+        net._ops = [Op.from_proto(msg, net) for msg in netdef.op]
+        net._external_inputs = list(netdef.external_input)
+        net._external_outputs = list(netdef.external_output)
+        header = NetDef()
+        for name in _NET_HEADER_FIELDS:
+            if name in ("arg", "partition_info"):
+                getattr(header, name).extend(getattr(netdef, name))
+            elif netdef.HasField(name):
+                if name == "device_option":
+                    header.device_option.CopyFrom(netdef.device_option)
+                else:
+                    setattr(header, name, getattr(netdef, name))
+        net._header = header
+        net._header_changed = False
+        return net
+
+    def to_netdef(self) -> NetDef:
+        """A new NetDef message holding this net; unchanged parts are copied as loaded."""
+        netdef = NetDef()
+        netdef.CopyFrom(self._header)
+        netdef.op.extend([op.to_proto() for op in self._ops])
+        netdef.external_input.extend(self._external_inputs)
+        netdef.external_output.extend(self._external_outputs)
+        return netdef
+
+    def copy(self) -> Net:
+        """An independent deep copy (nested nets included), at revision 0."""
+        return Net.from_netdef(self.to_netdef())
+
+    # -- reading ------------------------------------------------------------------------------
+
+    @property
+    def ops(self) -> Sequence[Op]:
+        """The ops in order (a read-only view; mutate through the Net methods)."""
+        return _ReadOnlyList(self._ops)
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def __iter__(self) -> Iterator[Op]:
+        return iter(self._ops)
+
+    def __getitem__(self, index: int) -> Op:
+        return self._ops[index]
+
+    @property
+    def external_inputs(self) -> Sequence[str]:
+        """Declared external inputs, in file order."""
+        return tuple(self._external_inputs)
+
+    @property
+    def external_outputs(self) -> Sequence[str]:
+        """Declared external outputs, in file order."""
+        return tuple(self._external_outputs)
+
+    @property
+    def name(self) -> str | None:
+        """The net's name, ``None`` when absent."""
+        return self._header.name if self._header.HasField("name") else None
+
+    @property
+    def device_option(self) -> DeviceOption | None:
+        """The net-wide DeviceOption (applies to ops without their own), or ``None``."""
+        header = self._header
+        return DeviceOption.from_proto(header.device_option) if header.HasField(
+            "device_option"
+        ) else None
+
+    @property
+    def net_type(self) -> str | None:
+        """The executor type (``simple``, ``dag``, ...) or ``None`` when absent."""
+        return self._header.type if self._header.HasField("type") else None
+
+    @property
+    def args(self) -> tuple[Argument, ...]:
+        """Net-level arguments, in file order."""
+        return tuple(Argument.from_proto(a, self) for a in self._header.arg)
+
+    def op_device(self, op: Op) -> DeviceOption | None:
+        """The DeviceOption that applies to ``op``: its own, else the net's."""
+        own = op.device_option
+        return own if own is not None else self.device_option
+
+    def ssa(self) -> SSAView:
+        """The versioned-blob view of this net, computed once per revision."""
+        cache = self._ssa_cache
+        if cache is None or cache.revision != self.revision:
+            from graphtools.ssa import SSAView
+
+            cache = SSAView.build(self)
+            self._ssa_cache = cache
+        return cache
+
+    # -- mutation -----------------------------------------------------------------------------
+
+    def _bump(self) -> None:
+        net: Net | None = self
+        while net is not None:
+            net.revision += 1
+            net = net._parent
+
+    def append_op(self, op: Op) -> None:
+        """Add ``op`` at the end."""
+        self._ops.append(op)
+        self._bump()
+
+    def insert_op(self, index: int, op: Op) -> None:
+        """Insert ``op`` before position ``index``."""
+        self._ops.insert(index, op)
+        self._bump()
+
+    def replace_op(self, index: int, op: Op) -> None:
+        """Put ``op`` at position ``index`` in place of the op there."""
+        self._ops[index] = op
+        self._bump()
+
+    def set_ops(self, ops: Iterable[Op]) -> None:
+        """Replace the whole op list (how a pass commits a batch of rewrites in one step)."""
+        self._ops = list(ops)
+        self._bump()
+
+    def remove_ops(self, indices: Iterable[int]) -> None:
+        """Remove the ops at ``indices`` in one linear sweep."""
+        drop = set(indices)
+        if not drop:
+            return
+        self._ops = [op for i, op in enumerate(self._ops) if i not in drop]
+        self._bump()
+
+    def set_external_inputs(self, names: Iterable[str]) -> None:
+        """Replace the declared external inputs."""
+        self._external_inputs = list(names)
+        self._bump()
+
+    def set_external_outputs(self, names: Iterable[str]) -> None:
+        """Replace the declared external outputs."""
+        self._external_outputs = list(names)
+        self._bump()
+
+    def set_device_option(self, device_option: DeviceOption | None) -> None:
+        """Set (or with ``None`` clear) the net-wide DeviceOption."""
+        self._header.ClearField("device_option")
+        if device_option is not None:
+            device_option.to_proto(self._header.device_option)
+        self._bump()
+
+    def set_name(self, name: str | None) -> None:
+        """Set (or with ``None`` clear) the net's name."""
+        if name is None:
+            self._header.ClearField("name")
+        else:
+            self._header.name = name
+        self._bump()
+
+    # -- transactions -------------------------------------------------------------------------
+
+    def snapshot(self) -> _NetState:
+        """Capture this net's state so that ``restore`` can undo any later mutation."""
+        nested = [
+            net.snapshot() for op in self._ops if op.has_nested_nets() for _, net in op.nested_nets()
+        ]
+        header = NetDef()
+        header.CopyFrom(self._header)
+        return _NetState(
+            list(self._ops),
+            list(self._external_inputs),
+            list(self._external_outputs),
+            header,
+            self.revision,
+            nested,
+            self,
+        )
+
+    def restore(self, state: _NetState) -> None:
+        """Put the net back exactly as it was when ``state`` was taken."""
+        self._ops = list(state.ops)
+        self._external_inputs = list(state.external_inputs)
+        self._external_outputs = list(state.external_outputs)
+        self._header = state.header
+        self.revision = state.revision
+        for nested_state in state.nested:
+            nested_state.net.restore(nested_state)
+
+    def __repr__(self) -> str:
+        return f"<Net {self.name!r}: {len(self._ops)} ops, revision {self.revision}>"
+
+
+@dataclass
+class _NetState:
+    ops: list[Op]
+    external_inputs: list[str]
+    external_outputs: list[str]
+    header: NetDef
+    revision: int
+    nested: list[_NetState]
+    net: Net
+
+
+class _ReadOnlyList(Sequence[Op]):
+    """A list view that refuses mutation, so passes cannot bypass the revision counter."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: list[Op]) -> None:
+        self._items = items
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._items[index]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[Op]:
+        return iter(self._items)
+
+
+@dataclass
+class Model:
+    """An init_net/predict_net pair, as exported for Caffe2 predictors.
+
+    Attributes:
+        predict_net: the computation.
+        init_net: the net that fills the parameters, or ``None``.
+        predict_path / init_path: the files the nets came from, when loaded from disk.
+        text: whether the model was loaded from text format (``save`` writes it back as text).
+    """
+
+    predict_net: Net
+    init_net: Net | None = None
+    predict_path: Path | None = None
+    init_path: Path | None = None
+    text: bool = False
+
+    @classmethod
+    def from_netdefs(cls, predict_net: NetDef, init_net: NetDef | None = None) -> Model:
+        """Wrap NetDef messages (they are referenced, not copied, until a rewrite)."""
+        return cls(
+            Net.from_netdef(predict_net),
+            None if init_net is None else Net.from_netdef(init_net),
+        )
+
+    def nets(self) -> list[Net]:
+        """The init_net (when present) and the predict_net, in execution order."""
+        return [net for net in (self.init_net, self.predict_net) if net is not None]
+
+    @property
+    def revision(self) -> tuple[int, int]:
+        """Revisions of (predict_net, init_net); changes whenever either net changes."""
+        init = -1 if self.init_net is None else self.init_net.revision
+        return (self.predict_net.revision, init)
+
+    def snapshot(self) -> tuple[_NetState, _NetState | None]:
+        """Capture both nets for ``restore``."""
+        return (
+            self.predict_net.snapshot(),
+            None if self.init_net is None else self.init_net.snapshot(),
+        )
+
+    def restore(self, state: tuple[_NetState, _NetState | None]) -> None:
+        """Undo every change made since ``state`` was taken."""
+        self.predict_net.restore(state[0])
+        if self.init_net is not None and state[1] is not None:
+            self.init_net.restore(state[1])
+
+    def copy(self) -> Model:
+        """An independent deep copy with the same paths."""
+        return Model(
+            self.predict_net.copy(),
+            None if self.init_net is None else self.init_net.copy(),
+            self.predict_path,
+            self.init_path,
+            self.text,
+        )
+
+    def save(self, directory: str | Path, *, text: bool | None = None) -> list[Path]:
+        """Write ``predict_net.pb`` (and ``init_net.pb``) into ``directory``, atomically.
+
+        Text format is used when ``text`` is true, or when it is ``None`` and the model was
+        loaded from text. Returns the paths written.
+        """
+        from graphtools.serde import save_model
+
+        return save_model(self, directory, text=text)

@@ -1,0 +1,221 @@
+"""Versioned-blob SSA with Caffe2's exact semantics, and the cached view passes use.
+
+A versioned blob is a ``(name, version)`` tuple. Version 0 is the value a blob had before the
+net ran; every write bumps the version, so the first write of a blob gives version 1 (Caffe2's
+``core.get_ssa``, not its gradient ``IR``, which numbers differently). Plain tuples are used
+rather than a NamedTuple because building millions of them is the hot path on big nets; they
+compare equal to Caffe2's and detectron2's.
+
+``get_ssa`` and the helpers keep Caffe2's and detectron2's names and signatures so users'
+scripts port over; ``SSAView`` (``Net.ssa()``) is the same data computed once per revision of
+a net, with O(1) producer and consumer lookups.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from graphtools.ir import Net
+from graphtools.proto import caffe2_pb2
+
+VersionedBlob = tuple[str, int]
+OpSSA = tuple[list[VersionedBlob], list[VersionedBlob]]
+
+__all__ = [
+    "OpSSA",
+    "SSAView",
+    "VersionedBlob",
+    "get_consumer_map",
+    "get_op_ids_in_path",
+    "get_output_producers",
+    "get_producer_map",
+    "get_ssa",
+    "get_undefined_blobs",
+]
+
+
+def _as_net(net: Net | caffe2_pb2.NetDef | Any) -> Net:
+    if isinstance(net, Net):
+        return net
+    if isinstance(net, caffe2_pb2.NetDef):
+        return Net.from_netdef(net)
+    proto = getattr(net, "Proto", None)  # a caffe2 core.Net-like object
+    if callable(proto):
+        return _as_net(proto())
+    raise TypeError(f"expected a graphtools Net or a NetDef, got {type(net).__name__}")
+
+
+def get_ssa(
+    net: Net | caffe2_pb2.NetDef, blob_versions: dict[str, int] | None = None
+) -> tuple[list[OpSSA], dict[str, int]]:
+    """Caffe2's ``core.get_ssa``: per-op versioned inputs and outputs.
+
+    Args:
+        net: an IR ``Net`` or a ``NetDef``.
+        blob_versions: current version of some blobs (e.g. where an init_net left them); it is
+            mutated in place and returned, as Caffe2 does.
+
+    Returns:
+        ``(ssa, blob_versions)`` where ``ssa[i] = (versioned_inputs, versioned_outputs)`` of op
+        ``i``, in the op's own order and with its duplicates. External inputs not already in
+        ``blob_versions`` are seeded at 0. When the net declares no external input, every input
+        read before it is written is also inserted at 0 (Caffe2's implicit declaration); when it
+        declares some, such a blob is reported at version 0 but not inserted. An op that lists
+        an output twice bumps it twice and reports both at the final version.
+    """
+    ir_net = _as_net(net)
+    versions: dict[str, int] = {} if blob_versions is None else blob_versions
+    for name in ir_net.external_inputs:
+        if name not in versions:
+            versions[name] = 0
+    implicit_inputs = not ir_net.external_inputs
+    ssa: list[OpSSA] = []
+    get = versions.get
+    for op in ir_net:
+        if implicit_inputs:
+            for name in op.inputs:
+                if name not in versions:
+                    versions[name] = 0
+        ins = [(name, get(name, 0)) for name in op.inputs]
+        for name in op.outputs:
+            versions[name] = get(name, 0) + 1
+        outs = [(name, versions[name]) for name in op.outputs]
+        ssa.append((ins, outs))
+    return ssa, versions
+
+
+def get_undefined_blobs(ssa: Sequence[OpSSA]) -> set[str]:
+    """Names read at version 0 by any op ("used before defined"), as Caffe2 defines them."""
+    return {name for ins, _ in ssa for name, version in ins if version == 0}
+
+
+def get_output_producers(ssa: Sequence[OpSSA]) -> dict[VersionedBlob, int]:
+    """``{versioned output: index of the op producing it}`` (Caffe2's helper)."""
+    return {blob: index for index, (_, outs) in enumerate(ssa) for blob in outs}
+
+
+def get_op_ids_in_path(
+    ssa: Sequence[OpSSA],
+    blob_versions: dict[str, int],
+    inputs: Iterable[str],
+    outputs: Iterable[str],
+) -> list[int]:
+    """Sorted indices of the ops needed to compute ``outputs`` from ``inputs``.
+
+    Both are taken at their latest version in ``blob_versions`` (a missing name raises
+    ``KeyError``, as in Caffe2); the walk stops at ``inputs`` and at blobs nothing produces.
+    """
+    producers = get_output_producers(ssa)
+    stop = {(name, blob_versions[name]) for name in inputs}
+    pending = [(name, blob_versions[name]) for name in outputs]
+    used: set[int] = set()
+    while pending:
+        blob = pending.pop()
+        if blob in stop:
+            continue
+        producer = producers.get(blob)
+        if producer is not None and producer not in used:
+            used.add(producer)
+            pending.extend(ssa[producer][0])
+    return sorted(used)
+
+
+def get_producer_map(ssa: Sequence[OpSSA]) -> dict[VersionedBlob, tuple[int, int]]:
+    """detectron2's ``{versioned output: (op index, output position)}``.
+
+    A blob listed twice among one op's outputs maps to its last position.
+    """
+    producers: dict[VersionedBlob, tuple[int, int]] = {}
+    for index, (_, outs) in enumerate(ssa):
+        for position, blob in enumerate(outs):
+            producers[blob] = (index, position)
+    return producers
+
+
+def get_consumer_map(ssa: Sequence[OpSSA]) -> defaultdict[VersionedBlob, list[tuple[int, int]]]:
+    """detectron2's ``{versioned input: [(op index, input position), ...]}`` in op order.
+
+    A ``defaultdict(list)`` as upstream, so looking up an unread blob gives ``[]``.
+    """
+    consumers: defaultdict[VersionedBlob, list[tuple[int, int]]] = defaultdict(list)
+    for index, (ins, _) in enumerate(ssa):
+        for position, blob in enumerate(ins):
+            consumers[blob].append((index, position))
+    return consumers
+
+
+class SSAView:
+    """The SSA of one revision of a ``Net``, with lookups built on first use.
+
+    Obtain it with ``net.ssa()``; it is rebuilt only after the net changes. All lookups are
+    O(1). ``versions`` is the final ``blob_versions`` of ``get_ssa`` with no seed.
+    """
+
+    __slots__ = (
+        "_consumers",
+        "_producers",
+        "external_inputs",
+        "external_outputs",
+        "net",
+        "revision",
+        "ssa",
+        "versions",
+    )
+
+    def __init__(self, net: Net, ssa: list[OpSSA], versions: dict[str, int]) -> None:
+        self.net = net
+        self.revision = net.revision
+        self.ssa = ssa
+        self.versions = versions
+        self.external_inputs: list[VersionedBlob] = [(name, 0) for name in net.external_inputs]
+        self.external_outputs: list[VersionedBlob] = [
+            (name, versions.get(name, 0)) for name in net.external_outputs
+        ]
+        self._producers: dict[VersionedBlob, tuple[int, int]] | None = None
+        self._consumers: dict[VersionedBlob, list[tuple[int, int]]] | None = None
+
+    @classmethod
+    def build(cls, net: Net) -> SSAView:
+        """Compute the view of ``net`` as it is now."""
+        ssa, versions = get_ssa(net)
+        return cls(net, ssa, versions)
+
+    @property
+    def producers(self) -> dict[VersionedBlob, tuple[int, int]]:
+        """``{versioned blob: (op index, output position)}``."""
+        if self._producers is None:
+            self._producers = get_producer_map(self.ssa)
+        return self._producers
+
+    @property
+    def consumers(self) -> dict[VersionedBlob, list[tuple[int, int]]]:
+        """``{versioned blob: [(op index, input position), ...]}`` (a plain dict)."""
+        if self._consumers is None:
+            self._consumers = dict(get_consumer_map(self.ssa))
+        return self._consumers
+
+    def producer(self, blob: VersionedBlob) -> int | None:
+        """Index of the op writing ``blob``, or ``None`` (external input, undeclared, v0)."""
+        found = self.producers.get(blob)
+        return None if found is None else found[0]
+
+    def consumer_ops(self, blob: VersionedBlob) -> list[int]:
+        """Indices of the ops reading ``blob``, in op order, each once."""
+        seen: dict[int, None] = {}
+        for index, _ in self.consumers.get(blob, ()):
+            seen[index] = None
+        return list(seen)
+
+    def inputs_of(self, index: int) -> list[VersionedBlob]:
+        """Versioned inputs of op ``index``."""
+        return self.ssa[index][0]
+
+    def outputs_of(self, index: int) -> list[VersionedBlob]:
+        """Versioned outputs of op ``index``."""
+        return self.ssa[index][1]
+
+    def latest(self, name: str) -> VersionedBlob:
+        """The version of ``name`` visible at the end of the net."""
+        return (name, self.versions.get(name, 0))
