@@ -340,7 +340,9 @@ class Op:
             if key not in _LAZY_OP_FIELDS:
                 raise TypeError(f"Op has no field {key!r}")
             if key == "args":
-                value = [make_arg(k, v) for k, v in value.items()] if isinstance(value, dict) else value
+                value = (
+                    [make_arg(k, v) for k, v in value.items()] if isinstance(value, dict) else value
+                )
                 value = tuple(value)
             elif key == "control_inputs":
                 value = tuple(value)
@@ -542,9 +544,11 @@ class Net:
     def device_option(self) -> DeviceOption | None:
         """The net-wide DeviceOption (applies to ops without their own), or ``None``."""
         header = self._header
-        return DeviceOption.from_proto(header.device_option) if header.HasField(
-            "device_option"
-        ) else None
+        return (
+            DeviceOption.from_proto(header.device_option)
+            if header.HasField("device_option")
+            else None
+        )
 
     @property
     def net_type(self) -> str | None:
@@ -637,7 +641,10 @@ class Net:
     def snapshot(self) -> _NetState:
         """Capture this net's state so that ``restore`` can undo any later mutation."""
         nested = [
-            net.snapshot() for op in self._ops if op.has_nested_nets() for _, net in op.nested_nets()
+            net.snapshot()
+            for op in self._ops
+            if op.has_nested_nets()
+            for _, net in op.nested_nets()
         ]
         header = NetDef()
         header.CopyFrom(self._header)

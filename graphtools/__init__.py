@@ -1,0 +1,79 @@
+"""graphtools: read, analyse, rewrite and verify exported Caffe2 NetDef pairs.
+
+The public API: the IR (``Model``, ``Net``, ``Op``), file IO, the versioned-blob SSA helpers with
+Caffe2's and detectron2's names, graph views, the pass machinery and the canonical printer. Passes
+themselves live in ``graphtools.passes``.
+"""
+
+from graphtools.errors import (
+    GraphToolsError,
+    IllegalRewriteError,
+    InvalidNetError,
+    PassError,
+    PostconditionError,
+    PreconditionError,
+    SerdeError,
+    UnsupportedOpError,
+)
+from graphtools.graph import get_sub_graph_external_input_output, to_networkx
+from graphtools.ir import Argument, DeviceOption, Model, Net, Op, make_arg
+from graphtools.pass_infra import Pass, PassResult, register_pass
+from graphtools.printer import print_model, print_net
+from graphtools.serde import (
+    extract_metanet_net,
+    list_metanet_nets,
+    load_metanet,
+    load_model,
+    load_model_dir,
+    load_net,
+    save_model,
+    save_net,
+)
+from graphtools.ssa import (
+    SSAView,
+    get_consumer_map,
+    get_op_ids_in_path,
+    get_output_producers,
+    get_producer_map,
+    get_ssa,
+    get_undefined_blobs,
+)
+
+__all__ = [
+    "Argument",
+    "DeviceOption",
+    "GraphToolsError",
+    "IllegalRewriteError",
+    "InvalidNetError",
+    "Model",
+    "Net",
+    "Op",
+    "Pass",
+    "PassError",
+    "PassResult",
+    "PostconditionError",
+    "PreconditionError",
+    "SSAView",
+    "SerdeError",
+    "UnsupportedOpError",
+    "extract_metanet_net",
+    "get_consumer_map",
+    "get_op_ids_in_path",
+    "get_output_producers",
+    "get_producer_map",
+    "get_ssa",
+    "get_sub_graph_external_input_output",
+    "get_undefined_blobs",
+    "list_metanet_nets",
+    "load_metanet",
+    "load_model",
+    "load_model_dir",
+    "load_net",
+    "make_arg",
+    "print_model",
+    "print_net",
+    "register_pass",
+    "save_model",
+    "save_net",
+    "to_networkx",
+]

@@ -1,0 +1,66 @@
+"""Graph views of a net: sub-graph boundaries and a networkx graph of ops and versioned blobs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import networkx as nx
+
+from graphtools.ir import Net
+from graphtools.proto import caffe2_pb2
+from graphtools.ssa import VersionedBlob, _as_net
+
+__all__ = ["get_sub_graph_external_input_output", "to_networkx"]
+
+
+def get_sub_graph_external_input_output(
+    net: Net | caffe2_pb2.NetDef, op_indices: Iterable[int]
+) -> tuple[list[VersionedBlob], list[VersionedBlob]]:
+    """detectron2's helper: the versioned blobs entering and leaving a set of ops.
+
+    External inputs are the sub-graph's versioned inputs that no sub-graph op produces
+    (deduplicated, first-seen order). External outputs are the sub-graph's versioned outputs read
+    by an op outside it or declared as the net's external outputs (order of the outputs). Linear
+    in the size of the sub-graph plus its consumers, unlike detectron2's quadratic scan.
+    """
+    view = _as_net(net).ssa()
+    chosen = list(dict.fromkeys(op_indices))
+    inside = set(chosen)
+    produced = {blob for index in chosen for blob in view.ssa[index][1]}
+    ext_inputs = list(
+        dict.fromkeys(
+            blob for index in chosen for blob in view.ssa[index][0] if blob not in produced
+        )
+    )
+    net_outputs = set(view.external_outputs)
+    consumers = view.consumers
+    ext_outputs = []
+    for index in chosen:
+        for blob in view.ssa[index][1]:
+            read_outside = any(reader not in inside for reader, _ in consumers.get(blob, ()))
+            if read_outside or blob in net_outputs:
+                ext_outputs.append(blob)
+    return ext_inputs, list(dict.fromkeys(ext_outputs))
+
+
+def to_networkx(net: Net | caffe2_pb2.NetDef) -> nx.MultiDiGraph:
+    """A networkx graph with a node per op (``int`` index) and per versioned blob (tuple).
+
+    Op nodes carry ``type``; blob nodes carry ``name`` and ``version``. Edges run blob -> op for
+    reads (``position`` = input slot) and op -> blob for writes (``position`` = output slot), so
+    an op reading one blob twice has two parallel edges.
+    """
+    view = _as_net(net).ssa()
+    graph = nx.MultiDiGraph()
+    for index, op in enumerate(view.net):
+        graph.add_node(index, kind="op", type=op.type)
+        ins, outs = view.ssa[index]
+        for position, blob in enumerate(ins):
+            if blob not in graph:
+                graph.add_node(blob, kind="blob", name=blob[0], version=blob[1])
+            graph.add_edge(blob, index, position=position)
+        for position, blob in enumerate(outs):
+            if blob not in graph:
+                graph.add_node(blob, kind="blob", name=blob[0], version=blob[1])
+            graph.add_edge(index, blob, position=position)
+    return graph

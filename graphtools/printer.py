@@ -1,0 +1,188 @@
+"""The one canonical text dump of nets and models (goldens, ``graphtools show``, error notes).
+
+Every blob use is printed as ``name@version`` from the SSA view, arguments are sorted by name,
+devices are spelled ``CUDA:0``, nested nets are indented under their op. Long value lists are
+cut after a few items with the total count, so dumps of real weights stay readable::
+
+    net predict_net
+      external_input: data@0 w@0
+      external_output: y@2
+      %0 FC(data@0, w@0) -> y@1 {axis=1}
+      %1 Relu(y@1) -> y@2
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from graphtools.ir import Argument, DeviceOption, Model, Net, Op
+from graphtools.proto import caffe2_pb2
+
+_DEVICE_NAMES = {
+    0: "CPU",
+    1: "CUDA",
+    2: "MKLDNN",
+    3: "OPENGL",
+    4: "OPENCL",
+    5: "IDEEP",
+    6: "HIP",
+    7: "FPGA",
+    8: "MAIA",
+    9: "XLA",
+    10: "MPS",
+}
+_MAX_ITEMS = 8
+_INDENT = "  "
+
+
+def format_device(device: DeviceOption) -> str:
+    """``CPU``, ``CUDA:1``, ... plus any other set field, e.g. ``CUDA:0,seed=3``."""
+    text = _DEVICE_NAMES.get(device.type, f"DEVICE{device.type}")
+    if device.device_id is not None:
+        text += f":{device.device_id}"
+    extras = []
+    if device.random_seed is not None:
+        extras.append(f"seed={device.random_seed}")
+    if device.node_name is not None:
+        extras.append(f"node={device.node_name!r}")
+    if device.numa_node_id is not None:
+        extras.append(f"numa={device.numa_node_id}")
+    extras.extend(f"extra={info!r}" for info in device.extra_info)
+    return ",".join([text, *extras])
+
+
+def _format_list(items: tuple[Any, ...], fmt: Any = repr) -> str:
+    shown = ", ".join(fmt(item) for item in items[:_MAX_ITEMS])
+    if len(items) > _MAX_ITEMS:
+        shown += f", ... ({len(items)} items)"
+    return f"[{shown}]"
+
+
+def _format_tensor(tensor: caffe2_pb2.TensorProto | caffe2_pb2.QTensorProto) -> str:
+    dtype = caffe2_pb2.TensorProto.DataType.Name(tensor.data_type)
+    dims = "x".join(str(d) for d in tensor.dims) or "scalar"
+    name = f" {tensor.name!r}" if tensor.name else ""
+    kind = "qtensor" if isinstance(tensor, caffe2_pb2.QTensorProto) else "tensor"
+    return f"<{kind}{name} {dtype} {dims}>"
+
+
+def _format_float(value: float) -> str:
+    """A float32 field's value in the fewest digits that read back to the same float32."""
+    return str(np.float32(value))
+
+
+def _format_bytes(value: bytes) -> str:
+    try:
+        return repr(value.decode("utf-8"))
+    except UnicodeDecodeError:
+        return f"<{len(value)} bytes>"
+
+
+def _net_label(net: Net) -> str:
+    return f"<net {net.name}>" if net.name else "<net>"
+
+
+def format_arg_value(arg: Argument) -> str:
+    """An argument's value as the dump shows it (nested nets are shown as ``<net NAME>``)."""
+    if arg.f is not None:
+        return _format_float(arg.f)
+    if arg.i is not None:
+        return str(arg.i)
+    if arg.s is not None:
+        return _format_bytes(arg.s)
+    if arg.t is not None:
+        return _format_tensor(arg.t)
+    if arg.n is not None:
+        return _net_label(arg.n)
+    if arg.floats:
+        return _format_list(arg.floats, _format_float)
+    if arg.ints:
+        return _format_list(arg.ints, str)
+    if arg.strings:
+        return _format_list(arg.strings, _format_bytes)
+    if arg.tensors:
+        return _format_list(arg.tensors, _format_tensor)
+    if arg.qtensors:
+        return _format_list(arg.qtensors, _format_tensor)
+    if arg.nets:
+        return _format_list(arg.nets, _net_label)
+    return "[]"
+
+
+def format_op(
+    op: Op, index: int, ins: list[tuple[str, int]] | None, outs: list[tuple[str, int]] | None
+) -> str:
+    """One op on one line: ``%3 Conv(x@0, w@0) -> y@1 {kernel=3} engine=CUDNN device=CUDA:0``."""
+    in_text = ", ".join(f"{n}@{v}" for n, v in ins) if ins is not None else ", ".join(op.inputs)
+    out_text = ", ".join(f"{n}@{v}" for n, v in outs) if outs is not None else ", ".join(op.outputs)
+    line = f"%{index} {op.type}({in_text}) -> {out_text or '()'}"
+    args = sorted(op.args, key=lambda a: a.name or "")
+    if args:
+        line += " {" + ", ".join(f"{a.name}={format_arg_value(a)}" for a in args) + "}"
+    if op.control_inputs:
+        line += " control=" + _format_list(op.control_inputs, str)
+    if op.engine:
+        line += f" engine={op.engine}"
+    if op.device_option is not None:
+        line += f" device={format_device(op.device_option)}"
+    if op.name:
+        line += f" name={op.name!r}"
+    if op.is_gradient_op:
+        line += " gradient"
+    return line
+
+
+def print_net(net: Net, label: str = "net", *, indent: int = 0) -> str:
+    """The canonical dump of ``net``; ``label`` names it (``predict_net``, ``init_net``)."""
+    pad = _INDENT * indent
+    view = net.ssa()
+    header = f"{pad}net {label}"
+    if net.name:
+        header += f" {net.name!r}"
+    if net.net_type:
+        header += f" type={net.net_type}"
+    lines = [header]
+    if net.device_option is not None:
+        lines.append(f"{pad}{_INDENT}device: {format_device(net.device_option)}")
+    net_args = sorted(net.args, key=lambda a: a.name or "")
+    if net_args:
+        shown = ", ".join(f"{a.name}={format_arg_value(a)}" for a in net_args)
+        lines.append(f"{pad}{_INDENT}args: {{{shown}}}")
+    if net.external_inputs:
+        ext_in = " ".join(f"{n}@{v}" for n, v in view.external_inputs)
+        lines.append(f"{pad}{_INDENT}external_input: {ext_in}")
+    if net.external_outputs:
+        ext_out = " ".join(f"{n}@{v}" for n, v in view.external_outputs)
+        lines.append(f"{pad}{_INDENT}external_output: {ext_out}")
+    for index, op in enumerate(net):
+        ins, outs = view.ssa[index]
+        lines.append(pad + _INDENT + format_op(op, index, ins, outs))
+        for arg_name, nested in op.nested_nets():
+            lines.append(print_net(nested, str(arg_name), indent=indent + 2))
+    return "\n".join(lines)
+
+
+def print_model(model: Model) -> str:
+    """The canonical dump of a model: its init_net (when present), then its predict_net."""
+    parts = []
+    if model.init_net is not None:
+        parts.append(print_net(model.init_net, "init_net"))
+    parts.append(print_net(model.predict_net, "predict_net"))
+    return "\n".join(parts) + "\n"
+
+
+def print_ssa_table(net: Net) -> str:
+    """A table of every blob: its versions, with the op writing and the ops reading each."""
+    view = net.ssa()
+    producers = view.producers
+    consumers = view.consumers
+    blobs = sorted(set(producers) | set(consumers) | set(view.external_inputs))
+    rows = ["blob@version  written by  read by"]
+    for name, version in blobs:
+        writer = producers.get((name, version))
+        written = f"%{writer[0]}" if writer else ("input" if version == 0 else "-")
+        readers = " ".join(f"%{i}" for i in view.consumer_ops((name, version))) or "-"
+        rows.append(f"{name}@{version}  {written}  {readers}")
+    return "\n".join(rows) + "\n"

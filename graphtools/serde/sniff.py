@@ -1,0 +1,118 @@
+"""Telling what a file holds: text or binary protobuf, and which message it really is.
+
+Binary protobuf has no header, so the wrong message type often parses "successfully": a Caffe2
+TensorProtos file reads as a NetDef whose name is binary garbage, and an ONNX model reads as a
+NetDef full of unknown fields. These checks look at a bounded sample of the parsed message, so
+they cost the same on a net of ten ops or a million.
+"""
+
+from __future__ import annotations
+
+import re
+
+from google.protobuf import message, text_format, unknown_fields
+
+from graphtools.proto import caffe2_pb2
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
+_SAMPLE = 64  # ops looked at from each end of a net
+
+
+def looks_like_text(data: bytes) -> bool:
+    """Whether ``data`` is printable UTF-8 (protobuf text format, not binary wire format)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return _CONTROL.search(text) is None
+
+
+def _plausible_name(name: str) -> bool:
+    return _CONTROL.search(name) is None
+
+
+def implausible_netdef(net: caffe2_pb2.NetDef) -> str | None:
+    """Why ``net`` (parsed from binary) cannot be a real NetDef, or ``None`` if it can be."""
+    if len(unknown_fields.UnknownFieldSet(net)):
+        return "it has fields a NetDef does not have"
+    if not _plausible_name(net.name):
+        return "its name is binary data"
+    ops = net.op
+    sample = list(ops[:_SAMPLE]) + (list(ops[-_SAMPLE:]) if len(ops) > _SAMPLE else [])
+    for op in sample:
+        if not op.type or not _plausible_name(op.type):
+            return "an op has no readable type"
+        if len(unknown_fields.UnknownFieldSet(op)):
+            return f"op '{op.type}' has fields an OperatorDef does not have"
+        if not all(_plausible_name(blob) for blob in (*op.input, *op.output)):
+            return f"op '{op.type}' has blob names that are binary data"
+    externals = list(net.external_input[:_SAMPLE]) + list(net.external_output[:_SAMPLE])
+    if not all(_plausible_name(blob) for blob in externals):
+        return "its external input/output names are binary data"
+    empty = not (ops or net.external_input or net.external_output or net.arg or net.type)
+    if empty and net.name:
+        return "it holds nothing but a name"
+    return None
+
+
+def identify_binary(data: bytes) -> str | None:
+    """Name the message ``data`` most plausibly is, among those users mix up with a NetDef."""
+    plan = caffe2_pb2.PlanDef()
+    try:
+        plan.ParseFromString(data)
+        plausible = not len(unknown_fields.UnknownFieldSet(plan)) and all(
+            implausible_netdef(net) is None for net in plan.network
+        )
+        if (plan.network or plan.execution_step) and plausible:
+            return "a Caffe2 PlanDef (a training/test plan), not a NetDef"
+    except message.DecodeError:
+        pass
+    protos = caffe2_pb2.TensorProtos()
+    try:
+        protos.ParseFromString(data)
+        if protos.protos and not len(unknown_fields.UnknownFieldSet(protos)):
+            names_ok = all(_plausible_name(t.name) for t in protos.protos[:_SAMPLE])
+            if names_ok and all(not len(unknown_fields.UnknownFieldSet(t)) for t in protos.protos):
+                return "a Caffe2 TensorProtos file (tensors, not a net)"
+    except message.DecodeError:
+        pass
+    if _is_onnx_binary(data):
+        return "an ONNX model (load it as ONNX, not as a Caffe2 NetDef)"
+    return None
+
+
+def _is_onnx_binary(data: bytes) -> bool:
+    import onnx
+
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except message.DecodeError:
+        return False
+    return bool(model.ir_version) and model.HasField("graph")
+
+
+def identify_text(text: str) -> str | None:
+    """Name the message a text file holds when it does not parse as a NetDef."""
+    plan = caffe2_pb2.PlanDef()
+    try:
+        text_format.Parse(text, plan)
+        if plan.network or plan.execution_step:
+            return "a Caffe2 PlanDef (a training/test plan), not a NetDef"
+    except text_format.ParseError:
+        pass
+    import onnx
+
+    try:
+        model = text_format.Parse(text, onnx.ModelProto())
+        if model.HasField("graph") or model.ir_version:
+            return "an ONNX model in text format, not a Caffe2 NetDef"
+    except text_format.ParseError:
+        pass
+    try:
+        protos = text_format.Parse(text, caffe2_pb2.TensorProtos())
+        if protos.protos:
+            return "a Caffe2 TensorProtos file (tensors, not a net)"
+    except text_format.ParseError:
+        pass
+    return None

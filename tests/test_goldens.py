@@ -1,0 +1,40 @@
+"""Golden pipeline cases under fixtures/golden: dump before/after, modified flag, stats.
+
+Run ``pytest tests/test_goldens.py --update-goldens`` to rewrite the expected files after an
+intended change, then review the diff.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES
+
+from graphtools.golden import EXPECTED, GoldenCase, find_cases, render_case
+
+GOLDEN_ROOT = FIXTURES / "golden"
+CASES = find_cases(GOLDEN_ROOT)
+
+
+@pytest.mark.parametrize("folder", CASES, ids=[str(c.relative_to(GOLDEN_ROOT)) for c in CASES])
+def test_golden_case(folder: Path, update_goldens: bool) -> None:
+    case = GoldenCase.load(folder)
+    text, after, _ = render_case(case, FIXTURES.parent)
+    expected_path = folder / EXPECTED
+    if update_goldens or not expected_path.exists():
+        expected_path.write_text(text)
+        if not update_goldens:
+            pytest.fail(f"{expected_path} did not exist; it was written: review it and commit it")
+    assert text == expected_path.read_text(), f"golden mismatch for {folder}; see --update-goldens"
+    if after is not None:
+        assert "// second run modified: False" in text, "the pipeline is not at a fixpoint"
+    else:
+        assert "// model unchanged: True" in text, "a refused pipeline changed the model"
+
+
+def test_every_golden_pass_folder_has_cases() -> None:
+    folders = [p for p in GOLDEN_ROOT.iterdir() if p.is_dir()] if GOLDEN_ROOT.exists() else []
+    assert folders, "no golden cases found"
+    for folder in folders:
+        assert find_cases(folder), f"{folder} holds no case"
