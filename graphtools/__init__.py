@@ -17,7 +17,16 @@ from graphtools.errors import (
 )
 from graphtools.graph import get_sub_graph_external_input_output, to_networkx
 from graphtools.ir import Argument, DeviceOption, Model, Net, Op, make_arg
-from graphtools.pass_infra import Pass, PassResult, register_pass
+from graphtools.pass_infra import (
+    DEFAULT_PIPELINE,
+    Pass,
+    PassManager,
+    PassRecord,
+    PassResult,
+    PipelineSpecError,
+    available_passes,
+    register_pass,
+)
 from graphtools.printer import print_model, print_net
 from graphtools.serde import (
     extract_metanet_net,
@@ -38,10 +47,13 @@ from graphtools.ssa import (
     get_ssa,
     get_undefined_blobs,
 )
+from graphtools.verify import Finding, verify
 
 __all__ = [
+    "DEFAULT_PIPELINE",
     "Argument",
     "DeviceOption",
+    "Finding",
     "GraphToolsError",
     "IllegalRewriteError",
     "InvalidNetError",
@@ -50,12 +62,16 @@ __all__ = [
     "Op",
     "Pass",
     "PassError",
+    "PassManager",
+    "PassRecord",
     "PassResult",
+    "PipelineSpecError",
     "PostconditionError",
     "PreconditionError",
     "SSAView",
     "SerdeError",
     "UnsupportedOpError",
+    "available_passes",
     "extract_metanet_net",
     "get_consumer_map",
     "get_op_ids_in_path",
@@ -76,4 +92,5 @@ __all__ = [
     "save_model",
     "save_net",
     "to_networkx",
+    "verify",
 ]

@@ -80,7 +80,7 @@ def render_case(case: GoldenCase, relative_to: Path) -> tuple[str, Model | None,
     lines.append(f"// modified: {modified}")
     for record in records:
         if record.modified or record.stats:
-            lines.append(f"// stats {record.pass_name} (round {record.round}): {record.stats}")
+            lines.append(f"// stats {record.name} (round {record.round}): {record.stats}")
     again = PassManager.parse(case.pipeline)(model)
     lines.append(f"// second run modified: {any(record.modified for record in again)}")
     return "\n".join(lines) + "\n", model, before

@@ -51,7 +51,7 @@ def to_networkx(net: Net | caffe2_pb2.NetDef) -> nx.MultiDiGraph:
     an op reading one blob twice has two parallel edges.
     """
     view = _as_net(net).ssa()
-    graph = nx.MultiDiGraph()
+    graph: nx.MultiDiGraph = nx.MultiDiGraph()
     for index, op in enumerate(view.net):
         graph.add_node(index, kind="op", type=op.type)
         ins, outs = view.ssa[index]

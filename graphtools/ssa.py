@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from graphtools._gc import paused_gc
 from graphtools.ir import Net
 from graphtools.proto import caffe2_pb2
 
@@ -72,17 +73,20 @@ def get_ssa(
             versions[name] = 0
     implicit_inputs = not ir_net.external_inputs
     ssa: list[OpSSA] = []
+    append = ssa.append
     get = versions.get
-    for op in ir_net:
-        if implicit_inputs:
-            for name in op.inputs:
-                if name not in versions:
-                    versions[name] = 0
-        ins = [(name, get(name, 0)) for name in op.inputs]
-        for name in op.outputs:
-            versions[name] = get(name, 0) + 1
-        outs = [(name, versions[name]) for name in op.outputs]
-        ssa.append((ins, outs))
+    with paused_gc():
+        for op in ir_net:
+            inputs = op.inputs
+            if implicit_inputs:
+                for name in inputs:
+                    if name not in versions:
+                        versions[name] = 0
+            ins = [(name, get(name, 0)) for name in inputs]
+            outputs = op.outputs
+            for name in outputs:
+                versions[name] = get(name, 0) + 1
+            append((ins, [(name, versions[name]) for name in outputs]))
     return ssa, versions
 
 
@@ -128,9 +132,10 @@ def get_producer_map(ssa: Sequence[OpSSA]) -> dict[VersionedBlob, tuple[int, int
     A blob listed twice among one op's outputs maps to its last position.
     """
     producers: dict[VersionedBlob, tuple[int, int]] = {}
-    for index, (_, outs) in enumerate(ssa):
-        for position, blob in enumerate(outs):
-            producers[blob] = (index, position)
+    with paused_gc():
+        for index, (_, outs) in enumerate(ssa):
+            for position, blob in enumerate(outs):
+                producers[blob] = (index, position)
     return producers
 
 
@@ -140,9 +145,10 @@ def get_consumer_map(ssa: Sequence[OpSSA]) -> defaultdict[VersionedBlob, list[tu
     A ``defaultdict(list)`` as upstream, so looking up an unread blob gives ``[]``.
     """
     consumers: defaultdict[VersionedBlob, list[tuple[int, int]]] = defaultdict(list)
-    for index, (ins, _) in enumerate(ssa):
-        for position, blob in enumerate(ins):
-            consumers[blob].append((index, position))
+    with paused_gc():
+        for index, (ins, _) in enumerate(ssa):
+            for position, blob in enumerate(ins):
+                consumers[blob].append((index, position))
     return consumers
 
 
@@ -193,7 +199,16 @@ class SSAView:
     def consumers(self) -> dict[VersionedBlob, list[tuple[int, int]]]:
         """``{versioned blob: [(op index, input position), ...]}`` (a plain dict)."""
         if self._consumers is None:
-            self._consumers = dict(get_consumer_map(self.ssa))
+            consumers: dict[VersionedBlob, list[tuple[int, int]]] = {}
+            with paused_gc():
+                for index, (ins, _) in enumerate(self.ssa):
+                    for position, blob in enumerate(ins):
+                        found = consumers.get(blob)
+                        if found is None:
+                            consumers[blob] = [(index, position)]
+                        else:
+                            found.append((index, position))
+            self._consumers = consumers
         return self._consumers
 
     def producer(self, blob: VersionedBlob) -> int | None:

@@ -113,10 +113,10 @@ def load_plan(path: str | Path) -> caffe2_pb2.PlanDef:
 
 def netdef_bytes(net: caffe2_pb2.NetDef | Net, *, text: bool) -> bytes:
     """Serialise a NetDef (or IR net) as binary wire format or as protobuf text."""
-    netdef = net.to_netdef() if isinstance(net, Net) else net
     if text:
+        netdef = net.to_netdef() if isinstance(net, Net) else net
         return text_format.MessageToString(netdef).encode("utf-8")
-    return netdef.SerializeToString()
+    return net.serialize() if isinstance(net, Net) else net.SerializeToString()
 
 
 def save_net(net: caffe2_pb2.NetDef | Net, path: str | Path, *, text: bool | None = None) -> Path:

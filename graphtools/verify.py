@@ -1,0 +1,169 @@
+"""Well-formedness checks over a model: blobs read before anything defines them, outputs never
+produced.
+
+``verify`` returns findings rather than raising: real exported nets often arrive with some (a
+parameter read but not declared, an output left from training), so the pass manager compares
+the findings before and after each pass and only refuses a pass that *adds* one.
+
+Rules, in Caffe2's terms:
+
+* **undefined-blob**: an op reads a blob that no earlier op of its net writes and that is
+  neither an external input of the net nor (for the predict_net) a blob the init_net produces.
+  Only checked in nets that declare ``external_input``: Caffe2 treats a net with an empty
+  ``external_input`` as declaring its inputs implicitly (``get_ssa`` seeds every read-before-
+  write blob), so such a net has no undefined reads.
+* **missing-output**: an external output that no op of the net writes and that is not an
+  external input (declared, or implicit as above) nor an init_net output.
+
+Nested nets (``If``'s ``then_net``, ``Do``'s ``net``, ``RecurrentNetwork``'s ``step_net``) are
+checked too, with one simple scoping rule: a nested net held by op ``i`` sees, besides its own
+external inputs and earlier writes, every blob visible in the enclosing net just before op
+``i`` (that net's inputs and the writes of ops ``0..i-1``, recursively outwards); and the blobs
+a nested net writes count as written by op ``i`` (``If`` and ``While`` run their nets in the
+enclosing workspace, and exported ``If`` ops often list no outputs). A net with implicit inputs
+makes every blob visible to the nets it holds. Control inputs are scheduling hints, not reads,
+and are not checked. One walk over every op: linear in the size of the model.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from graphtools.ir import Model, Net
+
+__all__ = ["MISSING_OUTPUT", "UNDEFINED_BLOB", "Finding", "verify"]
+
+UNDEFINED_BLOB = "undefined-blob"
+MISSING_OUTPUT = "missing-output"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem ``verify`` found.
+
+    Attributes:
+        kind: ``"undefined-blob"`` or ``"missing-output"``.
+        net: path of the net: ``predict_net``, ``init_net``, ``net`` (a bare ``Net``), or a
+            nested net such as ``predict_net/op[12:If]/then_net``.
+        op_index: index of the offending op in that net (``None`` for net-level findings).
+        op_type: type of that op (``None`` for net-level findings).
+        blob: the blob name concerned.
+        message: what is wrong and what to do, without the location.
+    """
+
+    kind: str
+    net: str
+    op_index: int | None
+    op_type: str | None
+    blob: str
+    message: str
+
+    def __str__(self) -> str:
+        where = (
+            self.net if self.op_index is None else f"{self.net} op[{self.op_index}:{self.op_type}]"
+        )
+        return f"{where}: {self.message} [{self.kind}]"
+
+
+class _Scope:
+    """Blobs visible in one net while it is being walked, chained to the enclosing net's."""
+
+    __slots__ = ("defined", "implicit", "parent", "written")
+
+    def __init__(self, defined: set[str], implicit: bool, parent: _Scope | None) -> None:
+        self.defined = defined
+        self.implicit = implicit
+        self.parent = parent
+        self.written: set[str] = set()
+
+    def visible(self, name: str) -> bool:
+        scope: _Scope | None = self
+        while scope is not None:
+            if scope.implicit or name in scope.written or name in scope.defined:
+                return True
+            scope = scope.parent
+        return False
+
+
+def verify(model: Model | Net) -> list[Finding]:
+    """Check ``model`` (or a single ``Net``) and return its findings, in net and op order.
+
+    The init_net is checked before the predict_net; the init_net's produced blobs count as
+    defined for the predict_net. An empty list means the model is well formed.
+    """
+    findings: list[Finding] = []
+    if isinstance(model, Net):
+        _check_net(model, "net", set(), None, findings)
+        return findings
+    init_outputs: set[str] = set()
+    if model.init_net is not None:
+        _check_net(model.init_net, "init_net", set(), None, findings)
+        init_outputs = {name for op in model.init_net for name in op.outputs}
+    _check_net(model.predict_net, "predict_net", init_outputs, None, findings)
+    return findings
+
+
+def _check_net(
+    net: Net, path: str, outer_defined: set[str], parent: _Scope | None, findings: list[Finding]
+) -> set[str]:
+    """Append the findings of ``net`` (and its nested nets); return the blobs it writes."""
+    implicit = not net.external_inputs
+    scope = _Scope(set(net.external_inputs) | outer_defined, implicit, parent)
+    written = scope.written
+    read: set[str] = set()
+    init_note = " nor an init_net output" if outer_defined else ""
+    for index, op in enumerate(net):
+        for name in op.inputs:
+            if implicit:
+                read.add(name)
+            elif not scope.visible(name):
+                findings.append(
+                    Finding(
+                        UNDEFINED_BLOB,
+                        path,
+                        index,
+                        op.type,
+                        name,
+                        f"reads '{name}', which no earlier op writes and which is not an "
+                        f"external input{init_note}; declare it in external_input or "
+                        "produce it before this op",
+                    )
+                )
+        if op.has_nested_nets():
+            for label, nested in _label_nested(op.nested_nets()):
+                nested_path = f"{path}/op[{index}:{op.type}]/{label}"
+                written.update(_check_net(nested, nested_path, set(), scope, findings))
+        written.update(op.outputs)
+    defined = scope.defined
+    for name in net.external_outputs:
+        if name in written or name in defined or name in read:
+            continue
+        if parent is not None and parent.visible(name):
+            continue
+        findings.append(
+            Finding(
+                MISSING_OUTPUT,
+                path,
+                None,
+                None,
+                name,
+                f"external output '{name}' is never produced: no op writes it and it is not "
+                f"an external input{init_note}; produce it or drop it from external_output",
+            )
+        )
+    return written
+
+
+def _label_nested(nested: list[tuple[str | None, Net]]) -> list[tuple[str, Net]]:
+    """Name each nested net by its argument, with ``[k]`` where an argument holds several."""
+    counts = Counter(name for name, _ in nested)
+    seen: Counter[str | None] = Counter()
+    labelled = []
+    for name, net in nested:
+        label = name or "arg"
+        if counts[name] > 1:
+            label = f"{label}[{seen[name]}]"
+            seen[name] += 1
+        labelled.append((label, net))
+    return labelled

@@ -1,0 +1,457 @@
+"""PassManager: fixpoint, steps, checks after each pass, rollback, pipeline specs, registry."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+import types
+from dataclasses import dataclass
+from typing import ClassVar
+
+import pytest
+
+from graphtools.errors import (
+    GraphToolsError,
+    IllegalRewriteError,
+    PassError,
+    PostconditionError,
+    PreconditionError,
+)
+from graphtools.ir import Model, Net, Op
+from graphtools.pass_infra import (
+    DEFAULT_PIPELINE,
+    Pass,
+    PassManager,
+    PassRecord,
+    PassResult,
+    PipelineSpecError,
+    available_passes,
+    register_pass,
+)
+
+# -- toy passes ---------------------------------------------------------------------------------
+
+
+@register_pass
+@dataclass(frozen=True)
+class PeelOne(Pass):
+    """Removes the first op of type ``op_type`` per call: progress once per occurrence."""
+
+    name: ClassVar[str] = "test-peel-one"
+    op_type: str = "Identity"
+
+    def call(self, model: Model) -> PassResult:
+        net = model.predict_net
+        for index, op in enumerate(net):
+            if op.type == self.op_type:
+                net.remove_ops([index])
+                return PassResult(model, True, {"peeled": 1})
+        return PassResult(model, False, {"peeled": 0})
+
+
+@register_pass
+@dataclass(frozen=True)
+class Options(Pass):
+    """Does nothing; exists for its option types."""
+
+    name: ClassVar[str] = "test-options"
+    count: int = 1
+    ratio: float = 0.5
+    flag: bool = False
+    label: str = "x"
+    types: tuple[str, ...] = ()
+
+    def call(self, model: Model) -> PassResult:
+        return PassResult(model, False)
+
+
+@dataclass(frozen=True)
+class Scripted(Pass):
+    """Removes op 0, then misbehaves as told."""
+
+    name: ClassVar[str] = "test-scripted"
+    raise_error: BaseException | None = None
+    claim_modified: bool = True
+    mutate: bool = True
+    new_outputs: tuple[str, ...] | None = None
+    undefine: bool = False
+    fail_requires: bool = False
+    fail_ensures: bool = False
+
+    def requires(self, model: Model) -> None:
+        if self.fail_requires:
+            raise PreconditionError("needs an init_net")
+
+    def call(self, model: Model) -> PassResult:
+        net = model.predict_net
+        if self.mutate:
+            net.remove_ops([0])
+        if self.new_outputs is not None:
+            net.set_external_outputs(self.new_outputs)
+        if self.undefine:
+            net.replace_op(0, net[0].replace(inputs=["nowhere"]))
+        if self.raise_error is not None:
+            raise self.raise_error
+        return PassResult(model, self.claim_modified)
+
+    def ensures(self, model: Model) -> None:
+        if self.fail_ensures:
+            raise PostconditionError("left an Identity behind")
+
+
+@dataclass(frozen=True)
+class Renamer(Scripted):
+    name: ClassVar[str] = "test-renamer"
+    changes_interface: ClassVar[bool] = True
+
+
+def _model() -> Model:
+    ops = [
+        Op("Identity", ["x"], ["unused1"]),
+        Op("Relu", ["x"], ["b"]),
+        Op("Identity", ["b"], ["unused2"]),
+        Op("Sigmoid", ["b"], ["y"]),
+    ]
+    predict = Net(ops, ["x", "w"], ["y"], name="toy")
+    init = Net([Op("GivenTensorFill", [], ["w"], args={"shape": [2]})], name="toy_init")
+    return Model(predict, init)
+
+
+def _bytes(model: Model) -> tuple[bytes, bytes]:
+    assert model.init_net is not None
+    return (
+        model.predict_net.to_netdef().SerializeToString(),
+        model.init_net.to_netdef().SerializeToString(),
+    )
+
+
+# -- fixpoint and steps -------------------------------------------------------------------------
+
+
+def test_fixpoint_repeats_until_a_round_modifies_nothing() -> None:
+    model = _model()
+    records = PassManager([PeelOne()])(model)
+    assert [(r.name, r.round, r.modified) for r in records] == [
+        ("test-peel-one", 1, True),
+        ("test-peel-one", 2, True),
+        ("test-peel-one", 3, False),
+    ]
+    assert [(r.ops_before, r.ops_after) for r in records] == [(5, 4), (4, 3), (3, 3)]
+    assert [r.stats for r in records] == [{"peeled": 1}, {"peeled": 1}, {"peeled": 0}]
+    assert all(isinstance(r, PassRecord) and r.seconds >= 0 for r in records)
+    assert [op.type for op in model.predict_net] == ["Relu", "Sigmoid"]
+
+
+def test_a_round_with_any_modification_runs_again() -> None:
+    records = PassManager([PeelOne(), PeelOne(op_type="Nothing")])(_model())
+    assert [(r.round, r.modified) for r in records] == [
+        (1, True),
+        (1, False),
+        (2, True),
+        (2, False),
+        (3, False),
+        (3, False),
+    ]
+
+
+def test_steps_limits_the_rounds() -> None:
+    model = _model()
+    records = PassManager([PeelOne()], steps=1)(model)
+    assert [r.round for r in records] == [1]
+    assert [op.type for op in model.predict_net] == ["Relu", "Identity", "Sigmoid"]
+
+
+def test_steps_must_be_positive_and_passes_instances() -> None:
+    with pytest.raises(PipelineSpecError, match="steps"):
+        PassManager([PeelOne()], steps=0)
+    with pytest.raises(PipelineSpecError, match="instantiate"):
+        PassManager([PeelOne])  # type: ignore[list-item]
+
+
+# -- checks and rollback ------------------------------------------------------------------------
+
+
+def _fails(manager: PassManager, model: Model) -> PassError:
+    before = _bytes(model)
+    revision = model.revision
+    with pytest.raises(PassError) as info:
+        manager(model)
+    assert _bytes(model) == before
+    assert model.revision == revision
+    return info.value
+
+
+def test_exception_in_pass_rolls_back_and_names_previous_passes() -> None:
+    model = _model()
+    PeelOne().call(model)
+    expected = _bytes(model)
+    model = _model()
+    with pytest.raises(PassError) as info:
+        PassManager([PeelOne(), Scripted(raise_error=RuntimeError("boom"))], steps=1)(model)
+    error = info.value
+    assert error.pass_name == "test-scripted"
+    assert error.previous == ["test-peel-one"]
+    assert "pass 'test-scripted' failed (after test-peel-one): RuntimeError: boom" in str(error)
+    assert isinstance(error.__cause__, RuntimeError)
+    assert any("rolled back" in note for note in error.__notes__)
+    # The earlier pass's work stays: only the failing pass is undone.
+    assert _bytes(model) == expected
+
+
+def test_graphtools_errors_are_wrapped_with_their_cause() -> None:
+    cause = IllegalRewriteError("op 3 (Relu): blob 'b'@1 has other consumers")
+    error = _fails(PassManager([Scripted(raise_error=cause)]), _model())
+    assert error.__cause__ is cause
+    assert "has other consumers" in str(error)
+
+
+def test_requires_and_ensures_failures() -> None:
+    error = _fails(PassManager([Scripted(fail_requires=True)]), _model())
+    assert isinstance(error.__cause__, PreconditionError)
+    error = _fails(PassManager([Scripted(fail_ensures=True)]), _model())
+    assert isinstance(error.__cause__, PostconditionError)
+
+
+@pytest.mark.parametrize(
+    ("claim", "mutate", "word"), [(False, True, "changed"), (True, False, "did not change")]
+)
+def test_lying_about_modified_fails(claim: bool, mutate: bool, word: str) -> None:
+    error = _fails(PassManager([Scripted(claim_modified=claim, mutate=mutate)]), _model())
+    assert f"reported modified={claim} but the model's revision {word}" in str(error)
+
+
+def test_non_pass_result_fails() -> None:
+    @dataclass(frozen=True)
+    class ReturnsNone(Pass):
+        name: ClassVar[str] = "test-returns-none"
+
+        def call(self, model: Model) -> PassResult:
+            return None  # type: ignore[return-value]
+
+    error = _fails(PassManager([ReturnsNone()]), _model())
+    assert "must return a PassResult" in str(error)
+
+
+def test_new_verify_finding_fails_and_is_named() -> None:
+    error = _fails(PassManager([Scripted(undefine=True)]), _model())
+    assert "verify found a new problem" in str(error)
+    assert "reads 'nowhere'" in str(error)
+    assert any("new verify findings" in note for note in error.__notes__)
+
+
+def test_findings_present_before_the_pass_are_tolerated() -> None:
+    model = _model()
+    model.predict_net.replace_op(3, Op("Add", ["b", "undeclared"], ["y"]))
+    records = PassManager([PeelOne()])(model)
+    assert records[-1].modified is False
+
+
+def test_interface_guard() -> None:
+    error = _fails(PassManager([Scripted(new_outputs=("b",))]), _model())
+    assert "external inputs or outputs" in str(error)
+    assert any("external outputs: ['y'] -> ['b']" in note for note in error.__notes__)
+    model = _model()
+    PassManager([Renamer(new_outputs=("b",))], steps=1)(model)
+    assert model.predict_net.external_outputs == ("b",)
+
+
+def test_keyboard_interrupt_restores_and_propagates() -> None:
+    model = _model()
+    before = _bytes(model)
+    with pytest.raises(KeyboardInterrupt):
+        PassManager([Scripted(raise_error=KeyboardInterrupt())])(model)
+    assert _bytes(model) == before
+
+
+# -- pipeline specs -----------------------------------------------------------------------------
+
+
+def test_parse_converts_options_by_field_type() -> None:
+    manager = PassManager.parse(
+        "test-peel-one, test-options{count=3, ratio=0.25, flag=true, label=hi, types=A;B}",
+        steps=4,
+    )
+    assert manager.steps == 4
+    assert manager.passes == (
+        PeelOne(),
+        Options(count=3, ratio=0.25, flag=True, label="hi", types=("A", "B")),
+    )
+    assert str(manager) == manager.spec
+    assert (
+        manager.spec
+        == "test-peel-one,test-options{count=3,ratio=0.25,flag=true,label=hi,types=A;B}"
+    )
+
+
+@pytest.mark.parametrize(("text", "value"), [("1", True), ("0", False), ("FALSE", False)])
+def test_bool_spellings(text: str, value: bool) -> None:
+    assert PassManager.parse(f"test-options{{flag={text}}}").passes[0] == Options(flag=value)
+
+
+def test_quoted_values_hold_special_characters() -> None:
+    manager = PassManager.parse(r'test-options{label="a,b{c}=d \"q\"",types="X;Y"}')
+    assert manager.passes == (Options(label='a,b{c}=d "q"', types=("X", "Y")),)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        Options(),
+        Options(label='with space, comma {} = "quote" \\ back', count=-2, ratio=1e-9),
+        Options(label="", types=()),
+        Options(types=("Print", "Save"), flag=True),
+    ],
+)
+def test_spec_round_trips(options: Options) -> None:
+    manager = PassManager([options, PeelOne(op_type="Relu")])
+    assert PassManager.parse(manager.spec).passes == manager.passes
+
+
+def test_default_expands_inside_a_larger_spec() -> None:
+    manager = PassManager.parse("test-peel-one,default,test-options")
+    expected = PassManager.parse(f"test-peel-one,{DEFAULT_PIPELINE},test-options")
+    assert manager.passes == expected.passes
+    assert [p.name for p in PassManager.parse("default").passes] == DEFAULT_PIPELINE.split(",")
+
+
+def test_empty_spec_is_an_empty_pipeline() -> None:
+    model = _model()
+    assert PassManager.parse("").passes == ()
+    assert PassManager.parse("")(model) == []
+
+
+def test_unknown_pass_lists_known_ones() -> None:
+    with pytest.raises(PipelineSpecError) as info:
+        PassManager.parse("test-peel-one,no-such-pass")
+    assert isinstance(info.value, GraphToolsError)
+    assert "unknown pass 'no-such-pass'" in str(info.value)
+    assert "remove-dead-ends" in str(info.value)
+    assert "test-options" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        ("test-options{nope=1}", ["pass 'test-options'", "no option 'nope'", "count"]),
+        ("test-options{count=many}", ["option count of pass 'test-options'", "int", "'many'"]),
+        ("test-options{ratio=x}", ["option ratio", "float"]),
+        ("test-options{flag=yes}", ["option flag", "true/false/1/0", "'yes'"]),
+        ("test-options{count=1,count=2}", ["option count", "twice"]),
+        ('test-options{label="open', ["unterminated"]),
+        ("test-options{count}", ["expected '='"]),
+        ("test-peel-one,,test-options", ["expected a pass name"]),
+        ("test-peel-one test-options", ["expected ','"]),
+        ("default{x=1}", ["'default' pipeline takes no options"]),
+    ],
+)
+def test_bad_specs_say_what_is_wrong(spec: str, words: list[str]) -> None:
+    with pytest.raises(PipelineSpecError) as info:
+        PassManager.parse(spec)
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_option_of_unsupported_type_is_refused() -> None:
+    with pytest.raises(PipelineSpecError, match="cannot set"):
+        PassManager.parse("test-scripted-registered{raise_error=x}")
+
+
+@register_pass
+@dataclass(frozen=True)
+class _ScriptedRegistered(Scripted):
+    name: ClassVar[str] = "test-scripted-registered"
+
+
+# -- registry and entry points ------------------------------------------------------------------
+
+
+def test_builtin_and_registered_passes_are_available() -> None:
+    passes = available_passes()
+    assert passes["test-peel-one"] is PeelOne
+    assert passes["remove-dead-ends"].__module__ == "graphtools.passes.remove_dead_ends"
+    assert list(passes) == sorted(passes)
+
+
+def test_register_pass_refuses_a_taken_name() -> None:
+    @dataclass(frozen=True)
+    class Impostor(Pass):
+        name: ClassVar[str] = "test-peel-one"
+
+    with pytest.raises(ValueError, match="taken"):
+        register_pass(Impostor)
+
+
+@dataclass(frozen=True)
+class PluginPass(Pass):
+    name: ClassVar[str] = "test-plugin"
+    level: int = 0
+
+    def call(self, model: Model) -> PassResult:
+        return PassResult(model, False, {"level": self.level})
+
+
+def _install_plugins(monkeypatch: pytest.MonkeyPatch, **targets: str) -> None:
+    module = types.ModuleType("graphtools_test_plugin")
+    module.PluginPass = PluginPass  # type: ignore[attr-defined]
+    module.NotAPass = object  # type: ignore[attr-defined]
+    module.Clash = type("Clash", (PluginPass,), {"name": "remove-dead-ends"})  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    entry_points = [
+        importlib.metadata.EntryPoint(name, target, "graphtools.passes")
+        for name, target in targets.items()
+    ]
+
+    def fake(**kwargs: str) -> list[importlib.metadata.EntryPoint]:
+        assert kwargs == {"group": "graphtools.passes"}
+        return entry_points
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", fake)
+
+
+def test_entry_point_passes_are_available_and_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    _install_plugins(monkeypatch, plugin="graphtools_test_plugin:PluginPass")
+    assert available_passes()["test-plugin"] is PluginPass
+    manager = PassManager.parse("test-plugin{level=2},remove-dead-ends")
+    assert manager.passes[0] == PluginPass(level=2)
+    assert manager(_model())[0].stats == {"level": 2}
+
+
+@pytest.mark.parametrize(
+    ("target", "words"),
+    [
+        ("graphtools_no_such_module:Thing", ["cannot load entry point 'broken'", "ModuleNotFound"]),
+        ("graphtools_test_plugin:NotAPass", ["entry point 'broken'", "does not name a Pass"]),
+        ("graphtools_test_plugin:Clash", ["claims the name 'remove-dead-ends'"]),
+    ],
+)
+def test_broken_entry_points_are_named(
+    monkeypatch: pytest.MonkeyPatch, target: str, words: list[str]
+) -> None:
+    _install_plugins(monkeypatch, broken=target)
+    with pytest.raises(PipelineSpecError) as info:
+        available_passes()
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_rollback_covers_nested_nets() -> None:
+    then_net = Net([Op("Relu", ["x"], ["t"]), Op("Sigmoid", ["t"], ["u"])], ["x"], ["u"])
+    built = Net([Op("If", ["cond"], [], args={"then_net": then_net})], ["x", "cond"], ["u"])
+    model = Model(Net.from_netdef(built.to_netdef()))
+
+    @dataclass(frozen=True)
+    class BreaksNested(Pass):
+        name: ClassVar[str] = "test-breaks-nested"
+
+        def call(self, model: Model) -> PassResult:
+            [(_, nested)] = model.predict_net[0].nested_nets()
+            nested.remove_ops([0])
+            nested.set_external_outputs(["v"])
+            raise RuntimeError("halfway")
+
+    before = model.predict_net.to_netdef().SerializeToString()
+    revision = model.revision
+    with pytest.raises(PassError, match="halfway"):
+        PassManager([BreaksNested()])(model)
+    assert model.predict_net.to_netdef().SerializeToString() == before
+    assert model.revision == revision
