@@ -46,6 +46,13 @@ class IllegalRewriteError(GraphToolsError, ValueError):
     """
 
 
+class InvalidArgumentError(GraphToolsError, ValueError):
+    """A function was called with an argument it cannot use (unknown style, bad device name).
+
+    Subclasses ``ValueError``, which is what the upstream helpers raised for these cases.
+    """
+
+
 class PreconditionError(GraphToolsError):
     """A pass was asked to run on a model that does not meet its ``requires`` check."""
 

@@ -6,9 +6,9 @@ from collections.abc import Iterable
 
 import networkx as nx
 
-from graphtools.ir import Net
+from graphtools.ir import Net, as_net
 from graphtools.proto import caffe2_pb2
-from graphtools.ssa import VersionedBlob, _as_net
+from graphtools.ssa import VersionedBlob
 
 __all__ = ["get_sub_graph_external_input_output", "to_networkx"]
 
@@ -23,7 +23,7 @@ def get_sub_graph_external_input_output(
     by an op outside it or declared as the net's external outputs (order of the outputs). Linear
     in the size of the sub-graph plus its consumers, unlike detectron2's quadratic scan.
     """
-    view = _as_net(net).ssa()
+    view = as_net(net).ssa()
     chosen = list(dict.fromkeys(op_indices))
     inside = set(chosen)
     produced = {blob for index in chosen for blob in view.ssa[index][1]}
@@ -50,7 +50,7 @@ def to_networkx(net: Net | caffe2_pb2.NetDef) -> nx.MultiDiGraph:
     reads (``position`` = input slot) and op -> blob for writes (``position`` = output slot), so
     an op reading one blob twice has two parallel edges.
     """
-    view = _as_net(net).ssa()
+    view = as_net(net).ssa()
     graph: nx.MultiDiGraph = nx.MultiDiGraph()
     for index, op in enumerate(view.net):
         graph.add_node(index, kind="op", type=op.type)

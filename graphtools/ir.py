@@ -788,3 +788,16 @@ class Model:
         from graphtools.serde import save_model
 
         return save_model(self, directory, text=text)
+
+
+def as_net(net: Net | NetDef | Any) -> Net:
+    """The IR of ``net``: an IR ``Net`` as is, a ``NetDef`` converted, a Caffe2 ``core.Net``
+    through its ``Proto()``. Lets the drop-in functions accept what upstream accepted."""
+    if isinstance(net, Net):
+        return net
+    if isinstance(net, NetDef):
+        return Net.from_netdef(net)
+    proto = getattr(net, "Proto", None)
+    if callable(proto):
+        return as_net(proto())
+    raise TypeError(f"expected a graphtools Net or a NetDef, got {type(net).__name__}")

@@ -249,7 +249,7 @@ class _SpecReader:
                 chars.append(char)
             raise self.error("unterminated quoted value")
         start = self.pos
-        while self.pos < len(self.spec) and self.spec[self.pos] not in ',{}="':
+        while self.pos < len(self.spec) and self.spec[self.pos] not in ',{}"':
             self.pos += 1
         return self.spec[start : self.pos].strip()
 

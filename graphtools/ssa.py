@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from graphtools._gc import paused_gc
-from graphtools.ir import Net
+from graphtools.ir import Net, as_net
 from graphtools.proto import caffe2_pb2
 
 VersionedBlob = tuple[str, int]
@@ -35,17 +34,6 @@ __all__ = [
     "get_ssa",
     "get_undefined_blobs",
 ]
-
-
-def _as_net(net: Net | caffe2_pb2.NetDef | Any) -> Net:
-    if isinstance(net, Net):
-        return net
-    if isinstance(net, caffe2_pb2.NetDef):
-        return Net.from_netdef(net)
-    proto = getattr(net, "Proto", None)  # a caffe2 core.Net-like object
-    if callable(proto):
-        return _as_net(proto())
-    raise TypeError(f"expected a graphtools Net or a NetDef, got {type(net).__name__}")
 
 
 def get_ssa(
@@ -66,7 +54,7 @@ def get_ssa(
         declares some, such a blob is reported at version 0 but not inserted. An op that lists
         an output twice bumps it twice and reports both at the final version.
     """
-    ir_net = _as_net(net)
+    ir_net = as_net(net)
     versions: dict[str, int] = {} if blob_versions is None else blob_versions
     for name in ir_net.external_inputs:
         if name not in versions:

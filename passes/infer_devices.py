@@ -1,0 +1,131 @@
+"""Place every op of an exported pair on the device its blobs live on.
+
+ONNX-exported nets carry no device options; detectron2 assigned them from the devices of the
+example inputs. This pass does the same from an option: the devices of predict_net's inputs
+are given, ``graphtools.analysis.infer_device_type`` propagates them through the copy ops
+(``CopyCPUToGPU``/``CopyGPUToCPU`` move a blob, every other op keeps one device), and each op
+that is not already on its device gets ``DeviceOption(device_type=1, device_id=0)`` (GPU, and
+both copy ops) or ``DeviceOption(device_type=0)`` (CPU op whose effective device was CUDA).
+init_net ops get the device predict_net reads their blob on; init ops whose blobs predict_net
+never reads are left alone. See ``plan_device_options`` for the exact rules.
+
+Example (``infer-devices{inputs=x=cpu}``)::
+
+    before
+      #0 x_gpu@1 = CopyCPUToGPU(x@0)
+      #1 y_gpu@1 = Relu(x_gpu@1)
+      #2 y@1 = CopyGPUToCPU(y_gpu@1)
+    after
+      #0 x_gpu@1 = CopyCPUToGPU(x@0)      device_option {device_type: 1 device_id: 0}
+      #1 y_gpu@1 = Relu(x_gpu@1)          device_option {device_type: 1 device_id: 0}
+      #2 y@1 = CopyGPUToCPU(y_gpu@1)      device_option {device_type: 1 device_id: 0}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+from graphtools.analysis import device_names, plan_device_options
+from graphtools.errors import InvalidArgumentError
+from graphtools.ir import DeviceOption, Model, Net
+from graphtools.pass_infra import Pass, PassResult, register_pass
+from graphtools.proto import caffe2_pb2
+
+__all__ = ["InferDevices", "assign_device_option", "parse_input_devices"]
+
+
+def parse_input_devices(items: tuple[str, ...], style: str = "caffe2") -> dict[str, str]:
+    """Turn ``("data=gpu", "im_info=cpu")`` into ``{"data": "gpu", "im_info": "cpu"}``.
+
+    The device names are those of ``style`` (``cpu``/``gpu`` for ``caffe2``, ``cpu``/``cuda``
+    for ``pytorch``). The split is at the last ``=``, so blob names may contain ``=``.
+
+    Raises:
+        InvalidArgumentError: an item without ``=``, an unknown device name or style, or a
+            name given twice.
+    """
+    names = device_names(style)
+    devices: dict[str, str] = {}
+    for item in items:
+        name, sep, device = item.rpartition("=")
+        if not sep or not name:
+            raise InvalidArgumentError(f"input device {item!r} is not of the form name=device")
+        if device not in names:
+            raise InvalidArgumentError(
+                f"device {device!r} of input {name!r} is not one of {list(names)} (style {style!r})"
+            )
+        if name in devices:
+            raise InvalidArgumentError(f"input {name!r} is given a device twice")
+        devices[name] = device
+    return devices
+
+
+@register_pass
+@dataclass(frozen=True)
+class InferDevices(Pass):
+    """Assign device options to predict_net and init_net ops from the inputs' devices.
+
+    Options:
+        inputs: ``name=device`` items for predict_net inputs (spec ``inputs=data=gpu;x=cpu``).
+        style: ``caffe2`` (devices ``cpu``/``gpu``) or ``pytorch`` (``cpu``/``cuda``).
+
+    Stats: ``predict_ops_placed`` and ``init_ops_placed``, the ops given a new DeviceOption.
+
+    Raises ``InvalidNetError`` when a predict_net blob's device cannot be inferred or an op
+    mixes devices; nothing is changed then.
+    """
+
+    name: ClassVar[str] = "infer-devices"
+    inputs: tuple[str, ...] = ()
+    style: str = "caffe2"
+
+    def call(self, model: Model) -> PassResult:
+        """Infer devices, then write the needed device options into both nets."""
+        devices = parse_input_devices(self.inputs, self.style)
+        predict_plan, init_plan = plan_device_options(model.predict_net, model.init_net, devices)
+        _apply_plan(model.predict_net, predict_plan)
+        if model.init_net is not None:
+            _apply_plan(model.init_net, init_plan)
+        return PassResult(
+            model,
+            bool(predict_plan or init_plan),
+            {"predict_ops_placed": len(predict_plan), "init_ops_placed": len(init_plan)},
+        )
+
+
+def _apply_plan(net: Net, plan: Mapping[int, DeviceOption]) -> None:
+    if plan:
+        net.set_ops(
+            op.replace(device_option=plan[i]) if i in plan else op for i, op in enumerate(net.ops)
+        )
+
+
+def assign_device_option(
+    predict_net: Net | caffe2_pb2.NetDef,
+    init_net: Net | caffe2_pb2.NetDef | None,
+    input_device_types: Mapping[str, str],
+) -> None:
+    """Write device options into both nets, in place (detectron2's ``_assign_device_option``).
+
+    ``input_device_types`` maps predict_net input names to ``"cpu"``, ``"gpu"`` or ``"cuda"``
+    (upstream derived it from the example tensors). The rules are those of
+    ``plan_device_options``; unlike upstream, ops already on their device are left untouched
+    and CPU ops under a CUDA net-wide option are moved back to CPU. NetDefs are rewritten in
+    place. Nothing is changed when inference fails.
+    """
+    predict_ir = predict_net if isinstance(predict_net, Net) else Net.from_netdef(predict_net)
+    init_ir = (
+        init_net if init_net is None or isinstance(init_net, Net) else Net.from_netdef(init_net)
+    )
+    predict_plan, init_plan = plan_device_options(predict_ir, init_ir, input_device_types)
+    for original, ir_net, plan in (
+        (predict_net, predict_ir, predict_plan),
+        (init_net, init_ir, init_plan),
+    ):
+        if ir_net is None or not plan:
+            continue
+        _apply_plan(ir_net, plan)
+        if isinstance(original, caffe2_pb2.NetDef):
+            original.CopyFrom(ir_net.to_netdef())
