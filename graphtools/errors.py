@@ -8,6 +8,7 @@ exit code 2.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -32,6 +33,32 @@ class SerdeError(GraphToolsError):
 
 class InvalidNetError(GraphToolsError):
     """A net is malformed, or an analysis found a contradiction in it."""
+
+
+class ExecutionError(InvalidNetError):
+    """An op could not run: a missing blob, or its kernel rejected the inputs or arguments.
+
+    Attributes:
+        op_index: position of the op in its net.
+        op_type: the op's type.
+        net_name: the net's name (``None`` when it has none).
+        input_shapes: shapes of the inputs that were available, by blob name.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        op_index: int,
+        op_type: str,
+        net_name: str | None,
+        input_shapes: Mapping[str, tuple[int, ...] | None] | None = None,
+    ) -> None:
+        self.op_index = op_index
+        self.op_type = op_type
+        self.net_name = net_name
+        self.input_shapes = dict(input_shapes or {})
+        super().__init__(message)
 
 
 class UnsupportedOpError(GraphToolsError):

@@ -1,0 +1,328 @@
+"""Helpers for users' regression tests: random feeds and parameters, model equivalence.
+
+``assert_models_equivalent(before, after)`` runs both models with the numpy reference executor
+on the same feeds and fails with a table of the largest differences per external output;
+``compare_models`` returns the same findings as data (the CLI prints them). For zoo predict
+nets shipped without their weights, ``random_params`` makes a consistent set of parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from math import prod, sqrt
+from typing import Any
+
+import numpy as np
+
+from graphtools.errors import InvalidNetError
+from graphtools.executor import Int8Tensor, Workspace, run_model, run_op
+from graphtools.executor._args import channel_axis, order, window_args
+from graphtools.ir import Model, Net, Op
+
+__all__ = [
+    "OutputDiff",
+    "assert_models_equivalent",
+    "compare_models",
+    "format_diffs",
+    "make_feeds",
+    "model_inputs",
+    "random_params",
+]
+
+
+def model_inputs(model: Model) -> list[str]:
+    """External inputs of the predict_net that the init_net does not produce, in order."""
+    produced: set[str] = set()
+    if model.init_net is not None:
+        for op in model.init_net:
+            produced.update(op.outputs)
+    return [name for name in model.predict_net.external_inputs if name not in produced]
+
+
+def make_feeds(
+    model: Model, shapes: Mapping[str, Sequence[int]], seed: int = 0
+) -> dict[str, np.ndarray]:
+    """Standard-normal float32 feeds for every input of ``model`` (see ``model_inputs``).
+
+    Raises:
+        InvalidNetError: an input has no entry in ``shapes``.
+    """
+    names = model_inputs(model)
+    missing = [name for name in names if name not in shapes]
+    if missing:
+        raise InvalidNetError(f"no shape given for model inputs {missing}; pass them in shapes")
+    rng = np.random.default_rng(seed)
+    return {name: rng.standard_normal(tuple(shapes[name])).astype(np.float32) for name in names}
+
+
+@dataclass(frozen=True)
+class OutputDiff:
+    """How one external output differs between two models.
+
+    Attributes:
+        name: the output blob.
+        ok: whether the output matches within tolerance (same name, shape and dtype too).
+        max_abs: largest absolute difference (``nan`` when not comparable).
+        max_rel: largest difference relative to the ``before`` value (over non-zero values).
+        shape_before / shape_after: shapes, ``None`` when the output is missing on that side.
+        reason: why the output is not comparable, empty when it is.
+    """
+
+    name: str
+    ok: bool
+    max_abs: float = float("nan")
+    max_rel: float = float("nan")
+    shape_before: tuple[int, ...] | None = None
+    shape_after: tuple[int, ...] | None = None
+    reason: str = ""
+
+
+def _as_array(value: Any) -> np.ndarray:
+    return value.dequantize() if isinstance(value, Int8Tensor) else np.asarray(value)
+
+
+def _diff(name: str, before: Any, after: Any, rtol: float, atol: float) -> OutputDiff:
+    a, b = _as_array(before), _as_array(after)
+
+    def result(ok: bool, max_abs: float, max_rel: float, reason: str = "") -> OutputDiff:
+        return OutputDiff(name, ok, max_abs, max_rel, a.shape, b.shape, reason)
+
+    nan = float("nan")
+    if a.shape != b.shape:
+        return result(False, nan, nan, "shape differs")
+    if a.dtype != b.dtype:
+        return result(False, nan, nan, f"dtype {a.dtype} != {b.dtype}")
+    if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
+        equal = bool(np.array_equal(a, b))
+        return result(equal, 0.0 if equal else float("inf"), 0.0)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    if a.size == 0:
+        return result(True, 0.0, 0.0)
+    both_nan = np.isnan(a64) & np.isnan(b64)
+    with np.errstate(invalid="ignore"):
+        delta = np.where(both_nan, 0.0, np.abs(a64 - b64))
+        nonzero = a64 != 0
+        rel = np.where(nonzero, delta / np.where(nonzero, np.abs(a64), 1.0), 0.0)
+    ok = bool(np.allclose(b64, a64, rtol=rtol, atol=atol, equal_nan=True))
+    return result(ok, float(np.nanmax(delta)), float(np.nanmax(rel)))
+
+
+def _feeds_for(model: Model, feeds: Mapping[str, Any]) -> dict[str, Any]:
+    declared = set(model.predict_net.external_inputs)
+    if not declared:
+        return dict(feeds)
+    return {name: value for name, value in feeds.items() if name in declared}
+
+
+def compare_models(
+    before: Model,
+    after: Model,
+    feeds: Mapping[str, Any] | None = None,
+    *,
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+    shapes: Mapping[str, Sequence[int]] | None = None,
+    seed: int = 0,
+) -> list[OutputDiff]:
+    """Run both models on the same feeds and compare every external output.
+
+    Feeds default to ``make_feeds(before, shapes, seed)``; each model gets the feeds it
+    declares as external inputs. An output present in only one model is a failed entry.
+    """
+    if feeds is None:
+        feeds = make_feeds(before, shapes or {}, seed)
+    out_before = run_model(before, _feeds_for(before, feeds), seed=seed)
+    out_after = run_model(after, _feeds_for(after, feeds), seed=seed)
+    diffs = []
+    for name, value in out_before.items():
+        if name not in out_after:
+            diffs.append(
+                OutputDiff(
+                    name, False, shape_before=np.shape(_as_array(value)), reason="missing after"
+                )
+            )
+        else:
+            diffs.append(_diff(name, value, out_after[name], rtol, atol))
+    for name, value in out_after.items():
+        if name not in out_before:
+            diffs.append(
+                OutputDiff(
+                    name, False, shape_after=np.shape(_as_array(value)), reason="missing before"
+                )
+            )
+    return diffs
+
+
+def format_diffs(diffs: Sequence[OutputDiff]) -> str:
+    """A fixed-width table of ``diffs``: output, status, max abs/rel difference, shapes, reason."""
+    rows = [("output", "ok", "max_abs", "max_rel", "before", "after", "reason")]
+    for d in diffs:
+        rows.append(
+            (
+                d.name,
+                "yes" if d.ok else "NO",
+                f"{d.max_abs:.3g}",
+                f"{d.max_rel:.3g}",
+                "-" if d.shape_before is None else str(list(d.shape_before)),
+                "-" if d.shape_after is None else str(list(d.shape_after)),
+                d.reason,
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+
+
+def assert_models_equivalent(
+    before: Model,
+    after: Model,
+    feeds: Mapping[str, Any] | None = None,
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+    shapes: Mapping[str, Sequence[int]] | None = None,
+    seed: int = 0,
+) -> None:
+    """Fail with a table of per-output differences unless both models compute the same outputs.
+
+    Raises:
+        AssertionError: an output differs beyond ``atol + rtol * |before|``, or has a different
+            shape or dtype, or exists in only one model.
+    """
+    diffs = compare_models(before, after, feeds, rtol=rtol, atol=atol, shapes=shapes, seed=seed)
+    if not all(d.ok for d in diffs):
+        raise AssertionError(f"models differ (rtol={rtol}, atol={atol}):\n{format_diffs(diffs)}")
+
+
+# -- random parameters for nets without an init_net ---------------------------------------------
+
+
+class _ParamMaker:
+    """Shapes and values of the parameters an op reads, from its first input and its args."""
+
+    def __init__(self, rng: np.random.Generator, channels: int) -> None:
+        self.rng = rng
+        self.channels = channels
+
+    def weight(self, shape: tuple[int, ...], fan_in: int) -> np.ndarray:
+        std = 1.0 / sqrt(max(fan_in, 1))
+        return (self.rng.standard_normal(shape) * std).astype(np.float32)
+
+    def small(self, shape: tuple[int, ...]) -> np.ndarray:
+        return (self.rng.standard_normal(shape) * 0.1).astype(np.float32)
+
+    def positive(self, shape: tuple[int, ...]) -> np.ndarray:
+        return self.rng.uniform(0.5, 1.5, shape).astype(np.float32)
+
+    def make(self, op: Op, position: int, x: np.ndarray) -> np.ndarray | None:
+        """The value of input ``position`` of ``op``, or ``None`` when no rule applies."""
+        kind = op.type
+        if kind in ("Conv", "ConvTranspose"):
+            return self._conv(op, position, x)
+        if kind in ("FC", "FCTransposed", "MatMul"):
+            k = prod(x.shape[int(op.arg("axis", op.arg("axis_a", 1))) :])
+            n = self.channels
+            if position == 2:
+                return self.small((n,))
+            lead = (1,) * (int(op.arg("axis_w", 1)) - 1)  # legacy Caffe weights: (1, 1, N, K)
+            shape = (*lead, k, n) if kind != "FC" else (*lead, n, k)
+            return self.weight(shape, k)
+        c = x.shape[channel_axis(op, x.ndim)] if x.ndim >= 2 else x.size
+        if kind == "SpatialBN":
+            return self.positive((c,)) if position in (1, 4) else self.small((c,))
+        if kind == "InstanceNorm":
+            return self.positive((c,)) if position == 1 else self.small((c,))
+        if kind == "PRelu":
+            return self.rng.uniform(0.0, 0.3, (c,)).astype(np.float32)
+        if kind in ("Add", "Sub", "Mul", "Div", "Sum") and position >= 1:
+            shape = x.shape
+            if op.arg("broadcast", 0):
+                axis = op.arg("axis")
+                shape = (x.shape[-1],) if axis is None else (x.shape[int(axis)],)
+            return self.positive(shape) if kind in ("Div", "Mul") else self.small(shape)
+        return None
+
+    def _conv(self, op: Op, position: int, x: np.ndarray) -> np.ndarray:
+        layout = order(op)
+        nd = x.ndim - 2
+        c = x.shape[channel_axis(op, x.ndim)]
+        group = int(op.arg("group", 1))
+        m = c if group > 1 else self.channels
+        if position == 2:
+            return self.small((m,))
+        kernel, _, _, _ = window_args(op, nd)
+        if kernel is None:
+            raise InvalidNetError(f"{op.type} has no kernel argument; pass its weight shape")
+        if c % group:
+            raise InvalidNetError(f"group {group} does not divide {c} input channels")
+        if op.type == "Conv":
+            per = (m, c // group)
+            fan_in = c // group * prod(kernel)
+        else:
+            per = (c, m // group)
+            fan_in = c // group * prod(kernel)
+        shape = (per[0], *kernel, per[1]) if layout == "NHWC" else (*per, *kernel)
+        return self.weight(shape, fan_in)
+
+
+def random_params(
+    net: Net,
+    input_shapes: Mapping[str, Sequence[int]],
+    seed: int = 0,
+    *,
+    channels: int = 16,
+    param_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> dict[str, np.ndarray]:
+    """Random parameters for a predict net that ships without its init_net.
+
+    Runs ``net`` once on standard-normal inputs of ``input_shapes``; whenever an op reads a blob
+    that does not exist yet, the blob is made from the op's own shapes:
+
+    * Conv / ConvTranspose: the output channel count is not in a Caffe2 net's arguments, so a
+      grouped conv (depthwise included) keeps its input channel count and any other conv
+      outputs ``channels`` channels; weights follow the op's ``order``; biases match.
+    * FC / FCTransposed / MatMul: ``channels`` outputs over the flattened input features.
+    * SpatialBN / InstanceNorm / PRelu: one value per input channel (positive scales and
+      variances).
+    * Add / Sub / Mul / Div / Sum: A's shape, or with ``broadcast=1`` one value per dim at
+      ``axis`` (Caffe2's usual per-channel use).
+
+    Any consistent assignment is a valid network for equivalence tests; ``param_shapes`` forces
+    the shape of named parameters when the real ones are wanted.
+
+    Returns:
+        The generated parameters by name (the inputs are not included).
+
+    Raises:
+        InvalidNetError: a parameter's shape cannot be derived (name it in ``param_shapes``).
+        UnsupportedOpError / ExecutionError: as ``run_net`` does.
+    """
+    rng = np.random.default_rng(seed)
+    maker = _ParamMaker(rng, channels)
+    forced = dict(param_shapes or {})
+    ws = Workspace(seed=seed)
+    for name, shape in input_shapes.items():
+        ws.feed(name, rng.standard_normal(tuple(shape)).astype(np.float32))
+    params: dict[str, np.ndarray] = {}
+    for index, op in enumerate(net):
+        for position, name in enumerate(op.inputs):
+            if ws.has(name):
+                continue
+            if name in forced:
+                shape = tuple(forced[name])
+                value = maker.weight(shape, prod(shape[1:]) if len(shape) > 1 else 1)
+            elif position == 0:
+                value = None
+            else:
+                value = maker.make(op, position, np.asarray(ws.fetch(op.inputs[0])))
+            if value is None:
+                raise InvalidNetError(
+                    f"op #{index} ({op.type}) in net {net.name!r}: cannot derive the shape of "
+                    f"parameter {name!r}; give it in param_shapes"
+                )
+            params[name] = value
+            ws.feed(name, value)
+        run_op(op, ws, index=index, net=net)
+    return params

@@ -1,0 +1,110 @@
+"""graphtools.testing: feeds, model comparison and its failure table, random parameters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphtools.errors import InvalidNetError
+from graphtools.executor import run_model
+from graphtools.ir import Model, Net, Op
+from graphtools.testing import (
+    assert_models_equivalent,
+    compare_models,
+    make_feeds,
+    model_inputs,
+    random_params,
+)
+
+
+def _model(scale: float = 2.0, extra_output: bool = False) -> Model:
+    init = Net([Op("GivenTensorFill", [], ["w"], args={"shape": (3,), "values": [1.0, 2.0, 3.0]})])
+    ops = [Op("Mul", ["x", "w"], ["y"]), Op("Scale", ["y"], ["z"], args={"scale": scale})]
+    outputs = ["z"]
+    if extra_output:
+        ops.append(Op("Relu", ["z"], ["r"]))
+        outputs.append("r")
+    return Model(Net(ops, ["x", "w"], outputs, name="m"), init)
+
+
+def test_make_feeds_covers_inputs_not_produced_by_init_net() -> None:
+    model = _model()
+    assert model_inputs(model) == ["x"]
+    feeds = make_feeds(model, {"x": (2, 3)}, seed=4)
+    assert list(feeds) == ["x"] and feeds["x"].dtype == np.float32 and feeds["x"].shape == (2, 3)
+    np.testing.assert_array_equal(feeds["x"], make_feeds(model, {"x": (2, 3)}, seed=4)["x"])
+    with pytest.raises(InvalidNetError, match=r"no shape given for model inputs \['x'\]"):
+        make_feeds(model, {})
+
+
+def test_equivalent_models_pass_and_report_zero_difference() -> None:
+    assert_models_equivalent(_model(), _model(), shapes={"x": (2, 3)})
+    diffs = compare_models(_model(), _model(), shapes={"x": (2, 3)})
+    assert [(d.name, d.ok, d.max_abs) for d in diffs] == [("z", True, 0.0)]
+
+
+def test_different_values_fail_with_a_table() -> None:
+    with pytest.raises(AssertionError) as info:
+        assert_models_equivalent(_model(2.0), _model(2.001), shapes={"x": (2, 3)})
+    text = str(info.value)
+    assert "output  ok  max_abs" in text and "\nz       NO" in text
+    (diff,) = compare_models(_model(2.0), _model(2.001), shapes={"x": (2, 3)})
+    assert diff.max_rel == pytest.approx(0.0005, rel=1e-3)
+    assert_models_equivalent(_model(2.0), _model(2.001), shapes={"x": (2, 3)}, rtol=1e-3)
+
+
+def test_output_name_mismatch_is_a_failure() -> None:
+    feeds = {"x": np.ones((1, 3), np.float32)}
+    diffs = compare_models(_model(), _model(extra_output=True), feeds)
+    assert [(d.name, d.ok, d.reason) for d in diffs] == [
+        ("z", True, ""),
+        ("r", False, "missing before"),
+    ]
+    with pytest.raises(AssertionError, match="missing after"):
+        assert_models_equivalent(_model(extra_output=True), _model(), feeds)
+
+
+def test_shape_and_dtype_differences_are_failures() -> None:
+    before = Model(Net([Op("Relu", ["x"], ["y"])], ["x"], ["y"]))
+    reshaped = Model(Net([Op("Reshape", ["x"], ["y", "old"], args={"shape": (-1,)})], ["x"], ["y"]))
+    cast = Model(Net([Op("Cast", ["x"], ["y"], args={"to": 13})], ["x"], ["y"]))
+    feeds = {"x": np.abs(np.ones((2, 2), np.float32))}
+    assert compare_models(before, reshaped, feeds)[0].reason == "shape differs"
+    assert compare_models(before, cast, feeds)[0].reason == "dtype float32 != float64"
+
+
+def test_random_params_make_a_runnable_conv_bn_fc_net() -> None:
+    net = Net(
+        [
+            Op("Conv", ["data", "c1_w", "c1_b"], ["c1"], args={"kernel": 3, "pad": 1}),
+            Op("SpatialBN", ["c1", "s", "b", "m", "v"], ["bn"], args={"is_test": 1}),
+            Op("Relu", ["bn"], ["bn"]),
+            Op("Conv", ["bn", "dw_w"], ["dw"], args={"kernel": 3, "group": 6, "order": "NCHW"}),
+            Op("Mul", ["dw", "mul_b"], ["mul"], args={"broadcast": 1, "axis": 1}),
+            Op("FC", ["mul", "fc_w", "fc_b"], ["fc"]),
+            Op("Softmax", ["fc"], ["prob"]),
+        ],
+        external_inputs=["data"],
+        external_outputs=["prob"],
+        name="tiny",
+    )
+    params = random_params(net, {"data": (2, 3, 8, 8)}, seed=1, channels=6)
+    assert params["c1_w"].shape == (6, 3, 3, 3) and params["c1_b"].shape == (6,)
+    assert params["dw_w"].shape == (6, 1, 3, 3) and params["mul_b"].shape == (6,)
+    assert params["fc_w"].shape == (6, 6 * 6 * 6) and (params["v"] > 0).all()
+    out = run_model(Model(net), {"data": np.ones((2, 3, 8, 8), np.float32), **params})
+    np.testing.assert_allclose(out["prob"].sum(axis=1), 1.0, rtol=1e-5)
+    again = random_params(net, {"data": (2, 3, 8, 8)}, seed=1, channels=6)
+    np.testing.assert_array_equal(params["fc_w"], again["fc_w"])
+
+
+def test_random_params_names_what_it_cannot_derive() -> None:
+    net = Net([Op("Gather", ["table", "idx"], ["y"])], name="g")
+    with pytest.raises(InvalidNetError, match=r"op #0 \(Gather\).*'idx'.*param_shapes"):
+        random_params(net, {"table": (4, 2)})
+
+
+def test_random_params_honours_param_shapes() -> None:
+    net = Net([Op("FC", ["x", "w", "b"], ["y"])])
+    params = random_params(net, {"x": (2, 5)}, param_shapes={"w": (3, 5), "b": (3,)})
+    assert params["w"].shape == (3, 5) and params["b"].shape == (3,)
