@@ -80,6 +80,13 @@ class InvalidArgumentError(GraphToolsError, ValueError):
     """
 
 
+class NoProducerError(IllegalRewriteError, NotImplementedError):
+    """``from_producer`` was asked for an input no predict_net op produces.
+
+    Also a ``NotImplementedError``, which detectron2 raised in this case.
+    """
+
+
 class PreconditionError(GraphToolsError):
     """A pass was asked to run on a model that does not meet its ``requires`` check."""
 

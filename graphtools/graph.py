@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 
 import networkx as nx
 
-from graphtools.ir import Net, as_net
+from graphtools.ir import Net, Op, as_net
 from graphtools.proto import caffe2_pb2
-from graphtools.ssa import VersionedBlob
+from graphtools.ssa import OpSSA, VersionedBlob
 
-__all__ = ["get_sub_graph_external_input_output", "to_networkx"]
+__all__ = [
+    "get_sub_graph_external_input_output",
+    "names_in_nested_nets",
+    "next_write_index",
+    "to_networkx",
+]
 
 
 def get_sub_graph_external_input_output(
@@ -64,3 +69,45 @@ def to_networkx(net: Net | caffe2_pb2.NetDef) -> nx.MultiDiGraph:
                 graph.add_node(blob, kind="blob", name=blob[0], version=blob[1])
             graph.add_edge(index, blob, position=position)
     return graph
+
+
+def names_in_nested_nets(net: Net) -> set[str]:
+    """Every blob name used inside the nets held by ``net``'s ops, recursively.
+
+    Nested nets (``If``'s ``then_net``, ``RecurrentNetwork``'s ``step_net``) read and write the
+    enclosing workspace by name, invisibly to the versioned view: rewrites leave those names be.
+    """
+    names: set[str] = set()
+    for op in net:
+        if op.has_nested_nets():
+            names.update(_nested_names(op))
+    return names
+
+
+def _nested_names(op: Op) -> Iterator[str]:
+    for _, nested in op.nested_nets():
+        yield from nested.external_inputs
+        yield from nested.external_outputs
+        for inner in nested:
+            yield from inner.inputs
+            yield from inner.outputs
+            yield from inner.control_inputs
+            if inner.has_nested_nets():
+                yield from _nested_names(inner)
+
+
+def next_write_index(ssa: Sequence[OpSSA]) -> dict[VersionedBlob, int]:
+    """``{versioned blob: index of the next op writing the same name}`` for an unseeded SSA.
+
+    A blob missing from the map is never overwritten. An op reading ``(a, v)`` sees the same
+    value as at the blob's first reader iff its index is at most ``next_write[(a, v)]`` (an op
+    reads before it writes). Versions start at 0, as in ``net.ssa()``.
+    """
+    following: dict[VersionedBlob, int] = {}
+    current: dict[str, int] = {}
+    for index, (_, outs) in enumerate(ssa):
+        for name in dict.fromkeys(name for name, _ in outs):
+            following.setdefault((name, current.get(name, 0)), index)
+        for name, version in outs:
+            current[name] = version
+    return following

@@ -94,7 +94,7 @@ class PipelineSpecError(GraphToolsError):
     """A pipeline spec or a pass registration is wrong: unknown pass or option, bad value."""
 
 
-DEFAULT_PIPELINE = "remove-dead-ends"
+DEFAULT_PIPELINE = "remove-reshape-for-fc,fuse-copy-ops,remove-dead-ends"
 """What the pipeline name ``default`` expands to."""
 
 DEFAULT_STEPS = 10

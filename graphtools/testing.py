@@ -19,11 +19,15 @@ from graphtools.errors import InvalidNetError
 from graphtools.executor import Int8Tensor, Workspace, run_model, run_op
 from graphtools.executor._args import channel_axis, order, window_args
 from graphtools.ir import Model, Net, Op
+from graphtools.pass_infra import PassManager
 
 __all__ = [
+    "BisectResult",
     "OutputDiff",
     "assert_models_equivalent",
+    "bisect_pipeline",
     "compare_models",
+    "compare_outputs",
     "format_diffs",
     "make_feeds",
     "model_inputs",
@@ -134,24 +138,77 @@ def compare_models(
         feeds = make_feeds(before, shapes or {}, seed)
     out_before = run_model(before, _feeds_for(before, feeds), seed=seed)
     out_after = run_model(after, _feeds_for(after, feeds), seed=seed)
+    return compare_outputs(out_before, out_after, rtol=rtol, atol=atol)
+
+
+def compare_outputs(
+    out_before: Mapping[str, Any],
+    out_after: Mapping[str, Any],
+    *,
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+) -> list[OutputDiff]:
+    """Compare two ``{output name: value}`` results; an output in only one is a failed entry."""
     diffs = []
     for name, value in out_before.items():
         if name not in out_after:
-            diffs.append(
-                OutputDiff(
-                    name, False, shape_before=np.shape(_as_array(value)), reason="missing after"
-                )
-            )
+            shape = np.shape(_as_array(value))
+            diffs.append(OutputDiff(name, False, shape_before=shape, reason="missing after"))
         else:
             diffs.append(_diff(name, value, out_after[name], rtol, atol))
     for name, value in out_after.items():
         if name not in out_before:
-            diffs.append(
-                OutputDiff(
-                    name, False, shape_after=np.shape(_as_array(value)), reason="missing before"
-                )
-            )
+            shape = np.shape(_as_array(value))
+            diffs.append(OutputDiff(name, False, shape_after=shape, reason="missing before"))
     return diffs
+
+
+@dataclass(frozen=True)
+class BisectResult:
+    """The first pass run whose rewrite changed the model's outputs.
+
+    Attributes:
+        pass_name: pipeline name of that pass.
+        round: the pipeline round in which it ran (1-based).
+        diffs: the output comparison right after it, against the original model.
+    """
+
+    pass_name: str
+    round: int
+    diffs: list[OutputDiff]
+
+
+def bisect_pipeline(
+    model: Model,
+    manager: PassManager,
+    feeds: Mapping[str, Any],
+    *,
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+    seed: int = 0,
+) -> BisectResult | None:
+    """Rerun ``manager``'s pipeline pass by pass on a copy of ``model`` and name the first pass
+    after which the outputs differ from the original's; ``None`` when none does.
+
+    Passes run in the manager's order, round after round to its fixpoint, each under the same
+    checks as in the manager; outputs are recomputed only after a pass that modified the model.
+    """
+    reference = run_model(model, _feeds_for(model, feeds), seed=seed)
+    current = model.copy()
+    for round_ in range(1, manager.steps + 1):
+        changed = False
+        for item in manager.passes:
+            record = PassManager([item], steps=1)(current)[0]
+            if not record.modified:
+                continue
+            changed = True
+            outputs = run_model(current, _feeds_for(current, feeds), seed=seed)
+            diffs = compare_outputs(reference, outputs, rtol=rtol, atol=atol)
+            if not all(d.ok for d in diffs):
+                return BisectResult(record.name, round_, diffs)
+        if not changed:
+            break
+    return None
 
 
 def format_diffs(diffs: Sequence[OutputDiff]) -> str:

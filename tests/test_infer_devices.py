@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graphtools.errors import InvalidArgumentError
-from graphtools.errors import InvalidNetError
+from graphtools.errors import InvalidArgumentError, InvalidNetError
 from graphtools.ir import DeviceOption, Model, Net, Op
 from graphtools.pass_infra import available_passes
 from graphtools.passes.infer_devices import (

@@ -9,8 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from graphtools.errors import InvalidArgumentError
-from graphtools.errors import InvalidNetError, UnsupportedOpError
+from graphtools.errors import InvalidArgumentError, InvalidNetError, UnsupportedOpError
 from graphtools.ir import DeviceOption, Net, Op
 from graphtools.passes.params import (
     Int8Tensor,

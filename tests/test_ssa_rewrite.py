@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphtools.errors import InvalidArgumentError
-from graphtools.errors import InvalidNetError, UnsupportedOpError
+from graphtools.errors import InvalidArgumentError, InvalidNetError, UnsupportedOpError
 from graphtools.ir import Model, Net, Op
 from graphtools.pass_infra import available_passes
 from graphtools.passes.ssa_rewrite import SSARewrite, ssa_rewrite

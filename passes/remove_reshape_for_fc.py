@@ -1,0 +1,325 @@
+"""Remove the Reshape (and the ops computing its shape) that PyTorch exports before ``FC``.
+
+``x.view(x.size(0), -1)`` before a ``Linear`` exports as ``Shape -> Gather -> ExpandDims/
+Unsqueeze -> Concat -> Reshape -> FC``. Caffe2's ``FC`` flattens its input itself, so the whole
+sub-graph can go and the ``FC`` read the Reshape's data input directly. With ``FC``'s default
+``axis=1`` this is exact: both nets give the same result whenever the original runs, and a net
+whose Reshape was not a flatten fails loudly in ``FC``'s size check instead.
+
+A Reshape ``(data, shape) -> (out, old_shape)`` is removed when:
+
+* its shape input comes from a *shape chain*: the ops found by walking producers backward from
+  the shape input, stopping at the data blob (same version) and at params (blobs no op
+  produces, which must be known params); or it is a param itself; or the Reshape has a single
+  input and a ``shape`` argument (ONNX exporters write ``x.view(-1, 800)`` so; detectron2
+  asserts two inputs);
+* every op reading ``out`` is an ``FC`` reading it as its data input with ``axis`` unset or 1,
+  and there is at least one (detectron2 also removes a Reshape nothing reads);
+* ``out`` is not an external output (detectron2 removes it and renames the net's output),
+  ``old_shape`` is unused, and neither is named inside a nested net;
+* ``data`` is not at version 0 (nothing shows it is not a param; detectron2 skips it too), and
+  no op overwrites ``data`` before the last ``FC`` (the FC must read the same value);
+* every chain op's outputs are read only by the chain or as the Reshape's shape, and are not
+  external outputs; a chain shared with another Reshape's is skipped (ops are never kept
+  half-used: the candidate is skipped instead).
+
+The params only removed ops read are dropped from ``external_input``, from ``params`` (the
+function) or from the init_net (the pass: its fill ops and external outputs). Which blobs are
+params: the keys of ``params`` for the function (detectron2 takes every version-0 blob and
+raises ``KeyError`` on the others; here such a chain is skipped), the init_net's outputs for the
+pass (with no init_net no blob is a param).
+
+Differences from detectron2 (semantics.md 6.6-6.8) besides the above: the caller's net is not
+mutated, and chains are found by walking the SSA producers, not in a window of 15 ops around
+the Reshape (which wraps to negative indices in longer nets and then misses the chain). Linear:
+each op is walked by at most one Reshape's chain.
+
+Example::
+
+    before (external_output: y)                     after
+      %0 Relu(x@0) -> r@1                             %0 Relu(x@0) -> r@1
+      %1 Shape(r@1) -> s@1                            %1 FC(r@1, w@0, b@0) -> y@1
+      %2 Gather(s@1, idx@0) -> n@1
+      %3 Concat(n@1, minus_one@0) -> shape@1, split@1
+      %4 Reshape(r@1, shape@1) -> flat@1, old@1
+      %5 FC(flat@1, w@0, b@0) -> y@1
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Container
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from graphtools.graph import names_in_nested_nets, next_write_index
+from graphtools.ir import Model, Net
+from graphtools.pass_infra import Pass, PassResult, register_pass
+from graphtools.proto import caffe2_pb2
+from graphtools.ssa import SSAView, VersionedBlob
+
+__all__ = [
+    "RemoveReshapeForFC",
+    "ReshapeRemoval",
+    "find_reshape_removal",
+    "identify_reshape_sub_graph",
+    "remove_reshape_for_fc",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Chain:
+    """The shape chain of one Reshape, as walked."""
+
+    reshape: int
+    ops: list[int]
+    leaves: list[VersionedBlob]
+    shared: bool
+
+
+def _shape_chains(net: Net, view: SSAView) -> list[_Chain]:
+    """The shape chain of every Reshape with one or two inputs, in op order.
+
+    An op reached by an earlier Reshape's walk (or a Reshape itself) is not walked again: the
+    later chain is marked ``shared``. So every op is walked once and the whole is linear.
+    """
+    ssa = view.ssa
+    claimed: set[int] = set()
+    chains: list[_Chain] = []
+    for index, op in enumerate(net):
+        if op.type != "Reshape" or len(op.inputs) not in (1, 2):
+            continue
+        claimed.add(index)
+        ops: list[int] = []
+        leaves: list[VersionedBlob] = []
+        shared = False
+        if len(op.inputs) == 2:
+            data, shape = ssa[index][0]
+            pending = [shape]
+            seen = {shape}
+            mine: set[int] = set()
+            while pending:
+                blob = pending.pop()
+                if blob == data:
+                    continue
+                producer = view.producer(blob)
+                if producer is None:
+                    leaves.append(blob)
+                    continue
+                if producer in claimed:
+                    shared = shared or producer not in mine
+                    continue
+                claimed.add(producer)
+                mine.add(producer)
+                ops.append(producer)
+                for item in ssa[producer][0]:
+                    if item not in seen:
+                        seen.add(item)
+                        pending.append(item)
+        chains.append(_Chain(index, sorted(ops), leaves, shared))
+    return chains
+
+
+def identify_reshape_sub_graph(predict_net: caffe2_pb2.NetDef) -> list[list[int]]:
+    """detectron2's helper: ``[*shape chain ops, reshape]`` for every Reshape, in op order.
+
+    The chain is every op the shape input depends on back to the data blob and to blobs no op
+    produces (detectron2 keeps only ops on a path from the data blob, found in a 15-op window).
+    A Reshape with a ``shape`` argument and one input gives ``[reshape]`` (detectron2 asserts
+    two inputs); an op shared by two chains is listed under the first Reshape only.
+    """
+    net = Net.from_netdef(predict_net)
+    return [[*chain.ops, chain.reshape] for chain in _shape_chains(net, net.ssa())]
+
+
+@dataclass(frozen=True)
+class ReshapeRemoval:
+    """What ``find_reshape_removal`` found.
+
+    Attributes:
+        reshapes: indices of the removed Reshape ops.
+        removed: every op to drop (Reshapes and their chains).
+        new_inputs: new inputs of the rewired FC ops.
+        params: params no remaining op reads, to drop (first-seen order).
+    """
+
+    reshapes: list[int]
+    removed: frozenset[int]
+    new_inputs: dict[int, tuple[str, ...]]
+    params: list[str]
+
+    def apply(self, net: Net) -> None:
+        """Drop the ops and unused params from ``net``, rewire the FCs."""
+        if not self.removed:
+            return
+        new_inputs = self.new_inputs
+        net.set_ops(
+            op.replace(inputs=new_inputs[index]) if index in new_inputs else op
+            for index, op in enumerate(net.ops)
+            if index not in self.removed
+        )
+        dropped = set(self.params)
+        if any(name in dropped for name in net.external_inputs):
+            net.set_external_inputs(n for n in net.external_inputs if n not in dropped)
+
+
+def _fc_readers(net: Net, readers: list[tuple[int, int]]) -> bool:
+    """Whether every reader is an FC reading the blob as its data input, with axis 1."""
+    return bool(readers) and all(
+        position == 0 and net[index].type == "FC" and net[index].arg("axis", 1) == 1
+        for index, position in readers
+    )
+
+
+def find_reshape_removal(net: Net, is_param: Callable[[str], bool]) -> ReshapeRemoval:
+    """Find the Reshape sub-graphs of ``net`` to remove (rules in the module docstring).
+
+    Args:
+        net: the predict_net.
+        is_param: whether a blob name that no op produces is a param (filled by the init_net).
+    """
+    view = net.ssa()
+    ssa = view.ssa
+    consumers = view.consumers
+    external = set(view.external_outputs)
+    nested = names_in_nested_nets(net)
+    next_write = next_write_index(ssa)
+    reshapes: list[int] = []
+    removed: set[int] = set()
+    new_inputs: dict[int, tuple[str, ...]] = {}
+    params: dict[str, None] = {}
+    for chain in _shape_chains(net, view):
+        index = chain.reshape
+        op = net[index]
+        data = ssa[index][0][0]
+        outs = ssa[index][1]
+        if chain.shared or data[1] == 0 or len(outs) not in (1, 2):
+            continue
+        if len(op.inputs) == 1 and not op.has_arg("shape"):
+            continue
+        output = outs[0]
+        readers = consumers.get(output, [])
+        if not _fc_readers(net, readers) or any(
+            blob in external or blob[0] in nested or consumers.get(blob) for blob in outs[1:]
+        ):
+            continue
+        if output in external or output[0] in nested:
+            continue
+        if any(reader > next_write.get(data, len(ssa)) for reader, _ in readers):
+            continue
+        if not all(leaf[1] == 0 and is_param(leaf[0]) for leaf in chain.leaves):
+            continue
+        inside = set(chain.ops)
+        if not _chain_is_private(net, chain, inside, index, view, external, nested):
+            continue
+        reshapes.append(index)
+        removed.update(inside)
+        removed.add(index)
+        for reader, _ in readers:
+            new_inputs[reader] = (data[0], *net[reader].inputs[1:])
+        params.update(dict.fromkeys(leaf[0] for leaf in chain.leaves))
+    outputs = set(net.external_outputs)
+    unused = [
+        name
+        for name in params
+        if name not in outputs
+        and name not in nested
+        and all(reader in removed for reader, _ in consumers.get((name, 0), ()))
+    ]
+    return ReshapeRemoval(reshapes, frozenset(removed), new_inputs, unused)
+
+
+def _chain_is_private(
+    net: Net,
+    chain: _Chain,
+    inside: set[int],
+    reshape: int,
+    view: SSAView,
+    external: Container[VersionedBlob],
+    nested: Container[str],
+) -> bool:
+    """Whether the chain's outputs feed only the chain and the Reshape's shape input."""
+    for index in chain.ops:
+        if net[index].has_nested_nets():
+            return False
+        for blob in view.ssa[index][1]:
+            if blob in external or blob[0] in nested:
+                return False
+            for reader, position in view.consumers.get(blob, ()):
+                if reader not in inside and (reader != reshape or position != 1):
+                    return False
+    return True
+
+
+def remove_reshape_for_fc(
+    predict_net: caffe2_pb2.NetDef, params: dict[str, Any]
+) -> tuple[caffe2_pb2.NetDef, dict[str, Any]]:
+    """detectron2's helper: remove Reshape sub-graphs before FC ops.
+
+    Returns a new NetDef (``predict_net`` is not changed, unlike detectron2) and ``params``
+    itself with the dropped params deleted (in place, as detectron2 does). A param is a key of
+    ``params``.
+    """
+    net = Net.from_netdef(predict_net)
+    removal = find_reshape_removal(net, params.__contains__)
+    removal.apply(net)
+    result = net.to_netdef()
+    for name in removal.params:
+        logger.info("remove-reshape-for-fc: dropping param %s", name)
+        params.pop(name, None)
+    return result, params
+
+
+def _drop_init_outputs(init: Net, names: set[str]) -> int:
+    """Remove the init_net ops that only fill ``names`` (and nothing kept reads); returns count."""
+    view = init.ssa()
+    dropped: set[int] = set()
+    for index in range(len(view.ssa) - 1, -1, -1):
+        outs = view.ssa[index][1]
+        if outs and all(
+            name in names and all(r in dropped for r, _ in view.consumers.get((name, v), ()))
+            for name, v in outs
+        ):
+            dropped.add(index)
+    init.remove_ops(dropped)
+    if any(name in names for name in init.external_outputs):
+        init.set_external_outputs(n for n in init.external_outputs if n not in names)
+    return len(dropped)
+
+
+@register_pass
+@dataclass(frozen=True)
+class RemoveReshapeForFC(Pass):
+    """Remove Reshape sub-graphs whose output only ``FC`` ops read (see the module docstring).
+
+    Changes the interface: params only the removed chains read leave the predict_net's
+    external inputs (and the init_net). Stats: ``reshapes_removed``, ``ops_removed``,
+    ``params_removed``, ``init_ops_removed``.
+    """
+
+    name: ClassVar[str] = "remove-reshape-for-fc"
+    changes_interface: ClassVar[bool] = True
+
+    def call(self, model: Model) -> PassResult:
+        """Remove every removable sub-graph found in one sweep."""
+        init = model.init_net
+        filled: set[str] = set()
+        if init is not None:
+            filled = {name for op in init for name in op.outputs}
+        net = model.predict_net
+        removal = find_reshape_removal(net, filled.__contains__)
+        removal.apply(net)
+        init_ops = 0
+        if init is not None and removal.params:
+            init_ops = _drop_init_outputs(init, set(removal.params))
+        stats = {
+            "reshapes_removed": len(removal.reshapes),
+            "ops_removed": len(removal.removed),
+            "params_removed": len(removal.params),
+            "init_ops_removed": init_ops,
+        }
+        if removal.removed:
+            logger.info("remove-reshape-for-fc: removed %d reshapes", len(removal.reshapes))
+        return PassResult(model, bool(removal.removed), stats)
