@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+from google.protobuf import unknown_fields
+
 from graphtools._gc import paused_gc
 from graphtools.proto import caffe2_pb2, netdef_lite_pb2
 
@@ -147,12 +150,24 @@ class Argument:
         return msg
 
 
+def _names(value: Iterable[str], what: str) -> tuple[str, ...]:
+    """``value`` as a tuple of blob names; a bare string is refused, not split into letters."""
+    if isinstance(value, str | bytes):
+        raise TypeError(f"{what} must be a list of blob names, not the string {value!r}")
+    return tuple(value)
+
+
 def make_arg(name: str, value: Any) -> Argument:
     """Build an ``Argument`` from a Python value, the way Caffe2's ``MakeArgument`` does.
 
-    ``bool``/``int`` -> ``i``, ``float`` -> ``f``, ``str``/``bytes`` -> ``s``, ``Net`` -> ``n``,
-    sequences -> ``ints``/``floats``/``strings``/``nets`` by their first element.
+    ``bool``/``int`` -> ``i``, ``float`` -> ``f``, ``str``/``bytes`` -> ``s``, ``Net``/``NetDef``
+    -> ``n``, ``TensorProto`` -> ``t``; sequences (numpy arrays included) go to ``ints``,
+    ``floats``, ``strings``, ``nets``, ``tensors`` or ``qtensors`` by the type of *all* their
+    elements (a list mixing ints and floats is ``floats``; other mixtures are refused). numpy
+    scalars count as the Python number they hold.
     """
+    if isinstance(value, np.generic | np.ndarray) and np.ndim(value) == 0:
+        value = value.item()
     if isinstance(value, bool | int):
         return Argument(name, i=int(value))
     if isinstance(value, float):
@@ -161,23 +176,28 @@ def make_arg(name: str, value: Any) -> Argument:
         return Argument(name, s=value.encode())
     if isinstance(value, bytes):
         return Argument(name, s=value)
-    if isinstance(value, Net):
-        return Argument(name, n=value)
+    if isinstance(value, Net | NetDef):
+        return Argument(name, n=as_net(value))
     if isinstance(value, caffe2_pb2.TensorProto):
         return Argument(name, t=value)
-    items = list(value)
+    items = value.ravel().tolist() if isinstance(value, np.ndarray) else list(value)
+    items = [v.item() if isinstance(v, np.generic) else v for v in items]
     if not items:
         return Argument(name)
-    first = items[0]
-    if isinstance(first, bool | int):
+    if all(isinstance(v, bool | int) for v in items):
         return Argument(name, ints=tuple(int(v) for v in items))
-    if isinstance(first, float):
+    if all(isinstance(v, bool | int | float) for v in items):
         return Argument(name, floats=tuple(float(v) for v in items))
-    if isinstance(first, str | bytes):
+    if all(isinstance(v, str | bytes) for v in items):
         return Argument(name, strings=tuple(v.encode() if isinstance(v, str) else v for v in items))
-    if isinstance(first, Net):
-        return Argument(name, nets=tuple(items))
-    raise TypeError(f"cannot make argument {name!r} from {type(first).__name__} values")
+    if all(isinstance(v, Net | NetDef) for v in items):
+        return Argument(name, nets=tuple(as_net(v) for v in items))
+    if all(isinstance(v, caffe2_pb2.TensorProto) for v in items):
+        return Argument(name, tensors=tuple(items))
+    if all(isinstance(v, caffe2_pb2.QTensorProto) for v in items):
+        return Argument(name, qtensors=tuple(items))
+    kinds = sorted({type(v).__name__ for v in items})
+    raise TypeError(f"cannot make argument {name!r} from a list of {', '.join(kinds)} values")
 
 
 # Fields of OperatorDef that Op decodes lazily from its source message.
@@ -228,8 +248,8 @@ class Op:
         if isinstance(args, dict):
             args = [make_arg(k, v) for k, v in args.items()]
         self.type = type
-        self.inputs = tuple(inputs)
-        self.outputs = tuple(outputs)
+        self.inputs = _names(inputs, "inputs")
+        self.outputs = _names(outputs, "outputs")
         self._proto: OperatorDef | None = None
         self._lazy: dict[str, Any] = {
             "name": name,
@@ -326,8 +346,8 @@ class Op:
         """
         new = Op.__new__(Op)
         new.type = changes.pop("type", self.type)
-        new.inputs = tuple(changes.pop("inputs", self.inputs))
-        new.outputs = tuple(changes.pop("outputs", self.outputs))
+        new.inputs = _names(changes.pop("inputs", self.inputs), "inputs")
+        new.outputs = _names(changes.pop("outputs", self.outputs), "outputs")
         new._proto = self._proto
         new._lazy = dict(self._lazy)
         changed = set(self._changed)
@@ -346,7 +366,7 @@ class Op:
                 )
                 value = tuple(value)
             elif key == "control_inputs":
-                value = tuple(value)
+                value = _names(value, "control_inputs")
             new._lazy[key] = value
             changed.add(key)
         new._changed = frozenset(changed)
@@ -435,6 +455,26 @@ def _nested_revisions(args: Sequence[Argument]) -> tuple[int, ...]:
 _NET_HEADER_FIELDS = ("name", "type", "num_workers", "device_option", "arg", "partition_info")
 
 
+def _header_of(netdef: NetDef) -> NetDef:
+    """``netdef`` without its ops and external lists, unknown fields included."""
+    header = NetDef()
+    if len(unknown_fields.UnknownFieldSet(netdef)):
+        # Rare: fields this schema does not know survive only through a copy of the message.
+        header.CopyFrom(netdef)
+        for name in ("op", "external_input", "external_output"):
+            header.ClearField(name)
+        return header
+    for name in _NET_HEADER_FIELDS:
+        if name in ("arg", "partition_info"):
+            getattr(header, name).extend(getattr(netdef, name))
+        elif netdef.HasField(name):
+            if name == "device_option":
+                header.device_option.CopyFrom(netdef.device_option)
+            else:
+                setattr(header, name, getattr(netdef, name))
+    return header
+
+
 class Net:
     """A Caffe2 net: ops in order, external inputs and outputs, and its other NetDef fields.
 
@@ -462,8 +502,8 @@ class Net:
         name: str | None = None,
     ) -> None:
         self._ops: list[Op] = list(ops)
-        self._external_inputs: list[str] = list(external_inputs)
-        self._external_outputs: list[str] = list(external_outputs)
+        self._external_inputs: list[str] = list(_names(external_inputs, "external_inputs"))
+        self._external_outputs: list[str] = list(_names(external_outputs, "external_outputs"))
         self._header = NetDef()
         if name is not None:
             self._header.name = name
@@ -471,6 +511,7 @@ class Net:
         self._parent: Net | None = None
         self._ssa_cache: SSAView | None = None
         self.revision = 0
+        self._adopt(self._ops)
 
     # -- conversion ---------------------------------------------------------------------------
 
@@ -489,15 +530,7 @@ class Net:
         net._ops = [Op.from_proto(msg, net) for msg in netdef.op]
         net._external_inputs = list(netdef.external_input)
         net._external_outputs = list(netdef.external_output)
-        header = NetDef()
-        for name in _NET_HEADER_FIELDS:
-            if name in ("arg", "partition_info"):
-                getattr(header, name).extend(getattr(netdef, name))
-            elif netdef.HasField(name):
-                if name == "device_option":
-                    header.device_option.CopyFrom(netdef.device_option)
-                else:
-                    setattr(header, name, getattr(netdef, name))
+        header = _header_of(netdef)
         net._header = header
         net._header_changed = False
         return net
@@ -597,6 +630,17 @@ class Net:
 
     # -- mutation -----------------------------------------------------------------------------
 
+    def _adopt(self, ops: Iterable[Op]) -> None:
+        """Make this net the parent of the nets nested in ``ops`` (their edits bump it)."""
+        for op in ops:
+            lazy = op._lazy
+            if "args" in lazy:
+                for argument in lazy["args"]:
+                    for nested in argument.nested_nets():
+                        nested._parent = self
+            elif "_parent" in lazy:
+                lazy["_parent"] = self
+
     def _bump(self) -> None:
         net: Net | None = self
         while net is not None:
@@ -606,21 +650,25 @@ class Net:
     def append_op(self, op: Op) -> None:
         """Add ``op`` at the end."""
         self._ops.append(op)
+        self._adopt((op,))
         self._bump()
 
     def insert_op(self, index: int, op: Op) -> None:
         """Insert ``op`` before position ``index``."""
         self._ops.insert(index, op)
+        self._adopt((op,))
         self._bump()
 
     def replace_op(self, index: int, op: Op) -> None:
         """Put ``op`` at position ``index`` in place of the op there."""
         self._ops[index] = op
+        self._adopt((op,))
         self._bump()
 
     def set_ops(self, ops: Iterable[Op]) -> None:
         """Replace the whole op list (how a pass commits a batch of rewrites in one step)."""
         self._ops = list(ops)
+        self._adopt(self._ops)
         self._bump()
 
     def remove_ops(self, indices: Iterable[int]) -> None:
@@ -633,12 +681,12 @@ class Net:
 
     def set_external_inputs(self, names: Iterable[str]) -> None:
         """Replace the declared external inputs."""
-        self._external_inputs = list(names)
+        self._external_inputs = list(_names(names, "external_inputs"))
         self._bump()
 
     def set_external_outputs(self, names: Iterable[str]) -> None:
         """Replace the declared external outputs."""
-        self._external_outputs = list(names)
+        self._external_outputs = list(_names(names, "external_outputs"))
         self._bump()
 
     def set_device_option(self, device_option: DeviceOption | None) -> None:
@@ -683,8 +731,10 @@ class Net:
         self._ops = list(state.ops)
         self._external_inputs = list(state.external_inputs)
         self._external_outputs = list(state.external_outputs)
-        self._header = state.header
+        self._header = NetDef()
+        self._header.CopyFrom(state.header)
         self.revision = state.revision
+        self._ssa_cache = None  # revision numbers repeat after a restore: drop the cached view
         for nested_state in state.nested:
             nested_state.net.restore(nested_state)
 

@@ -118,7 +118,6 @@ def test_unknown_op_fields_survive_rewrites() -> None:
     assert list(caffe2_pb2.NetDef.FromString(rewritten).op[0].input) == ["z"]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: Net.from_netdef drops unknown NetDef-level fields")
 def test_unknown_net_fields_survive() -> None:
     data = caffe2_pb2.NetDef(name="n").SerializeToString() + _varint(98 << 3) + _varint(5)
     net = Net.from_netdef(caffe2_pb2.NetDef.FromString(data))
@@ -182,7 +181,6 @@ def test_loaded_op_with_arg_keeps_other_fields() -> None:
     assert (proto.engine, proto.name, proto.debug_info) == ("CUDNN", "conv", "made in a test")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a bare string is split into one-letter blob names")
 def test_bare_string_is_not_split_into_letters() -> None:
     for build in (
         lambda: Op("Relu", "data", "y").inputs,
@@ -254,9 +252,6 @@ def test_argument_value_and_proto() -> None:
     assert Argument("none").value is None
 
 
-@pytest.mark.xfail(
-    strict=True, reason="BUG: make_arg truncates floats after an int (Caffe2 refuses mixed lists)"
-)
 def test_make_arg_mixed_numbers_are_not_truncated() -> None:
     try:
         arg = make_arg("a", [1, 2.5])
@@ -265,10 +260,6 @@ def test_make_arg_mixed_numbers_are_not_truncated() -> None:
     assert arg.floats == (1.0, 2.5)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: make_arg refuses numpy values and TensorProto lists (Caffe2 takes them)",
-)
 @pytest.mark.parametrize(
     ("value", "check"),
     [
@@ -370,9 +361,6 @@ def test_nested_net_mutation_reaches_the_outer_net(mask_rcnn: tuple[Net, bytes])
     assert net.to_netdef().SerializeToString() == data
 
 
-@pytest.mark.xfail(
-    strict=True, reason="BUG: nets nested in Python-built ops do not bump the outer revision"
-)
 def test_nested_net_of_a_python_built_op_bumps_outer() -> None:
     inner = Net([Op("Relu", ["x"], ["x"])], ["x"], ["x"])
     outer = Net([Op("If", ["c"], [], args={"then_net": inner})], ["c"])
@@ -414,9 +402,6 @@ def test_model_snapshot_restore(real_fixtures: Path) -> None:
     assert model.init_net.to_netdef().SerializeToString() == (folder / "init_net.pb").read_bytes()
 
 
-@pytest.mark.xfail(
-    strict=True, reason="BUG: restore() reuses revision numbers, so net.ssa() returns a stale view"
-)
 def test_ssa_view_not_stale_after_restore() -> None:
     net = Net([Op("Relu", ["x"], ["y"])], ["x"], ["y"])
     state = net.snapshot()
@@ -427,9 +412,6 @@ def test_ssa_view_not_stale_after_restore() -> None:
     assert net.ssa().ssa[1] == ([("y", 1)], [("y", 2)])
 
 
-@pytest.mark.xfail(
-    strict=True, reason="BUG: restore() installs the snapshot's header itself, later edits leak in"
-)
 def test_restore_twice_from_one_snapshot() -> None:
     net = Net(name="a")
     state = net.snapshot()

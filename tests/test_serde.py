@@ -327,9 +327,6 @@ _NOT_UTF8 = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True, raises=TypeError, reason="BUG: non-UTF-8 names crash the sniffer with TypeError"
-)
 @pytest.mark.parametrize("data", _NOT_UTF8.values(), ids=_NOT_UTF8.keys())
 def test_refuses_names_that_are_not_utf8(tmp_path: Path, data: bytes) -> None:
     path = tmp_path / "weird.pb"
@@ -337,16 +334,12 @@ def test_refuses_names_that_are_not_utf8(tmp_path: Path, data: bytes) -> None:
     _refused(path)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a UTF-8 byte-order mark makes text files unreadable")
 def test_text_with_byte_order_mark(tmp_path: Path) -> None:
     path = tmp_path / "bom.pbtxt"
     path.write_bytes('\ufeffname: "a"\nop { type: "Relu" }\n'.encode())
     assert load_net(path).name == "a"
 
 
-@pytest.mark.xfail(
-    strict=True, reason="BUG: a binary NetDef holding only a name (an empty init net) is refused"
-)
 def test_binary_netdef_with_only_a_name(tmp_path: Path) -> None:
     path = tmp_path / "init_net.pb"
     path.write_bytes(caffe2_pb2.NetDef(name="model_init").SerializeToString())
@@ -408,7 +401,6 @@ def test_save_net_unwritable_targets(tmp_path: Path) -> None:
     assert [p.name for p in a_folder.iterdir()] == ["keep"]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: atomic writes leave files with mode 0600")
 def test_save_net_keeps_usual_file_modes(tmp_path: Path) -> None:
     umask = os.umask(0)
     os.umask(umask)

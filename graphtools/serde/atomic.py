@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 from graphtools.errors import SerdeError
+
+
+def _mode_for(target: Path) -> int:
+    """The existing file's permissions, else what ``open()`` would give a new file (umask)."""
+    try:
+        return stat.S_IMODE(target.stat().st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
@@ -21,6 +32,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     except OSError as exc:
         raise SerdeError(target, f"cannot write here: {exc.strerror or exc}") from exc
     try:
+        os.fchmod(fd, _mode_for(target))
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

@@ -24,7 +24,7 @@ def load_metanet(path: str | Path) -> metanet_pb2.MetaNetDef:
     meta = metanet_pb2.MetaNetDef()
     try:
         if looks_like_text(data):
-            text_format.Parse(data.decode("utf-8"), meta)
+            text_format.Parse(data.decode("utf-8-sig"), meta)
         else:
             meta.ParseFromString(data)
     except (text_format.ParseError, message.DecodeError) as exc:

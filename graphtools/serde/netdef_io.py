@@ -49,7 +49,14 @@ def parse_netdef(
             return caffe2_pb2.NetDef(), looks_like_text(data) and bool(data)
         raise SerdeError(path, "the file is empty (pass allow_empty=True if that is intended)")
     if looks_like_text(data):
-        return _parse_text(data.decode("utf-8"), path), True
+        try:
+            return _parse_text(data.decode("utf-8-sig"), path), True
+        except SerdeError as text_error:
+            # Tiny binary NetDefs can be printable (b"\n\nmodel_init" is a net's name).
+            try:
+                return _parse_binary(data, path), False
+            except SerdeError:
+                raise text_error from text_error.__cause__
     return _parse_binary(data, path), False
 
 
@@ -103,7 +110,7 @@ def load_plan(path: str | Path) -> caffe2_pb2.PlanDef:
     plan = caffe2_pb2.PlanDef()
     try:
         if looks_like_text(data):
-            text_format.Parse(_OLD_DEVICE_ID.sub(r"device_id\1", data.decode("utf-8")), plan)
+            text_format.Parse(_OLD_DEVICE_ID.sub(r"device_id\1", data.decode("utf-8-sig")), plan)
         else:
             plan.ParseFromString(data)
     except (text_format.ParseError, message.DecodeError) as exc:

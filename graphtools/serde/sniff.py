@@ -21,14 +21,15 @@ _SAMPLE = 64  # ops looked at from each end of a net
 def looks_like_text(data: bytes) -> bool:
     """Whether ``data`` is printable UTF-8 (protobuf text format, not binary wire format)."""
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         return False
     return _CONTROL.search(text) is None
 
 
-def _plausible_name(name: str) -> bool:
-    return _CONTROL.search(name) is None
+def _plausible_name(name: str | bytes) -> bool:
+    # upb hands proto2 strings that are not valid UTF-8 back as bytes.
+    return isinstance(name, str) and _CONTROL.search(name) is None
 
 
 def implausible_netdef(net: caffe2_pb2.NetDef) -> str | None:
@@ -49,9 +50,6 @@ def implausible_netdef(net: caffe2_pb2.NetDef) -> str | None:
     externals = list(net.external_input[:_SAMPLE]) + list(net.external_output[:_SAMPLE])
     if not all(_plausible_name(blob) for blob in externals):
         return "its external input/output names are binary data"
-    empty = not (ops or net.external_input or net.external_output or net.arg or net.type)
-    if empty and net.name:
-        return "it holds nothing but a name"
     return None
 
 
