@@ -679,6 +679,24 @@ class Net:
         self._ops = [op for i, op in enumerate(self._ops) if i not in drop]
         self._bump()
 
+    def edit_ops(
+        self, removed: Iterable[int] = (), new_inputs: dict[int, Sequence[str]] | None = None
+    ) -> None:
+        """Drop the ops at ``removed`` and give ops new inputs, in one linear sweep.
+
+        ``new_inputs`` maps an op index (in the net as it is now) to that op's whole new input
+        list. Nothing happens, and the revision stays, when both are empty.
+        """
+        drop = set(removed)
+        rewired = new_inputs or {}
+        if not drop and not rewired:
+            return
+        self.set_ops(
+            op.replace(inputs=rewired[index]) if index in rewired else op
+            for index, op in enumerate(self._ops)
+            if index not in drop
+        )
+
     def set_external_inputs(self, names: Iterable[str]) -> None:
         """Replace the declared external inputs."""
         self._external_inputs = list(_names(names, "external_inputs"))

@@ -60,14 +60,8 @@ class CopyFusion:
 
     def apply(self, net: Net) -> None:
         """Commit the fusion to ``net`` (one ``set_ops``); nothing happens when empty."""
-        if not self.removed:
-            return
-        new_inputs = self.new_inputs
-        net.set_ops(
-            op.replace(inputs=new_inputs[index]) if index in new_inputs else op
-            for index, op in enumerate(net.ops)
-            if index not in self.removed
-        )
+        if self.removed:
+            net.edit_ops(self.removed, self.new_inputs)
 
 
 def _is_copy(net: Net, index: int, op_type: str) -> bool:

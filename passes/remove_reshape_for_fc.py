@@ -154,12 +154,7 @@ class ReshapeRemoval:
         """Drop the ops and unused params from ``net``, rewire the FCs."""
         if not self.removed:
             return
-        new_inputs = self.new_inputs
-        net.set_ops(
-            op.replace(inputs=new_inputs[index]) if index in new_inputs else op
-            for index, op in enumerate(net.ops)
-            if index not in self.removed
-        )
+        net.edit_ops(self.removed, self.new_inputs)
         dropped = set(self.params)
         if any(name in dropped for name in net.external_inputs):
             net.set_external_inputs(n for n in net.external_inputs if n not in dropped)

@@ -428,3 +428,17 @@ def test_op_device_falls_back_to_net() -> None:
     assert DeviceOption().type == 0
     net.set_device_option(None)
     assert net.op_device(net[1]) is None
+
+
+def test_edit_ops_drops_and_rewires_in_one_revision() -> None:
+    net = Net(
+        [Op("Copy", ["a"], ["b"]), Op("Relu", ["b"], ["c"]), Op("Sigmoid", ["b"], ["d"])],
+        ["a"],
+        ["c", "d"],
+    )
+    revision = net.revision
+    net.edit_ops({0}, {1: ["a"], 2: ["a"]})
+    assert [(op.type, op.inputs) for op in net] == [("Relu", ("a",)), ("Sigmoid", ("a",))]
+    assert net.revision == revision + 1
+    net.edit_ops()
+    assert net.revision == revision + 1
