@@ -14,7 +14,7 @@ decoded on first access only, which keeps loading a net of a million ops cheap.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -680,7 +680,7 @@ class Net:
         self._bump()
 
     def edit_ops(
-        self, removed: Iterable[int] = (), new_inputs: dict[int, Sequence[str]] | None = None
+        self, removed: Iterable[int] = (), new_inputs: Mapping[int, Sequence[str]] | None = None
     ) -> None:
         """Drop the ops at ``removed`` and give ops new inputs, in one linear sweep.
 

@@ -1,31 +1,32 @@
 """Parameters of an exported pair: read them out of an init_net, write them back as one.
 
-``get_params_from_init_net`` evaluates an init_net's fill ops directly with numpy (upstream ran
-the net in a Caffe2 workspace); ``construct_init_net_from_params`` writes one fill op per
-parameter (detectron2's ``create_const_fill_op`` table); ``export_pair`` is Caffe2's
+``get_params_from_init_net`` runs an init_net in the reference executor's ``Workspace`` (as
+upstream ran it in a Caffe2 workspace); ``construct_init_net_from_params`` writes one fill op
+per parameter (detectron2's ``create_const_fill_op`` table); ``export_pair`` is Caffe2's
 ``predictor_exporter``-era ``Export``: it splits a net's blobs into inputs, parameters and
 outputs and builds the init_net a Predictor expects.
 
-Supported init_net ops: ``GivenTensorFill`` (with an optional ``dtype``) and its ``Double``,
-``Fp16``, ``Int``, ``Int16``, ``Int64``, ``Bool``, ``String`` and ``ByteStringToUInt8``
-variants; ``ConstantFill``; ``RangeFill``; ``Int8GivenTensorFill`` and
-``Int8GivenIntTensorFill`` (as ``Int8Tensor``); the copy ops (``Copy``, ``CopyCPUToGPU``,
-``CopyGPUToCPU``, ``EnsureCPUOutput``, ``Alias``) as identities; and, only when a ``seed`` is
-given, the random fills ``XavierFill``, ``MSRAFill``, ``GaussianFill``, ``UniformFill`` and
-``UniformIntFill``. Anything else raises ``UnsupportedOpError`` naming the op.
+Supported init_net ops: the executor's fill kernels (``kernels_fill.FILL_OPS``):
+``GivenTensorFill`` (with an optional ``dtype``) and its ``Double``, ``Fp16``, ``Int``,
+``Int16``, ``Int64``, ``Bool``, ``String`` and ``ByteStringToUInt8`` variants;
+``ConstantFill``; ``RangeFill``; ``Int8GivenTensorFill`` and ``Int8GivenIntTensorFill`` (as
+``Int8Tensor``); the copy ops (``Copy``, ``CopyCPUToGPU``, ``CopyGPUToCPU``,
+``EnsureCPUOutput``, ``Alias``) as identities; and, only when a ``seed`` is given, the random
+fills ``XavierFill``, ``MSRAFill``, ``GaussianFill``, ``UniformFill`` and ``UniformIntFill``.
+Anything else raises ``UnsupportedOpError`` naming the op, before any op runs.
 """
 
 from __future__ import annotations
 
-import math
 import warnings
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from graphtools.errors import InvalidArgumentError, InvalidNetError, UnsupportedOpError
+from graphtools.executor import Int8Tensor, Workspace, run_net
+from graphtools.executor.kernels_fill import FILL_OPS, GIVEN_FILL_DTYPES, RANDOM_FILLS
 from graphtools.ir import Argument, DeviceOption, Net, Op
 from graphtools.proto import caffe2_pb2
 
@@ -36,65 +37,15 @@ __all__ = [
     "get_params_from_init_net",
 ]
 
-
-@dataclass(frozen=True, eq=False)
-class Int8Tensor:
-    """A quantized parameter, as Caffe2's ``workspace.Int8Tensor`` fetched it.
-
-    Attributes:
-        values: ``uint8`` (from ``Int8GivenTensorFill``) or ``int32`` (from
-            ``Int8GivenIntTensorFill``) array of the stored integers.
-        scale: the ``Y_scale`` argument.
-        zero_point: the ``Y_zero_point`` argument.
-    """
-
-    values: np.ndarray
-    scale: float
-    zero_point: int
-
-    @property
-    def data(self) -> np.ndarray:
-        """``values`` under the name Caffe2's ``Int8Tensor`` namedtuple used."""
-        return self.values
-
-
 Param = np.ndarray | Int8Tensor
 
-_DTYPES: dict[int, Any] = {
-    caffe2_pb2.TensorProto.FLOAT: np.float32,
-    caffe2_pb2.TensorProto.INT32: np.int32,
-    caffe2_pb2.TensorProto.BYTE: np.uint8,
-    caffe2_pb2.TensorProto.STRING: object,
-    caffe2_pb2.TensorProto.BOOL: np.bool_,
-    caffe2_pb2.TensorProto.UINT8: np.uint8,
-    caffe2_pb2.TensorProto.INT8: np.int8,
-    caffe2_pb2.TensorProto.UINT16: np.uint16,
-    caffe2_pb2.TensorProto.INT16: np.int16,
-    caffe2_pb2.TensorProto.INT64: np.int64,
-    caffe2_pb2.TensorProto.FLOAT16: np.float16,
-    caffe2_pb2.TensorProto.DOUBLE: np.float64,
-}
-
-_GIVEN_TENSOR_DTYPES: dict[str, Any] = {
-    "GivenTensorFill": np.float32,
-    "GivenTensorDoubleFill": np.float64,
-    "GivenTensorFp16Fill": np.float16,
-    "GivenTensorIntFill": np.int32,
-    "GivenTensorInt16Fill": np.int16,
-    "GivenTensorInt64Fill": np.int64,
-    "GivenTensorBoolFill": np.bool_,
-    "GivenTensorStringFill": object,
-}
-
 _COPY_OPS = frozenset({"Copy", "CopyCPUToGPU", "CopyGPUToCPU", "EnsureCPUOutput", "Alias"})
-_RANDOM_FILLS = frozenset(
-    {"XavierFill", "MSRAFill", "GaussianFill", "UniformFill", "UniformIntFill"}
-)
+_INIT_NET_OPS = FILL_OPS | _COPY_OPS
 
 # numpy dtype -> fill op for construct_init_net_from_params: detectron2's table (float32,
 # int32, int64; uint8 is special-cased) extended with the other types this module reads back.
 _FILL_OP_FOR_DTYPE: dict[np.dtype, str] = {
-    np.dtype(dtype): op_type for op_type, dtype in _GIVEN_TENSOR_DTYPES.items()
+    np.dtype(dtype): op_type for op_type, dtype in GIVEN_FILL_DTYPES.items()
 }
 
 
@@ -102,157 +53,25 @@ def _where(index: int, op: Op) -> str:
     return f"init_net op {index} ({op.type}) writing {list(op.outputs)}"
 
 
-def _shape(index: int, op: Op, inputs: list[Any]) -> tuple[int, ...] | None:
-    """The output shape of a filler op (Caffe2's ``FillerOp``), ``None`` when unspecified."""
-    if inputs:
-        if op.arg("input_as_shape", 0):
-            shape = tuple(int(d) for d in np.asarray(inputs[0]).reshape(-1))
-        else:
-            shape = tuple(np.shape(inputs[0]))
-        return shape + tuple(op.arg("extra_shape", ()))
-    if op.has_arg("shape"):
-        return tuple(int(d) for d in op.arg("shape", ()))
-    return None
-
-
-def _values(op: Op) -> tuple[Any, ...]:
-    value = op.arg("values")
-    if value is None:
-        return ()
-    if isinstance(value, bytes):
-        return (value,)
-    return tuple(value)
-
-
-def _as_bytes(index: int, op: Op) -> bytes:
-    """The byte string a ``values`` argument holds in ``s`` or as its single ``strings`` item."""
-    value = op.arg("values")
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, tuple) and len(value) == 1 and isinstance(value[0], bytes):
-        return value[0]
-    if value is None:
-        return b""
-    raise InvalidNetError(f"{_where(index, op)}: 'values' must be one byte string")
-
-
-def _given(index: int, op: Op, values: np.ndarray, shape: tuple[int, ...] | None) -> np.ndarray:
-    if shape is None:
-        return values
-    if math.prod(shape) != values.size:
-        raise InvalidNetError(
-            f"{_where(index, op)}: {values.size} values do not fill shape {list(shape)}"
-        )
-    return values.reshape(shape)
-
-
-def _given_tensor(index: int, op: Op, inputs: list[Any]) -> np.ndarray:
-    dtype = _GIVEN_TENSOR_DTYPES[op.type]
-    if op.type == "GivenTensorFill" and op.has_arg("dtype"):
-        dtype = _dtype(index, op)
-    values = np.array(_values(op), dtype=dtype)
-    return _given(index, op, values, _shape(index, op, inputs))
-
-
-def _dtype(index: int, op: Op) -> Any:
-    code = op.arg("dtype")
-    if code not in _DTYPES:
-        raise UnsupportedOpError(f"{_where(index, op)}: unsupported dtype {code!r}")
-    return _DTYPES[code]
-
-
-def _constant_fill(index: int, op: Op, inputs: list[Any]) -> np.ndarray:
-    value = op.arg("value", 0.0)
-    if op.has_arg("dtype"):
-        dtype = _dtype(index, op)
-    elif isinstance(value, int):
-        dtype = np.int64  # Caffe2 infers INT64 from an integer 'value' without 'dtype'
-    else:
-        dtype = np.float32
-    shape = _shape(index, op, inputs)
-    return np.full(() if shape is None else shape, value, dtype=dtype)
-
-
-def _range_fill(index: int, op: Op, inputs: list[Any]) -> np.ndarray:
-    shape = _shape(index, op, inputs) or ()
-    return np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
-
-
-def _random_fill(index: int, op: Op, inputs: list[Any], rng: np.random.Generator) -> np.ndarray:
-    shape = _shape(index, op, inputs) or ()
-    size = math.prod(shape)
-    if op.type == "UniformIntFill":
-        low, high = int(op.arg("min", 0)), int(op.arg("max", 1))
-        return rng.integers(low, high, size=shape, endpoint=True, dtype=np.int32)
-    if op.type == "XavierFill":
-        fan_in = size // shape[0] if shape and shape[0] else 1
-        bound = math.sqrt(3.0 / max(fan_in, 1))
-        values = rng.uniform(-bound, bound, size=shape)
-    elif op.type == "MSRAFill":
-        fan_out = size // shape[1] if len(shape) > 1 and shape[1] else size
-        values = rng.normal(0.0, math.sqrt(2.0 / max(fan_out, 1)), size=shape)
-    elif op.type == "GaussianFill":
-        values = rng.normal(float(op.arg("mean", 0.0)), float(op.arg("std", 1.0)), size=shape)
-    else:  # UniformFill
-        values = rng.uniform(float(op.arg("min", 0.0)), float(op.arg("max", 1.0)), size=shape)
-    return values.astype(np.float32)
-
-
-def _int8_fill(index: int, op: Op, inputs: list[Any]) -> Int8Tensor:
-    if op.type == "Int8GivenTensorFill":
-        values = np.frombuffer(_as_bytes(index, op), dtype=np.uint8).copy()
-    else:
-        values = np.array(_values(op), dtype=np.int32)
-    return Int8Tensor(
-        _given(index, op, values, _shape(index, op, inputs)),
-        float(op.arg("Y_scale", 1.0)),
-        int(op.arg("Y_zero_point", 0)),
-    )
-
-
-def _byte_string_fill(index: int, op: Op, inputs: list[Any]) -> np.ndarray:
-    values = np.frombuffer(_as_bytes(index, op), dtype=np.uint8).copy()
-    return _given(index, op, values, _shape(index, op, inputs))
-
-
-_Kernel = Callable[[int, Op, list[Any]], Any]
-_KERNELS: dict[str, _Kernel] = {
-    **dict.fromkeys(_GIVEN_TENSOR_DTYPES, _given_tensor),
-    "GivenTensorByteStringToUInt8Fill": _byte_string_fill,
-    "ConstantFill": _constant_fill,
-    "RangeFill": _range_fill,
-    "Int8GivenTensorFill": _int8_fill,
-    "Int8GivenIntTensorFill": _int8_fill,
-}
-
-
-def _run_op(index: int, op: Op, inputs: list[Any], rng: np.random.Generator | None) -> list[Any]:
-    if op.type in _COPY_OPS:
-        if len(inputs) != len(op.outputs):
-            raise InvalidNetError(f"{_where(index, op)}: copies need one input per output")
-        return list(inputs)
-    kernel = _KERNELS.get(op.type)
-    if kernel is None and op.type not in _RANDOM_FILLS:
-        raise UnsupportedOpError(
-            f"{_where(index, op)}: cannot evaluate this op type in an init_net "
-            "(only fill and copy ops are supported)"
-        )
-    if len(op.outputs) != 1:
-        raise InvalidNetError(f"{_where(index, op)}: a fill op writes exactly one blob")
-    if kernel is None:
-        if rng is None:
+def _check_op_types(net: Net, seed: int | None) -> None:
+    """Raise for the first op the executor must not run here: not a fill or copy, or unseeded."""
+    for index, op in enumerate(net.ops):
+        if op.type not in _INIT_NET_OPS:
+            raise UnsupportedOpError(
+                f"{_where(index, op)}: cannot evaluate this op type in an init_net "
+                "(only fill and copy ops are supported)"
+            )
+        if seed is None and op.type in RANDOM_FILLS:
             raise UnsupportedOpError(
                 f"{_where(index, op)} is a random fill: its values are not in the file; "
                 "pass seed=<int> to fill it deterministically with numpy"
             )
-        return [_random_fill(index, op, inputs, rng)]
-    return [kernel(index, op, inputs)]
 
 
 def get_params_from_init_net(
     init_net: Net | caffe2_pb2.NetDef, *, seed: int | None = None
 ) -> tuple[dict[str, Param], dict[str, DeviceOption]]:
-    """Evaluate an init_net's fill ops: detectron2's ``get_params_from_init_net``.
+    """Run an init_net's fill ops in the executor: detectron2's ``get_params_from_init_net``.
 
     The parameters are the init_net's external outputs or, when it declares none (every real
     init_net in the wild we checked), every blob its ops write, in order of first write.
@@ -262,32 +81,27 @@ def get_params_from_init_net(
 
     Args:
         init_net: an IR ``Net`` or a ``NetDef``.
-        seed: seed of one numpy generator drawn from in op order by the random fills; without
-            it a random fill raises, since its values are not in the file.
+        seed: seed of the executor ``Workspace``. Each random fill draws from a numpy generator
+            seeded with it (or with the op's own ``random_seed``) and its output name, so its
+            values do not depend on the other ops; without a seed a random fill raises, since
+            its values are not in the file.
 
     Returns:
         ``(params, device_options)``: ``{name: ndarray | Int8Tensor}`` and
         ``{name: DeviceOption}``.
 
     Raises:
-        UnsupportedOpError: an op that is not a fill or copy, or a random fill without seed.
-        InvalidNetError: a malformed fill, an input read before any op wrote it, or an external
-            output no op writes.
+        UnsupportedOpError: an op that is not a fill or copy, a random fill without seed (both
+            checked before any op runs), or a fill ``dtype`` the executor does not know.
+        InvalidNetError: an external output no op writes; its subclass ``ExecutionError`` for
+            a malformed fill or an input read before any op wrote it.
     """
     net = init_net if isinstance(init_net, Net) else Net.from_netdef(init_net)
-    rng = None if seed is None else np.random.default_rng(seed)
-    env: dict[str, Any] = {}
-    for index, op in enumerate(net.ops):
-        inputs = []
-        for name in op.inputs:
-            if name not in env:
-                raise InvalidNetError(
-                    f"{_where(index, op)} reads {name!r}, which no earlier init_net op writes"
-                )
-            inputs.append(env[name])
-        env.update(zip(op.outputs, _run_op(index, op, inputs, rng), strict=True))
+    _check_op_types(net, seed)
+    workspace = Workspace(seed=0 if seed is None else seed)
+    run_net(net, workspace)
 
-    names = list(net.external_outputs) or list(env)
+    names = list(net.external_outputs) or workspace.local_blobs()
     view = net.ssa()
     params: dict[str, Param] = {}
     device_options: dict[str, DeviceOption] = {}
@@ -296,7 +110,7 @@ def get_params_from_init_net(
         if producer is None:
             raise InvalidNetError(f"init_net external output {name!r} is written by no op")
         op = net.ops[producer]
-        params[name] = env[name]
+        params[name] = workspace.fetch(name)
         device = DeviceOption() if op.type == "CopyGPUToCPU" else net.op_device(op)
         device_options[name] = DeviceOption() if device is None else device
     return params, device_options

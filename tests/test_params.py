@@ -9,7 +9,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from graphtools.errors import InvalidArgumentError, InvalidNetError, UnsupportedOpError
+import graphtools.executor
+import graphtools.passes
+from graphtools.errors import (
+    ExecutionError,
+    InvalidArgumentError,
+    InvalidNetError,
+    UnsupportedOpError,
+)
 from graphtools.ir import DeviceOption, Net, Op
 from graphtools.passes.params import (
     Int8Tensor,
@@ -80,8 +87,10 @@ def test_byte_string_fill() -> None:
 
 
 def test_value_count_must_match_shape() -> None:
-    with pytest.raises(InvalidNetError, match=r"op 0 \(GivenTensorFill\).*3 values"):
+    with pytest.raises(InvalidNetError, match=r"op #0 \(GivenTensorFill\).*3 values") as info:
         params_of(fill("GivenTensorFill", "t", shape=[2, 2], values=[1.0, 2.0, 3.0]))
+    assert isinstance(info.value, ExecutionError)  # the executor's error, an InvalidNetError
+    assert (info.value.op_index, info.value.op_type) == (0, "GivenTensorFill")
 
 
 def test_constant_fill_dtypes() -> None:
@@ -149,6 +158,30 @@ def test_random_fills_are_deterministic_with_a_seed() -> None:
     assert abs(float(first["g"].mean()) - 5.0) < 0.1
     assert np.all((first["u"] >= -2.0) & (first["u"] <= -1.0))
     assert first["i"].dtype == np.int32 and set(first["i"].tolist()) <= {3, 4, 5}
+
+
+def test_random_fill_values_do_not_depend_on_other_ops() -> None:
+    xavier = fill("XavierFill", "w", shape=[4, 3])
+    alone = params_of(xavier, seed=7)["w"]
+    after_another = params_of(fill("GaussianFill", "g", shape=[9]), xavier, seed=7)["w"]
+    np.testing.assert_array_equal(alone, after_another)
+
+
+def test_op_types_are_checked_before_any_op_runs() -> None:
+    bad_fill = fill("GivenTensorFill", "t", shape=[2, 2], values=[1.0])
+    with pytest.raises(UnsupportedOpError, match=r"op 1 \(UniformFill\)"):
+        params_of(bad_fill, fill("UniformFill", "u", shape=[2]))
+
+
+def test_range_fill_and_unknown_fill_dtype() -> None:
+    params = params_of(fill("RangeFill", "r", shape=[2, 2]))
+    assert params["r"].dtype == np.float32 and params["r"].tolist() == [[0, 1], [2, 3]]
+    with pytest.raises(UnsupportedOpError, match=r"op #0 \(ConstantFill\).*data type 99"):
+        params_of(fill("ConstantFill", "c", shape=[1], dtype=99))
+
+
+def test_int8_tensor_is_the_executors() -> None:
+    assert Int8Tensor is graphtools.executor.Int8Tensor is graphtools.passes.Int8Tensor
 
 
 def test_unsupported_op_is_named() -> None:

@@ -1,10 +1,11 @@
-"""Fill kernels: given tensors, constants, int8 constants and seeded random fills.
+"""Fill kernels: given tensors, constants, ranges, int8 constants and seeded random fills.
 
 Shapes follow Caffe2's ``FillerOp``: the ``shape`` argument, or with an input its shape (its
-values when ``input_as_shape=1``) followed by ``extra_shape``. Random fills draw from
-``OpContext.rng``, so they are deterministic given the op's ``random_seed`` or the workspace
-seed (the generator is numpy's, not Caffe2's: the values differ from Caffe2's, their
-distribution does not).
+values when ``input_as_shape=1``) followed by ``extra_shape``. Random fills (``RANDOM_FILLS``)
+draw from ``OpContext.rng``, so they are deterministic given the op's ``random_seed`` or the
+workspace seed (the generator is numpy's, not Caffe2's: the values differ from Caffe2's, their
+distribution does not). ``FILL_OPS`` lists every type registered here, which is what
+``graphtools.passes.params`` accepts in an init_net.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from graphtools.errors import UnsupportedOpError
 from graphtools.executor.kernels_tensor import dtype_of
-from graphtools.executor.registry import OpContext, kernel
+from graphtools.executor.registry import KERNELS, OpContext, kernel
 from graphtools.executor.workspace import Int8Tensor
 from graphtools.ir import Op
 
@@ -39,9 +41,12 @@ def fill_shape(op: Op, inputs: list[Any]) -> tuple[int, ...]:
     return tuple(int(v) for v in (shape if isinstance(shape, tuple) else (shape,)))
 
 
-_GIVEN_DTYPES: dict[str, Any] = {
+#: ``GivenTensor*Fill`` type -> numpy dtype of its output (``GivenTensorFill`` may override it
+#: with a ``dtype`` argument).
+GIVEN_FILL_DTYPES: dict[str, Any] = {
     "GivenTensorFill": np.float32,
     "GivenTensorDoubleFill": np.float64,
+    "GivenTensorFp16Fill": np.float16,
     "GivenTensorIntFill": np.int32,
     "GivenTensorInt64Fill": np.int64,
     "GivenTensorInt16Fill": np.int16,
@@ -49,11 +54,26 @@ _GIVEN_DTYPES: dict[str, Any] = {
     "GivenTensorStringFill": object,
 }
 
+#: Fills whose values are drawn from ``OpContext.rng`` rather than stored in the op.
+RANDOM_FILLS = frozenset(
+    {"XavierFill", "MSRAFill", "GaussianFill", "UniformFill", "UniformIntFill"}
+)
+
+
+def _fill_dtype(code: Any) -> Any:
+    """The numpy dtype of a ``dtype`` argument; an unknown code is an unsupported op variant."""
+    try:
+        return dtype_of(code)
+    except ValueError as exc:
+        raise UnsupportedOpError(str(exc)) from exc
+
 
 def _given_values(op: Op, dtype: Any) -> np.ndarray:
     values = op.arg("values", ())
     if isinstance(values, bytes):
-        return np.frombuffer(values, dtype=np.uint8).copy()
+        if dtype is not object:
+            return np.frombuffer(values, dtype=np.uint8).copy()
+        values = (values,)  # one string held in ``s``
     if not isinstance(values, tuple):
         values = (values,)
     if dtype is object:
@@ -70,11 +90,11 @@ def _shaped(op: Op, inputs: list[Any], values: np.ndarray) -> np.ndarray:
     return values.reshape(shape)
 
 
-@kernel(*_GIVEN_DTYPES)
+@kernel(*GIVEN_FILL_DTYPES)
 def _given_tensor_fill(op: Op, inputs: list[Any]) -> list[Any]:
-    dtype = _GIVEN_DTYPES[op.type]
+    dtype = GIVEN_FILL_DTYPES[op.type]
     if op.type == "GivenTensorFill" and op.has_arg("dtype"):
-        dtype = dtype_of(op.arg("dtype"))
+        dtype = _fill_dtype(op.arg("dtype"))
     return [_shaped(op, inputs, _given_values(op, dtype))]
 
 
@@ -92,9 +112,13 @@ def _quantization(op: Op) -> tuple[float, int]:
 
 @kernel("Int8GivenTensorFill")
 def _int8_given_fill(op: Op, inputs: list[Any]) -> list[Any]:
+    """``values`` is one byte string (in ``s``, or as ``strings``), or integers taken mod 256."""
     values = op.arg("values", b"")
     if isinstance(values, tuple):
-        values = bytes(int(v) & 0xFF for v in values)
+        if all(isinstance(v, bytes) for v in values):
+            values = b"".join(values)
+        else:
+            values = bytes(int(v) & 0xFF for v in values)
     array = _shaped(op, inputs, np.frombuffer(values, dtype=np.uint8).copy())
     return [Int8Tensor(array, *_quantization(op))]
 
@@ -107,13 +131,30 @@ def _int8_given_int_fill(op: Op, inputs: list[Any]) -> list[Any]:
 
 @kernel("ConstantFill")
 def _constant_fill(op: Op, inputs: list[Any]) -> list[Any]:
-    dtype = dtype_of(op.arg("dtype", 1))
-    value = op.arg("value", 0)
+    """``value`` (default 0.0) in ``dtype``; without ``dtype``, INT64 for an integer ``value``.
+
+    Caffe2 infers the type from ``value`` when ``dtype`` is absent: FLOAT for a float, INT64
+    for an integer.
+    """
+    value = op.arg("value", 0.0)
+    if op.has_arg("dtype"):
+        dtype = _fill_dtype(op.arg("dtype"))
+    elif isinstance(value, int):
+        dtype = np.int64
+    else:
+        dtype = np.float32
     if isinstance(value, bytes) and dtype is not object:
         raise ValueError(f"string value {value!r} for a numeric dtype")
     array = np.empty(fill_shape(op, inputs), dtype=dtype)
     array[...] = value
     return [array]
+
+
+@kernel("RangeFill")
+def _range_fill(op: Op, inputs: list[Any]) -> list[Any]:
+    """``0, 1, 2, ...`` as float32 in row-major order over the fill shape (Caffe2's rule)."""
+    shape = fill_shape(op, inputs)
+    return [np.arange(prod(shape), dtype=np.float32).reshape(shape)]
 
 
 def _fans(shape: tuple[int, ...]) -> tuple[int, int]:
@@ -158,3 +199,7 @@ def _uniform_fill(op: Op, inputs: list[Any], ctx: OpContext) -> list[Any]:
     if op.type == "UniformIntFill":
         return [rng.integers(int(low), int(high), shape, endpoint=True).astype(np.int32)]
     return [rng.uniform(float(low), float(high), shape).astype(np.float32)]
+
+
+#: Every op type with a kernel in this module: the given, constant, range, int8 and random fills.
+FILL_OPS = frozenset(name for name, entry in KERNELS.items() if entry.fn.__module__ == __name__)

@@ -13,17 +13,23 @@ from graphtools.errors import InvalidNetError
 __all__ = ["Int8Tensor", "Workspace"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Int8Tensor:
     """A quantized blob the way Caffe2's ``Int8TensorCPU`` holds it.
 
     ``real = (values - zero_point) * scale``. ``values`` is ``uint8`` for activations and
-    weights, ``int32`` for biases (whose scale is input scale times weight scale).
+    weights, ``int32`` for biases (whose scale is input scale times weight scale). Equality is
+    identity (field-wise ``==`` is ambiguous on arrays), which keeps instances hashable.
     """
 
     values: np.ndarray
     scale: float
     zero_point: int
+
+    @property
+    def data(self) -> np.ndarray:
+        """``values`` under detectron2's spelling (Caffe2's ``Int8Tensor`` namedtuple field)."""
+        return self.values
 
     @property
     def shape(self) -> tuple[int, ...]:
