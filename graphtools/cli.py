@@ -1,23 +1,42 @@
-"""The ``graphtools`` command line: show, ssa, run, list-passes.
+"""The ``graphtools`` command line: show, ssa, run, verify, exec, list-passes.
 
 Bad input exits with code 2 and one line ``error: ...`` (``--traceback`` shows the chain);
-success exits 0. ``run`` never overwrites its input unless ``--in-place`` is given, and every
-file it writes appears atomically.
+success exits 0; ``verify`` exits 1 when the pipeline changed the outputs. ``run`` never
+overwrites its input unless ``--in-place`` is given, ``exec`` never overwrites its feeds, and
+every file they write appears atomically.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 import traceback
-from collections.abc import Sequence
+import zipfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from graphtools.errors import GraphToolsError
+import numpy as np
+
+from graphtools.errors import GraphToolsError, SerdeError
+from graphtools.executor import Int8Tensor, run_model
 from graphtools.ir import Model, Net
 from graphtools.pass_infra import DEFAULT_PIPELINE, PassManager, PassRecord, available_passes
+from graphtools.passes.infer_devices import InferDevices, parse_input_devices
 from graphtools.printer import print_model, print_net, print_ssa_table
 from graphtools.serde import load_model, load_model_dir, load_net, save_model, save_net
+from graphtools.serde.atomic import atomic_write_bytes
+from graphtools.testing import (
+    OutputDiff,
+    bisect_pipeline,
+    compare_models,
+    format_diffs,
+    make_feeds,
+    model_inputs,
+)
+
+SHAPES_FILE = "shapes.txt"
+"""The case file beside a model that gives its input shapes, one ``name=1x3x8x8`` a line."""
 
 
 class UsageError(GraphToolsError):
@@ -89,9 +108,19 @@ def _source_path(model: Model) -> Path:
     return model.predict_path
 
 
+def _manager(options: argparse.Namespace) -> PassManager:
+    """The pipeline of ``-p``, plus ``infer-devices`` when ``--device`` items are given."""
+    manager = PassManager.parse(options.pipeline, steps=options.steps)
+    devices = tuple(getattr(options, "device", None) or ())
+    if not devices:
+        return manager
+    parse_input_devices(devices)
+    return PassManager([*manager.passes, InferDevices(inputs=devices)], steps=manager.steps)
+
+
 def _cmd_run(options: argparse.Namespace) -> int:
     model = _load(options.input, options.init)
-    manager = PassManager.parse(options.pipeline, steps=options.steps)
+    manager = _manager(options)
     out_dir = _output_plan(model, options)
     records = manager(model)
     for record in records:
@@ -105,6 +134,143 @@ def _cmd_run(options: argparse.Namespace) -> int:
         written = save_model(model, out_dir, text=options.text)
     for path in written:
         print(f"wrote {path}")
+    return 0
+
+
+def _parse_shape_items(items: Sequence[str], where: str) -> dict[str, tuple[int, ...]]:
+    """``["data=1x3x8x8", "im_info=1x3"]`` -> ``{"data": (1, 3, 8, 8), "im_info": (1, 3)}``."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for item in items:
+        name, sep, dims = item.rpartition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            shape = tuple(int(d) for d in dims.split("x")) if dims else ()
+        except ValueError:
+            raise UsageError(
+                f"{where}: shape {item!r} is not of the form name=1x3x224x224"
+            ) from None
+        if any(d < 0 for d in shape):
+            raise UsageError(f"{where}: shape {item!r} has a negative dimension")
+        if name in shapes:
+            raise UsageError(f"{where}: input {name!r} is given a shape twice")
+        shapes[name] = shape
+    return shapes
+
+
+def _shapes_file(path: str) -> Path:
+    """Where the case file of a model folder or a predict_net file is (beside the file)."""
+    source = Path(path)
+    return (source if source.is_dir() else source.parent) / SHAPES_FILE
+
+
+def _input_shapes(model: Model, options: argparse.Namespace) -> dict[str, tuple[int, ...]]:
+    """Input shapes from ``--shapes``, else from ``shapes.txt`` beside the model."""
+    if options.shapes:
+        shapes = _parse_shape_items(options.shapes, "--shapes")
+    else:
+        case_file = _shapes_file(options.input)
+        if case_file.is_file():
+            try:
+                text = case_file.read_text()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise SerdeError(case_file, f"cannot read: {exc}") from exc
+            items = [
+                item
+                for line in text.splitlines()
+                if not line.lstrip().startswith("#")
+                for item in line.split()
+            ]
+            shapes = _parse_shape_items(items, str(case_file))
+        else:
+            shapes = {}
+    missing = [name for name in model_inputs(model) if name not in shapes]
+    if missing:
+        raise UsageError(
+            f"inputs {missing} need shapes: pass --shapes {missing[0]}=1x3x224x224 ... "
+            f"or write them in {_shapes_file(options.input)}"
+        )
+    return shapes
+
+
+def _print_diffs(title: str, diffs: Sequence[OutputDiff]) -> None:
+    print(title)
+    print(format_diffs(diffs))
+
+
+def _cmd_verify(options: argparse.Namespace) -> int:
+    model = _load(options.input, options.init)
+    if not model.predict_net.external_outputs:
+        raise UsageError(f"{options.input}: the predict_net declares no external outputs")
+    manager = PassManager.parse(options.pipeline, steps=options.steps)
+    shapes = _input_shapes(model, options)
+    feeds = make_feeds(model, shapes, options.seed)
+    after = model.copy()
+    for record in manager(after):
+        print(_format_record(record))
+    diffs = compare_models(
+        model, after, feeds, rtol=options.rtol, atol=options.atol, seed=options.seed
+    )
+    tolerance = f"rtol={options.rtol:g}, atol={options.atol:g}, seed={options.seed}"
+    equal = all(d.ok for d in diffs)
+    verdict = "outputs equal" if equal else "outputs differ"
+    _print_diffs(f"pipeline {manager}: {verdict} ({tolerance})", diffs)
+    if equal:
+        return 0
+    if options.bisect:
+        found = bisect_pipeline(
+            model, manager, feeds, rtol=options.rtol, atol=options.atol, seed=options.seed
+        )
+        if found is None:
+            print("bisect: no single pass run changed the outputs")
+        else:
+            _print_diffs(
+                f"first pass that changed the outputs: {found.pass_name} (round {found.round})",
+                found.diffs,
+            )
+    return 1
+
+
+def _load_feeds(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` file by name (``numpy.savez(path, data=x)``)."""
+    if not path.is_file():
+        raise SerdeError(path, "cannot read feeds: no such file")
+    if not zipfile.is_zipfile(path):
+        raise SerdeError(path, "not an .npz archive of named arrays (write it with numpy.savez)")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise SerdeError(path, f"cannot read feeds: {exc}") from exc
+
+
+def _npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
+    """What ``numpy.savez`` writes, built in memory; any blob name is fine (``savez(**arrays)``
+    would take a blob named ``file`` or ``allow_pickle`` for its own argument)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, array in arrays.items():
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def _cmd_exec(options: argparse.Namespace) -> int:
+    model = _load(options.input, options.init)
+    feeds_path = Path(options.feeds)
+    out_path = Path(options.output)
+    inputs = (feeds_path, model.predict_path, model.init_path)
+    if out_path.resolve() in {p.resolve() for p in inputs if p is not None}:
+        raise UsageError(f"refusing to overwrite the input {out_path}; name another -o file")
+    outputs = run_model(model, _load_feeds(feeds_path), seed=options.seed)
+    arrays: dict[str, np.ndarray] = {}
+    for name, value in outputs.items():
+        quantized = isinstance(value, Int8Tensor)
+        array = value.dequantize() if quantized else np.asarray(value)
+        arrays[name] = array
+        note = " (int8, dequantized)" if quantized else ""
+        print(f"{name}: {array.dtype}{list(array.shape)}{note}")
+    print(f"wrote {atomic_write_bytes(out_path, _npz_bytes(arrays))}")
     return 0
 
 
@@ -139,10 +305,46 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--init", metavar="INIT", help="init_net file for a predict_net file")
     run.add_argument("--in-place", action="store_true", help="overwrite the input files")
     run.add_argument("--steps", type=int, default=10, help="fixpoint rounds at most")
+    run.add_argument(
+        "--device",
+        action="append",
+        metavar="NAME=cpu|gpu",
+        help="device of a predict_net input (repeatable): runs infer-devices after the pipeline",
+    )
     fmt = run.add_mutually_exclusive_group()
     fmt.add_argument("--text", dest="text", action="store_const", const=True, default=None)
     fmt.add_argument("--binary", dest="text", action="store_const", const=False)
     run.set_defaults(handler=_cmd_run)
+
+    check = commands.add_parser(
+        "verify", help="run a pipeline on a copy and compare the outputs with the executor"
+    )
+    check.add_argument("input", metavar="IN", help="model folder or predict_net file")
+    check.add_argument("-p", "--pipeline", default="default", metavar="SPEC")
+    check.add_argument("--init", metavar="INIT", help="init_net file for a predict_net file")
+    check.add_argument(
+        "--shapes",
+        action="extend",
+        nargs="+",
+        metavar="NAME=1x3x224x224",
+        help=f"input shapes (default: {SHAPES_FILE} beside the model)",
+    )
+    check.add_argument("--seed", type=int, default=0, help="seed of the random feeds")
+    check.add_argument("--rtol", type=float, default=1e-5)
+    check.add_argument("--atol", type=float, default=1e-6)
+    check.add_argument("--steps", type=int, default=10, help="fixpoint rounds at most")
+    check.add_argument(
+        "--bisect", action="store_true", help="on a mismatch, name the first pass that caused it"
+    )
+    check.set_defaults(handler=_cmd_verify)
+
+    execute = commands.add_parser("exec", help="run a model on feeds from an .npz file")
+    execute.add_argument("input", metavar="IN", help="model folder or predict_net file")
+    execute.add_argument("--feeds", required=True, metavar="FEEDS.npz")
+    execute.add_argument("-o", "--output", required=True, metavar="OUT.npz")
+    execute.add_argument("--init", metavar="INIT", help="init_net file for a predict_net file")
+    execute.add_argument("--seed", type=int, default=0, help="seed of random fill ops")
+    execute.set_defaults(handler=_cmd_exec)
 
     listing = commands.add_parser("list-passes", help="list the registered passes")
     listing.set_defaults(handler=_cmd_list_passes)

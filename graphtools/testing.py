@@ -32,6 +32,7 @@ __all__ = [
     "make_feeds",
     "model_inputs",
     "random_params",
+    "run_both",
 ]
 
 
@@ -136,9 +137,36 @@ def compare_models(
     """
     if feeds is None:
         feeds = make_feeds(before, shapes or {}, seed)
-    out_before = run_model(before, _feeds_for(before, feeds), seed=seed)
-    out_after = run_model(after, _feeds_for(after, feeds), seed=seed)
+    out_before, out_after = run_both(before, after, feeds, seed)
     return compare_outputs(out_before, out_after, rtol=rtol, atol=atol)
+
+
+def run_both(
+    before: Model, after: Model, feeds: Mapping[str, Any], seed: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run both models on the same feeds; ``after``'s outputs carry ``before``'s names.
+
+    A pass that renames the interface (``ssa-rewrite{style=all}``) keeps positions: a feed
+    the rewritten model no longer declares goes to the input at its position when both
+    declare as many inputs, and outputs are matched by position when both declare as many.
+    """
+    old_in, new_in = before.predict_net.external_inputs, after.predict_net.external_inputs
+    declared = set(new_in)
+    by_position = len(old_in) == len(new_in)
+    position = {name: i for i, name in enumerate(old_in)}
+    after_feeds: dict[str, Any] = {}
+    for name, value in feeds.items():
+        if name in declared or not declared:
+            after_feeds[name] = value
+        elif by_position and name in position:
+            after_feeds[new_in[position[name]]] = value
+    out_before = run_model(before, _feeds_for(before, feeds), seed=seed)
+    out_after = run_model(after, after_feeds, seed=seed)
+    old_out, new_out = before.predict_net.external_outputs, after.predict_net.external_outputs
+    if len(old_out) == len(new_out):
+        renamed = dict(zip(new_out, old_out, strict=True))
+        out_after = {renamed.get(name, name): value for name, value in out_after.items()}
+    return out_before, out_after
 
 
 def compare_outputs(
@@ -193,7 +221,6 @@ def bisect_pipeline(
     Passes run in the manager's order, round after round to its fixpoint, each under the same
     checks as in the manager; outputs are recomputed only after a pass that modified the model.
     """
-    reference = run_model(model, _feeds_for(model, feeds), seed=seed)
     current = model.copy()
     for round_ in range(1, manager.steps + 1):
         changed = False
@@ -202,8 +229,7 @@ def bisect_pipeline(
             if not record.modified:
                 continue
             changed = True
-            outputs = run_model(current, _feeds_for(current, feeds), seed=seed)
-            diffs = compare_outputs(reference, outputs, rtol=rtol, atol=atol)
+            diffs = compare_models(model, current, feeds, rtol=rtol, atol=atol, seed=seed)
             if not all(d.ok for d in diffs):
                 return BisectResult(record.name, round_, diffs)
         if not changed:

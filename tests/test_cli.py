@@ -170,7 +170,11 @@ def test_run_binary_output(
 def test_run_in_place(capsys: pytest.CaptureFixture[str], tiny_copy: Path) -> None:
     code, out, err = _run(capsys, "run", str(tiny_copy), "-p", "remove-dead-ends", "--in-place")
     assert (code, err) == (0, "")
-    assert sorted(p.name for p in tiny_copy.iterdir()) == ["init_net.pbtxt", "predict_net.pbtxt"]
+    assert sorted(p.name for p in tiny_copy.iterdir()) == [
+        "init_net.pbtxt",
+        "predict_net.pbtxt",
+        "shapes.txt",
+    ]
     rewritten = (tiny_copy / "predict_net.pbtxt").read_bytes()
     assert rewritten != (TINY / "predict_net.pbtxt").read_bytes()
     predict, was_text = parse_netdef(rewritten)

@@ -203,10 +203,12 @@ def _nhwc2nchw(op: Op, inputs: list[Any]) -> list[Any]:
     "CopyOnDeviceLike",
     "EnsureCPUOutput",
     "Alias",
+    "AliasWithName",
     "StopGradient",
 )
 def _identity(op: Op, inputs: list[Any]) -> list[Any]:
-    """Device copies are identities on the host; the value is shared, kernels never mutate."""
+    """Device copies and aliases are identities on the host (``AliasWithName`` is detectron2's
+    named placeholder); the value is shared, kernels never mutate."""
     return [inputs[0]]
 
 

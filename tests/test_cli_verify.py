@@ -1,0 +1,377 @@
+"""The numeric commands: ``verify`` (pipeline before/after through the executor, ``--bisect``),
+``exec`` (run a model on ``.npz`` feeds) and ``run --device``."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import shutil
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+from conftest import FIXTURES
+
+from graphtools.cli import main
+from graphtools.executor import run_model
+from graphtools.ir import Model, Net, Op
+from graphtools.pass_infra import ENTRY_POINT_GROUP, Pass, PassResult
+from graphtools.serde import load_model_dir, parse_netdef, save_model
+
+TINY = FIXTURES / "models" / "tiny_export"
+PLUGIN_MODULE = "graphtools_test_broken_passes"
+
+
+@dataclass(frozen=True)
+class BreakRelu(Pass):
+    """A deliberately wrong pass: every Relu becomes a Sigmoid."""
+
+    name: ClassVar[str] = "break-relu"
+
+    def call(self, model: Model) -> PassResult:
+        net = model.predict_net
+        relus = {i for i, op in enumerate(net) if op.type == "Relu"}
+        if relus:
+            net.set_ops(
+                op.replace(type="Sigmoid") if i in relus else op for i, op in enumerate(net.ops)
+            )
+        return PassResult(model, bool(relus), {"relus_broken": len(relus)})
+
+
+@pytest.fixture
+def broken_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Publish ``BreakRelu`` under the ``graphtools.passes`` entry-point group."""
+    module = types.ModuleType(PLUGIN_MODULE)
+    module.BreakRelu = BreakRelu  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, PLUGIN_MODULE, module)
+    published = [
+        importlib.metadata.EntryPoint("break-relu", f"{PLUGIN_MODULE}:BreakRelu", ENTRY_POINT_GROUP)
+    ]
+    real = importlib.metadata.entry_points
+
+    def fake(**kwargs: Any) -> Any:
+        return published if kwargs == {"group": ENTRY_POINT_GROUP} else real(**kwargs)
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", fake)
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _one_error_line(err: str, *fragments: str) -> None:
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ")
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def _table_rows(out: str) -> dict[str, list[str]]:
+    """The rows of the last diff table in ``out`` by output name."""
+    lines = out.splitlines()
+    start = max(i for i, line in enumerate(lines) if line.startswith("output  ok"))
+    rows: dict[str, list[str]] = {}
+    for line in lines[start + 1 :]:
+        cells = line.split()
+        if len(cells) < 6 or cells[1] not in ("yes", "NO"):
+            break
+        rows[cells[0]] = cells
+    return rows
+
+
+# -- verify ---------------------------------------------------------------------------------
+
+
+def test_verify_default_pipeline_on_the_fixture(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "verify", str(TINY), "-p", "default")
+    assert (code, err) == (0, "")
+    assert "round 1 remove-reshape-for-fc: 23 -> 16 ops, modified" in out
+    assert "outputs equal (rtol=1e-05, atol=1e-06, seed=0)" in out
+    assert _table_rows(out)["prob"][:4] == ["prob", "yes", "0", "0"]
+
+
+def test_verify_predict_file_reads_shapes_beside_it_or_from_the_option(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    predict, init = TINY / "predict_net.pbtxt", TINY / "init_net.pbtxt"
+    code, out, _ = _run(capsys, "verify", str(predict), "--init", str(init))
+    assert code == 0
+    assert _table_rows(out)["prob"][4:6] == ["[1,", "3]"]
+    code, out, _ = _run(
+        capsys, "verify", str(predict), "--init", str(init), "--shapes", "data=3x1x6x6"
+    )
+    assert code == 0
+    assert _table_rows(out)["prob"][4:6] == ["[3,", "3]"]
+
+
+def test_verify_names_the_inputs_that_need_shapes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = tmp_path / "model"
+    save_model(load_model_dir(TINY), folder)
+    code, out, err = _run(capsys, "verify", str(folder))
+    assert (code, out) == (2, "")
+    _one_error_line(err, "inputs ['data'] need shapes", "--shapes", str(folder / "shapes.txt"))
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragments"),
+    [
+        (["--shapes", "data=1x1xsix"], ["--shapes", "'data=1x1xsix'", "name=1x3x224x224"]),
+        (["--shapes", "1x1x6x6"], ["not of the form"]),
+        (["--shapes", "data=1x1x6x6", "data=1x1x8x8"], ["'data' is given a shape twice"]),
+        (["--shapes", "data=1x1x4x4"], ["op #11 (FC)", "failed", "8"]),
+        (["-p", "no-such-pass"], ["unknown pass 'no-such-pass'"]),
+    ],
+    ids=["bad-dims", "no-name", "twice", "wrong-size", "unknown-pass"],
+)
+def test_verify_bad_input_exits_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], fragments: list[str]
+) -> None:
+    code, out, err = _run(capsys, "verify", str(TINY), *argv)
+    assert code == 2
+    assert "outputs" not in out
+    _one_error_line(err, *fragments)
+
+
+def test_verify_unsupported_op_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    net = Net([Op("MadeUpOp", ["x"], ["y"])], ["x"], ["y"], name="odd")
+    save_model(Model(net), tmp_path)
+    code, _, err = _run(capsys, "verify", str(tmp_path), "--shapes", "x=2")
+    assert code == 2
+    _one_error_line(err, "op #0 (MadeUpOp)", "no executor kernel")
+
+
+def test_verify_broken_pass_exits_1(
+    capsys: pytest.CaptureFixture[str], broken_plugin: None
+) -> None:
+    code, out, err = _run(capsys, "verify", str(TINY), "-p", "default,break-relu")
+    assert (code, err) == (1, "")
+    assert "outputs differ" in out
+    assert _table_rows(out)["prob"][1] == "NO"
+    assert "first pass that changed" not in out
+
+
+def test_verify_bisect_names_the_broken_entry_point_pass(
+    capsys: pytest.CaptureFixture[str], broken_plugin: None
+) -> None:
+    code, out, err = _run(
+        capsys, "verify", str(TINY), "-p", "remove-dead-ends,break-relu,fuse-copy-ops", "--bisect"
+    )
+    assert (code, err) == (1, "")
+    assert "round 1 remove-dead-ends: 23 -> 22 ops, modified" in out
+    assert "first pass that changed the outputs: break-relu (round 1)\n" in out
+    after_bisect = out.split("first pass that changed the outputs:")[1]
+    assert _table_rows(after_bisect)["prob"][1] == "NO"
+
+
+def test_verify_bisect_is_quiet_when_outputs_are_equal(
+    capsys: pytest.CaptureFixture[str], broken_plugin: None
+) -> None:
+    code, out, _ = _run(capsys, "verify", str(TINY), "-p", "default", "--bisect")
+    assert code == 0
+    assert "first pass" not in out
+
+
+def test_verify_tolerance_options(capsys: pytest.CaptureFixture[str], broken_plugin: None) -> None:
+    code, out, _ = _run(
+        capsys, "verify", str(TINY), "-p", "break-relu", "--rtol", "10", "--atol", "10"
+    )
+    assert code == 0
+    assert "outputs equal (rtol=10, atol=10, seed=0)" in out
+
+
+def test_verify_interface_renaming_pipeline_matches_by_position(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    case = FIXTURES / "golden" / "ssa-rewrite" / "style-all"
+    code, out, err = _run(
+        capsys,
+        "verify",
+        str(case / "predict_net.pbtxt"),
+        "--init",
+        str(case / "init_net.pbtxt"),
+        "-p",
+        "ssa-rewrite{style=all}",
+        "--shapes",
+        "X=2",
+    )
+    assert (code, err) == (0, ""), err
+    assert _table_rows(out)["Y"][1] == "yes"
+
+
+# -- exec -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def feeds_file(tmp_path: Path) -> Path:
+    path = tmp_path / "feeds.npz"
+    data = np.random.default_rng(5).standard_normal((2, 1, 6, 6)).astype(np.float32)
+    np.savez(path, data=data)
+    return path
+
+
+def test_exec_writes_every_output(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, feeds_file: Path
+) -> None:
+    out_path = tmp_path / "out.npz"
+    code, out, err = _run(
+        capsys, "exec", str(TINY), "--feeds", str(feeds_file), "-o", str(out_path)
+    )
+    assert (code, err) == (0, "")
+    assert "prob: float32[2, 3]\n" in out
+    assert f"wrote {out_path}" in out
+    with np.load(feeds_file) as archive:
+        expected = run_model(load_model_dir(TINY), {"data": archive["data"]})
+    with np.load(out_path) as written:
+        assert written.files == list(expected)
+        for name, value in expected.items():
+            np.testing.assert_array_equal(written[name], value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["feeds.npz", "out.npz"]
+
+
+def test_exec_predict_file_with_init(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, feeds_file: Path
+) -> None:
+    out_path = tmp_path / "out.npz"
+    argv = ["--init", str(TINY / "init_net.pbtxt"), "--feeds", str(feeds_file)]
+    code, _, _ = _run(capsys, "exec", str(TINY / "predict_net.pbtxt"), *argv, "-o", str(out_path))
+    assert code == 0
+    with np.load(out_path) as written:
+        assert written["prob"].shape == (2, 3)
+
+
+def test_exec_refuses_to_overwrite_its_feeds(
+    capsys: pytest.CaptureFixture[str], feeds_file: Path
+) -> None:
+    before = feeds_file.read_bytes()
+    code, out, err = _run(
+        capsys, "exec", str(TINY), "--feeds", str(feeds_file), "-o", str(feeds_file)
+    )
+    assert (code, out) == (2, "")
+    _one_error_line(err, "refusing to overwrite", str(feeds_file))
+    assert feeds_file.read_bytes() == before
+
+
+def test_exec_refuses_to_overwrite_the_model(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, feeds_file: Path
+) -> None:
+    folder = tmp_path / "model"
+    shutil.copytree(TINY, folder)
+    predict = folder / "predict_net.pbtxt"
+    before = predict.read_bytes()
+    code, _, err = _run(capsys, "exec", str(folder), "--feeds", str(feeds_file), "-o", str(predict))
+    assert code == 2
+    _one_error_line(err, "refusing to overwrite")
+    assert predict.read_bytes() == before
+
+
+def _save_npz(path: Path, **arrays: Any) -> Path:
+    np.savez(path, **arrays)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make_feeds", "fragments"),
+    [
+        (lambda d: d / "absent.npz", ["absent.npz", "no such file"]),
+        (lambda d: TINY / "predict_net.pbtxt", ["not an .npz archive"]),
+        (
+            lambda d: _save_npz(d / "f.npz", data=np.ones((1, 1, 6, 6), np.float32), extra=[1]),
+            ["feeds ['extra'] are neither external inputs"],
+        ),
+        (lambda d: _save_npz(d / "f.npz"), ["['data']", "neither fed"]),
+        (
+            lambda d: _save_npz(d / "f.npz", data=np.ones((1, 1, 5, 5), np.float32)),
+            ["op #11 (FC)", "failed"],
+        ),
+    ],
+    ids=["missing", "not-npz", "extra-feed", "missing-feed", "bad-shape"],
+)
+def test_exec_bad_input_exits_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, make_feeds: Any, fragments: list[str]
+) -> None:
+    out_path = tmp_path / "out.npz"
+    feeds = make_feeds(tmp_path)
+    code, out, err = _run(capsys, "exec", str(TINY), "--feeds", str(feeds), "-o", str(out_path))
+    assert (code, out) == (2, "")
+    _one_error_line(err, *fragments)
+    assert not out_path.exists()
+
+
+# -- run --device ---------------------------------------------------------------------------
+
+
+def test_run_device_appends_infer_devices(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out_dir = tmp_path / "out"
+    argv = ["-p", "remove-dead-ends", "--device", "data=cpu", "-o", str(out_dir)]
+    code, out, err = _run(capsys, "run", str(TINY), *argv)
+    assert (code, err) == (0, "")
+    assert "round 1 infer-devices: 22 -> 22 ops, modified" in out
+    predict, _ = parse_netdef((out_dir / "predict_net.pbtxt").read_bytes())
+    placed = {op.type for op in predict.op if op.HasField("device_option")}
+    assert placed == {"CopyCPUToGPU", "CopyGPUToCPU"}
+    assert all(op.device_option.device_type == 1 for op in predict.op if op.type in placed)
+    plain = tmp_path / "plain"
+    code, out, _ = _run(capsys, "run", str(TINY), "-p", "remove-dead-ends", "-o", str(plain))
+    assert code == 0 and "infer-devices" not in out
+
+
+def test_run_device_contradicting_the_copies_exits_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out_dir = tmp_path / "out"
+    argv = ["-p", "remove-dead-ends", "--device", "data=gpu", "-o", str(out_dir)]
+    code, out, err = _run(capsys, "run", str(TINY), *argv)
+    assert code == 2 and "wrote" not in out
+    _one_error_line(err, "pass 'infer-devices' failed", "CopyCPUToGPU")
+    assert not out_dir.exists()
+
+
+def test_run_device_with_two_inputs_keeps_each_branch(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = FIXTURES / "golden" / "infer-devices" / "cuda-net-cpu-op"
+    out_dir = tmp_path / "out"
+    argv = ["--device", "data=gpu", "--device", "im_info=cpu", "-p", "remove-dead-ends"]
+    code, _, err = _run(capsys, "run", str(folder / "predict_net.pbtxt"), *argv, "-o", str(out_dir))
+    assert (code, err) == (0, "")
+    predict, _ = parse_netdef((out_dir / "predict_net.pbtxt").read_bytes())
+    sigmoid = next(op for op in predict.op if op.type == "Sigmoid")
+    assert sigmoid.HasField("device_option") and sigmoid.device_option.device_type == 0
+
+
+@pytest.mark.parametrize(
+    ("item", "fragment"),
+    [("data=tpu", "device 'tpu' of input 'data'"), ("data", "not of the form name=device")],
+)
+def test_run_bad_device_exits_2_before_writing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, item: str, fragment: str
+) -> None:
+    out_dir = tmp_path / "out"
+    code, out, err = _run(capsys, "run", str(TINY), "--device", item, "-o", str(out_dir))
+    assert (code, out) == (2, "")
+    _one_error_line(err, fragment)
+    assert not out_dir.exists()
+
+
+def test_exec_keeps_any_output_name(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    ops = [Op("Relu", ["x"], ["file"]), Op("Neg", ["x"], ["allow_pickle"])]
+    save_model(Model(Net(ops, ["x"], ["file", "allow_pickle"], name="names")), tmp_path / "m")
+    feeds = _save_npz(tmp_path / "f.npz", x=np.array([-1.0, 2.0], np.float32))
+    out_path = tmp_path / "out.npz"
+    code, _, err = _run(
+        capsys, "exec", str(tmp_path / "m"), "--feeds", str(feeds), "-o", str(out_path)
+    )
+    assert (code, err) == (0, "")
+    with np.load(out_path) as written:
+        np.testing.assert_array_equal(written["file"], [0.0, 2.0])
+        np.testing.assert_array_equal(written["allow_pickle"], [1.0, -2.0])
