@@ -1,0 +1,178 @@
+"""Helpers shared by the benchmark scripts: timing, loading, peak-memory children, tables.
+
+Run as a script (``python benchmarks/_common.py MODE PREDICT [INIT]``) it is the child process
+that measures the peak resident memory one step adds: it notes the resident size after the
+imports, runs the step (reading the files included) and prints the peak increase in bytes as
+JSON.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from resource import RUSAGE_SELF, getrusage
+from typing import Any
+
+from graphtools.ir import Model, Net
+from graphtools.proto import caffe2_pb2
+
+BENCH_DIR = Path(__file__).resolve().parent
+if str(BENCH_DIR) not in sys.path:
+    sys.path.insert(0, str(BENCH_DIR))
+
+from synth import make_synthetic_pair, write_pair  # noqa: E402
+
+
+def best_of(repeats: int, step: Callable[[], Any]) -> float:
+    """Best wall time of ``step`` over ``repeats`` runs; results are freed outside the timing."""
+    best = math.inf
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        result = step()
+        elapsed = time.perf_counter() - start
+        del result
+        best = min(best, elapsed)
+    return best
+
+
+def repeats_for(num_ops: int) -> int:
+    """Best-of-3 below a million ops, a single run from there."""
+    return 3 if num_ops < 1_000_000 else 1
+
+
+def generate(num_ops: int, seed: int, folder: Path) -> tuple[Path, Path, float]:
+    """Write a synthetic pair into ``folder``; returns the paths and the generation time."""
+    start = time.perf_counter()
+    predict, init = make_synthetic_pair(num_ops, seed)
+    seconds = time.perf_counter() - start
+    predict_path, init_path = write_pair(predict, init, folder)
+    return predict_path, init_path, seconds
+
+
+def parse(data: bytes) -> caffe2_pb2.NetDef:
+    """Plain protobuf parse (the baseline)."""
+    net = caffe2_pb2.NetDef()
+    net.ParseFromString(data)
+    return net
+
+
+def load_net(path: Path) -> tuple[Net, str]:
+    """graphtools' load of one net and how it was done (serde when present, else parse + IR)."""
+    try:
+        from graphtools.serde import load_net as serde_load_net
+    except ImportError:
+        return Net.from_netdef(parse(path.read_bytes())), "parse + Net.from_netdef"
+    return Net.from_netdef(serde_load_net(path)), "serde.load_net + Net.from_netdef"
+
+
+def load_model(predict_path: Path, init_path: Path | None) -> Model:
+    """graphtools' load of a pair (serde.load_model when present, else parse + IR)."""
+    try:
+        from graphtools.serde import load_model as serde_load_model
+    except ImportError:
+        init = None if init_path is None else parse(init_path.read_bytes())
+        return Model.from_netdefs(parse(predict_path.read_bytes()), init)
+    return serde_load_model(predict_path, init_path)
+
+
+def net_bytes(net: Net) -> bytes:
+    """graphtools' binary save of one net, without the disk (``serde.netdef_bytes`` if present)."""
+    try:
+        from graphtools.serde import netdef_bytes
+    except ImportError:
+        return net.to_netdef().SerializeToString()
+    return netdef_bytes(net, text=False)
+
+
+def save_bytes(model: Model) -> list[bytes]:
+    """graphtools' binary save of every net of ``model`` (init_net first), without the disk."""
+    return [net_bytes(net) for net in model.nets()]
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain fixed-width table (first column left-aligned, the others right-aligned)."""
+    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
+
+    def line(cells: Sequence[str]) -> str:
+        first = cells[0].ljust(widths[0])
+        rest = (cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True))
+        return "  ".join([first, *rest])
+
+    rule = "  ".join("-" * width for width in widths)
+    return "\n".join([line(headers), rule, *(line(row) for row in rows)])
+
+
+def peak_memory(mode: str, predict_path: Path, init_path: Path | None = None) -> int:
+    """Peak resident bytes that step ``mode`` adds, measured in a fresh child process."""
+    command = [sys.executable, str(Path(__file__).resolve()), mode, str(predict_path)]
+    if init_path is not None:
+        command.append(str(init_path))
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    return int(json.loads(done.stdout.strip().splitlines()[-1])["bytes"])
+
+
+def _child_step(mode: str, paths: list[Path]) -> Callable[[], Any]:
+    init_path = paths[1] if len(paths) > 1 else None
+    if mode == "pb-parse":
+        return lambda: [parse(path.read_bytes()) for path in paths]
+    if mode == "gt-load":
+        return lambda: load_model(paths[0], init_path)
+    if mode == "gt-load-ssa":
+
+        def load_and_ssa() -> Any:
+            from graphtools.ssa import get_ssa
+
+            model = load_model(paths[0], init_path)
+            return model, get_ssa(model.predict_net)
+
+        return load_and_ssa
+    if mode == "gt-pipeline":
+
+        def pipeline() -> Any:
+            from bench_passes import build_pipeline
+
+            model = load_model(paths[0], init_path)
+            manager, _ = build_pipeline()
+            if manager is not None:
+                manager(model)
+            return model, save_bytes(model)
+
+        return pipeline
+    raise SystemExit(f"unknown memory mode {mode!r}")
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+def _child_main(argv: Sequence[str]) -> None:
+    mode, *names = argv
+    step = _child_step(mode, [Path(name) for name in names])
+    gc.collect()
+    # ru_maxrss survives exec (it starts at the parent's peak), so on Linux the peak is reset
+    # with clear_refs and read as VmHWM; elsewhere ru_maxrss (KiB on Linux) is the fallback.
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        before = _status_kib("VmRSS")
+        use_proc = True
+    except OSError:
+        before = getrusage(RUSAGE_SELF).ru_maxrss
+        use_proc = False
+    result = step()
+    after = _status_kib("VmHWM") if use_proc else getrusage(RUSAGE_SELF).ru_maxrss
+    del result
+    print(json.dumps({"mode": mode, "bytes": (after - before) * 1024}))
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1:])
