@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 
 import networkx as nx
 
+from graphtools._gc import paused_gc
 from graphtools.ir import Net, Op, as_net
 from graphtools.proto import caffe2_pb2
 from graphtools.ssa import OpSSA, VersionedBlob
@@ -14,6 +16,7 @@ __all__ = [
     "get_sub_graph_external_input_output",
     "names_in_nested_nets",
     "next_write_index",
+    "next_writes",
     "to_networkx",
 ]
 
@@ -101,13 +104,22 @@ def next_write_index(ssa: Sequence[OpSSA]) -> dict[VersionedBlob, int]:
 
     A blob missing from the map is never overwritten. An op reading ``(a, v)`` sees the same
     value as at the blob's first reader iff its index is at most ``next_write[(a, v)]`` (an op
-    reads before it writes). Versions start at 0, as in ``net.ssa()``.
+    reads before it writes). Versions start at 0, as in ``net.ssa()``: an op writing ``(a, v)``
+    once overwrites ``(a, v - 1)``; one listing ``a`` k times overwrites ``(a, v - k)``.
     """
     following: dict[VersionedBlob, int] = {}
-    current: dict[str, int] = {}
-    for index, (_, outs) in enumerate(ssa):
-        for name in dict.fromkeys(name for name, _ in outs):
-            following.setdefault((name, current.get(name, 0)), index)
-        for name, version in outs:
-            current[name] = version
+    with paused_gc():
+        for index, (_, outs) in enumerate(ssa):
+            if len(outs) == 1:
+                name, version = outs[0]
+                following[(name, version - 1)] = index
+                continue
+            counts = Counter(name for name, _ in outs)
+            for name, version in dict(outs).items():
+                following[(name, version - counts[name])] = index
     return following
+
+
+def next_writes(net: Net) -> dict[VersionedBlob, int]:
+    """``next_write_index`` of ``net``'s SSA view, computed once per revision of the net."""
+    return net.cached("next_write_index", lambda current: next_write_index(current.ssa().ssa))

@@ -14,10 +14,10 @@ decoded on first access only, which keeps loading a net of a million ops cheap.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from google.protobuf import unknown_fields
@@ -32,6 +32,8 @@ NetDef = caffe2_pb2.NetDef
 OperatorDef = caffe2_pb2.OperatorDef
 
 _MISSING: Any = object()
+_T = TypeVar("_T")
+_UNCHANGED: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,7 +225,17 @@ class Op:
     absent. Change an op with ``replace`` and install the result with a ``Net`` method.
     """
 
-    __slots__ = ("_changed", "_lazy", "_proto", "inputs", "outputs", "type")
+    __slots__ = (
+        "_changed",
+        "_control",
+        "_lazy",
+        "_nested",
+        "_parent",
+        "_proto",
+        "inputs",
+        "outputs",
+        "type",
+    )
 
     type: str
     inputs: tuple[str, ...]
@@ -251,7 +263,7 @@ class Op:
         self.inputs = _names(inputs, "inputs")
         self.outputs = _names(outputs, "outputs")
         self._proto: OperatorDef | None = None
-        self._lazy: dict[str, Any] = {
+        self._lazy: dict[str, Any] | None = {
             "name": name,
             "engine": engine,
             "device_option": device_option,
@@ -262,22 +274,30 @@ class Op:
             "domain": domain,
             "op_version": op_version,
         }
-        self._changed: frozenset[str] = frozenset()
+        self._changed: frozenset[str] = _UNCHANGED
+        self._parent: Net | None = None
+        self._nested: bool | None = None
+        self._control: bool | None = None
 
     @classmethod
     def from_proto(cls, msg: OperatorDef, parent: Net | None = None) -> Op:
         """Wrap an OperatorDef; the message is kept (not copied) as the op's source."""
         op = cls.__new__(cls)
         op.type = msg.type
-        op.inputs = tuple(msg.input)
-        op.outputs = tuple(msg.output)
+        op.inputs = tuple(msg.input[:])
+        op.outputs = tuple(msg.output[:])
         op._proto = msg
-        op._lazy = {"_parent": parent}
-        op._changed = frozenset()
+        op._lazy = None
+        op._changed = _UNCHANGED
+        op._parent = parent
+        op._nested = None
+        op._control = None
         return op
 
     def _get(self, key: str) -> Any:
         lazy = self._lazy
+        if lazy is None:
+            lazy = self._lazy = {}
         value = lazy.get(key, _MISSING)
         if value is _MISSING:
             value = self._decode(key)
@@ -293,7 +313,8 @@ class Op:
             return DeviceOption.from_proto(msg.device_option) if msg.HasField(key) else None
         if key == "control_inputs":
             return tuple(msg.control_input)
-        args = tuple(Argument.from_proto(a, self._lazy.get("_parent")) for a in msg.arg)
+        args = tuple(Argument.from_proto(a, self._parent) for a in msg.arg)
+        assert self._lazy is not None  # _get created it
         self._lazy["_nested_revisions"] = _nested_revisions(args)
         return args
 
@@ -324,11 +345,26 @@ class Op:
         return any(argument.name == name for argument in self.args)
 
     def has_nested_nets(self) -> bool:
-        """Whether any argument holds a net (control flow, recurrent step nets)."""
-        msg = self._proto
-        if msg is not None and "args" not in self._lazy:
-            return any(a.HasField("n") or len(a.nets) for a in msg.arg)
-        return any(a.n is not None or a.nets for a in self.args)
+        """Whether any argument holds a net (control flow, recurrent step nets).
+
+        Cached in the op (ops are immutable): passes, verify and snapshots ask it of every op.
+        """
+        nested = self._nested
+        if nested is None:
+            msg = self._proto
+            if msg is not None and (self._lazy is None or "args" not in self._lazy):
+                nested = any(a.HasField("n") or len(a.nets) for a in msg.arg)
+            else:
+                nested = any(a.n is not None or a.nets for a in self.args)
+            self._nested = nested
+        return nested
+
+    def has_control_inputs(self) -> bool:
+        """Whether the op lists control inputs (cached; cheaper than decoding them)."""
+        control = self._control
+        if control is None:
+            control = self._control = bool(self.control_inputs)
+        return control
 
     def nested_nets(self) -> list[tuple[str | None, Net]]:
         """``(argument name, net)`` for every net held in an argument, in argument order."""
@@ -349,7 +385,10 @@ class Op:
         new.inputs = _names(changes.pop("inputs", self.inputs), "inputs")
         new.outputs = _names(changes.pop("outputs", self.outputs), "outputs")
         new._proto = self._proto
-        new._lazy = dict(self._lazy)
+        new._lazy = {} if self._lazy is None else dict(self._lazy)
+        new._parent = self._parent
+        new._nested = None if "args" in changes else self._nested
+        new._control = None if "control_inputs" in changes else self._control
         changed = set(self._changed)
         if new.type != self.type:
             changed.add("type")
@@ -389,10 +428,10 @@ class Op:
         return self.replace(args=[a for a in self.args if a.name != name])
 
     def _nested_changed(self) -> bool:
-        recorded = self._lazy.get("_nested_revisions")
-        if not recorded:
+        lazy = self._lazy
+        if lazy is None or not lazy.get("_nested_revisions"):
             return False
-        return recorded != _nested_revisions(self._lazy["args"])
+        return bool(lazy["_nested_revisions"] != _nested_revisions(lazy["args"]))
 
     def to_proto(self) -> OperatorDef:
         """The OperatorDef for this op (the source message itself when nothing changed)."""
@@ -455,6 +494,23 @@ def _nested_revisions(args: Sequence[Argument]) -> tuple[int, ...]:
 _NET_HEADER_FIELDS = ("name", "type", "num_workers", "device_option", "arg", "partition_info")
 
 
+def _may_have_nested_nets_or_control_inputs(netdef: NetDef) -> bool:
+    """Whether some op of ``netdef`` might hold a net in an argument or list control inputs
+    (``False`` is certain).
+
+    Parses the net once more through a probe message that keeps only those fields and drops
+    everything else in C; without them the probe serialises to nothing but op and argument
+    headers, which cannot contain the fields' tags unless a header's length byte happens to
+    equal one (then the exact per-op checks run). Costs about a fifth of asking every op.
+    """
+    if not netdef.op:
+        return False
+    probe = netdef_lite_pb2.NetDefNestProbe.FromString(netdef.SerializeToString())
+    probe.DiscardUnknownFields()
+    skeleton = probe.SerializeToString()
+    return b"\x42" in skeleton or b"\x4a" in skeleton
+
+
 def _header_of(netdef: NetDef) -> NetDef:
     """``netdef`` without its ops and external lists, unknown fields included."""
     header = NetDef()
@@ -486,10 +542,9 @@ class Net:
         "_external_inputs",
         "_external_outputs",
         "_header",
-        "_header_changed",
+        "_memo",
         "_ops",
         "_parent",
-        "_ssa_cache",
         "revision",
     )
 
@@ -507,9 +562,8 @@ class Net:
         self._header = NetDef()
         if name is not None:
             self._header.name = name
-        self._header_changed = True
         self._parent: Net | None = None
-        self._ssa_cache: SSAView | None = None
+        self._memo: dict[Hashable, tuple[int, Any]] = {}
         self.revision = 0
         self._adopt(self._ops)
 
@@ -525,14 +579,17 @@ class Net:
     def _from_netdef(cls, netdef: NetDef, parent: Net | None) -> Net:
         net = cls.__new__(cls)
         net._parent = parent
-        net._ssa_cache = None
+        net._memo = {}
         net.revision = 0
         net._ops = [Op.from_proto(msg, net) for msg in netdef.op]
+        if not _may_have_nested_nets_or_control_inputs(netdef):
+            for op in net._ops:
+                op._nested = False
+                op._control = False
         net._external_inputs = list(netdef.external_input)
         net._external_outputs = list(netdef.external_output)
         header = _header_of(netdef)
         net._header = header
-        net._header_changed = False
         return net
 
     def to_netdef(self) -> NetDef:
@@ -618,28 +675,43 @@ class Net:
         own = op.device_option
         return own if own is not None else self.device_option
 
+    def cached(self, key: Hashable, compute: Callable[[Net], _T]) -> _T:
+        """``compute(self)``, computed once per revision of this net and remembered.
+
+        How analyses (the SSA view, verify's findings, the ops holding nested nets) avoid
+        recomputing over an unchanged net; any mutation invalidates every entry.
+        """
+        entry = self._memo.get(key)
+        if entry is not None and entry[0] == self.revision:
+            return entry[1]
+        value = compute(self)
+        self._memo[key] = (self.revision, value)
+        return value
+
     def ssa(self) -> SSAView:
         """The versioned-blob view of this net, computed once per revision."""
-        cache = self._ssa_cache
-        if cache is None or cache.revision != self.revision:
-            from graphtools.ssa import SSAView
+        from graphtools.ssa import SSAView
 
-            cache = SSAView.build(self)
-            self._ssa_cache = cache
-        return cache
+        return self.cached("ssa", SSAView.build)
+
+    def nested_op_indices(self) -> frozenset[int]:
+        """Indices of the ops that hold nets in their arguments (computed once per revision)."""
+        return self.cached(
+            "nested_op_indices",
+            lambda net: frozenset(i for i, op in enumerate(net._ops) if op.has_nested_nets()),
+        )
 
     # -- mutation -----------------------------------------------------------------------------
 
     def _adopt(self, ops: Iterable[Op]) -> None:
         """Make this net the parent of the nets nested in ``ops`` (their edits bump it)."""
         for op in ops:
+            op._parent = self
             lazy = op._lazy
-            if "args" in lazy:
+            if lazy is not None and "args" in lazy and op.has_nested_nets():
                 for argument in lazy["args"]:
                     for nested in argument.nested_nets():
                         nested._parent = self
-            elif "_parent" in lazy:
-                lazy["_parent"] = self
 
     def _bump(self) -> None:
         net: Net | None = self
@@ -728,9 +800,8 @@ class Net:
         """Capture this net's state so that ``restore`` can undo any later mutation."""
         nested = [
             net.snapshot()
-            for op in self._ops
-            if op.has_nested_nets()
-            for _, net in op.nested_nets()
+            for index in sorted(self.nested_op_indices())
+            for _, net in self._ops[index].nested_nets()
         ]
         header = NetDef()
         header.CopyFrom(self._header)
@@ -752,7 +823,7 @@ class Net:
         self._header = NetDef()
         self._header.CopyFrom(state.header)
         self.revision = state.revision
-        self._ssa_cache = None  # revision numbers repeat after a restore: drop the cached view
+        self._memo = {}  # revision numbers repeat after a restore: drop every cached analysis
         for nested_state in state.nested:
             nested_state.net.restore(nested_state)
 

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from graphtools._gc import paused_gc
 from graphtools.errors import GraphToolsError, PassError
 from graphtools.ir import Model
 from graphtools.verify import Finding, verify
@@ -429,6 +430,10 @@ class PassManager:
 
     def __call__(self, model: Model) -> list[PassRecord]:
         """Rewrite ``model`` in place and return one record per pass run, in order."""
+        with paused_gc():  # passes build many small objects; see graphtools._gc
+            return self._run(model)
+
+    def _run(self, model: Model) -> list[PassRecord]:
         records: list[PassRecord] = []
         findings = {_finding_key(f) for f in verify(model)}
         for round_ in range(1, self.steps + 1):

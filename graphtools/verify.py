@@ -92,16 +92,88 @@ def verify(model: Model | Net) -> list[Finding]:
     The init_net is checked before the predict_net; the init_net's produced blobs count as
     defined for the predict_net. An empty list means the model is well formed.
     """
-    findings: list[Finding] = []
     if isinstance(model, Net):
-        _check_net(model, "net", set(), None, findings)
-        return findings
+        return list(model.cached(("verify", "net"), lambda net: _findings(net, "net", set())))
+    findings: list[Finding] = []
     init_outputs: set[str] = set()
-    if model.init_net is not None:
-        _check_net(model.init_net, "init_net", set(), None, findings)
-        init_outputs = {name for op in model.init_net for name in op.outputs}
-    _check_net(model.predict_net, "predict_net", init_outputs, None, findings)
+    init = model.init_net
+    if init is not None:
+        findings += init.cached(
+            ("verify", "init_net"), lambda net: _findings(net, "init_net", set())
+        )
+        init_outputs = init.cached(
+            "written_names", lambda net: {n for op in net for n in op.outputs}
+        )
+    # The predict_net's findings depend on which blobs the init_net writes: key on its revision.
+    init_key = None if init is None else (id(init), init.revision)
+    findings += model.predict_net.cached(
+        ("verify", "predict_net", init_key),
+        lambda net: _findings(net, "predict_net", init_outputs),
+    )
     return findings
+
+
+def _init_findings(net: Net) -> list[Finding]:
+    return _findings(net, "init_net", set())
+
+
+def _written_names(net: Net) -> set[str]:
+    return {name for op in net for name in op.outputs}
+
+
+def _findings(net: Net, path: str, outer_defined: set[str]) -> list[Finding]:
+    """The findings of one top-level net (computed once per revision through ``Net.cached``)."""
+    findings: list[Finding] = []
+    if net.nested_op_indices():
+        _check_net(net, path, outer_defined, None, findings)
+    else:
+        _check_flat_net(net, path, outer_defined, findings)
+    return findings
+
+
+def _undefined(path: str, index: int, op_type: str, name: str, init_note: str) -> Finding:
+    return Finding(
+        UNDEFINED_BLOB,
+        path,
+        index,
+        op_type,
+        name,
+        f"reads '{name}', which no earlier op writes and which is not an "
+        f"external input{init_note}; declare it in external_input or produce it before this op",
+    )
+
+
+def _missing(path: str, name: str, init_note: str) -> Finding:
+    return Finding(
+        MISSING_OUTPUT,
+        path,
+        None,
+        None,
+        name,
+        f"external output '{name}' is never produced: no op writes it and it is not "
+        f"an external input{init_note}; produce it or drop it from external_output",
+    )
+
+
+def _check_flat_net(net: Net, path: str, outer_defined: set[str], findings: list[Finding]) -> None:
+    """``_check_net`` for a top-level net without nested nets, read off its cached SSA view.
+
+    An input at version 0 is one no earlier op wrote; ``versions`` holds every blob written,
+    every external input, and (for nets declaring no inputs) every blob read.
+    """
+    view = net.ssa()
+    defined = set(net.external_inputs) | outer_defined
+    init_note = " nor an init_net output" if outer_defined else ""
+    if net.external_inputs:
+        ops = net.ops
+        for index, (ins, _) in enumerate(view.ssa):
+            for name, version in ins:
+                if version == 0 and name not in defined:
+                    findings.append(_undefined(path, index, ops[index].type, name, init_note))
+    versions = view.versions
+    for name in net.external_outputs:
+        if name not in versions and name not in defined:
+            findings.append(_missing(path, name, init_note))
 
 
 def _check_net(
@@ -113,24 +185,14 @@ def _check_net(
     written = scope.written
     read: set[str] = set()
     init_note = " nor an init_net output" if outer_defined else ""
+    holders = net.nested_op_indices()
     for index, op in enumerate(net):
         for name in op.inputs:
             if implicit:
                 read.add(name)
             elif not scope.visible(name):
-                findings.append(
-                    Finding(
-                        UNDEFINED_BLOB,
-                        path,
-                        index,
-                        op.type,
-                        name,
-                        f"reads '{name}', which no earlier op writes and which is not an "
-                        f"external input{init_note}; declare it in external_input or "
-                        "produce it before this op",
-                    )
-                )
-        if op.has_nested_nets():
+                findings.append(_undefined(path, index, op.type, name, init_note))
+        if index in holders:
             for label, nested in _label_nested(op.nested_nets()):
                 nested_path = f"{path}/op[{index}:{op.type}]/{label}"
                 written.update(_check_net(nested, nested_path, set(), scope, findings))
@@ -141,17 +203,7 @@ def _check_net(
             continue
         if parent is not None and parent.visible(name):
             continue
-        findings.append(
-            Finding(
-                MISSING_OUTPUT,
-                path,
-                None,
-                None,
-                name,
-                f"external output '{name}' is never produced: no op writes it and it is not "
-                f"an external input{init_note}; produce it or drop it from external_output",
-            )
-        )
+        findings.append(_missing(path, name, init_note))
     return written
 
 

@@ -37,7 +37,7 @@ import logging
 from dataclasses import dataclass
 from typing import ClassVar
 
-from graphtools.graph import names_in_nested_nets, next_write_index
+from graphtools.graph import names_in_nested_nets, next_writes
 from graphtools.ir import Model, Net
 from graphtools.pass_infra import Pass, PassResult, register_pass
 from graphtools.proto import caffe2_pb2
@@ -76,7 +76,7 @@ def find_copy_fusion(net: Net) -> CopyFusion:
     consumers = view.consumers
     external = set(view.external_outputs)
     nested = names_in_nested_nets(net)
-    next_write = next_write_index(ssa)
+    next_write = next_writes(net)
     removed: set[int] = set()
     new_inputs: dict[int, list[str]] = {}
     same_as: dict[VersionedBlob, VersionedBlob] = {}

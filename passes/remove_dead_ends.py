@@ -98,7 +98,7 @@ def _extra_reads(
     extra: dict[int, list[VersionedBlob]] = {}
     current: dict[str, int] = {}
     for index, op in enumerate(net):
-        names = list(op.control_inputs)
+        names = list(op.control_inputs) if op.has_control_inputs() else []
         if op.has_nested_nets():
             names.extend(_nested_reads(op))
         if names:

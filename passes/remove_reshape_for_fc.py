@@ -52,7 +52,7 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from graphtools.graph import names_in_nested_nets, next_write_index
+from graphtools.graph import names_in_nested_nets, next_writes
 from graphtools.ir import Model, Net
 from graphtools.pass_infra import Pass, PassResult, register_pass
 from graphtools.proto import caffe2_pb2
@@ -180,7 +180,7 @@ def find_reshape_removal(net: Net, is_param: Callable[[str], bool]) -> ReshapeRe
     consumers = view.consumers
     external = set(view.external_outputs)
     nested = names_in_nested_nets(net)
-    next_write = next_write_index(ssa)
+    next_write = next_writes(net)
     reshapes: list[int] = []
     removed: set[int] = set()
     new_inputs: dict[int, tuple[str, ...]] = {}

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from graphtools.errors import IllegalRewriteError, NoProducerError, PreconditionError
-from graphtools.graph import names_in_nested_nets, next_write_index
+from graphtools.graph import names_in_nested_nets
 from graphtools.ir import Model, Net, Op
 from graphtools.pass_infra import Pass, PassResult, register_pass
 from graphtools.proto import caffe2_pb2
@@ -48,8 +48,6 @@ from graphtools.ssa import OpSSA, VersionedBlob, get_ssa
 __all__ = [
     "NoProducerError",
     "Rename",
-    "names_in_nested_nets",
-    "next_write_index",
     "rename_model_input",
     "rename_model_output",
     "rename_op_input",

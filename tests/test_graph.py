@@ -122,3 +122,16 @@ def test_networkx_ancestors_match_op_ids_in_path(net: Net) -> None:
         blob = (name, versions[name])
         ancestors = sorted(n for n in nx.ancestors(graph, blob) if isinstance(n, int))
         assert get_op_ids_in_path(ssa, versions, [], [name]) == ancestors
+
+
+def test_next_write_index_with_repeated_outputs() -> None:
+    from graphtools.graph import next_write_index, next_writes
+
+    net = Net(
+        [Op("Split", ["x"], ["y", "y"]), Op("Relu", ["y"], ["y"]), Op("Relu", ["x"], ["z"])],
+        ["x"],
+        ["y", "z"],
+    )
+    # Op 0 writes y twice (y@0 -> y@2); op 1 overwrites y@2; nothing overwrites x or z.
+    assert next_write_index(net.ssa().ssa) == {("y", 0): 0, ("y", 2): 1, ("z", 0): 2}
+    assert next_writes(net) is next_writes(net)  # cached per revision

@@ -442,3 +442,22 @@ def test_edit_ops_drops_and_rewires_in_one_revision() -> None:
     assert net.revision == revision + 1
     net.edit_ops()
     assert net.revision == revision + 1
+
+
+def test_control_and_nested_flags_match_the_ops() -> None:
+    inner = Net([Op("Relu", ["a"], ["b"])], ["a"], ["b"])
+    netdef = Net(
+        [
+            Op("Relu", ["x"], ["y"]),
+            Op("Sigmoid", ["y"], ["z"], control_inputs=["x"]),
+            Op("If", ["c"], [], args={"then_net": inner}),
+        ],
+        ["x", "c"],
+        ["z"],
+    ).to_netdef()
+    loaded = Net.from_netdef(netdef)
+    assert [op.has_control_inputs() for op in loaded] == [False, True, False]
+    assert [op.has_nested_nets() for op in loaded] == [False, False, True]
+    plain = Net.from_netdef(Net([Op("Relu", ["x"], ["y"])], ["x"], ["y"]).to_netdef())
+    assert not plain[0].has_control_inputs() and not plain[0].has_nested_nets()
+    assert plain[0].replace(control_inputs=["x"]).has_control_inputs()

@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphtools.errors import IllegalRewriteError, PreconditionError
+from graphtools.graph import next_write_index
 from graphtools.ir import Model, Net, Op, make_arg
 from graphtools.pass_infra import PassManager
 from graphtools.passes.rename import (
     NoProducerError,
     Rename,
-    next_write_index,
     rename_model_input,
     rename_op_input,
     rename_op_output,
