@@ -61,27 +61,29 @@ def dead_end_op_indices(
         return []
     view = net.ssa()
     ssa = view.ssa
-    ops = net.ops
+    types = [op.type for op in net]
     always_keep = set(keep_types)
     if keep_side_effects:
         always_keep |= SIDE_EFFECT_OP_TYPES
-    extra_reads = _extra_reads(net, ssa)
+    holders = net.nested_op_indices()
+    has_control = any(op.has_control_inputs() for op in net)
+    extra_reads = _extra_reads(net, ssa) if holders or has_control else {}
     live: set[VersionedBlob] = set(view.external_outputs)
     if keep_side_effects:
         versions = view.versions
         live.update((name, versions[name]) for name in net.external_inputs if versions[name])
+    keep_no_outputs = keep_side_effects
     dead: list[int] = []
     for index in range(len(ssa) - 1, -1, -1):
         ins, outs = ssa[index]
-        op = ops[index]
-        if (
-            any(blob in live for blob in outs)
-            or op.type in always_keep
-            or op.has_nested_nets()
-            or (keep_side_effects and not outs)
-        ):
+        if outs:
+            alive = outs[0] in live or (len(outs) > 1 and not live.isdisjoint(outs))
+        else:
+            alive = keep_no_outputs
+        if alive or types[index] in always_keep or index in holders:
             live.update(ins)
-            live.update(extra_reads.get(index, ()))
+            if index in extra_reads:
+                live.update(extra_reads[index])
         else:
             dead.append(index)
     dead.reverse()
