@@ -173,8 +173,9 @@ class SSAView:
     @classmethod
     def build(cls, net: Net) -> SSAView:
         """Compute the view of ``net`` as it is now."""
-        ssa, versions = get_ssa(net)
-        return cls(net, ssa, versions)
+        with paused_gc():
+            ssa, versions = get_ssa(net)
+            return cls(net, ssa, versions)
 
     @property
     def producers(self) -> dict[VersionedBlob, tuple[int, int]]:

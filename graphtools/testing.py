@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from math import prod, sqrt
+from math import gcd, lcm, prod, sqrt
 from typing import Any
 
 import numpy as np
@@ -281,12 +281,246 @@ def assert_models_equivalent(
 
 # -- random parameters for nets without an init_net ---------------------------------------------
 
+_CONVS = frozenset({"Conv", "ConvTranspose"})
+_DENSE = frozenset({"FC", "FCTransposed"})
+_ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "Sum"})
+_CONCATS = frozenset({"Concat", "DepthConcat"})
+# Ops whose first output has their first input's shape, so its channel count.
+_SAME_CHANNELS = frozenset(
+    {
+        *("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Softplus", "Elu", "PRelu", "Softmax"),
+        *("Abs", "Neg", "Exp", "Log", "Sqr", "Sqrt", "Scale", "Clip", "StopGradient"),
+        *("Dropout", "SpatialBN", "InstanceNorm", "LRN", "ChannelShuffle", "PadImage"),
+        *("MaxPool", "AveragePool", "MaxPool2D", "AveragePool2D", "ResizeNearest"),
+        *("Copy", "CopyCPUToGPU", "CopyGPUToCPU", "Alias", "EnsureCPUOutput"),
+    }
+)
+# Ops with one parameter value per channel of their first input (a forced shape fixes it).
+_PER_CHANNEL = frozenset({"SpatialBN", "InstanceNorm"})
+
+
+class _Lin:
+    """A channel count ``const + sum(coef * v)`` over free channel variables ``v`` (ints)."""
+
+    __slots__ = ("const", "terms")
+
+    def __init__(self, const: int = 0, terms: Mapping[int, int] | None = None) -> None:
+        self.const = const
+        self.terms = {v: c for v, c in (terms or {}).items() if c}
+
+    def plus(self, other: _Lin, scale: int = 1) -> _Lin:
+        terms = dict(self.terms)
+        for v, c in other.terms.items():
+            terms[v] = terms.get(v, 0) + scale * c
+        return _Lin(self.const + scale * other.const, terms)
+
+    def __str__(self) -> str:
+        parts = [f"{c}*c{v}" if c != 1 else f"c{v}" for v, c in sorted(self.terms.items())]
+        return " + ".join([*parts, str(self.const)] if self.const or not parts else parts)
+
+
+class _ChannelPlan:
+    """Output channel counts of a net's Conv, ConvTranspose and FC ops, from the net itself.
+
+    One walk over the ops gives every blob's channel count as a ``_Lin`` expression: inputs
+    are constants, each Conv/ConvTranspose/FC output a new variable (a constant when
+    ``param_shapes`` fixes its weight or bias), shape-keeping ops pass it on, a channel Concat
+    adds its operands. Constraints are collected on the way: Sum/Add operands are equal (the
+    newest variable, preferably one alone on its side, is solved for and substituted), a
+    grouped conv's input and output and a ChannelShuffle's input are divisible by the group, a
+    forced SpatialBN scale fixes its input. Then each free variable takes the smallest multiple
+    of what its divisibility constraints need that is at least ``channels``.
+
+    Blobs from other ops are unknown and constrain nothing; a divisibility constraint on a sum
+    is met by making every term divisible (sufficient, not necessary). Cost: one pass over the
+    ops, times the size of the expressions (the variables a Concat chain adds up).
+    """
+
+    def __init__(self, net: Net, channels: int, forced: Mapping[str, tuple[int, ...]]) -> None:
+        self.net = net
+        self.channels = channels
+        self.forced = forced
+        self.owners: list[int] = []
+        self.bound: dict[int, _Lin] = {}
+        self.divisible: list[tuple[_Lin, int, int]] = []
+        self.outputs: dict[int, _Lin] = {}
+
+    def _where(self, index: int) -> str:
+        return f"op #{index} ({self.net[index].type}) in net {self.net.name!r}"
+
+    def resolve(self, lin: _Lin) -> _Lin:
+        """``lin`` over free variables only (bound ones substituted, with path compression)."""
+        out = _Lin(lin.const)
+        for v, c in lin.terms.items():
+            if v in self.bound:
+                self.bound[v] = self.resolve(self.bound[v])
+                out = out.plus(self.bound[v], c)
+            else:
+                out = out.plus(_Lin(0, {v: c}))
+        return out
+
+    def equate(self, a: _Lin, b: _Lin, index: int) -> None:
+        """Record ``a == b`` by solving for one variable with a unit coefficient."""
+        diff = self.resolve(a).plus(self.resolve(b), -1)
+        if not diff.terms and not diff.const:
+            return
+        signs = [c > 0 for c in diff.terms.values()]
+        units = [(signs.count(c > 0) == 1, v, c) for v, c in diff.terms.items() if c in (1, -1)]
+        if not units:
+            raise InvalidNetError(
+                f"{self._where(index)}: operand channel counts {self.resolve(a)} and "
+                f"{self.resolve(b)} cannot be made equal; give the weights in param_shapes"
+            )
+        _, v, c = max(units)  # diff = c*v + rest = 0, so v = -c * rest
+        self.bound[v] = _Lin(-c * diff.const, {w: -c * k for w, k in diff.terms.items() if w != v})
+
+    def _new(self, index: int) -> _Lin:
+        self.owners.append(index)
+        return _Lin(0, {len(self.owners) - 1: 1})
+
+    def _conv(self, index: int, op: Op, x: _Lin | None) -> _Lin:
+        group = int(op.arg("group", 1))
+        nhwc = order(op) == "NHWC"
+        w = self.forced.get(op.inputs[1]) if len(op.inputs) > 1 else None
+        b = self.forced.get(op.inputs[2]) if len(op.inputs) > 2 else None
+        out = in_count = None
+        if w is not None and op.type == "Conv":  # (M, C/group, *kernel), NHWC (M, *kernel, C/g)
+            out, in_count = _Lin(w[0]), w[-1 if nhwc else 1] * group
+        elif w is not None:  # (C, M/group, *kernel), NHWC (C, *kernel, M/group)
+            out, in_count = _Lin(w[-1 if nhwc else 1] * group), w[0]
+        if b is not None:
+            if out is not None:
+                self.equate(out, _Lin(b[0]), index)
+            out = _Lin(b[0])
+        if x is not None:
+            self.divisible.append((x, group, index))
+            if in_count is not None:
+                self.equate(x, _Lin(in_count), index)
+        out = out if out is not None else self._new(index)
+        if group > 1:
+            self.divisible.append((out, group, index))
+        return out
+
+    def _dense(self, index: int, op: Op) -> _Lin | None:
+        if int(op.arg("axis", 1)) != 1:
+            return None
+        w = self.forced.get(op.inputs[1]) if len(op.inputs) > 1 else None
+        b = self.forced.get(op.inputs[2]) if len(op.inputs) > 2 else None
+        if b is not None:
+            return _Lin(b[0])
+        if w is None:
+            return self._new(index)
+        axis_w = int(op.arg("axis_w", 1))
+        return _Lin(prod(w[:axis_w]) if op.type == "FC" else prod(w[axis_w:]))
+
+    def _on_channels(self, op: Op) -> bool:
+        if op.arg("add_axis", 0):
+            return False
+        axis = op.arg("axis")
+        if axis is None:
+            return True
+        return int(axis) in ((3, -1) if order(op) == "NHWC" else (1,))
+
+    def step(self, index: int, op: Op, operands: list[_Lin | None]) -> _Lin | None:
+        """Record ``op``'s constraints; the channel count of its first output (or ``None``)."""
+        kind, x = op.type, operands[0] if operands else None
+        if kind in _CONVS:
+            self.outputs[index] = self._conv(index, op, x)
+            return self.outputs[index]
+        if kind in _DENSE:
+            out = self._dense(index, op)
+            if out is not None:
+                self.outputs[index] = out
+            return out
+        if kind in _SAME_CHANNELS:
+            if x is not None and kind == "ChannelShuffle":
+                self.divisible.append((x, int(op.arg("group", 1)), index))
+            if x is not None and kind in _PER_CHANNEL:
+                for name in op.inputs[1:]:
+                    if name in self.forced:
+                        self.equate(x, _Lin(self.forced[name][0]), index)
+            return x
+        if kind in _ELEMENTWISE:
+            known = [lin for lin in operands if lin is not None]
+            if op.arg("broadcast", 0) or not known:
+                return x
+            for other in known[1:]:
+                self.equate(known[0], other, index)
+            return self.resolve(known[0])
+        if kind in _CONCATS and self._on_channels(op) and None not in operands:
+            total = _Lin()
+            for lin in operands:
+                total = total.plus(lin)  # type: ignore[arg-type]
+            return self.resolve(total)
+        return None
+
+    def solve(self) -> dict[int, int]:
+        """Output channel count by op index, meeting every recorded constraint."""
+        need: dict[int, int] = {}
+        resolved = [(self.resolve(lin), g, index) for lin, g, index in self.divisible]
+        for lin, g, _ in resolved:
+            for v, c in lin.terms.items():
+                need[v] = lcm(need.get(v, 1), g // gcd(g, c))
+        values = {}
+        for v in range(len(self.owners)):
+            if v not in self.bound:
+                step = need.get(v, 1)
+                values[v] = step * max(1, -(-self.channels // step))
+
+        def value(lin: _Lin) -> int:
+            lin = self.resolve(lin)
+            return lin.const + sum(c * values[v] for v, c in lin.terms.items())
+
+        for lin, g, index in resolved:
+            if value(lin) % g:
+                raise InvalidNetError(
+                    f"{self._where(index)}: group {g} does not divide the {value(lin)} "
+                    "channels the net gives it; give the weights in param_shapes"
+                )
+        counts = {index: value(lin) for index, lin in self.outputs.items()}
+        for index, count in counts.items():
+            if count <= 0:
+                raise InvalidNetError(
+                    f"{self._where(index)}: the net's constraints leave it {count} output "
+                    "channels; give the weights in param_shapes"
+                )
+        return counts
+
+
+def _plan_channels(
+    net: Net,
+    input_shapes: Mapping[str, Sequence[int]],
+    channels: int,
+    forced: Mapping[str, tuple[int, ...]],
+) -> dict[int, int]:
+    """Output channel count of each Conv/ConvTranspose/FC of ``net`` (see ``_ChannelPlan``).
+
+    Inputs' channels are on axis 1, or on the last axis when the first op with an ``order``
+    argument says NHWC.
+    """
+    plan = _ChannelPlan(net, channels, forced)
+    nhwc = next((order(op) == "NHWC" for op in net if op.has_arg("order")), False)
+    blobs: dict[str, _Lin | None] = {
+        name: _Lin(int(shape[-1] if nhwc else shape[1]))
+        for name, shape in input_shapes.items()
+        if len(shape) >= 2
+    }
+    for index, op in enumerate(net):
+        out = plan.step(index, op, [blobs.get(name) for name in op.inputs])
+        for name in op.outputs:
+            blobs[name] = None
+        if op.outputs and out is not None:
+            blobs[op.outputs[0]] = out
+    return plan.solve()
+
 
 class _ParamMaker:
-    """Shapes and values of the parameters an op reads, from its first input and its args."""
+    """Shapes and values of the parameters an op reads, from its first input, its args and
+    the planned output channel counts."""
 
-    def __init__(self, rng: np.random.Generator, channels: int) -> None:
+    def __init__(self, rng: np.random.Generator, counts: Mapping[int, int], channels: int) -> None:
         self.rng = rng
+        self.counts = counts
         self.channels = channels
 
     def weight(self, shape: tuple[int, ...], fan_in: int) -> np.ndarray:
@@ -299,14 +533,14 @@ class _ParamMaker:
     def positive(self, shape: tuple[int, ...]) -> np.ndarray:
         return self.rng.uniform(0.5, 1.5, shape).astype(np.float32)
 
-    def make(self, op: Op, position: int, x: np.ndarray) -> np.ndarray | None:
-        """The value of input ``position`` of ``op``, or ``None`` when no rule applies."""
+    def make(self, index: int, op: Op, position: int, x: np.ndarray) -> np.ndarray | None:
+        """The value of input ``position`` of op #``index``, or ``None`` when no rule applies."""
         kind = op.type
-        if kind in ("Conv", "ConvTranspose"):
-            return self._conv(op, position, x)
+        if kind in _CONVS:
+            return self._conv(index, op, position, x)
         if kind in ("FC", "FCTransposed", "MatMul"):
             k = prod(x.shape[int(op.arg("axis", op.arg("axis_a", 1))) :])
-            n = self.channels
+            n = self.counts.get(index, self.channels)
             if position == 2:
                 return self.small((n,))
             lead = (1,) * (int(op.arg("axis_w", 1)) - 1)  # legacy Caffe weights: (1, 1, N, K)
@@ -319,7 +553,7 @@ class _ParamMaker:
             return self.positive((c,)) if position == 1 else self.small((c,))
         if kind == "PRelu":
             return self.rng.uniform(0.0, 0.3, (c,)).astype(np.float32)
-        if kind in ("Add", "Sub", "Mul", "Div", "Sum") and position >= 1:
+        if kind in _ELEMENTWISE and position >= 1:
             shape = x.shape
             if op.arg("broadcast", 0):
                 axis = op.arg("axis")
@@ -327,27 +561,24 @@ class _ParamMaker:
             return self.positive(shape) if kind in ("Div", "Mul") else self.small(shape)
         return None
 
-    def _conv(self, op: Op, position: int, x: np.ndarray) -> np.ndarray:
+    def _conv(self, index: int, op: Op, position: int, x: np.ndarray) -> np.ndarray:
         layout = order(op)
         nd = x.ndim - 2
         c = x.shape[channel_axis(op, x.ndim)]
         group = int(op.arg("group", 1))
-        m = c if group > 1 else self.channels
+        m = self.counts[index]
         if position == 2:
             return self.small((m,))
         kernel, _, _, _ = window_args(op, nd)
         if kernel is None:
             raise InvalidNetError(f"{op.type} has no kernel argument; pass its weight shape")
         if c % group:
-            raise InvalidNetError(f"group {group} does not divide {c} input channels")
-        if op.type == "Conv":
-            per = (m, c // group)
-            fan_in = c // group * prod(kernel)
-        else:
-            per = (c, m // group)
-            fan_in = c // group * prod(kernel)
+            raise InvalidNetError(
+                f"op #{index} ({op.type}): group {group} does not divide {c} input channels"
+            )
+        per = (m, c // group) if op.type == "Conv" else (c, m // group)
         shape = (per[0], *kernel, per[1]) if layout == "NHWC" else (*per, *kernel)
-        return self.weight(shape, fan_in)
+        return self.weight(shape, c // group * prod(kernel))
 
 
 def random_params(
@@ -360,31 +591,40 @@ def random_params(
 ) -> dict[str, np.ndarray]:
     """Random parameters for a predict net that ships without its init_net.
 
-    Runs ``net`` once on standard-normal inputs of ``input_shapes``; whenever an op reads a blob
-    that does not exist yet, the blob is made from the op's own shapes:
+    Output channel counts are not in a Caffe2 net's arguments, so they are first derived from
+    the net's own constraints (``_ChannelPlan``): a Sum/Add makes its operands' channel counts
+    equal, a grouped conv (depthwise included) needs its input and output divisible by its
+    group, a ChannelShuffle its input divisible by its group, a channel Concat adds its
+    operands, and a forced conv weight or SpatialBN scale fixes a count. Each Conv,
+    ConvTranspose and FC otherwise outputs the least count its constraints allow that is at
+    least ``channels``. Then ``net`` runs once on standard-normal inputs of ``input_shapes``;
+    whenever an op reads a blob that does not exist yet, the blob is made from the op's shapes:
 
-    * Conv / ConvTranspose: the output channel count is not in a Caffe2 net's arguments, so a
-      grouped conv (depthwise included) keeps its input channel count and any other conv
-      outputs ``channels`` channels; weights follow the op's ``order``; biases match.
-    * FC / FCTransposed / MatMul: ``channels`` outputs over the flattened input features.
+    * Conv / ConvTranspose: weights for the planned output count, following the op's
+      ``order``; biases match.
+    * FC / FCTransposed / MatMul: the planned outputs (``channels`` for MatMul) over the
+      flattened input features.
     * SpatialBN / InstanceNorm / PRelu: one value per input channel (positive scales and
       variances).
     * Add / Sub / Mul / Div / Sum: A's shape, or with ``broadcast=1`` one value per dim at
       ``axis`` (Caffe2's usual per-channel use).
 
     Any consistent assignment is a valid network for equivalence tests; ``param_shapes`` forces
-    the shape of named parameters when the real ones are wanted.
+    the shape of named parameters when the real ones are wanted. Not derived: constraints
+    through ops outside these rules (a Reshape, a Slice, a transpose between layouts), and
+    equalities that need a non-unit multiple of a count.
 
     Returns:
         The generated parameters by name (the inputs are not included).
 
     Raises:
-        InvalidNetError: a parameter's shape cannot be derived (name it in ``param_shapes``).
+        InvalidNetError: a parameter's shape cannot be derived, or the net's constraints
+            cannot be met (name the weights in ``param_shapes``).
         UnsupportedOpError / ExecutionError: as ``run_net`` does.
     """
     rng = np.random.default_rng(seed)
-    maker = _ParamMaker(rng, channels)
-    forced = dict(param_shapes or {})
+    forced = {name: tuple(int(d) for d in shape) for name, shape in (param_shapes or {}).items()}
+    maker = _ParamMaker(rng, _plan_channels(net, input_shapes, channels, forced), channels)
     ws = Workspace(seed=seed)
     for name, shape in input_shapes.items():
         ws.feed(name, rng.standard_normal(tuple(shape)).astype(np.float32))
@@ -394,12 +634,12 @@ def random_params(
             if ws.has(name):
                 continue
             if name in forced:
-                shape = tuple(forced[name])
+                shape = forced[name]
                 value = maker.weight(shape, prod(shape[1:]) if len(shape) > 1 else 1)
             elif position == 0:
                 value = None
             else:
-                value = maker.make(op, position, np.asarray(ws.fetch(op.inputs[0])))
+                value = maker.make(index, op, position, np.asarray(ws.fetch(op.inputs[0])))
             if value is None:
                 raise InvalidNetError(
                     f"op #{index} ({op.type}) in net {net.name!r}: cannot derive the shape of "

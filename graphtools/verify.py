@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from graphtools._gc import paused_gc
 from graphtools.ir import Model, Net
 
 __all__ = ["MISSING_OUTPUT", "UNDEFINED_BLOB", "Finding", "verify"]
@@ -156,23 +157,25 @@ def _missing(path: str, name: str, init_note: str) -> Finding:
 
 
 def _check_flat_net(net: Net, path: str, outer_defined: set[str], findings: list[Finding]) -> None:
-    """``_check_net`` for a top-level net without nested nets, read off its cached SSA view.
+    """``_check_net`` for a top-level net without nested nets: one walk with plain sets.
 
-    An input at version 0 is one no earlier op wrote; ``versions`` holds every blob written,
-    every external input, and (for nets declaring no inputs) every blob read.
+    Cheaper than building the SSA view (which an init_net, say, may never need otherwise).
     """
-    view = net.ssa()
     defined = set(net.external_inputs) | outer_defined
     init_note = " nor an init_net output" if outer_defined else ""
-    if net.external_inputs:
-        ops = net.ops
-        for index, (ins, _) in enumerate(view.ssa):
-            for name, version in ins:
-                if version == 0 and name not in defined:
-                    findings.append(_undefined(path, index, ops[index].type, name, init_note))
-    versions = view.versions
+    written: set[str] = set()
+    check_inputs = bool(net.external_inputs)
+    with paused_gc():
+        for index, op in enumerate(net):
+            if check_inputs:
+                for name in op.inputs:
+                    if name not in written and name not in defined:
+                        findings.append(_undefined(path, index, op.type, name, init_note))
+            else:
+                written.update(op.inputs)  # implicit inputs: a read declares the blob
+            written.update(op.outputs)
     for name in net.external_outputs:
-        if name not in versions and name not in defined:
+        if name not in written and name not in defined:
             findings.append(_missing(path, name, init_note))
 
 

@@ -268,16 +268,20 @@ def remove_reshape_for_fc(
 
 
 def _drop_init_outputs(init: Net, names: set[str]) -> int:
-    """Remove the init_net ops that only fill ``names`` (and nothing kept reads); returns count."""
-    view = init.ssa()
+    """Remove the init_net ops that only fill ``names`` (and nothing kept reads); returns count.
+
+    One backward sweep by blob name (no SSA view: init nets are flat lists of fills, and a
+    name-level rule is the conservative one when a param is written twice).
+    """
+    read_by_kept: set[str] = set()
     dropped: set[int] = set()
-    for index in range(len(view.ssa) - 1, -1, -1):
-        outs = view.ssa[index][1]
-        if outs and all(
-            name in names and all(r in dropped for r, _ in view.consumers.get((name, v), ()))
-            for name, v in outs
-        ):
+    ops = list(init)
+    for index in range(len(ops) - 1, -1, -1):
+        outputs = ops[index].outputs
+        if outputs and names.issuperset(outputs) and read_by_kept.isdisjoint(outputs):
             dropped.add(index)
+        else:
+            read_by_kept.update(ops[index].inputs)
     init.remove_ops(dropped)
     if any(name in names for name in init.external_outputs):
         init.set_external_outputs(n for n in init.external_outputs if n not in names)
