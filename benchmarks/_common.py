@@ -21,6 +21,8 @@ from typing import Any
 
 from graphtools.ir import Model, Net
 from graphtools.proto import caffe2_pb2
+from graphtools.serde import load_ir_net, netdef_bytes
+from graphtools.serde import load_model as serde_load_model
 
 BENCH_DIR = Path(__file__).resolve().parent
 if str(BENCH_DIR) not in sys.path:
@@ -64,30 +66,17 @@ def parse(data: bytes) -> caffe2_pb2.NetDef:
 
 
 def load_net(path: Path) -> tuple[Net, str]:
-    """graphtools' load of one net and how it was done (serde when present, else parse + IR)."""
-    try:
-        from graphtools.serde import load_net as serde_load_net
-    except ImportError:
-        return Net.from_netdef(parse(path.read_bytes())), "parse + Net.from_netdef"
-    return Net.from_netdef(serde_load_net(path)), "serde.load_net + Net.from_netdef"
+    """graphtools' load of one net, and how it was done."""
+    return load_ir_net(path)[0], "serde.load_ir_net"
 
 
 def load_model(predict_path: Path, init_path: Path | None) -> Model:
-    """graphtools' load of a pair (serde.load_model when present, else parse + IR)."""
-    try:
-        from graphtools.serde import load_model as serde_load_model
-    except ImportError:
-        init = None if init_path is None else parse(init_path.read_bytes())
-        return Model.from_netdefs(parse(predict_path.read_bytes()), init)
+    """graphtools' load of a pair."""
     return serde_load_model(predict_path, init_path)
 
 
 def net_bytes(net: Net) -> bytes:
-    """graphtools' binary save of one net, without the disk (``serde.netdef_bytes`` if present)."""
-    try:
-        from graphtools.serde import netdef_bytes
-    except ImportError:
-        return net.to_netdef().SerializeToString()
+    """graphtools' binary save of one net, without the disk."""
     return netdef_bytes(net, text=False)
 
 

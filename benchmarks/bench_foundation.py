@@ -4,7 +4,7 @@ For each size a synthetic predict_net (``synth.py``) is written to a temporary f
 timed (best of 3, one run at 10^6 ops):
 
 * ``pb``: ``NetDef.ParseFromString`` + ``SerializeToString`` of the same bytes, the baseline;
-* ``load``: graphtools' load (``serde.load_net`` + ``Net.from_netdef``; parse + IR without serde);
+* ``load``: graphtools' load (``serde.load_ir_net``: read, sniff, parse, IR);
 * ``ssa``: ``graphtools.ssa.get_ssa`` on the loaded IR net;
 * ``save``: ``serde.netdef_bytes(net, text=False)`` (``to_netdef().SerializeToString()``
   without serde);

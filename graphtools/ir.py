@@ -494,7 +494,7 @@ def _nested_revisions(args: Sequence[Argument]) -> tuple[int, ...]:
 _NET_HEADER_FIELDS = ("name", "type", "num_workers", "device_option", "arg", "partition_info")
 
 
-def _may_have_nested_nets_or_control_inputs(netdef: NetDef) -> bool:
+def _may_have_nested_nets_or_control_inputs(netdef: NetDef, serialized: bytes | None) -> bool:
     """Whether some op of ``netdef`` might hold a net in an argument or list control inputs
     (``False`` is certain).
 
@@ -505,7 +505,8 @@ def _may_have_nested_nets_or_control_inputs(netdef: NetDef) -> bool:
     """
     if not netdef.op:
         return False
-    probe = netdef_lite_pb2.NetDefNestProbe.FromString(netdef.SerializeToString())
+    data = netdef.SerializeToString() if serialized is None else serialized
+    probe = netdef_lite_pb2.NetDefNestProbe.FromString(data)
     probe.DiscardUnknownFields()
     skeleton = probe.SerializeToString()
     return b"\x42" in skeleton or b"\x4a" in skeleton
@@ -570,19 +571,25 @@ class Net:
     # -- conversion ---------------------------------------------------------------------------
 
     @classmethod
-    def from_netdef(cls, netdef: NetDef, parent: Net | None = None) -> Net:
-        """Build the IR of ``netdef``; the ops keep references to its messages."""
+    def from_netdef(
+        cls, netdef: NetDef, parent: Net | None = None, *, serialized: bytes | None = None
+    ) -> Net:
+        """Build the IR of ``netdef``; the ops keep references to its messages.
+
+        ``serialized``, when given, must be the bytes ``netdef`` was parsed from: loaders pass
+        them so that nothing is serialised again to probe the ops.
+        """
         with paused_gc():
-            return cls._from_netdef(netdef, parent)
+            return cls._from_netdef(netdef, parent, serialized)
 
     @classmethod
-    def _from_netdef(cls, netdef: NetDef, parent: Net | None) -> Net:
+    def _from_netdef(cls, netdef: NetDef, parent: Net | None, serialized: bytes | None) -> Net:
         net = cls.__new__(cls)
         net._parent = parent
         net._memo = {}
         net.revision = 0
         net._ops = [Op.from_proto(msg, net) for msg in netdef.op]
-        if not _may_have_nested_nets_or_control_inputs(netdef):
+        if not _may_have_nested_nets_or_control_inputs(netdef, serialized):
             for op in net._ops:
                 op._nested = False
                 op._control = False

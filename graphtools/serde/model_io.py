@@ -29,18 +29,24 @@ def load_model(
 
     ``allow_empty`` lets an empty init_net file through (a few published nets ship one).
     """
-    predict_netdef, was_text = parse_netdef(read_bytes(predict_path), predict_path)
     init_net = None
     if init_path is not None:
-        init_netdef, _ = parse_netdef(read_bytes(init_path), init_path, allow_empty=allow_empty)
-        init_net = Net.from_netdef(init_netdef)
+        init_net = load_ir_net(init_path, allow_empty=allow_empty)[0]
+    predict_net, was_text = load_ir_net(predict_path)
     return Model(
-        Net.from_netdef(predict_netdef),
+        predict_net,
         init_net,
         predict_path=Path(predict_path),
         init_path=None if init_path is None else Path(init_path),
         text=was_text,
     )
+
+
+def load_ir_net(path: str | Path, *, allow_empty: bool = False) -> tuple[Net, bool]:
+    """Load one NetDef file straight into the IR; returns ``(net, was_text)``."""
+    data = read_bytes(path)
+    netdef, was_text = parse_netdef(data, path, allow_empty=allow_empty)
+    return Net.from_netdef(netdef, serialized=None if was_text else data), was_text
 
 
 def _find(
