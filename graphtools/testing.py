@@ -325,11 +325,12 @@ class _ChannelPlan:
     One walk over the ops gives every blob's channel count as a ``_Lin`` expression: inputs
     are constants, each Conv/ConvTranspose/FC output a new variable (a constant when
     ``param_shapes`` fixes its weight or bias), shape-keeping ops pass it on, a channel Concat
-    adds its operands. Constraints are collected on the way: Sum/Add operands are equal (the
-    newest variable, preferably one alone on its side, is solved for and substituted), a
+    adds its operands. Constraints are collected on the way: Sum operands are equal, and so
+    are Add/Sub/Mul/Div ones where that can hold (else numpy broadcasting is left to decide);
+    the newest variable, preferably one alone on its side, is solved for and substituted. A
     grouped conv's input and output and a ChannelShuffle's input are divisible by the group, a
-    forced SpatialBN scale fixes its input. Then each free variable takes the smallest multiple
-    of what its divisibility constraints need that is at least ``channels``.
+    forced conv weight or SpatialBN scale fixes a count. Then each free variable takes the
+    smallest multiple of what its divisibility constraints need that is at least ``channels``.
 
     Blobs from other ops are unknown and constrain nothing; a divisibility constraint on a sum
     is met by making every term divisible (sufficient, not necessary). Cost: one pass over the
@@ -340,7 +341,7 @@ class _ChannelPlan:
         self.net = net
         self.channels = channels
         self.forced = forced
-        self.owners: list[int] = []
+        self.variables = 0
         self.bound: dict[int, _Lin] = {}
         self.divisible: list[tuple[_Lin, int, int]] = []
         self.outputs: dict[int, _Lin] = {}
@@ -359,13 +360,18 @@ class _ChannelPlan:
                 out = out.plus(_Lin(0, {v: c}))
         return out
 
-    def equate(self, a: _Lin, b: _Lin, index: int) -> None:
-        """Record ``a == b`` by solving for one variable with a unit coefficient."""
+    def equate(self, a: _Lin, b: _Lin, index: int, strict: bool = True) -> None:
+        """Record ``a == b`` by solving for one variable with a unit coefficient.
+
+        When that is impossible, raise if ``strict``, else leave it to numpy broadcasting.
+        """
         diff = self.resolve(a).plus(self.resolve(b), -1)
         if not diff.terms and not diff.const:
             return
         signs = [c > 0 for c in diff.terms.values()]
         units = [(signs.count(c > 0) == 1, v, c) for v, c in diff.terms.items() if c in (1, -1)]
+        if not units and not strict:
+            return
         if not units:
             raise InvalidNetError(
                 f"{self._where(index)}: operand channel counts {self.resolve(a)} and "
@@ -374,9 +380,9 @@ class _ChannelPlan:
         _, v, c = max(units)  # diff = c*v + rest = 0, so v = -c * rest
         self.bound[v] = _Lin(-c * diff.const, {w: -c * k for w, k in diff.terms.items() if w != v})
 
-    def _new(self, index: int) -> _Lin:
-        self.owners.append(index)
-        return _Lin(0, {len(self.owners) - 1: 1})
+    def _new(self) -> _Lin:
+        self.variables += 1
+        return _Lin(0, {self.variables - 1: 1})
 
     def _conv(self, index: int, op: Op, x: _Lin | None) -> _Lin:
         group = int(op.arg("group", 1))
@@ -396,7 +402,7 @@ class _ChannelPlan:
             self.divisible.append((x, group, index))
             if in_count is not None:
                 self.equate(x, _Lin(in_count), index)
-        out = out if out is not None else self._new(index)
+        out = out if out is not None else self._new()
         if group > 1:
             self.divisible.append((out, group, index))
         return out
@@ -409,7 +415,7 @@ class _ChannelPlan:
         if b is not None:
             return _Lin(b[0])
         if w is None:
-            return self._new(index)
+            return self._new()
         axis_w = int(op.arg("axis_w", 1))
         return _Lin(prod(w[:axis_w]) if op.type == "FC" else prod(w[axis_w:]))
 
@@ -445,12 +451,13 @@ class _ChannelPlan:
             if op.arg("broadcast", 0) or not known:
                 return x
             for other in known[1:]:
-                self.equate(known[0], other, index)
+                self.equate(known[0], other, index, strict=kind == "Sum")
             return self.resolve(known[0])
-        if kind in _CONCATS and self._on_channels(op) and None not in operands:
+        known = [lin for lin in operands if lin is not None]
+        if kind in _CONCATS and self._on_channels(op) and len(known) == len(operands):
             total = _Lin()
-            for lin in operands:
-                total = total.plus(lin)  # type: ignore[arg-type]
+            for lin in known:
+                total = total.plus(lin)
             return self.resolve(total)
         return None
 
@@ -462,7 +469,7 @@ class _ChannelPlan:
             for v, c in lin.terms.items():
                 need[v] = lcm(need.get(v, 1), g // gcd(g, c))
         values = {}
-        for v in range(len(self.owners)):
+        for v in range(self.variables):
             if v not in self.bound:
                 step = need.get(v, 1)
                 values[v] = step * max(1, -(-self.channels // step))

@@ -1,6 +1,8 @@
 """Whole real nets through the executor: the super-resolution pair against onnxruntime on the
-ONNX model it was converted from, the Mask R-CNN2Go int8 pair up to its detection ops, and zoo
-predict nets with random parameters."""
+ONNX model it was converted from, the Mask R-CNN2Go int8 pair up to its detection ops, the
+crayon style-transfer pair between its mobile pre/deprocess ops, and predict nets shipped
+without weights (zoo nets, ShuffleNet, the Faster R-CNN and Mask R-CNN2Go fp32 backbones) with
+random parameters."""
 
 from __future__ import annotations
 
@@ -168,3 +170,95 @@ def test_zoo_nets_run_deterministically_with_random_params(name: str, size: int)
     for key, value in out1.items():
         assert np.isfinite(value).all()
         np.testing.assert_array_equal(value, out2[key])
+
+
+# Ops with no kernel (and the If around the Mask R-CNN2Go fp32 mask head): runs stop before.
+DETECTION = frozenset({"GenerateProposals", "RoIAlign", "BBoxTransform", "BoxWithNMSLimit", "If"})
+
+
+@needs_real
+@pytest.mark.parametrize(
+    ("relative", "size", "outputs"),
+    [
+        pytest.param(
+            "caffe2-models/detectron/e2e_faster_rcnn_R-50-C4_1x/predict_net.pbtxt",
+            64,
+            {
+                "rpn_cls_probs": (1, 8, 4, 4),
+                "rpn_bbox_pred": (1, 8, 4, 4),
+                "res4_5_sum": (1, 8, 4, 4),
+            },
+            id="faster_rcnn_r50_c4",
+        ),
+        pytest.param(
+            "caffe2-models/mask_rcnn_2go/2018-12/fp32/model.pb",
+            64,
+            {"rpn_cls_probs": (1, 8, 4, 4), "rpn_bbox_pred": (1, 8, 4, 4), "xif3_6": (1, 8, 4, 4)},
+            id="mask_rcnn_2go_fp32",
+        ),
+        pytest.param(
+            "caffe2-models/bvlc_googlenet/predict_net.pb", 224, {"prob": (1, 8)}, id="googlenet"
+        ),
+        pytest.param(
+            "caffe2-models/shufflenet/predict_net.pbtxt",
+            224,
+            {"gpu_0/softmax": (1, 8)},
+            id="shufflenet",
+        ),
+        pytest.param(
+            "facebookarchive-caffe2/arm-compute/squeezenet_predict.pb",
+            64,
+            {"softmaxout": (1, 8, 1, 1)},
+            id="arm_squeezenet",
+        ),
+    ],
+)
+def test_nets_without_weights_run_up_to_their_first_detection_op(
+    relative: str, size: int, outputs: dict[str, tuple[int, ...]]
+) -> None:
+    """With ``random_params`` weights (8 channels at least), the ops before the first detection
+    op run twice to the same finite, non-constant values (softmax rows sum to 1, sigmoids lie
+    in (0, 1))."""
+    net = load_model(REAL / relative).predict_net
+    ops = net.ops
+    stop = next((i for i, op in enumerate(ops) if op.type in DETECTION), len(ops))
+    prefix = Net(ops[:stop], net.external_inputs, name=net.name)
+    data = ops[0].inputs[0]
+    shape = (1, 3, size, size)
+    params = random_params(prefix, {data: shape}, seed=0, channels=8)
+    image = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+    runs = []
+    for _ in range(2):
+        ws = Workspace()
+        for name, value in {data: image, **params}.items():
+            ws.feed(name, value)
+        run_net(prefix, ws)
+        runs.append(ws)
+    producer = {op.outputs[0]: op.type for op in prefix}
+    for name, expected in outputs.items():
+        first, second = runs[0].fetch(name), runs[1].fetch(name)
+        assert first.shape == expected, (name, first.shape)
+        assert first.dtype == np.float32 and np.isfinite(first).all() and first.std() > 0
+        np.testing.assert_array_equal(first, second)
+        if producer[name] == "Softmax":
+            np.testing.assert_allclose(first.sum(axis=1), 1.0, rtol=1e-5)
+        elif producer[name] == "Sigmoid":
+            assert ((first > 0) & (first < 1)).all()
+
+
+@needs_real
+def test_crayon_style_transfer_runs_between_its_mobile_pre_and_deprocess_ops() -> None:
+    """The real crayon weights on a fed preprocessed image (NCHW float, 3 channels): the body
+    returns a 3-channel image of the fed size, finite and the same on a second run."""
+    folder = ZOO / "style_transfer" / "crayon"
+    model = load_model(folder / "predict_net.pb", folder / "init_net.pb")
+    ops = model.predict_net.ops
+    assert ops[0].type == "PackedInt8BGRANHWCToNCHWCStylizerPreprocess"
+    assert ops[-1].type == "BRGNCHWCToPackedInt8BGRAStylizerDeprocess"
+    fed, result = ops[0].outputs[0], ops[-1].inputs[0]
+    image = np.random.default_rng(5).uniform(-100, 100, (1, 3, 48, 48)).astype(np.float32)
+    runs = [_run_range(model, 1, len(ops) - 1, {fed: image}) for _ in range(2)]
+    styled = runs[0].fetch(result)
+    assert styled.shape == (1, 3, 48, 48) and styled.dtype == np.float32
+    assert np.isfinite(styled).all() and styled.std() > 0
+    np.testing.assert_array_equal(styled, runs[1].fetch(result))

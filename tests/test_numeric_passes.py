@@ -1,7 +1,9 @@
 """The passes keep what nets compute, checked with the reference executor.
 
 (a) Whole real nets: the super-resolution pair, the Mask R-CNN2Go int8 pair up to its first
-detection op, zoo predict nets with ``random_params`` weights in a generated init_net, and
+detection op, the crayon style-transfer pair between its mobile pre/deprocess ops, zoo predict
+nets (ShuffleNet and GoogLeNet among them, and the Faster R-CNN and Mask R-CNN2Go fp32 nets up
+to their first detection op) with ``random_params`` weights in a generated init_net, and
 ``fixtures/models/tiny_export``. Published nets give the default pipeline nothing to do, so
 each is also run in an *export-like* variant that adds what exporters leave behind: a
 CPU->GPU->CPU round trip on the data input read by every former reader, a dead debug branch,
@@ -26,7 +28,6 @@ from conftest import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphtools.errors import InvalidNetError
 from graphtools.executor import run_model
 from graphtools.ir import Model, Net, Op
 from graphtools.pass_infra import DEFAULT_PIPELINE, PassManager
@@ -139,31 +140,66 @@ def _super_resolution(real: Path) -> tuple[Model, str, tuple[int, ...]]:
     return load_model(folder / "predict_net.pb", folder / "init_net.pb"), "1", (1, 1, 224, 224)
 
 
-def _mask_rcnn_int8_backbone(real: Path) -> tuple[Model, str, tuple[int, ...]]:
-    """The ops before GenerateProposals (no kernel), their cut blobs as outputs."""
-    folder = real / "caffe2-models" / "mask_rcnn_2go" / "2018-12" / "int8"
-    model = load_model(folder / "model.pb", folder / "model_init.pb")
-    ops = model.predict_net.ops
-    stop = next(i for i, op in enumerate(ops) if op.type == "GenerateProposals")
+# Ops with no kernel in the executor (and the If around the Mask R-CNN2Go fp32 mask head).
+DETECTION = frozenset({"GenerateProposals", "RoIAlign", "BBoxTransform", "BoxWithNMSLimit", "If"})
+
+
+def _detection_prefix(model: Model) -> Model:
+    """The ops before the first detection op, with the blobs the cut-off part reads as outputs."""
+    net = model.predict_net
+    ops = net.ops
+    stop = next(i for i, op in enumerate(ops) if op.type in DETECTION)
     written = {name for op in ops[:stop] for name in op.outputs}
     cut = list(dict.fromkeys(n for op in ops[stop:] for n in op.inputs if n in written))
-    net = model.predict_net
-    prefix = Net(ops[:stop], net.external_inputs, cut, name=net.name)
-    return Model(prefix, model.init_net), "data", (1, 3, 96, 128)
+    return Model(Net(ops[:stop], net.external_inputs, cut, name=net.name), model.init_net)
 
 
-def _zoo(relative: str, size: int) -> Callable[[Path], tuple[Model, str, tuple[int, ...]]]:
+def _with_random_params(net: Net, size: tuple[int, ...]) -> tuple[Model, str, tuple[int, ...]]:
+    """``net`` fed at its first op's input, with ``random_params`` weights in an init_net."""
+    data = net[0].inputs[0]
+    return _with_init(net, random_params(net, {data: size}, seed=0, channels=8)), data, size
+
+
+def _mask_rcnn_int8_backbone(real: Path) -> tuple[Model, str, tuple[int, ...]]:
+    folder = real / "caffe2-models" / "mask_rcnn_2go" / "2018-12" / "int8"
+    model = load_model(folder / "model.pb", folder / "model_init.pb")
+    return _detection_prefix(model), "data", (1, 3, 96, 128)
+
+
+def _backbone(relative: str, size: int) -> Callable[[Path], tuple[Model, str, tuple[int, ...]]]:
+    """A detection net without weights, up to its first detection op."""
+
     def load(real: Path) -> tuple[Model, str, tuple[int, ...]]:
-        net = load_model(real / "caffe2-models" / relative).predict_net
-        data = net[0].inputs[0]
-        shape = (1, 3, size, size)
-        try:
-            params = random_params(net, {data: shape}, seed=0, channels=8)
-        except InvalidNetError as exc:
-            pytest.skip(f"random_params cannot make {relative}'s weights: {exc}")
-        return _with_init(net, params), data, shape
+        prefix = _detection_prefix(load_model(real / "caffe2-models" / relative)).predict_net
+        return _with_random_params(prefix, (1, 3, size, size))
 
     return load
+
+
+def _zoo(
+    relative: str, size: int, root: str = "caffe2-models"
+) -> Callable[[Path], tuple[Model, str, tuple[int, ...]]]:
+    def load(real: Path) -> tuple[Model, str, tuple[int, ...]]:
+        net = load_model(real / root / relative).predict_net
+        return _with_random_params(net, (1, 3, size, size))
+
+    return load
+
+
+def _crayon_body(real: Path) -> tuple[Model, str, tuple[int, ...]]:
+    """The style-transfer pair between its mobile pre/deprocess ops (no kernels): the
+    preprocess op's output (NCHW float, 3 channels) is fed, the deprocess op's input is the
+    output. 48x48 keeps the reflect padding of the 4x-pooled image valid."""
+    folder = real / "caffe2-models" / "style_transfer" / "crayon"
+    model = load_model(folder / "predict_net.pb", folder / "init_net.pb")
+    net = model.predict_net
+    first, last = net[0], net[len(net) - 1]
+    assert first.type == "PackedInt8BGRANHWCToNCHWCStylizerPreprocess"
+    assert last.type == "BRGNCHWCToPackedInt8BGRAStylizerDeprocess"
+    data = first.outputs[0]
+    inputs = [data, *(name for name in net.external_inputs if name != first.inputs[0])]
+    body = Net(net.ops[1:-1], inputs, [last.inputs[0]], name=net.name)
+    return Model(body, model.init_net), data, (1, 3, 48, 48)
 
 
 REAL_NETS = [
@@ -175,12 +211,24 @@ REAL_NETS = [
     RealNet("vgg16_zf", _zoo("vgg16/predict_net.pbtxt", 64)),
     RealNet("vgg19", _zoo("vgg19/predict_net.pbtxt", 64)),
     RealNet("zfnet512", _zoo("zfnet512/predict_net.pbtxt", 64)),
+    RealNet(
+        "arm_squeezenet", _zoo("arm-compute/squeezenet_predict.pb", 64, "facebookarchive-caffe2")
+    ),
     RealNet("densenet121", _zoo("densenet121/predict_net.pbtxt", 64), slow=True),
     # A 7x7 AveragePool before the FC: only the real 224x224 input reaches it at 7x7.
     RealNet("resnet50", _zoo("resnet50/predict_net.pbtxt", 224)),
     RealNet("inception_v1", _zoo("inception_v1/predict_net.pbtxt", 224)),
     RealNet("inception_v2", _zoo("inception_v2/predict_net.pbtxt", 224), slow=True),
-    RealNet("shufflenet", _zoo("shufflenet/predict_net.pbtxt", 224)),
+    RealNet("bvlc_googlenet", _zoo("bvlc_googlenet/predict_net.pb", 224)),
+    # Grouped 1x1 convs change the channel count; depthwise groups of 112 to 544.
+    RealNet("shufflenet", _zoo("shufflenet/predict_net.pbtxt", 224), slow=True),
+    # Stride 16 at the cut: 64x64 gives 4x4 features.
+    RealNet(
+        "faster_rcnn_r50_c4_backbone",
+        _backbone("detectron/e2e_faster_rcnn_R-50-C4_1x/predict_net.pbtxt", 64),
+    ),
+    RealNet("mask_rcnn_2go_fp32_backbone", _backbone("mask_rcnn_2go/2018-12/fp32/model.pb", 64)),
+    RealNet("crayon_style_transfer", _crayon_body),
 ]
 
 

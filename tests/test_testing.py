@@ -108,3 +108,91 @@ def test_random_params_honours_param_shapes() -> None:
     net = Net([Op("FC", ["x", "w", "b"], ["y"])])
     params = random_params(net, {"x": (2, 5)}, param_shapes={"w": (3, 5), "b": (3,)})
     assert params["w"].shape == (3, 5) and params["b"].shape == (3,)
+    assert random_params(net, {"x": (2, 5)}, param_shapes={"w": (3, 5)})["b"].shape == (3,)
+
+
+def _conv(x: str, name: str, kernel: int = 1, **args: int) -> Op:
+    return Op("Conv", [x, f"{name}_w", f"{name}_b"], [name], args={"kernel": kernel, **args})
+
+
+def _run(net: Net, params: dict[str, np.ndarray], shape: tuple[int, ...]) -> dict[str, np.ndarray]:
+    return run_model(Model(net), {"data": np.ones(shape, np.float32), **params})
+
+
+def test_random_params_size_a_conv_for_the_grouped_ops_after_it() -> None:
+    """A conv feeding a ChannelShuffle (group 4) then a grouped conv (group 6) outputs a
+    multiple of lcm(4, 6) = 12, the least one at least ``channels``; the grouped conv's own
+    output is a multiple of its group too."""
+    net = Net(
+        [
+            _conv("data", "c1", kernel=3, pad=1),
+            Op("ChannelShuffle", ["c1"], ["sh"], args={"group": 4, "kernel": 1}),
+            _conv("sh", "g", group=6),
+        ],
+        ["data"],
+        ["g"],
+    )
+    params = random_params(net, {"data": (1, 3, 4, 4)}, channels=8)
+    assert params["c1_w"].shape == (12, 3, 3, 3) and params["c1_b"].shape == (12,)
+    assert params["g_w"].shape == (12, 2, 1, 1)
+    wider = random_params(net, {"data": (1, 3, 4, 4)}, channels=16)
+    assert wider["c1_w"].shape == (24, 3, 3, 3)
+    assert _run(net, params, (1, 3, 4, 4))["g"].shape == (1, 12, 4, 4)
+
+
+def test_random_params_size_a_conv_from_a_forced_spatial_bn_scale() -> None:
+    net = Net(
+        [
+            _conv("data", "c1"),
+            Op("Relu", ["c1"], ["c1"]),
+            Op("SpatialBN", ["c1", "s", "b", "m", "v"], ["bn"], args={"is_test": 1}),
+        ],
+        ["data"],
+        ["bn"],
+    )
+    params = random_params(net, {"data": (1, 3, 2, 2)}, channels=8, param_shapes={"s": (5,)})
+    assert params["c1_w"].shape == (5, 3, 1, 1)
+    assert {params[k].shape for k in ("s", "b", "m", "v")} == {(5,)}
+    assert _run(net, params, (1, 3, 2, 2))["bn"].shape == (1, 5, 2, 2)
+
+
+def test_random_params_make_summed_convs_agree() -> None:
+    """Sum(a, Concat(b, c)) makes a's count the sum of b's and c's; Sum(d, e) with d's weight
+    forced gives e d's count."""
+    net = Net(
+        [
+            _conv("data", "a"),
+            _conv("data", "b"),
+            _conv("data", "c", group=3),
+            Op("Concat", ["b", "c"], ["bc", "split"]),
+            Op("Sum", ["a", "bc"], ["s1"]),
+            _conv("data", "d"),
+            _conv("data", "e"),
+            Op("Sum", ["e", "d"], ["s2"]),
+        ],
+        ["data"],
+        ["s1", "s2"],
+    )
+    params = random_params(
+        net, {"data": (1, 3, 2, 2)}, channels=8, param_shapes={"d_w": (10, 3, 1, 1)}
+    )
+    assert params["b_w"].shape == (8, 3, 1, 1) and params["c_w"].shape == (9, 1, 1, 1)
+    assert params["a_w"].shape == (17, 3, 1, 1) and params["a_b"].shape == (17,)
+    assert params["e_w"].shape == (10, 3, 1, 1) and params["d_b"].shape == (10,)
+    out = _run(net, params, (1, 3, 2, 2))
+    assert out["s1"].shape == (1, 17, 2, 2) and out["s2"].shape == (1, 10, 2, 2)
+
+
+def test_random_params_name_the_op_whose_constraints_cannot_be_met() -> None:
+    grouped = Net([_conv("data", "g", group=2)], ["data"], ["g"], name="n")
+    with pytest.raises(InvalidNetError, match=r"op #0 \(Conv\) in net 'n': group 2 .* 3 channels"):
+        random_params(grouped, {"data": (1, 3, 2, 2)})
+    summed = Net(
+        [_conv("data", "a"), _conv("data", "b"), Op("Sum", ["a", "b"], ["s"])], ["data"], ["s"]
+    )
+    shapes = {"a_w": (4, 3, 1, 1), "b_w": (5, 3, 1, 1)}
+    with pytest.raises(InvalidNetError, match=r"op #2 \(Sum\).*4 and 5 cannot be made equal"):
+        random_params(summed, {"data": (1, 3, 2, 2)}, param_shapes=shapes)
+    # Mul broadcasts, so unequal channel counts are left to numpy.
+    scaled = Net([Op("Mul", ["data", "gate"], ["y"])], ["data", "gate"], ["y"])
+    assert random_params(scaled, {"data": (1, 3, 2, 2), "gate": (1, 1, 2, 2)}) == {}
