@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from graphtools.cli import main
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
 SHARED_REAL = REPO.parent / "shared" / "fixtures-real"
@@ -33,3 +35,19 @@ def real_fixtures() -> Path:
             f"real model fixtures not found at {SHARED_REAL} (../shared is not beside the repo)"
         )
     return SHARED_REAL
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run ``graphtools ARGV`` in-process; returns ``(exit code, stdout, stderr)``."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_error_line(err: str, *fragments: str) -> None:
+    """The CLI's bad-input contract: one ``error: ...`` line holding every fragment."""
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ")
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, assert_one_error_line, run_cli
 
 from graphtools.cli import main
 from graphtools.ir import Net
@@ -18,20 +18,6 @@ from graphtools.serde import load_model_dir, load_net, parse_netdef
 TINY = FIXTURES / "models" / "tiny_export"
 TENSORPROTOS = "facebookarchive-caffe2/negative/mnist_lenet_TensorProtos.pb"
 PLAN = "breadbread1984-Caffe2-C-demo/test_plan.pbtxt"
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _one_error_line(err: str, *fragments: str) -> None:
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: ")
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 @pytest.fixture
@@ -45,7 +31,7 @@ def tiny_copy(tmp_path: Path) -> Path:
 
 
 def test_show_model_folder(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run(capsys, "show", str(TINY))
+    code, out, err = run_cli(capsys, "show", str(TINY))
     assert (code, err) == (0, "")
     assert out == print_model(load_model_dir(TINY))
     assert out.startswith("net init_net 'tiny_export_init'\n")
@@ -55,21 +41,21 @@ def test_show_model_folder(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_show_files(capsys: pytest.CaptureFixture[str]) -> None:
     predict = TINY / "predict_net.pbtxt"
-    code, out, _ = _run(capsys, "show", str(predict))
+    code, out, _ = run_cli(capsys, "show", str(predict))
     assert code == 0
     assert out == print_net(Net.from_netdef(load_net(predict)), "predict_net.pbtxt") + "\n"
-    code, out, _ = _run(capsys, "show", str(predict), str(TINY / "init_net.pbtxt"))
+    code, out, _ = run_cli(capsys, "show", str(predict), str(TINY / "init_net.pbtxt"))
     assert code == 0
     assert out.startswith(f"# {predict}\nnet predict_net.pbtxt 'tiny_export'\n")
     assert f"\n\n# {TINY / 'init_net.pbtxt'}\nnet init_net.pbtxt 'tiny_export_init'\n" in out
 
 
 def test_ssa(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run(capsys, "ssa", str(TINY))
+    code, out, err = run_cli(capsys, "ssa", str(TINY))
     assert (code, err) == (0, "")
     assert out == print_ssa_table(load_model_dir(TINY).predict_net)
     assert "conv1@2  %1  %2\n" in out
-    code, from_file, _ = _run(capsys, "ssa", str(TINY / "predict_net.pbtxt"))
+    code, from_file, _ = run_cli(capsys, "ssa", str(TINY / "predict_net.pbtxt"))
     assert (code, from_file) == (0, out)
 
 
@@ -79,9 +65,9 @@ def test_ssa(capsys: pytest.CaptureFixture[str]) -> None:
 def test_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     missing = tmp_path / "absent.pb"
     for command in ("show", "ssa"):
-        code, out, err = _run(capsys, command, str(missing))
+        code, out, err = run_cli(capsys, command, str(missing))
         assert (code, out) == (2, "")
-        _one_error_line(err, str(missing), "cannot read")
+        assert_one_error_line(err, str(missing), "cannot read")
 
 
 @pytest.mark.parametrize(("rel", "says"), [(TENSORPROTOS, "TensorProtos"), (PLAN, "PlanDef")])
@@ -89,13 +75,13 @@ def test_wrong_kind_of_file(
     capsys: pytest.CaptureFixture[str], real_fixtures: Path, rel: str, says: str
 ) -> None:
     path = real_fixtures / rel
-    code, out, err = _run(capsys, "show", str(path))
+    code, out, err = run_cli(capsys, "show", str(path))
     assert (code, out) == (2, "")
-    _one_error_line(err, str(path), says)
+    assert_one_error_line(err, str(path), says)
 
 
 def test_traceback_option(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, _, err = _run(capsys, "--traceback", "show", str(tmp_path / "absent.pb"))
+    code, _, err = run_cli(capsys, "--traceback", "show", str(tmp_path / "absent.pb"))
     assert code == 2
     assert err.startswith("Traceback (most recent call last):")
     assert "graphtools.errors.SerdeError" in err
@@ -117,12 +103,12 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_run_needs_an_output(capsys: pytest.CaptureFixture[str], tiny_copy: Path) -> None:
     before = {p.name: p.read_bytes() for p in tiny_copy.iterdir()}
-    code, out, err = _run(capsys, "run", str(tiny_copy))
+    code, out, err = run_cli(capsys, "run", str(tiny_copy))
     assert (code, out) == (2, "")
-    _one_error_line(err, "-o", "--in-place")
-    code, out, err = _run(capsys, "run", str(tiny_copy), "-o", str(tiny_copy))
+    assert_one_error_line(err, "-o", "--in-place")
+    code, out, err = run_cli(capsys, "run", str(tiny_copy), "-o", str(tiny_copy))
     assert (code, out) == (2, "")
-    _one_error_line(err, "refusing to overwrite", str(tiny_copy), "--in-place")
+    assert_one_error_line(err, "refusing to overwrite", str(tiny_copy), "--in-place")
     assert {p.name: p.read_bytes() for p in tiny_copy.iterdir()} == before
 
 
@@ -130,7 +116,7 @@ def test_run_writes_output_folder(
     capsys: pytest.CaptureFixture[str], tiny_copy: Path, tmp_path: Path
 ) -> None:
     out_dir = tmp_path / "out"
-    code, out, err = _run(
+    code, out, err = run_cli(
         capsys, "run", str(tiny_copy), "-p", "remove-dead-ends", "-o", str(out_dir)
     )
     assert (code, err) == (0, "")
@@ -152,7 +138,7 @@ def test_run_binary_output(
     capsys: pytest.CaptureFixture[str], tiny_copy: Path, tmp_path: Path
 ) -> None:
     out_dir = tmp_path / "bin"
-    code, _, _ = _run(
+    code, _, _ = run_cli(
         capsys,
         "run",
         str(tiny_copy / "predict_net.pbtxt"),
@@ -168,7 +154,7 @@ def test_run_binary_output(
 
 
 def test_run_in_place(capsys: pytest.CaptureFixture[str], tiny_copy: Path) -> None:
-    code, out, err = _run(capsys, "run", str(tiny_copy), "-p", "remove-dead-ends", "--in-place")
+    code, out, err = run_cli(capsys, "run", str(tiny_copy), "-p", "remove-dead-ends", "--in-place")
     assert (code, err) == (0, "")
     assert sorted(p.name for p in tiny_copy.iterdir()) == [
         "init_net.pbtxt",
@@ -184,16 +170,16 @@ def test_run_in_place(capsys: pytest.CaptureFixture[str], tiny_copy: Path) -> No
 
 
 def test_run_unknown_pass(capsys: pytest.CaptureFixture[str], tiny_copy: Path) -> None:
-    code, out, err = _run(capsys, "run", str(tiny_copy), "-p", "no-such-pass", "--in-place")
+    code, out, err = run_cli(capsys, "run", str(tiny_copy), "-p", "no-such-pass", "--in-place")
     assert (code, out) == (2, "")
-    _one_error_line(err, "no-such-pass")
+    assert_one_error_line(err, "no-such-pass")
     assert (tiny_copy / "predict_net.pbtxt").read_bytes() == (
         TINY / "predict_net.pbtxt"
     ).read_bytes()
 
 
 def test_list_passes(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run(capsys, "list-passes")
+    code, out, err = run_cli(capsys, "list-passes")
     assert (code, err) == (0, "")
     names = [
         line.split()[0] for line in out.splitlines() if line and not line.startswith("default")
@@ -235,4 +221,4 @@ def test_console_script(tmp_path: Path) -> None:
         check=False,
     )
     assert (failed.returncode, failed.stdout) == (2, "")
-    _one_error_line(failed.stderr, str(missing))
+    assert_one_error_line(failed.stderr, str(missing))

@@ -13,9 +13,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, assert_one_error_line, run_cli
 
-from graphtools.cli import main
 from graphtools.executor import run_model
 from graphtools.ir import Model, Net, Op
 from graphtools.pass_infra import ENTRY_POINT_GROUP, Pass, PassResult
@@ -58,20 +57,6 @@ def broken_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importlib.metadata, "entry_points", fake)
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _one_error_line(err: str, *fragments: str) -> None:
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: ")
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-
-
 def _table_rows(out: str) -> dict[str, list[str]]:
     """The rows of the last diff table in ``out`` by output name."""
     lines = out.splitlines()
@@ -89,7 +74,7 @@ def _table_rows(out: str) -> dict[str, list[str]]:
 
 
 def test_verify_default_pipeline_on_the_fixture(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run(capsys, "verify", str(TINY), "-p", "default")
+    code, out, err = run_cli(capsys, "verify", str(TINY), "-p", "default")
     assert (code, err) == (0, "")
     assert "round 1 remove-reshape-for-fc: 23 -> 16 ops, modified" in out
     assert "outputs equal (rtol=1e-05, atol=1e-06, seed=0)" in out
@@ -100,10 +85,10 @@ def test_verify_predict_file_reads_shapes_beside_it_or_from_the_option(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     predict, init = TINY / "predict_net.pbtxt", TINY / "init_net.pbtxt"
-    code, out, _ = _run(capsys, "verify", str(predict), "--init", str(init))
+    code, out, _ = run_cli(capsys, "verify", str(predict), "--init", str(init))
     assert code == 0
     assert _table_rows(out)["prob"][4:6] == ["[1,", "3]"]
-    code, out, _ = _run(
+    code, out, _ = run_cli(
         capsys, "verify", str(predict), "--init", str(init), "--shapes", "data=3x1x6x6"
     )
     assert code == 0
@@ -115,9 +100,11 @@ def test_verify_names_the_inputs_that_need_shapes(
 ) -> None:
     folder = tmp_path / "model"
     save_model(load_model_dir(TINY), folder)
-    code, out, err = _run(capsys, "verify", str(folder))
+    code, out, err = run_cli(capsys, "verify", str(folder))
     assert (code, out) == (2, "")
-    _one_error_line(err, "inputs ['data'] need shapes", "--shapes", str(folder / "shapes.txt"))
+    assert_one_error_line(
+        err, "inputs ['data'] need shapes", "--shapes", str(folder / "shapes.txt")
+    )
 
 
 @pytest.mark.parametrize(
@@ -134,24 +121,24 @@ def test_verify_names_the_inputs_that_need_shapes(
 def test_verify_bad_input_exits_2(
     capsys: pytest.CaptureFixture[str], argv: list[str], fragments: list[str]
 ) -> None:
-    code, out, err = _run(capsys, "verify", str(TINY), *argv)
+    code, out, err = run_cli(capsys, "verify", str(TINY), *argv)
     assert code == 2
     assert "outputs" not in out
-    _one_error_line(err, *fragments)
+    assert_one_error_line(err, *fragments)
 
 
 def test_verify_unsupported_op_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     net = Net([Op("MadeUpOp", ["x"], ["y"])], ["x"], ["y"], name="odd")
     save_model(Model(net), tmp_path)
-    code, _, err = _run(capsys, "verify", str(tmp_path), "--shapes", "x=2")
+    code, _, err = run_cli(capsys, "verify", str(tmp_path), "--shapes", "x=2")
     assert code == 2
-    _one_error_line(err, "op #0 (MadeUpOp)", "no executor kernel")
+    assert_one_error_line(err, "op #0 (MadeUpOp)", "no executor kernel")
 
 
 def test_verify_broken_pass_exits_1(
     capsys: pytest.CaptureFixture[str], broken_plugin: None
 ) -> None:
-    code, out, err = _run(capsys, "verify", str(TINY), "-p", "default,break-relu")
+    code, out, err = run_cli(capsys, "verify", str(TINY), "-p", "default,break-relu")
     assert (code, err) == (1, "")
     assert "outputs differ" in out
     assert _table_rows(out)["prob"][1] == "NO"
@@ -161,7 +148,7 @@ def test_verify_broken_pass_exits_1(
 def test_verify_bisect_names_the_broken_entry_point_pass(
     capsys: pytest.CaptureFixture[str], broken_plugin: None
 ) -> None:
-    code, out, err = _run(
+    code, out, err = run_cli(
         capsys, "verify", str(TINY), "-p", "remove-dead-ends,break-relu,fuse-copy-ops", "--bisect"
     )
     assert (code, err) == (1, "")
@@ -174,13 +161,13 @@ def test_verify_bisect_names_the_broken_entry_point_pass(
 def test_verify_bisect_is_quiet_when_outputs_are_equal(
     capsys: pytest.CaptureFixture[str], broken_plugin: None
 ) -> None:
-    code, out, _ = _run(capsys, "verify", str(TINY), "-p", "default", "--bisect")
+    code, out, _ = run_cli(capsys, "verify", str(TINY), "-p", "default", "--bisect")
     assert code == 0
     assert "first pass" not in out
 
 
 def test_verify_tolerance_options(capsys: pytest.CaptureFixture[str], broken_plugin: None) -> None:
-    code, out, _ = _run(
+    code, out, _ = run_cli(
         capsys, "verify", str(TINY), "-p", "break-relu", "--rtol", "10", "--atol", "10"
     )
     assert code == 0
@@ -191,7 +178,7 @@ def test_verify_interface_renaming_pipeline_matches_by_position(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     case = FIXTURES / "golden" / "ssa-rewrite" / "style-all"
-    code, out, err = _run(
+    code, out, err = run_cli(
         capsys,
         "verify",
         str(case / "predict_net.pbtxt"),
@@ -221,7 +208,7 @@ def test_exec_writes_every_output(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, feeds_file: Path
 ) -> None:
     out_path = tmp_path / "out.npz"
-    code, out, err = _run(
+    code, out, err = run_cli(
         capsys, "exec", str(TINY), "--feeds", str(feeds_file), "-o", str(out_path)
     )
     assert (code, err) == (0, "")
@@ -241,7 +228,9 @@ def test_exec_predict_file_with_init(
 ) -> None:
     out_path = tmp_path / "out.npz"
     argv = ["--init", str(TINY / "init_net.pbtxt"), "--feeds", str(feeds_file)]
-    code, _, _ = _run(capsys, "exec", str(TINY / "predict_net.pbtxt"), *argv, "-o", str(out_path))
+    code, _, _ = run_cli(
+        capsys, "exec", str(TINY / "predict_net.pbtxt"), *argv, "-o", str(out_path)
+    )
     assert code == 0
     with np.load(out_path) as written:
         assert written["prob"].shape == (2, 3)
@@ -251,11 +240,11 @@ def test_exec_refuses_to_overwrite_its_feeds(
     capsys: pytest.CaptureFixture[str], feeds_file: Path
 ) -> None:
     before = feeds_file.read_bytes()
-    code, out, err = _run(
+    code, out, err = run_cli(
         capsys, "exec", str(TINY), "--feeds", str(feeds_file), "-o", str(feeds_file)
     )
     assert (code, out) == (2, "")
-    _one_error_line(err, "refusing to overwrite", str(feeds_file))
+    assert_one_error_line(err, "refusing to overwrite", str(feeds_file))
     assert feeds_file.read_bytes() == before
 
 
@@ -266,9 +255,11 @@ def test_exec_refuses_to_overwrite_the_model(
     shutil.copytree(TINY, folder)
     predict = folder / "predict_net.pbtxt"
     before = predict.read_bytes()
-    code, _, err = _run(capsys, "exec", str(folder), "--feeds", str(feeds_file), "-o", str(predict))
+    code, _, err = run_cli(
+        capsys, "exec", str(folder), "--feeds", str(feeds_file), "-o", str(predict)
+    )
     assert code == 2
-    _one_error_line(err, "refusing to overwrite")
+    assert_one_error_line(err, "refusing to overwrite")
     assert predict.read_bytes() == before
 
 
@@ -299,9 +290,9 @@ def test_exec_bad_input_exits_2(
 ) -> None:
     out_path = tmp_path / "out.npz"
     feeds = make_feeds(tmp_path)
-    code, out, err = _run(capsys, "exec", str(TINY), "--feeds", str(feeds), "-o", str(out_path))
+    code, out, err = run_cli(capsys, "exec", str(TINY), "--feeds", str(feeds), "-o", str(out_path))
     assert (code, out) == (2, "")
-    _one_error_line(err, *fragments)
+    assert_one_error_line(err, *fragments)
     assert not out_path.exists()
 
 
@@ -313,7 +304,7 @@ def test_run_device_appends_infer_devices(
 ) -> None:
     out_dir = tmp_path / "out"
     argv = ["-p", "remove-dead-ends", "--device", "data=cpu", "-o", str(out_dir)]
-    code, out, err = _run(capsys, "run", str(TINY), *argv)
+    code, out, err = run_cli(capsys, "run", str(TINY), *argv)
     assert (code, err) == (0, "")
     assert "round 1 infer-devices: 22 -> 22 ops, modified" in out
     predict, _ = parse_netdef((out_dir / "predict_net.pbtxt").read_bytes())
@@ -321,7 +312,7 @@ def test_run_device_appends_infer_devices(
     assert placed == {"CopyCPUToGPU", "CopyGPUToCPU"}
     assert all(op.device_option.device_type == 1 for op in predict.op if op.type in placed)
     plain = tmp_path / "plain"
-    code, out, _ = _run(capsys, "run", str(TINY), "-p", "remove-dead-ends", "-o", str(plain))
+    code, out, _ = run_cli(capsys, "run", str(TINY), "-p", "remove-dead-ends", "-o", str(plain))
     assert code == 0 and "infer-devices" not in out
 
 
@@ -330,9 +321,9 @@ def test_run_device_contradicting_the_copies_exits_2(
 ) -> None:
     out_dir = tmp_path / "out"
     argv = ["-p", "remove-dead-ends", "--device", "data=gpu", "-o", str(out_dir)]
-    code, out, err = _run(capsys, "run", str(TINY), *argv)
+    code, out, err = run_cli(capsys, "run", str(TINY), *argv)
     assert code == 2 and "wrote" not in out
-    _one_error_line(err, "pass 'infer-devices' failed", "CopyCPUToGPU")
+    assert_one_error_line(err, "pass 'infer-devices' failed", "CopyCPUToGPU")
     assert not out_dir.exists()
 
 
@@ -342,7 +333,9 @@ def test_run_device_with_two_inputs_keeps_each_branch(
     folder = FIXTURES / "golden" / "infer-devices" / "cuda-net-cpu-op"
     out_dir = tmp_path / "out"
     argv = ["--device", "data=gpu", "--device", "im_info=cpu", "-p", "remove-dead-ends"]
-    code, _, err = _run(capsys, "run", str(folder / "predict_net.pbtxt"), *argv, "-o", str(out_dir))
+    code, _, err = run_cli(
+        capsys, "run", str(folder / "predict_net.pbtxt"), *argv, "-o", str(out_dir)
+    )
     assert (code, err) == (0, "")
     predict, _ = parse_netdef((out_dir / "predict_net.pbtxt").read_bytes())
     sigmoid = next(op for op in predict.op if op.type == "Sigmoid")
@@ -357,9 +350,9 @@ def test_run_bad_device_exits_2_before_writing(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, item: str, fragment: str
 ) -> None:
     out_dir = tmp_path / "out"
-    code, out, err = _run(capsys, "run", str(TINY), "--device", item, "-o", str(out_dir))
+    code, out, err = run_cli(capsys, "run", str(TINY), "--device", item, "-o", str(out_dir))
     assert (code, out) == (2, "")
-    _one_error_line(err, fragment)
+    assert_one_error_line(err, fragment)
     assert not out_dir.exists()
 
 
@@ -368,7 +361,7 @@ def test_exec_keeps_any_output_name(capsys: pytest.CaptureFixture[str], tmp_path
     save_model(Model(Net(ops, ["x"], ["file", "allow_pickle"], name="names")), tmp_path / "m")
     feeds = _save_npz(tmp_path / "f.npz", x=np.array([-1.0, 2.0], np.float32))
     out_path = tmp_path / "out.npz"
-    code, _, err = _run(
+    code, _, err = run_cli(
         capsys, "exec", str(tmp_path / "m"), "--feeds", str(feeds), "-o", str(out_path)
     )
     assert (code, err) == (0, "")
