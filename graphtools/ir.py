@@ -77,7 +77,10 @@ class Argument:
     """One named op or net argument; unset scalar fields are ``None``.
 
     Tensors (``t``, ``tensors``, ``qtensors``) stay protobuf messages: they are data, not graph
-    structure. Nested nets (``n``, ``nets``) are IR nets.
+    structure, and are shared with the loaded file's messages, so treat them as read-only (build
+    a new argument to change one; an in-place edit bumps no revision and survives a rollback).
+    Nested nets (``n``, ``nets``) are IR nets; an op holding nested nets belongs to one net at a
+    time (its nets report their edits to that net).
     """
 
     name: str | None
@@ -486,6 +489,13 @@ class Op:
         return f"Op({self.type!r}, {list(self.inputs)!r}, {list(self.outputs)!r})"
 
 
+def _checked_op(op: Op) -> Op:
+    """``op`` itself, or ``TypeError`` before a net is touched when it is not an IR ``Op``."""
+    if not isinstance(op, Op):
+        raise TypeError(f"nets hold graphtools.ir.Op values, not {type(op).__name__}")
+    return op
+
+
 def _nested_revisions(args: Sequence[Argument]) -> tuple[int, ...]:
     return tuple(net.revision for argument in args for net in argument.nested_nets())
 
@@ -728,26 +738,27 @@ class Net:
 
     def append_op(self, op: Op) -> None:
         """Add ``op`` at the end."""
+        self._adopt((_checked_op(op),))
         self._ops.append(op)
-        self._adopt((op,))
         self._bump()
 
     def insert_op(self, index: int, op: Op) -> None:
         """Insert ``op`` before position ``index``."""
+        self._adopt((_checked_op(op),))
         self._ops.insert(index, op)
-        self._adopt((op,))
         self._bump()
 
     def replace_op(self, index: int, op: Op) -> None:
         """Put ``op`` at position ``index`` in place of the op there."""
+        self._adopt((_checked_op(op),))
         self._ops[index] = op
-        self._adopt((op,))
         self._bump()
 
     def set_ops(self, ops: Iterable[Op]) -> None:
         """Replace the whole op list (how a pass commits a batch of rewrites in one step)."""
-        self._ops = list(ops)
-        self._adopt(self._ops)
+        new_ops = [_checked_op(op) for op in ops]
+        self._adopt(new_ops)
+        self._ops = new_ops
         self._bump()
 
     def remove_ops(self, indices: Iterable[int]) -> None:
@@ -833,6 +844,7 @@ class Net:
         self._memo = {}  # revision numbers repeat after a restore: drop every cached analysis
         for nested_state in state.nested:
             nested_state.net.restore(nested_state)
+        self._adopt(self._ops)
 
     def __repr__(self) -> str:
         return f"<Net {self.name!r}: {len(self._ops)} ops, revision {self.revision}>"
@@ -897,23 +909,35 @@ class Model:
         return [net for net in (self.init_net, self.predict_net) if net is not None]
 
     @property
-    def revision(self) -> tuple[int, int]:
-        """Revisions of (predict_net, init_net); changes whenever either net changes."""
-        init = -1 if self.init_net is None else self.init_net.revision
-        return (self.predict_net.revision, init)
+    def revision(self) -> tuple[int, int, int, int]:
+        """Changes whenever either net changes, or is replaced by another ``Net`` object.
+
+        ``(id(predict_net), its revision, id(init_net), its revision)``; ids tell a replaced net
+        apart from the original even when both are at the same revision number.
+        """
+        init = self.init_net
+        return (
+            id(self.predict_net),
+            self.predict_net.revision,
+            id(init),
+            -1 if init is None else init.revision,
+        )
 
     def snapshot(self) -> tuple[_NetState, _NetState | None]:
-        """Capture both nets for ``restore``."""
+        """Capture both nets (which objects they are, and their content) for ``restore``."""
         return (
             self.predict_net.snapshot(),
             None if self.init_net is None else self.init_net.snapshot(),
         )
 
     def restore(self, state: tuple[_NetState, _NetState | None]) -> None:
-        """Undo every change made since ``state`` was taken."""
-        self.predict_net.restore(state[0])
-        if self.init_net is not None and state[1] is not None:
-            self.init_net.restore(state[1])
+        """Undo every change made since ``state`` was taken, reassigned nets included."""
+        predict_state, init_state = state
+        self.predict_net = predict_state.net
+        self.predict_net.restore(predict_state)
+        self.init_net = None if init_state is None else init_state.net
+        if init_state is not None:
+            init_state.net.restore(init_state)
 
     def copy(self) -> Model:
         """An independent deep copy with the same paths."""

@@ -507,7 +507,7 @@ def _check_result(
     item: Pass,
     model: Model,
     result: Any,
-    revision: tuple[int, int],
+    revision: tuple[int, int, int, int],
     interface: tuple[tuple[str, ...], tuple[str, ...]],
 ) -> tuple[str, str] | None:
     """The pass's own promises: a PassResult for this model, an honest flag, same interface."""

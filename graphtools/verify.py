@@ -94,42 +94,37 @@ def verify(model: Model | Net) -> list[Finding]:
     defined for the predict_net. An empty list means the model is well formed.
     """
     if isinstance(model, Net):
-        return list(model.cached(("verify", "net"), lambda net: _findings(net, "net", set())))
+        return list(model.cached(("verify", "net"), lambda net: _report(net, "net", set())[0]))
     findings: list[Finding] = []
     init_outputs: set[str] = set()
     init = model.init_net
     if init is not None:
-        findings += init.cached(
-            ("verify", "init_net"), lambda net: _findings(net, "init_net", set())
-        )
-        init_outputs = init.cached(
-            "written_names", lambda net: {n for op in net for n in op.outputs}
-        )
-    # The predict_net's findings depend on which blobs the init_net writes: key on its revision.
-    init_key = None if init is None else (id(init), init.revision)
-    findings += model.predict_net.cached(
-        ("verify", "predict_net", init_key),
-        lambda net: _findings(net, "predict_net", init_outputs),
+        init_findings, init_outputs = init.cached(("verify", "init_net"), _init_report)
+        findings += init_findings
+    # The predict_net's findings depend on which blobs the init_net writes: reuse them only for
+    # the very same init_net object at the same revision.
+    init_state = (init, None if init is None else init.revision)
+    memo: list[tuple[tuple[Net | None, int | None], list[Finding]]] = model.predict_net.cached(
+        ("verify", "predict_net"), lambda net: []
     )
+    if not memo or memo[0][0][0] is not init or memo[0][0][1] != init_state[1]:
+        memo[:] = [(init_state, _report(model.predict_net, "predict_net", init_outputs)[0])]
+    findings += memo[0][1]
     return findings
 
 
-def _init_findings(net: Net) -> list[Finding]:
-    return _findings(net, "init_net", set())
+def _init_report(net: Net) -> tuple[list[Finding], set[str]]:
+    return _report(net, "init_net", set())
 
 
-def _written_names(net: Net) -> set[str]:
-    return {name for op in net for name in op.outputs}
-
-
-def _findings(net: Net, path: str, outer_defined: set[str]) -> list[Finding]:
-    """The findings of one top-level net (computed once per revision through ``Net.cached``)."""
+def _report(net: Net, path: str, outer_defined: set[str]) -> tuple[list[Finding], set[str]]:
+    """The findings of one top-level net and every blob it writes (nested nets included)."""
     findings: list[Finding] = []
     if net.nested_op_indices():
-        _check_net(net, path, outer_defined, None, findings)
+        written = _check_net(net, path, outer_defined, None, findings)
     else:
-        _check_flat_net(net, path, outer_defined, findings)
-    return findings
+        written = _check_flat_net(net, path, outer_defined, findings)
+    return findings, written
 
 
 def _undefined(path: str, index: int, op_type: str, name: str, init_note: str) -> Finding:
@@ -156,7 +151,9 @@ def _missing(path: str, name: str, init_note: str) -> Finding:
     )
 
 
-def _check_flat_net(net: Net, path: str, outer_defined: set[str], findings: list[Finding]) -> None:
+def _check_flat_net(
+    net: Net, path: str, outer_defined: set[str], findings: list[Finding]
+) -> set[str]:
     """``_check_net`` for a top-level net without nested nets: one walk with plain sets.
 
     Cheaper than building the SSA view (which an init_net, say, may never need otherwise).
@@ -164,6 +161,7 @@ def _check_flat_net(net: Net, path: str, outer_defined: set[str], findings: list
     defined = set(net.external_inputs) | outer_defined
     init_note = " nor an init_net output" if outer_defined else ""
     written: set[str] = set()
+    read: set[str] = set()  # only for nets declaring no inputs: a read declares the blob
     check_inputs = bool(net.external_inputs)
     with paused_gc():
         for index, op in enumerate(net):
@@ -172,11 +170,12 @@ def _check_flat_net(net: Net, path: str, outer_defined: set[str], findings: list
                     if name not in written and name not in defined:
                         findings.append(_undefined(path, index, op.type, name, init_note))
             else:
-                written.update(op.inputs)  # implicit inputs: a read declares the blob
+                read.update(op.inputs)
             written.update(op.outputs)
     for name in net.external_outputs:
-        if name not in written and name not in defined:
+        if name not in written and name not in defined and name not in read:
             findings.append(_missing(path, name, init_note))
+    return written
 
 
 def _check_net(
@@ -196,9 +195,12 @@ def _check_net(
             elif not scope.visible(name):
                 findings.append(_undefined(path, index, op.type, name, init_note))
         if index in holders:
+            # Sibling nets (then/else) each see the scope before the op, not each other's writes.
+            nested_writes: set[str] = set()
             for label, nested in _label_nested(op.nested_nets()):
                 nested_path = f"{path}/op[{index}:{op.type}]/{label}"
-                written.update(_check_net(nested, nested_path, set(), scope, findings))
+                nested_writes |= _check_net(nested, nested_path, set(), scope, findings)
+            written |= nested_writes
         written.update(op.outputs)
     defined = scope.defined
     for name in net.external_outputs:

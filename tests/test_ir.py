@@ -390,11 +390,12 @@ def test_model_snapshot_restore(real_fixtures: Path) -> None:
     )
     assert model.init_net is not None
     assert model.nets() == [model.init_net, model.predict_net]
-    state = model.snapshot()
+    state, revision = model.snapshot(), model.revision
     model.predict_net.remove_ops([0])
     model.init_net.set_ops([])
     model.restore(state)
-    assert model.revision == (0, 0)
+    assert model.revision == revision
+    assert (model.predict_net.revision, model.init_net.revision) == (0, 0)
     assert (
         model.predict_net.to_netdef().SerializeToString()
         == (folder / "predict_net.pb").read_bytes()
@@ -461,3 +462,40 @@ def test_control_and_nested_flags_match_the_ops() -> None:
     plain = Net.from_netdef(Net([Op("Relu", ["x"], ["y"])], ["x"], ["y"]).to_netdef())
     assert not plain[0].has_control_inputs() and not plain[0].has_nested_nets()
     assert plain[0].replace(control_inputs=["x"]).has_control_inputs()
+
+
+def test_model_restore_puts_back_reassigned_nets() -> None:
+    predict, init = Net([Op("Relu", ["x"], ["y"])], ["x"], ["y"]), Net([], [], [])
+    model = Model(predict, init)
+    state, revision = model.snapshot(), model.revision
+    model.predict_net = Net([], [], [])  # a new net object at the same revision number
+    model.init_net = None
+    assert model.revision != revision
+    model.restore(state)
+    assert model.predict_net is predict and model.init_net is init
+    assert model.revision == revision
+
+
+def test_a_failed_op_install_leaves_the_net_untouched() -> None:
+    net = Net([Op("Relu", ["x"], ["y"])], ["x"], ["y"])
+    view = net.ssa()
+    for install in (
+        lambda: net.append_op(caffe2_pb2.OperatorDef(type="Relu")),  # type: ignore[arg-type]
+        lambda: net.set_ops([net[0], "Relu"]),  # type: ignore[list-item]
+    ):
+        with pytest.raises(TypeError, match="Op values"):
+            install()
+    assert len(net) == 1 and net.revision == 0 and net.ssa() is view
+
+
+def test_restore_readopts_nested_nets() -> None:
+    inner = Net([Op("Relu", ["a"], ["b"])], ["a"], ["b"])
+    holder = Op("If", ["c"], [], args={"then_net": inner})
+    predict, init = Net([holder], ["c", "a"], []), Net([], [], [])
+    state = init.snapshot()
+    init.append_op(holder)  # the same op in a second net, then rolled back
+    init.restore(state)
+    predict.restore(predict.snapshot())
+    before = predict.revision
+    inner.append_op(Op("Relu", ["b"], ["d"]))
+    assert predict.revision == before + 1

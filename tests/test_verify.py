@@ -136,3 +136,29 @@ def test_blobs_written_in_a_nested_net_count_as_written_by_its_op() -> None:
     assert verify(net) == []
     early = Net([Op("Sigmoid", ["mask"], ["probs"]), _if(then_net.copy())], ["x", "cond"], [])
     assert [(f.op_index, f.blob) for f in verify(early)] == [(0, "mask")]
+
+
+def test_sibling_nested_nets_do_not_see_each_others_writes() -> None:
+    then_net = Net([Op("Relu", ["x"], ["only_then"])], ["x"], ["only_then"])
+    else_net = Net([Op("Relu", ["only_then"], ["y"])], ["x"], ["y"])
+    outer = Net(
+        [Op("If", ["c", "x"], [], args={"then_net": then_net, "else_net": else_net})],
+        ["c", "x"],
+        [],
+    )
+    assert [(f.kind, f.blob) for f in verify(outer)] == [("undefined-blob", "only_then")]
+
+
+def test_verify_does_not_reuse_findings_for_a_swapped_init_net() -> None:
+    predict = Net([Op("FC", ["data", "w"], ["y"])], ["data"], ["y"])
+    model = Model(predict, Net([Op("GivenTensorFill", [], ["w"])], [], ["w"]))
+    assert verify(model) == []
+    model.init_net = Net([Op("GivenTensorFill", [], ["other"])], [], ["other"])
+    assert [f.blob for f in verify(model)] == ["w"]
+
+
+def test_nested_writes_of_the_init_net_count_as_init_outputs() -> None:
+    fill = Net([Op("GivenTensorFill", [], ["w"])], [], ["w"])
+    init = Net([Op("If", ["c"], [], args={"then_net": fill})], [], [])
+    predict = Net([Op("FC", ["data", "w"], ["y"])], ["data"], ["y"])
+    assert [f.blob for f in verify(Model(predict, init))] == []
