@@ -150,6 +150,14 @@ def run_both(
     the rewritten model no longer declares goes to the input at its position when both
     declare as many inputs, and outputs are matched by position when both declare as many.
     """
+    out_before = run_model(before, _feeds_for(before, feeds), seed=seed)
+    return out_before, _run_matched(before, after, feeds, seed)
+
+
+def _run_matched(
+    before: Model, after: Model, feeds: Mapping[str, Any], seed: int
+) -> dict[str, Any]:
+    """Run ``after`` on ``before``'s feeds; its outputs carry ``before``'s names (see run_both)."""
     old_in, new_in = before.predict_net.external_inputs, after.predict_net.external_inputs
     declared = set(new_in)
     by_position = len(old_in) == len(new_in)
@@ -160,13 +168,12 @@ def run_both(
             after_feeds[name] = value
         elif by_position and name in position:
             after_feeds[new_in[position[name]]] = value
-    out_before = run_model(before, _feeds_for(before, feeds), seed=seed)
     out_after = run_model(after, after_feeds, seed=seed)
     old_out, new_out = before.predict_net.external_outputs, after.predict_net.external_outputs
     if len(old_out) == len(new_out):
         renamed = dict(zip(new_out, old_out, strict=True))
         out_after = {renamed.get(name, name): value for name, value in out_after.items()}
-    return out_before, out_after
+    return out_after
 
 
 def compare_outputs(
@@ -221,6 +228,7 @@ def bisect_pipeline(
     Passes run in the manager's order, round after round to its fixpoint, each under the same
     checks as in the manager; outputs are recomputed only after a pass that modified the model.
     """
+    reference = run_model(model, _feeds_for(model, feeds), seed=seed)
     current = model.copy()
     for round_ in range(1, manager.steps + 1):
         changed = False
@@ -229,7 +237,8 @@ def bisect_pipeline(
             if not record.modified:
                 continue
             changed = True
-            diffs = compare_models(model, current, feeds, rtol=rtol, atol=atol, seed=seed)
+            outputs = _run_matched(model, current, feeds, seed)
+            diffs = compare_outputs(reference, outputs, rtol=rtol, atol=atol)
             if not all(d.ok for d in diffs):
                 return BisectResult(record.name, round_, diffs)
         if not changed:
