@@ -39,7 +39,6 @@ from graphtools.serde import (
     save_net,
 )
 from graphtools.ssa import (
-    SSAView,
     get_consumer_map,
     get_op_ids_in_path,
     get_output_producers,
@@ -47,6 +46,7 @@ from graphtools.ssa import (
     get_ssa,
     get_undefined_blobs,
 )
+from graphtools.ssa_view import SSAView
 from graphtools.verify import Finding, verify
 
 __all__ = [

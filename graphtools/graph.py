@@ -81,9 +81,8 @@ def names_in_nested_nets(net: Net) -> set[str]:
     enclosing workspace by name, invisibly to the versioned view: rewrites leave those names be.
     """
     names: set[str] = set()
-    for op in net:
-        if op.has_nested_nets():
-            names.update(_nested_names(op))
+    for index in sorted(net.nested_op_indices()):
+        names.update(_nested_names(net[index]))
     return names
 
 

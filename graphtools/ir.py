@@ -14,6 +14,7 @@ decoded on first access only, which keeps loading a net of a million ops cheap.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,7 @@ from graphtools._gc import paused_gc
 from graphtools.proto import caffe2_pb2, netdef_lite_pb2
 
 if TYPE_CHECKING:
-    from graphtools.ssa import SSAView
+    from graphtools.ssa_view import SSAView
 
 NetDef = caffe2_pb2.NetDef
 OperatorDef = caffe2_pb2.OperatorDef
@@ -706,17 +707,47 @@ class Net:
         return value
 
     def ssa(self) -> SSAView:
-        """The versioned-blob view of this net, computed once per revision."""
-        from graphtools.ssa import SSAView
+        """The versioned-blob view of this net, computed once per revision.
 
-        return self.cached("ssa", SSAView.build)
+        After ``edit_ops``, ``remove_ops`` or ``set_external_*`` on a net whose view was
+        current, the new view is derived from the old one instead of built from scratch.
+        """
+        return self.cached("ssa", _build_ssa)
+
+    def ssa_is_cheap(self) -> bool:
+        """Whether ``ssa()`` would come from the cache or be derived from the previous
+        revision's view (no full build): lets a check use the view only when it is cheap."""
+        return any(
+            entry is not None and entry[0] == self.revision
+            for entry in (self._memo.get("ssa"), self._memo.get(_SSA_CARRY))
+        )
+
+    def _current_ssa(self) -> SSAView | None:
+        """The cached view if it is for this revision (what an edit can carry forward)."""
+        entry = self._memo.get("ssa")
+        return entry[1] if entry is not None and entry[0] == self.revision else None
+
+    def _ssa_derivation(self) -> Callable[[Net], SSAView] | None:
+        """How to derive the view after an edit that keeps the ops (external lists only): from
+        the current view, or by the derivation still pending for this revision (it reads the
+        external lists when it runs)."""
+        view = self._current_ssa()
+        if view is not None:
+            return view.with_externals
+        carry = self._memo.get(_SSA_CARRY)
+        return carry[1] if carry is not None and carry[0] == self.revision else None
+
+    def _carry_ssa(self, derive: Callable[[Net], SSAView]) -> None:
+        """Remember how to derive this revision's view from the previous one (lazily)."""
+        self._memo[_SSA_CARRY] = (self.revision, derive)
 
     def nested_op_indices(self) -> frozenset[int]:
         """Indices of the ops that hold nets in their arguments (computed once per revision)."""
-        return self.cached(
-            "nested_op_indices",
-            lambda net: frozenset(i for i, op in enumerate(net._ops) if op.has_nested_nets()),
-        )
+        return self.cached("nested_op_indices", _nested_op_indices)
+
+    def control_op_indices(self) -> frozenset[int]:
+        """Indices of the ops that list control inputs (computed once per revision)."""
+        return self.cached("control_op_indices", _control_op_indices)
 
     # -- mutation -----------------------------------------------------------------------------
 
@@ -766,8 +797,11 @@ class Net:
         drop = set(indices)
         if not drop:
             return
+        view = self._current_ssa()
         self._ops = [op for i, op in enumerate(self._ops) if i not in drop]
         self._bump()
+        if view is not None:
+            self._carry_ssa(lambda net: view.edited(net, drop, {}))
 
     def edit_ops(
         self, removed: Iterable[int] = (), new_inputs: Mapping[int, Sequence[str]] | None = None
@@ -778,24 +812,42 @@ class Net:
         list. Nothing happens, and the revision stays, when both are empty.
         """
         drop = set(removed)
-        rewired = new_inputs or {}
+        rewired = {
+            index: self._ops[index].replace(inputs=inputs)
+            for index, inputs in (new_inputs or {}).items()
+            if index not in drop
+        }
         if not drop and not rewired:
             return
-        self.set_ops(
-            op.replace(inputs=rewired[index]) if index in rewired else op
-            for index, op in enumerate(self._ops)
-            if index not in drop
-        )
+        # Only the rewired ops are new: the kept ones are already this net's, checked and adopted.
+        self._adopt(rewired.values())
+        view = self._current_ssa()
+        ops = self._ops
+        if rewired:
+            ops = [rewired.get(index, op) for index, op in enumerate(ops)]
+        self._ops = [op for index, op in enumerate(ops) if index not in drop] if drop else ops
+        self._bump()
+        if view is not None:
+            inputs = {index: op.inputs for index, op in rewired.items()}
+            self._carry_ssa(lambda net: view.edited(net, drop, inputs))
 
     def set_external_inputs(self, names: Iterable[str]) -> None:
         """Replace the declared external inputs."""
-        self._external_inputs = list(_names(names, "external_inputs"))
+        new_names = list(_names(names, "external_inputs"))
+        derive = self._ssa_derivation()
+        self._external_inputs = new_names
         self._bump()
+        if derive is not None:
+            self._carry_ssa(derive)
 
     def set_external_outputs(self, names: Iterable[str]) -> None:
         """Replace the declared external outputs."""
-        self._external_outputs = list(_names(names, "external_outputs"))
+        new_names = list(_names(names, "external_outputs"))
+        derive = self._ssa_derivation()
+        self._external_outputs = new_names
         self._bump()
+        if derive is not None:
+            self._carry_ssa(derive)
 
     def set_device_option(self, device_option: DeviceOption | None) -> None:
         """Set (or with ``None`` clear) the net-wide DeviceOption."""
@@ -848,6 +900,39 @@ class Net:
 
     def __repr__(self) -> str:
         return f"<Net {self.name!r}: {len(self._ops)} ops, revision {self.revision}>"
+
+
+_SSA_CARRY = "ssa-carry"
+_NESTED_FLAG = operator.attrgetter("_nested")
+_CONTROL_FLAG = operator.attrgetter("_control")
+
+
+def _nested_op_indices(net: Net) -> frozenset[int]:
+    # Ops loaded from a file whose probe found no nested net say so in a flag: check the
+    # flags in C first, and ask each op only when some flag is unknown or set.
+    flags = list(map(_NESTED_FLAG, net._ops))
+    if True not in flags and None not in flags:
+        return frozenset()
+    return frozenset(i for i, op in enumerate(net._ops) if op.has_nested_nets())
+
+
+def _control_op_indices(net: Net) -> frozenset[int]:
+    flags = list(map(_CONTROL_FLAG, net._ops))
+    if True not in flags and None not in flags:
+        return frozenset()
+    return frozenset(i for i, op in enumerate(net._ops) if op.has_control_inputs())
+
+
+def _build_ssa(net: Net) -> SSAView:
+    """``net``'s view: derived from the previous revision's when an edit left a way to, else
+    built from scratch."""
+    from graphtools.ssa_view import SSAView
+
+    carry = net._memo.pop(_SSA_CARRY, None)
+    if carry is not None and carry[0] == net.revision:
+        derived: SSAView = carry[1](net)
+        return derived
+    return SSAView.build(net)
 
 
 @dataclass

@@ -7,8 +7,8 @@ rather than a NamedTuple because building millions of them is the hot path on bi
 compare equal to Caffe2's and detectron2's.
 
 ``get_ssa`` and the helpers keep Caffe2's and detectron2's names and signatures so users'
-scripts port over; ``SSAView`` (``Net.ssa()``) is the same data computed once per revision of
-a net, with O(1) producer and consumer lookups.
+scripts port over; ``graphtools.ssa_view.SSAView`` (``Net.ssa()``) is the same data computed
+once per revision of a net, with fast lookups for passes.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ OpSSA = tuple[list[VersionedBlob], list[VersionedBlob]]
 
 __all__ = [
     "OpSSA",
-    "SSAView",
     "VersionedBlob",
     "get_consumer_map",
     "get_op_ids_in_path",
@@ -138,88 +137,3 @@ def get_consumer_map(ssa: Sequence[OpSSA]) -> defaultdict[VersionedBlob, list[tu
             for position, blob in enumerate(ins):
                 consumers[blob].append((index, position))
     return consumers
-
-
-class SSAView:
-    """The SSA of one revision of a ``Net``, with lookups built on first use.
-
-    Obtain it with ``net.ssa()``; it is rebuilt only after the net changes. All lookups are
-    O(1). ``versions`` is the final ``blob_versions`` of ``get_ssa`` with no seed.
-    """
-
-    __slots__ = (
-        "_consumers",
-        "_producers",
-        "external_inputs",
-        "external_outputs",
-        "net",
-        "revision",
-        "ssa",
-        "versions",
-    )
-
-    def __init__(self, net: Net, ssa: list[OpSSA], versions: dict[str, int]) -> None:
-        self.net = net
-        self.revision = net.revision
-        self.ssa = ssa
-        self.versions = versions
-        self.external_inputs: list[VersionedBlob] = [(name, 0) for name in net.external_inputs]
-        self.external_outputs: list[VersionedBlob] = [
-            (name, versions.get(name, 0)) for name in net.external_outputs
-        ]
-        self._producers: dict[VersionedBlob, tuple[int, int]] | None = None
-        self._consumers: dict[VersionedBlob, list[tuple[int, int]]] | None = None
-
-    @classmethod
-    def build(cls, net: Net) -> SSAView:
-        """Compute the view of ``net`` as it is now."""
-        with paused_gc():
-            ssa, versions = get_ssa(net)
-            return cls(net, ssa, versions)
-
-    @property
-    def producers(self) -> dict[VersionedBlob, tuple[int, int]]:
-        """``{versioned blob: (op index, output position)}``."""
-        if self._producers is None:
-            self._producers = get_producer_map(self.ssa)
-        return self._producers
-
-    @property
-    def consumers(self) -> dict[VersionedBlob, list[tuple[int, int]]]:
-        """``{versioned blob: [(op index, input position), ...]}`` (a plain dict)."""
-        if self._consumers is None:
-            consumers: dict[VersionedBlob, list[tuple[int, int]]] = {}
-            with paused_gc():
-                for index, (ins, _) in enumerate(self.ssa):
-                    for position, blob in enumerate(ins):
-                        found = consumers.get(blob)
-                        if found is None:
-                            consumers[blob] = [(index, position)]
-                        else:
-                            found.append((index, position))
-            self._consumers = consumers
-        return self._consumers
-
-    def producer(self, blob: VersionedBlob) -> int | None:
-        """Index of the op writing ``blob``, or ``None`` (external input, undeclared, v0)."""
-        found = self.producers.get(blob)
-        return None if found is None else found[0]
-
-    def consumer_ops(self, blob: VersionedBlob) -> list[int]:
-        """Indices of the ops reading ``blob``, in op order, each once."""
-        seen: dict[int, None] = {}
-        for index, _ in self.consumers.get(blob, ()):
-            seen[index] = None
-        return list(seen)
-
-    def inputs_of(self, index: int) -> list[VersionedBlob]:
-        """Versioned inputs of op ``index``."""
-        return self.ssa[index][0]
-
-    def outputs_of(self, index: int) -> list[VersionedBlob]:
-        """Versioned outputs of op ``index``."""
-        return self.ssa[index][1]
-
-    def latest(self, name: str) -> VersionedBlob:
-        """The version of ``name`` visible at the end of the net."""
-        return (name, self.versions.get(name, 0))

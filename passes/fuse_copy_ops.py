@@ -34,14 +34,14 @@ Example::
 from __future__ import annotations
 
 import logging
+import operator
 from dataclasses import dataclass
 from typing import ClassVar
 
-from graphtools.graph import names_in_nested_nets, next_writes
-from graphtools.ir import Model, Net
+from graphtools.graph import names_in_nested_nets
+from graphtools.ir import Model, Net, Op
 from graphtools.pass_infra import Pass, PassResult, register_pass
 from graphtools.proto import caffe2_pb2
-from graphtools.ssa import VersionedBlob
 
 __all__ = ["CopyFusion", "FuseCopyOps", "find_copy_fusion", "fuse_copy_between_cpu_and_gpu"]
 
@@ -49,6 +49,8 @@ logger = logging.getLogger(__name__)
 
 REVERSE_COPY: dict[str, str] = {"CopyCPUToGPU": "CopyGPUToCPU", "CopyGPUToCPU": "CopyCPUToGPU"}
 """Each copy op type and the type that undoes it."""
+
+_TYPE = operator.attrgetter("type")
 
 
 @dataclass(frozen=True)
@@ -64,43 +66,50 @@ class CopyFusion:
             net.edit_ops(self.removed, self.new_inputs)
 
 
-def _is_copy(net: Net, index: int, op_type: str) -> bool:
-    op = net[index]
+def _is_copy(op: Op, op_type: str) -> bool:
     return op.type == op_type and len(op.inputs) == 1 and len(op.outputs) == 1
 
 
 def find_copy_fusion(net: Net) -> CopyFusion:
-    """Find the round trips of ``net`` to fuse (see the module docstring); linear time."""
+    """Find the round trips of ``net`` to fuse (see the module docstring); linear time.
+
+    Works on the SSA view's integer keys; only the copy ops and their readers are looked at
+    once the view is built.
+    """
     view = net.ssa()
-    ssa = view.ssa
-    consumers = view.consumers
-    external = set(view.external_outputs)
+    external = {key for key in map(view.key, view.external_outputs) if key is not None}
     nested = names_in_nested_nets(net)
-    next_write = next_writes(net)
+    end = len(net)
     removed: set[int] = set()
     new_inputs: dict[int, list[str]] = {}
-    same_as: dict[VersionedBlob, VersionedBlob] = {}
-    for forward, op in enumerate(net):
-        if forward in removed or op.type not in REVERSE_COPY or not _is_copy(net, forward, op.type):
+    same_as: dict[int, int] = {}
+    copies = [index for index, op_type in enumerate(map(_TYPE, net)) if op_type in REVERSE_COPY]
+    for forward in copies:
+        op = net[forward]
+        if forward in removed or not _is_copy(op, op.type):
             continue
-        source = same_as.get(ssa[forward][0][0], ssa[forward][0][0])
-        copied = ssa[forward][1][0]
-        if copied in external or copied[0] in nested:
+        (read,) = view.input_keys(forward)
+        source = same_as.get(read, read)
+        (copied,) = view.output_keys(forward)
+        if copied in external or view.name_of(copied) in nested:
             continue
-        overwritten_at = next_write.get(source, len(ssa))
+        overwritten_at = view.next_write(source)
+        if overwritten_at is None:
+            overwritten_at = end
+        source_name = view.name_of(source)
         reverse_type = REVERSE_COPY[op.type]
         kept_reader = False
         fused_any = False
-        for reverse in dict.fromkeys(index for index, _ in consumers.get(copied, ())):
-            if not _is_copy(net, reverse, reverse_type):
+        for reverse in dict.fromkeys(index for index, _ in view.readers(copied)):
+            if not _is_copy(net[reverse], reverse_type):
                 kept_reader = True
                 continue
-            result = ssa[reverse][1][0]
-            readers = consumers.get(result, [])
+            (result,) = view.output_keys(reverse)
+            readers = view.readers(result)
             if (
                 not readers
                 or result in external
-                or result[0] in nested
+                or view.name_of(result) in nested
                 or any(index > overwritten_at for index, _ in readers)
             ):
                 kept_reader = True
@@ -110,7 +119,7 @@ def find_copy_fusion(net: Net) -> CopyFusion:
             same_as[result] = source
             for index, position in readers:
                 inputs = new_inputs.setdefault(index, list(net[index].inputs))
-                inputs[position] = source[0]
+                inputs[position] = source_name
         if fused_any and not kept_reader:
             removed.add(forward)
     return CopyFusion(

@@ -31,13 +31,14 @@ Example::
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
 from graphtools.ir import Model, Net, NetDef, Op
 from graphtools.pass_infra import Pass, PassResult, register_pass
-from graphtools.ssa import VersionedBlob
+from graphtools.ssa_view import SSAView
 
 __all__ = ["SIDE_EFFECT_OP_TYPES", "RemoveDeadEnds", "dead_end_op_indices", "remove_dead_end_ops"]
 
@@ -47,6 +48,8 @@ SIDE_EFFECT_OP_TYPES: frozenset[str] = frozenset(
 """Op types whose effect is not (only) their outputs: logging, writing files, checks that
 raise. (Caffe2's ``Log`` is the elementwise logarithm, not a logging op, so it is not here.)"""
 
+_TYPE = operator.attrgetter("type")
+
 
 def dead_end_op_indices(
     net: Net, *, keep_side_effects: bool = True, keep_types: Iterable[str] = ()
@@ -55,58 +58,63 @@ def dead_end_op_indices(
 
     Returns ``[]`` for a net that declares no external output. Linear in the size of the net
     (nested nets included): one forward sweep for control inputs and nested reads, one
-    backward sweep for liveness.
+    backward sweep for liveness over the SSA view's integer keys.
     """
     if not net.external_outputs:
         return []
     view = net.ssa()
-    ssa = view.ssa
-    types = [op.type for op in net]
     always_keep = set(keep_types)
     if keep_side_effects:
         always_keep |= SIDE_EFFECT_OP_TYPES
     holders = net.nested_op_indices()
-    has_control = any(op.has_control_inputs() for op in net)
-    extra_reads = _extra_reads(net, ssa) if holders or has_control else {}
-    live: set[VersionedBlob] = set(view.external_outputs)
+    kept = set(holders)
+    kept.update(i for i, op_type in enumerate(map(_TYPE, net)) if op_type in always_keep)
+    extra_reads = _extra_reads(net, view) if holders or net.control_op_indices() else {}
+    live = bytearray(view.num_keys)
+    for key in map(view.key, view.external_outputs):
+        if key is not None:
+            live[key] = 1
     if keep_side_effects:
-        versions = view.versions
-        live.update((name, versions[name]) for name in net.external_inputs if versions[name])
-    keep_no_outputs = keep_side_effects
+        for key in view.last_write_keys(net.external_inputs):
+            live[key] = 1
+    in_ptr, in_keys, out_ptr, out_keys = view.in_ptr, view.in_keys, view.out_ptr, view.out_keys
     dead: list[int] = []
-    for index in range(len(ssa) - 1, -1, -1):
-        ins, outs = ssa[index]
-        if outs:
-            alive = outs[0] in live or (len(outs) > 1 and not live.isdisjoint(outs))
+    for index in range(len(net) - 1, -1, -1):
+        first, last = out_ptr[index], out_ptr[index + 1]
+        if last - first == 1:
+            alive = live[out_keys[first]]
+        elif last == first:
+            alive = keep_side_effects
         else:
-            alive = keep_no_outputs
-        if alive or types[index] in always_keep or index in holders:
-            live.update(ins)
-            if index in extra_reads:
-                live.update(extra_reads[index])
+            alive = any(live[key] for key in out_keys[first:last])
+        if alive or index in kept:
+            for key in in_keys[in_ptr[index] : in_ptr[index + 1]]:
+                live[key] = 1
+            for key in extra_reads.get(index, ()):
+                live[key] = 1
         else:
             dead.append(index)
     dead.reverse()
     return dead
 
 
-def _extra_reads(
-    net: Net, ssa: list[tuple[list[VersionedBlob], list[VersionedBlob]]]
-) -> dict[int, list[VersionedBlob]]:
+def _extra_reads(net: Net, view: SSAView) -> dict[int, list[int]]:
     """Reads that SSA does not list: control inputs, and blobs read inside nested nets.
 
-    Each is versioned as a data input of the same op would be (before the op's own writes).
+    Each is keyed as a data input of the same op would be (before the op's own writes); a name
+    no top-level op uses has no key (nothing at the top level writes it) and is skipped.
     """
-    extra: dict[int, list[VersionedBlob]] = {}
+    extra: dict[int, list[int]] = {}
     current: dict[str, int] = {}
     for index, op in enumerate(net):
         names = list(op.control_inputs) if op.has_control_inputs() else []
         if op.has_nested_nets():
             names.extend(_nested_reads(op))
         if names:
-            extra[index] = [(name, current.get(name, 0)) for name in names]
-        for name, version in ssa[index][1]:
-            current[name] = version
+            keys = (view.key((name, current.get(name, 0))) for name in names)
+            extra[index] = [key for key in keys if key is not None]
+        for key in view.output_keys(index):
+            current[view.name_of(key)] = view.version_of(key)
     return extra
 
 
@@ -136,6 +144,8 @@ class RemoveDeadEnds(Pass):
     """
 
     name: ClassVar[str] = "remove-dead-ends"
+    # Removed ops never feed a kept one, so the liveness of the rest is unchanged by a run.
+    idempotent: ClassVar[bool] = True
     keep_side_effects: bool = True
     keep_types: tuple[str, ...] = ()
 

@@ -48,15 +48,17 @@ Example::
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from graphtools.graph import names_in_nested_nets, next_writes
+from graphtools.graph import names_in_nested_nets
 from graphtools.ir import Model, Net
 from graphtools.pass_infra import Pass, PassResult, register_pass
 from graphtools.proto import caffe2_pb2
-from graphtools.ssa import SSAView, VersionedBlob
+from graphtools.ssa import VersionedBlob
+from graphtools.ssa_view import SSAView
 
 __all__ = [
     "RemoveReshapeForFC",
@@ -68,14 +70,16 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+_TYPE = operator.attrgetter("type")
+
 
 @dataclass(frozen=True)
 class _Chain:
-    """The shape chain of one Reshape, as walked."""
+    """The shape chain of one Reshape, as walked; ``leaves`` are SSA view keys."""
 
     reshape: int
     ops: list[int]
-    leaves: list[VersionedBlob]
+    leaves: list[int]
     shared: bool
 
 
@@ -85,28 +89,28 @@ def _shape_chains(net: Net, view: SSAView) -> list[_Chain]:
     An op reached by an earlier Reshape's walk (or a Reshape itself) is not walked again: the
     later chain is marked ``shared``. So every op is walked once and the whole is linear.
     """
-    ssa = view.ssa
     claimed: set[int] = set()
     chains: list[_Chain] = []
-    for index, op in enumerate(net):
-        if op.type != "Reshape" or len(op.inputs) not in (1, 2):
+    reshapes = [index for index, op_type in enumerate(map(_TYPE, net)) if op_type == "Reshape"]
+    for index in reshapes:
+        if len(net[index].inputs) not in (1, 2):
             continue
         claimed.add(index)
         ops: list[int] = []
-        leaves: list[VersionedBlob] = []
+        leaves: list[int] = []
         shared = False
-        if len(op.inputs) == 2:
-            data, shape = ssa[index][0]
+        if len(net[index].inputs) == 2:
+            data, shape = view.input_keys(index)
             pending = [shape]
             seen = {shape}
             mine: set[int] = set()
             while pending:
-                blob = pending.pop()
-                if blob == data:
+                key = pending.pop()
+                if key == data:
                     continue
-                producer = view.producer(blob)
+                producer = view.producer_of(key)
                 if producer is None:
-                    leaves.append(blob)
+                    leaves.append(key)
                     continue
                 if producer in claimed:
                     shared = shared or producer not in mine
@@ -114,7 +118,7 @@ def _shape_chains(net: Net, view: SSAView) -> list[_Chain]:
                 claimed.add(producer)
                 mine.add(producer)
                 ops.append(producer)
-                for item in ssa[producer][0]:
+                for item in view.input_keys(producer):
                     if item not in seen:
                         seen.add(item)
                         pending.append(item)
@@ -176,11 +180,8 @@ def find_reshape_removal(net: Net, is_param: Callable[[str], bool]) -> ReshapeRe
         is_param: whether a blob name that no op produces is a param (filled by the init_net).
     """
     view = net.ssa()
-    ssa = view.ssa
-    consumers = view.consumers
-    external = set(view.external_outputs)
+    external = {key for key in map(view.key, view.external_outputs) if key is not None}
     nested = names_in_nested_nets(net)
-    next_write = next_writes(net)
     reshapes: list[int] = []
     removed: set[int] = set()
     new_inputs: dict[int, tuple[str, ...]] = {}
@@ -188,23 +189,26 @@ def find_reshape_removal(net: Net, is_param: Callable[[str], bool]) -> ReshapeRe
     for chain in _shape_chains(net, view):
         index = chain.reshape
         op = net[index]
-        data = ssa[index][0][0]
-        outs = ssa[index][1]
-        if chain.shared or data[1] == 0 or len(outs) not in (1, 2):
+        data = view.input_keys(index)[0]
+        outs = view.output_keys(index)
+        if chain.shared or not view.version_of(data) or len(outs) not in (1, 2):
             continue
         if len(op.inputs) == 1 and not op.has_arg("shape"):
             continue
         output = outs[0]
-        readers = consumers.get(output, [])
+        readers = view.readers(output)
         if not _fc_readers(net, readers) or any(
-            blob in external or blob[0] in nested or consumers.get(blob) for blob in outs[1:]
+            key in external or view.name_of(key) in nested or view.readers(key) for key in outs[1:]
         ):
             continue
-        if output in external or output[0] in nested:
+        if output in external or view.name_of(output) in nested:
             continue
-        if any(reader > next_write.get(data, len(ssa)) for reader, _ in readers):
+        overwritten_at = view.next_write(data)
+        if overwritten_at is not None and any(reader > overwritten_at for reader, _ in readers):
             continue
-        if not all(leaf[1] == 0 and is_param(leaf[0]) for leaf in chain.leaves):
+        if not all(
+            not view.version_of(leaf) and is_param(view.name_of(leaf)) for leaf in chain.leaves
+        ):
             continue
         inside = set(chain.ops)
         if not _chain_is_private(net, chain, inside, index, view, external, nested):
@@ -212,18 +216,24 @@ def find_reshape_removal(net: Net, is_param: Callable[[str], bool]) -> ReshapeRe
         reshapes.append(index)
         removed.update(inside)
         removed.add(index)
+        data_name = view.name_of(data)
         for reader, _ in readers:
-            new_inputs[reader] = (data[0], *net[reader].inputs[1:])
-        params.update(dict.fromkeys(leaf[0] for leaf in chain.leaves))
+            new_inputs[reader] = (data_name, *net[reader].inputs[1:])
+        params.update(dict.fromkeys(view.name_of(leaf) for leaf in chain.leaves))
     outputs = set(net.external_outputs)
     unused = [
         name
         for name in params
         if name not in outputs
         and name not in nested
-        and all(reader in removed for reader, _ in consumers.get((name, 0), ()))
+        and all(reader in removed for reader, _ in _readers_of(view, (name, 0)))
     ]
     return ReshapeRemoval(reshapes, frozenset(removed), new_inputs, unused)
+
+
+def _readers_of(view: SSAView, blob: VersionedBlob) -> list[tuple[int, int]]:
+    key = view.key(blob)
+    return [] if key is None else view.readers(key)
 
 
 def _chain_is_private(
@@ -232,17 +242,17 @@ def _chain_is_private(
     inside: set[int],
     reshape: int,
     view: SSAView,
-    external: Container[VersionedBlob],
+    external: Container[int],
     nested: Container[str],
 ) -> bool:
     """Whether the chain's outputs feed only the chain and the Reshape's shape input."""
     for index in chain.ops:
         if net[index].has_nested_nets():
             return False
-        for blob in view.ssa[index][1]:
-            if blob in external or blob[0] in nested:
+        for key in view.output_keys(index):
+            if key in external or view.name_of(key) in nested:
                 return False
-            for reader, position in view.consumers.get(blob, ()):
+            for reader, position in view.readers(key):
                 if reader not in inside and (reader != reshape or position != 1):
                     return False
     return True

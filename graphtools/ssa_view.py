@@ -1,0 +1,479 @@
+"""``SSAView``: the versioned-blob view of one revision of a net, built for big nets.
+
+``net.ssa()`` gives Caffe2's SSA (``get_ssa``'s versions, exactly) with O(1) or O(log n)
+lookups, computed once per revision. It is a snapshot: later edits of the net do not show in an
+existing view.
+
+How it stays fast on nets of a million ops: blob names are turned into integers once, and
+everything else (versions, producers, readers) is computed with numpy over integer columns.
+Interning the names is the only per-occurrence Python work, and an edit made through
+``Net.edit_ops``/``Net.remove_ops``/``Net.set_external_*`` right after a view was built does
+not repeat it: the next view is derived from this one's columns (``SSAView.edited``).
+
+Two levels of access:
+
+* Caffe2's data as ``get_ssa`` and the detectron2 maps give it: ``ssa``, ``versions``,
+  ``producers``, ``consumers``, ``producer(blob)``, ``consumer_ops(blob)``, ``inputs_of``,
+  ``outputs_of``, ``latest``, ``external_inputs``/``external_outputs``. Built on first use.
+* Integer *keys* for passes that sweep the whole net: the versions of one name have
+  consecutive keys (``(name, v)`` is the name's first key plus ``v``), all in
+  ``range(num_keys)``, which is about the number of versioned blobs.
+  ``in_keys[in_ptr[i]:in_ptr[i + 1]]`` are op ``i``'s versioned inputs in order,
+  ``out_keys``/``out_ptr`` its outputs; ``key``, ``blob``, ``name_of``, ``version_of``,
+  ``producer_of``, ``readers`` and ``next_write`` look them up. A pass can keep per-blob
+  state in a ``bytearray(num_keys)`` instead of a set of tuples.
+"""
+
+from __future__ import annotations
+
+import operator
+from bisect import bisect_right
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
+from itertools import chain, count
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from graphtools._gc import paused_gc
+from graphtools.ssa import OpSSA, VersionedBlob, get_consumer_map, get_producer_map
+
+if TYPE_CHECKING:
+    from graphtools.ir import Net, Op
+
+__all__ = ["SSAView"]
+
+_INPUTS = operator.attrgetter("inputs")
+_OUTPUTS = operator.attrgetter("outputs")
+
+
+def _offsets(counts: np.ndarray) -> np.ndarray:
+    """CSR offsets ``[0, c0, c0 + c1, ...]`` of per-op counts."""
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return offsets
+
+
+def _counts(lists: Sequence[tuple[str, ...]]) -> np.ndarray:
+    return np.fromiter(map(len, lists), np.int64, len(lists))
+
+
+class _NameTable:
+    """Blob names and their integer ids; only grows, so views derived from one another share
+    it (an id never changes meaning)."""
+
+    __slots__ = ("ids", "names")
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.ids: dict[str, int] = {}
+
+    @classmethod
+    def interning(cls, names: Sequence[str]) -> tuple[_NameTable, np.ndarray]:
+        """A table of ``names`` and their ids, in one pass (a ``defaultdict`` numbering each
+        new name as it is first met: the hashing is the cost, so it is done once)."""
+        numbering: defaultdict[str, int] = defaultdict(count().__next__)
+        ids = np.fromiter(map(numbering.__getitem__, names), np.int64, len(names))
+        table = cls()
+        table.ids = dict(numbering)
+        table.names = list(numbering)
+        return table, ids
+
+    def id_of(self, name: str) -> int:
+        found = self.ids.get(name)
+        if found is None:
+            found = self.ids[name] = len(self.names)
+            self.names.append(name)
+        return found
+
+    def ids_of(self, names: Sequence[str]) -> np.ndarray:
+        """Ids of ``names``, adding the unknown ones (C-level when all are known)."""
+        try:
+            return np.fromiter(map(self.ids.__getitem__, names), np.int64, len(names))
+        except KeyError:
+            return np.fromiter(map(self.id_of, names), np.int64, len(names))
+
+
+class SSAView:
+    """The SSA of one revision of a ``Net`` (see the module docstring); get it from
+    ``net.ssa()``."""
+
+    __slots__ = (
+        "_consumers",
+        "_external_in",
+        "_external_out",
+        "_first_key",
+        "_in_name",
+        "_in_op",
+        "_in_ptr",
+        "_in_version",
+        "_in_vid",
+        "_key_name",
+        "_lists",
+        "_ops",
+        "_out_name",
+        "_out_op",
+        "_out_ptr",
+        "_out_version",
+        "_out_vid",
+        "_producer",
+        "_producers",
+        "_readers",
+        "_ssa",
+        "_table",
+        "_versions",
+        "_write_counts",
+        "_writes",
+        "net",
+        "revision",
+    )
+
+    def __init__(
+        self,
+        net: Net,
+        table: _NameTable,
+        in_ptr: np.ndarray,
+        in_name: np.ndarray,
+        out_ptr: np.ndarray,
+        out_name: np.ndarray,
+    ) -> None:
+        """Derive the view from integer columns (use ``build`` or ``edited``, not this)."""
+        self.net = net
+        self.revision = net.revision
+        self._ops: list[Op] = list(net)
+        self._external_in = list(net.external_inputs)
+        self._external_out = list(net.external_outputs)
+        self._table = table
+        self._in_ptr, self._in_name = in_ptr, in_name
+        self._out_ptr, self._out_name = out_ptr, out_name
+        num_ops = len(self._ops)
+        op_numbers = np.arange(num_ops, dtype=np.int64)
+        self._in_op = in_op = np.repeat(op_numbers, np.diff(in_ptr))
+        self._out_op = out_op = np.repeat(op_numbers, np.diff(out_ptr))
+        # Writes sorted by (name, op): counting those before a position gives the version there.
+        # A read at op i sees the writes at ops < i; a write at op i counts those at ops <= i
+        # (an op listing an output twice reports both at the final version, as get_ssa does).
+        stride = num_ops + 1
+        write_at = out_name * stride + out_op
+        order = np.sort(write_at)
+        self._out_version = np.searchsorted(order, write_at, "right") - np.searchsorted(
+            order, out_name * stride, "left"
+        )
+        self._in_version = np.searchsorted(order, in_name * stride + in_op, "left")
+        self._in_version -= np.searchsorted(order, in_name * stride, "left")
+        # A name written k times has versions 0..k (its final version is k): give each name
+        # k + 1 consecutive keys.
+        self._write_counts = np.bincount(out_name, minlength=len(table.names))
+        self._first_key = _offsets(self._write_counts + 1)
+        self._in_vid = self._first_key[in_name] + self._in_version
+        self._out_vid = self._first_key[out_name] + self._out_version
+        self._producer = np.full(int(self._first_key[-1]), -1, dtype=np.int64)
+        self._producer[self._out_vid] = out_op
+        self._lists: dict[str, list[int]] = {}
+        self._key_name: list[int] | None = None
+        self._readers: tuple[list[int], list[int], list[int]] | None = None
+        self._writes: list[int] | None = None
+        self._ssa: list[OpSSA] | None = None
+        self._versions: dict[str, int] | None = None
+        self._producers: dict[VersionedBlob, tuple[int, int]] | None = None
+        self._consumers: dict[VersionedBlob, list[tuple[int, int]]] | None = None
+
+    @classmethod
+    def build(cls, net: Net) -> SSAView:
+        """Compute the view of ``net`` as it is now."""
+        with paused_gc():
+            ins = list(map(_INPUTS, net))
+            outs = list(map(_OUTPUTS, net))
+            in_ptr = _offsets(_counts(ins))
+            table, ids = _NameTable.interning(
+                list(chain(chain.from_iterable(ins), chain.from_iterable(outs)))
+            )
+            split = int(in_ptr[-1])
+            return cls(net, table, in_ptr, ids[:split], _offsets(_counts(outs)), ids[split:])
+
+    def edited(
+        self, net: Net, removed: Iterable[int], new_inputs: Mapping[int, Sequence[str]]
+    ) -> SSAView:
+        """The view of ``net`` after ``Net.edit_ops(removed, new_inputs)`` on this view's net.
+
+        ``removed`` and the keys of ``new_inputs`` are op indices in this view; ``net`` is the
+        edited net. No name is hashed again but the rewired inputs.
+        """
+        with paused_gc():
+            num_ops = len(self._ops)
+            keep = np.ones(num_ops, dtype=bool)
+            drop = np.fromiter(removed, np.int64)
+            keep[drop] = False
+            in_counts = np.diff(self._in_ptr)
+            out_counts = np.diff(self._out_ptr)
+            rewired = {index: names for index, names in new_inputs.items() if keep[index]}
+            copied = keep.copy()
+            new_counts = in_counts.copy()
+            for index, names in rewired.items():
+                copied[index] = False
+                new_counts[index] = len(names)
+            new_index = np.cumsum(keep) - 1
+            in_ptr = _offsets(new_counts[keep])
+            in_name = np.empty(int(in_ptr[-1]), dtype=np.int64)
+            slots = np.repeat(copied, in_counts)
+            slot_op = self._in_op[slots]
+            offset_in_op = np.flatnonzero(slots) - self._in_ptr[slot_op]
+            in_name[in_ptr[new_index[slot_op]] + offset_in_op] = self._in_name[slots]
+            for index, names in rewired.items():
+                start = int(in_ptr[new_index[index]])
+                in_name[start : start + len(names)] = self._table.ids_of(list(names))
+            out_name = self._out_name[np.repeat(keep, out_counts)]
+            return SSAView(net, self._table, in_ptr, in_name, _offsets(out_counts[keep]), out_name)
+
+    def with_externals(self, net: Net) -> SSAView:
+        """The view of ``net``, which differs from this view's net only in its external
+        inputs or outputs."""
+        with paused_gc():
+            return SSAView(
+                net, self._table, self._in_ptr, self._in_name, self._out_ptr, self._out_name
+            )
+
+    # -- keys ------------------------------------------------------------------------------------
+
+    def _list(self, name: str, array: np.ndarray) -> list[int]:
+        found = self._lists.get(name)
+        if found is None:
+            found = self._lists[name] = array.tolist()
+        return found
+
+    @property
+    def num_keys(self) -> int:
+        """Keys are ``range(num_keys)``: each name's versions, from 0 to its final one."""
+        return int(self._first_key[-1])
+
+    @property
+    def in_keys(self) -> list[int]:
+        """Keys of every op's versioned inputs, op after op (slice with ``in_ptr``)."""
+        return self._list("in_keys", self._in_vid)
+
+    @property
+    def in_ptr(self) -> list[int]:
+        """Op ``i``'s inputs are ``in_keys[in_ptr[i]:in_ptr[i + 1]]``."""
+        return self._list("in_ptr", self._in_ptr)
+
+    @property
+    def out_keys(self) -> list[int]:
+        """Keys of every op's versioned outputs, op after op (slice with ``out_ptr``)."""
+        return self._list("out_keys", self._out_vid)
+
+    @property
+    def out_ptr(self) -> list[int]:
+        """Op ``i``'s outputs are ``out_keys[out_ptr[i]:out_ptr[i + 1]]``."""
+        return self._list("out_ptr", self._out_ptr)
+
+    def key(self, blob: VersionedBlob) -> int | None:
+        """The key of ``blob``; ``None`` when no op of the net uses the name, or the version is
+        beyond the name's final one."""
+        name_id = self._table.ids.get(blob[0])
+        if name_id is None or name_id >= len(self._write_counts):
+            return None
+        if not 0 <= blob[1] <= self._write_counts[name_id]:
+            return None
+        return int(self._first_key[name_id]) + blob[1]
+
+    def blob(self, key: int) -> VersionedBlob:
+        """The versioned blob of ``key``."""
+        return (self.name_of(key), self.version_of(key))
+
+    def _name_id(self, key: int) -> int:
+        if self._key_name is None:
+            ids = np.arange(len(self._write_counts), dtype=np.int64)
+            self._key_name = np.repeat(ids, self._write_counts + 1).tolist()
+        return self._key_name[key]
+
+    def name_of(self, key: int) -> str:
+        """The blob name of ``key``."""
+        return self._table.names[self._name_id(key)]
+
+    def version_of(self, key: int) -> int:
+        """The version of ``key``."""
+        return key - self._list("first_key", self._first_key)[self._name_id(key)]
+
+    def input_keys(self, index: int) -> list[int]:
+        """Keys of op ``index``'s versioned inputs, in order."""
+        in_ptr = self.in_ptr
+        return self.in_keys[in_ptr[index] : in_ptr[index + 1]]
+
+    def output_keys(self, index: int) -> list[int]:
+        """Keys of op ``index``'s versioned outputs, in order."""
+        out_ptr = self.out_ptr
+        return self.out_keys[out_ptr[index] : out_ptr[index + 1]]
+
+    def producer_of(self, key: int) -> int | None:
+        """Index of the op writing ``key``'s blob; ``None`` for a version no op writes."""
+        producer = self._list("producer", self._producer)[key]
+        return None if producer < 0 else producer
+
+    def readers(self, key: int) -> list[tuple[int, int]]:
+        """``(op index, input position)`` of every read of ``key``, in op and position order."""
+        if self._readers is None:
+            order = np.argsort(self._in_vid, kind="stable")
+            bounds = np.searchsorted(self._in_vid[order], np.arange(self.num_keys + 1))
+            self._readers = (bounds.tolist(), order.tolist(), self._in_op.tolist())
+        starts, slots, slot_op = self._readers
+        in_ptr = self.in_ptr
+        return [
+            (slot_op[slot], slot - in_ptr[slot_op[slot]])
+            for slot in slots[starts[key] : starts[key + 1]]
+        ]
+
+    def next_write(self, key: int) -> int | None:
+        """Index of the first op writing ``key``'s name at a later version, or ``None``.
+
+        An op reading ``key``'s blob sees the same value as the blob's first reader iff its
+        index is at most this (an op reads before it writes).
+        """
+        if self._writes is None:
+            written = np.zeros(self.num_keys, dtype=bool)
+            written[self._out_vid] = True
+            self._writes = np.flatnonzero(written).tolist()
+        written_keys = self._writes
+        position = bisect_right(written_keys, key)
+        if position < len(written_keys):
+            following = written_keys[position]
+            if self._name_id(following) == self._name_id(key):
+                return self.producer_of(following)
+        return None
+
+    def last_write_keys(self, names: Iterable[str]) -> list[int]:
+        """Keys of the last write of each of ``names`` that some op writes (vectorised: for the
+        thousands of params a net declares), in op order."""
+        known = filter(partial(operator.is_not, None), map(self._table.ids.get, names))
+        wanted = np.zeros(len(self._write_counts), dtype=bool)
+        ids = np.fromiter(known, np.int64)
+        wanted[ids[ids < len(wanted)]] = True
+        last = (self._write_counts[self._out_name] == self._out_version) & wanted[self._out_name]
+        return list(dict.fromkeys(self._out_vid[last].tolist()))
+
+    def final_version(self, name: str) -> int:
+        """The version of ``name`` at the end of the net (0 when no op writes it)."""
+        name_id = self._table.ids.get(name)
+        if name_id is None or name_id >= len(self._write_counts):
+            return 0
+        return int(self._write_counts[name_id])
+
+    def is_read(self, name: str) -> bool:
+        """Whether some op reads ``name`` (at any version)."""
+        name_id = self._table.ids.get(name)
+        return name_id is not None and bool(np.any(self._in_name == name_id))
+
+    def undefined_reads(self, *defined: Iterable[str]) -> list[tuple[int, str]]:
+        """``(op index, name)`` of every read at version 0 ("used before defined", in Caffe2's
+        words) of a name in none of ``defined``, in op and input order."""
+        unwritten = self._in_version == 0
+        names = self._table.names
+        read = np.zeros(len(names), dtype=bool)
+        read[self._in_name[unwritten]] = True
+        undefined = set(map(names.__getitem__, np.flatnonzero(read).tolist())).difference(*defined)
+        if not undefined:
+            return []
+        bad = np.zeros(len(names), dtype=bool)
+        bad[[self._table.ids[name] for name in undefined]] = True
+        slots = np.flatnonzero(unwritten & bad[self._in_name])
+        read_names = map(names.__getitem__, self._in_name[slots].tolist())
+        return list(zip(self._in_op[slots].tolist(), read_names, strict=True))
+
+    # -- Caffe2's data ---------------------------------------------------------------------------
+
+    @property
+    def ssa(self) -> list[OpSSA]:
+        """``get_ssa(net)[0]`` of the net at this view's revision."""
+        if self._ssa is None:
+            with paused_gc():
+                in_blobs = list(
+                    zip(
+                        chain.from_iterable(map(_INPUTS, self._ops)),
+                        self._in_version.tolist(),
+                        strict=True,
+                    )
+                )
+                out_blobs = list(
+                    zip(
+                        chain.from_iterable(map(_OUTPUTS, self._ops)),
+                        self._out_version.tolist(),
+                        strict=True,
+                    )
+                )
+                in_ptr, out_ptr = self.in_ptr, self.out_ptr
+                self._ssa = [
+                    (in_blobs[in_ptr[i] : in_ptr[i + 1]], out_blobs[out_ptr[i] : out_ptr[i + 1]])
+                    for i in range(len(self._ops))
+                ]
+        return self._ssa
+
+    @property
+    def versions(self) -> dict[str, int]:
+        """``get_ssa(net)[1]``: the final version of every blob, in Caffe2's insertion order."""
+        if self._versions is None:
+            outs = chain.from_iterable(map(_OUTPUTS, self._ops))
+            if self._external_in:
+                seen = chain(self._external_in, outs)
+            else:  # implicit inputs: a read before any write declares the blob
+                reads_then_writes = map(
+                    operator.add, map(_INPUTS, self._ops), map(_OUTPUTS, self._ops)
+                )
+                seen = chain.from_iterable(reads_then_writes)
+            versions = dict.fromkeys(seen, 0)
+            versions.update(
+                zip(
+                    chain.from_iterable(map(_OUTPUTS, self._ops)),
+                    self._out_version.tolist(),
+                    strict=True,
+                )
+            )
+            self._versions = versions
+        return self._versions
+
+    @property
+    def external_inputs(self) -> list[VersionedBlob]:
+        """The net's external inputs at version 0."""
+        return [(name, 0) for name in self._external_in]
+
+    @property
+    def external_outputs(self) -> list[VersionedBlob]:
+        """The net's external outputs at their final version."""
+        return [(name, self.final_version(name)) for name in self._external_out]
+
+    @property
+    def producers(self) -> dict[VersionedBlob, tuple[int, int]]:
+        """``{versioned blob: (op index, output position)}``."""
+        if self._producers is None:
+            self._producers = get_producer_map(self.ssa)
+        return self._producers
+
+    @property
+    def consumers(self) -> dict[VersionedBlob, list[tuple[int, int]]]:
+        """``{versioned blob: [(op index, input position), ...]}`` (a plain dict)."""
+        if self._consumers is None:
+            self._consumers = dict(get_consumer_map(self.ssa))
+        return self._consumers
+
+    def producer(self, blob: VersionedBlob) -> int | None:
+        """Index of the op writing ``blob``, or ``None`` (external input, undeclared, v0)."""
+        key = self.key(blob)
+        return None if key is None else self.producer_of(key)
+
+    def consumer_ops(self, blob: VersionedBlob) -> list[int]:
+        """Indices of the ops reading ``blob``, in op order, each once."""
+        key = self.key(blob)
+        if key is None:
+            return []
+        return list(dict.fromkeys(index for index, _ in self.readers(key)))
+
+    def inputs_of(self, index: int) -> list[VersionedBlob]:
+        """Versioned inputs of op ``index``."""
+        return [self.blob(key) for key in self.input_keys(index)]
+
+    def outputs_of(self, index: int) -> list[VersionedBlob]:
+        """Versioned outputs of op ``index``."""
+        return [self.blob(key) for key in self.output_keys(index)]
+
+    def latest(self, name: str) -> VersionedBlob:
+        """The version of ``name`` visible at the end of the net."""
+        return (name, self.final_version(name))

@@ -1,0 +1,136 @@
+"""SSAView: its integer-key API agrees with Caffe2's SSA, and views derived from an edit agree
+with views built from scratch."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from graphtools.graph import next_write_index
+from graphtools.ir import Net, Op
+from graphtools.ssa import get_consumer_map, get_producer_map, get_ssa
+from graphtools.ssa_view import SSAView
+
+MonkeyPatch = pytest.MonkeyPatch
+
+NAMES = ["a", "b", "c", "d", "e"]
+
+
+@st.composite
+def random_nets(draw: st.DrawFn) -> Net:
+    ops = []
+    for _ in range(draw(st.integers(0, 10))):
+        inputs = draw(st.lists(st.sampled_from(NAMES), max_size=3))
+        if inputs and draw(st.booleans()):
+            outputs = [inputs[0]]  # in place
+        else:
+            outputs = draw(st.lists(st.sampled_from(NAMES), max_size=3))
+        ops.append(Op("Op", inputs, outputs))
+    external = draw(st.lists(st.sampled_from(NAMES), max_size=3, unique=True))
+    return Net(ops, external, draw(st.lists(st.sampled_from(NAMES), max_size=2)))
+
+
+def assert_view_is_caffe2s(view: SSAView, net: Net) -> None:
+    """Every part of ``view`` says what ``get_ssa`` and the detectron2 maps say of ``net``."""
+    ssa, versions = get_ssa(net.to_netdef())
+    assert view.ssa == ssa
+    assert view.versions == versions
+    assert list(view.versions) == list(versions)  # Caffe2's insertion order, for export_pair
+    assert view.external_outputs == [(n, versions.get(n, 0)) for n in net.external_outputs]
+    assert view.external_inputs == [(n, 0) for n in net.external_inputs]
+    assert view.producers == get_producer_map(ssa)
+    assert view.consumers == dict(get_consumer_map(ssa))
+    following = next_write_index(ssa)
+    blobs = {blob for ins, outs in ssa for blob in (*ins, *outs)}
+    keys = {view.key(blob) for blob in blobs}
+    assert len(keys) == len(blobs) and all(0 <= key < view.num_keys for key in keys)  # type: ignore[operator]
+    for index, (ins, outs) in enumerate(ssa):
+        assert [view.blob(key) for key in view.input_keys(index)] == ins
+        assert [view.blob(key) for key in view.output_keys(index)] == outs
+        assert view.inputs_of(index) == ins and view.outputs_of(index) == outs
+    for blob in blobs:
+        key = view.key(blob)
+        assert key is not None and view.blob(key) == blob
+        assert view.name_of(key) == blob[0] and view.version_of(key) == blob[1]
+        assert view.readers(key) == view.consumers.get(blob, [])
+        producer = view.producers.get(blob)
+        assert view.producer_of(key) == (None if producer is None else producer[0])
+        assert view.next_write(key) == following.get(blob)
+    assert view.key(("never-used", 0)) is None
+    for name in NAMES:
+        assert view.latest(name) == (name, versions.get(name, 0))
+
+
+@settings(max_examples=150, deadline=None)
+@given(random_nets())
+def test_built_view_is_caffe2s_ssa(net: Net) -> None:
+    assert_view_is_caffe2s(net.ssa(), net)
+
+
+@settings(max_examples=200, deadline=None)
+@given(random_nets(), st.data())
+def test_view_derived_from_an_edit_is_the_rebuilt_view(net: Net, data: st.DataObject) -> None:
+    before = net.ssa()
+    indices = range(len(net))
+    removed = data.draw(st.sets(st.sampled_from(indices)) if len(net) else st.just(set()))
+    rewired = data.draw(
+        st.dictionaries(
+            st.sampled_from(indices),
+            st.lists(st.sampled_from([*NAMES, "fresh"]), max_size=3),
+            max_size=3,
+        )
+        if len(net)
+        else st.just({})
+    )
+    net.edit_ops(removed, rewired)
+    derived = net.ssa()
+    assert derived is not before or (not removed and not rewired)
+    assert_view_is_caffe2s(derived, net)
+    # The old view is a snapshot: the edit did not change it.
+    assert before.revision < net.revision or (not removed and not rewired)
+
+
+@settings(max_examples=100, deadline=None)
+@given(random_nets(), st.data())
+def test_views_derived_through_removals_and_interface_edits(net: Net, data: st.DataObject) -> None:
+    net.ssa()
+    if len(net):
+        net.remove_ops(data.draw(st.sets(st.sampled_from(range(len(net))), max_size=3)))
+    net.ssa()
+    net.set_external_inputs(data.draw(st.lists(st.sampled_from(NAMES), unique=True, max_size=3)))
+    net.ssa()
+    net.set_external_outputs(data.draw(st.lists(st.sampled_from([*NAMES, "new"]), max_size=2)))
+    assert_view_is_caffe2s(net.ssa(), net)
+
+
+def test_an_edit_derives_the_next_view_instead_of_rebuilding(monkeypatch: MonkeyPatch) -> None:
+    net = Net(
+        [Op("Relu", ["x"], ["y"]), Op("Sigmoid", ["y"], ["dead"]), Op("Tanh", ["y"], ["z"])],
+        ["x"],
+        ["z"],
+    )
+    old = net.ssa()
+    monkeypatch.setattr(SSAView, "build", classmethod(lambda cls, n: pytest_fail()))
+    net.remove_ops([1])
+    net.ssa()
+    net.edit_ops((), {1: ["x"]})
+    view = net.ssa()
+    assert view is not old
+    assert view.ssa == [([("x", 0)], [("y", 1)]), ([("x", 0)], [("z", 1)])]
+    assert old.ssa[1] == ([("y", 1)], [("dead", 1)])  # the old view is a snapshot
+
+
+def pytest_fail() -> SSAView:
+    raise AssertionError("the view was rebuilt from scratch")
+
+
+def test_a_view_is_built_again_after_an_unhooked_edit_or_two_edits() -> None:
+    net = Net([Op("Relu", ["x"], ["y"])], ["x"], ["y"])
+    net.ssa()
+    net.append_op(Op("Relu", ["y"], ["y"]))
+    assert net.ssa().ssa == [([("x", 0)], [("y", 1)]), ([("y", 1)], [("y", 2)])]
+    # Two edits in a row: only the first has a current view to derive from.
+    net.remove_ops([0])
+    net.edit_ops((), {0: ["x"]})
+    assert net.ssa().ssa == [([("x", 0)], [("y", 1)])]
