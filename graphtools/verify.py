@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter
 
 from graphtools._gc import paused_gc
 from graphtools.ir import Model, Net
@@ -37,6 +39,9 @@ __all__ = ["MISSING_OUTPUT", "UNDEFINED_BLOB", "Finding", "verify"]
 
 UNDEFINED_BLOB = "undefined-blob"
 MISSING_OUTPUT = "missing-output"
+
+_INPUTS = attrgetter("inputs")
+_OUTPUTS = attrgetter("outputs")
 
 
 @dataclass(frozen=True)
@@ -108,9 +113,15 @@ def verify(model: Model | Net) -> list[Finding]:
         ("verify", "predict_net"), lambda net: []
     )
     if not memo or memo[0][0][0] is not init or memo[0][0][1] != init_state[1]:
-        memo[:] = [(init_state, _report(model.predict_net, "predict_net", init_outputs)[0])]
+        memo[:] = [(init_state, _predict_report(model.predict_net, init_outputs))]
     findings += memo[0][1]
     return findings
+
+
+def _predict_report(net: Net, init_outputs: set[str]) -> list[Finding]:
+    if net.ssa_is_cheap() and not net.nested_op_indices():
+        return _findings_from_view(net, "predict_net", init_outputs)
+    return _report(net, "predict_net", init_outputs)[0]
 
 
 def _init_report(net: Net) -> tuple[list[Finding], set[str]]:
@@ -125,6 +136,25 @@ def _report(net: Net, path: str, outer_defined: set[str]) -> tuple[list[Finding]
     else:
         written = _check_flat_net(net, path, outer_defined, findings)
     return findings, written
+
+
+def _findings_from_view(net: Net, path: str, outer_defined: set[str]) -> list[Finding]:
+    """The findings of a flat net from its SSA view: what ``_check_flat_net`` finds, without
+    walking the ops (a pass manager has the view of every revision at hand)."""
+    view = net.ssa()
+    init_note = " nor an init_net output" if outer_defined else ""
+    external_inputs = set(net.external_inputs)
+    findings = []
+    if external_inputs:
+        for index, name in view.undefined_reads(external_inputs, outer_defined):
+            findings.append(_undefined(path, index, net[index].type, name, init_note))
+    for name in net.external_outputs:
+        if view.final_version(name) or name in external_inputs or name in outer_defined:
+            continue
+        if not external_inputs and view.is_read(name):
+            continue  # read, so implicitly declared
+        findings.append(_missing(path, name, init_note))
+    return findings
 
 
 def _undefined(path: str, index: int, op_type: str, name: str, init_note: str) -> Finding:
@@ -154,27 +184,53 @@ def _missing(path: str, name: str, init_note: str) -> Finding:
 def _check_flat_net(
     net: Net, path: str, outer_defined: set[str], findings: list[Finding]
 ) -> set[str]:
-    """``_check_net`` for a top-level net without nested nets: one walk with plain sets.
+    """``_check_net`` for a top-level net without nested nets: the same findings, cheaper.
 
-    Cheaper than building the SSA view (which an init_net, say, may never need otherwise).
+    Cheaper than building the SSA view (which an init_net, say, may never need otherwise), and
+    than a plain walk: a net declaring no inputs needs only the set of blobs it writes, built in
+    one C-level pass; a net declaring them is walked once, with reads checked against the blobs
+    written so far and the init_net's outputs, and the few reads left over checked against the
+    external inputs afterwards (building the union of those two sets, each about as large as the
+    net in exported models, costs as much as the walk).
     """
-    defined = set(net.external_inputs) | outer_defined
     init_note = " nor an init_net output" if outer_defined else ""
+    external_inputs = net.external_inputs
+    if not external_inputs:
+        return _check_implicit_net(net, path, outer_defined, init_note, findings)
+    check_later = bool(outer_defined)
+    known = outer_defined if check_later else set(external_inputs)
     written: set[str] = set()
-    read: set[str] = set()  # only for nets declaring no inputs: a read declares the blob
-    check_inputs = bool(net.external_inputs)
+    suspects: list[tuple[int, str, str]] = []
     with paused_gc():
         for index, op in enumerate(net):
-            if check_inputs:
-                for name in op.inputs:
-                    if name not in written and name not in defined:
-                        findings.append(_undefined(path, index, op.type, name, init_note))
-            else:
-                read.update(op.inputs)
+            for name in op.inputs:
+                if name not in written and name not in known:
+                    suspects.append((index, op.type, name))
             written.update(op.outputs)
-    for name in net.external_outputs:
-        if name not in written and name not in defined and name not in read:
-            findings.append(_missing(path, name, init_note))
+    unproduced = [n for n in net.external_outputs if n not in written and n not in known]
+    if check_later and (suspects or unproduced):
+        leftover = {name for _, _, name in suspects}.union(unproduced)
+        declared = leftover.intersection(external_inputs)
+        suspects = [suspect for suspect in suspects if suspect[2] not in declared]
+        unproduced = [name for name in unproduced if name not in declared]
+    findings += [_undefined(path, i, op_type, name, init_note) for i, op_type, name in suspects]
+    findings += [_missing(path, name, init_note) for name in unproduced]
+    return written
+
+
+def _check_implicit_net(
+    net: Net, path: str, outer_defined: set[str], init_note: str, findings: list[Finding]
+) -> set[str]:
+    """``_check_flat_net`` for a net declaring no inputs: only outputs can be missing.
+
+    Every blob it reads counts as declared, so an external output is missing only if no op
+    writes or reads it; the reads are scanned only for the outputs nothing writes.
+    """
+    written = set(chain.from_iterable(map(_OUTPUTS, net)))
+    unproduced = [n for n in net.external_outputs if n not in written and n not in outer_defined]
+    if unproduced:
+        read = set(unproduced).intersection(chain.from_iterable(map(_INPUTS, net)))
+        findings += [_missing(path, name, init_note) for name in unproduced if name not in read]
     return written
 
 
