@@ -56,10 +56,14 @@ class Pass:
         name: the pipeline name (kebab-case), unique in the registry.
         changes_interface: whether the pass may change the names of predict_net's external
             inputs and outputs (the manager's interface guard refuses it otherwise).
+        idempotent: whether a second run right after a run never changes anything (one run
+            reaches the pass's fixpoint); the manager then skips the pass while the model is
+            unchanged since its last run, and records it as skipped.
     """
 
     name: ClassVar[str] = ""
     changes_interface: ClassVar[bool] = False
+    idempotent: ClassVar[bool] = False
 
     def call(self, model: Model) -> PassResult:
         """Rewrite ``model`` in place and say what changed."""
@@ -354,7 +358,9 @@ class PassRecord:
         seconds: wall time of ``call``.
         ops_before / ops_after: top-level ops of predict_net plus init_net around the pass.
         modified: the pass's own (checked) ``modified`` flag.
-        stats: the pass's stats.
+        stats: the pass's stats (empty when skipped).
+        skipped: the pass is ``idempotent`` and the model had not changed since its last run,
+            so it was not run.
     """
 
     name: str
@@ -364,6 +370,7 @@ class PassRecord:
     ops_after: int
     modified: bool
     stats: dict[str, Any]
+    skipped: bool = False
 
 
 def _op_count(model: Model) -> int:
@@ -436,11 +443,17 @@ class PassManager:
     def _run(self, model: Model) -> list[PassRecord]:
         records: list[PassRecord] = []
         findings = {_finding_key(f) for f in verify(model)}
+        ran_at: dict[int, tuple[int, int, int, int]] = {}  # pipeline position -> model.revision
         for round_ in range(1, self.steps + 1):
             changed = False
-            for item in self.passes:
+            for position, item in enumerate(self.passes):
+                if item.idempotent and ran_at.get(position) == model.revision:
+                    ops = _op_count(model)
+                    records.append(PassRecord(item.name, round_, 0.0, ops, ops, False, {}, True))
+                    continue
                 record, findings = self._run_one(item, model, round_, records, findings)
                 records.append(record)
+                ran_at[position] = model.revision
                 changed = changed or record.modified
             if not changed:
                 return records

@@ -154,6 +154,34 @@ def test_a_round_with_any_modification_runs_again() -> None:
     ]
 
 
+@dataclass(frozen=True)
+class IdempotentPeel(PeelOne):
+    """``PeelOne`` claiming, wrongly, to be idempotent: shows when the manager skips it."""
+
+    idempotent: ClassVar[bool] = True
+
+
+def test_an_idempotent_pass_is_skipped_while_the_model_is_unchanged_since_it_ran() -> None:
+    model = _model()
+    records = PassManager([IdempotentPeel()])(model)
+    # Round 2 would peel again, but the pass claims one run reaches its fixpoint.
+    assert [(r.round, r.modified, r.skipped, r.stats) for r in records] == [
+        (1, True, False, {"peeled": 1}),
+        (2, False, True, {}),
+    ]
+    assert records[1].ops_before == records[1].ops_after == 4
+
+
+def test_an_idempotent_pass_runs_again_after_another_pass_changed_the_model() -> None:
+    records = PassManager([IdempotentPeel(), PeelOne()])(_model())
+    assert [(r.round, r.modified, r.skipped) for r in records] == [
+        (1, True, False),
+        (1, True, False),
+        (2, False, False),  # the second pass changed the model since: runs again
+        (2, False, False),
+    ]
+
+
 def test_steps_limits_the_rounds() -> None:
     model = _model()
     records = PassManager([PeelOne()], steps=1)(model)
