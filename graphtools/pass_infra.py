@@ -391,9 +391,14 @@ class PassManager:
 
     After each pass it checks that ``modified`` agrees with ``model.revision``, that the
     predict_net's external input and output names did not change (unless the pass class sets
-    ``changes_interface``), runs the pass's ``ensures``, and runs ``verify``, refusing any new
-    finding. ``requires`` runs before the pass. Any failure restores the model exactly as it
-    was before that pass and raises ``PassError`` naming the pass and those before it.
+    ``changes_interface``), and runs the pass's ``ensures``; ``requires`` runs before the pass.
+    ``verify``, the costly check, runs once at the end of each round that changed the model,
+    refusing any new finding. Any failure restores the model exactly as it was before the pass
+    at fault and raises ``PassError`` naming it and the passes before it: a failing round is
+    replayed from its start with ``verify`` after every pass, so that a finding is pinned on
+    the pass that made it (passes must therefore be deterministic; the replay runs the round's
+    earlier passes again). An ``idempotent`` pass is skipped while the model is unchanged
+    since its last run.
 
     Example::
 
@@ -445,22 +450,116 @@ class PassManager:
         findings = {_finding_key(f) for f in verify(model)}
         ran_at: dict[int, tuple[int, int, int, int]] = {}  # pipeline position -> model.revision
         for round_ in range(1, self.steps + 1):
-            changed = False
-            for position, item in enumerate(self.passes):
-                if item.idempotent and ran_at.get(position) == model.revision:
-                    ops = _op_count(model)
-                    records.append(PassRecord(item.name, round_, 0.0, ops, ops, False, {}, True))
-                    continue
-                record, findings = self._run_one(item, model, round_, records, findings)
-                records.append(record)
-                ran_at[position] = model.revision
-                changed = changed or record.modified
+            state = model.snapshot()
+            records_before, ran_before = len(records), dict(ran_at)
+            try:
+                changed, findings_after = self._fast_round(model, round_, records, ran_at, findings)
+            except _RoundFailed:
+                # Replay the round checking after every pass, to roll back to just before the
+                # pass at fault and name it (raises PassError); if the replay succeeds (a pass
+                # that behaves differently when run again), its checked result stands.
+                model.restore(state)
+                del records[records_before:]
+                ran_at = ran_before
+                changed, findings_after = self._strict_round(
+                    model, round_, records, ran_at, findings
+                )
+            findings = findings_after
             if not changed:
                 return records
         logger.info(
             "pipeline %s stopped after %d rounds without reaching a fixpoint", self, self.steps
         )
         return records
+
+    def _skipped(
+        self, item: Pass, position: int, model: Model, round_: int, ran_at: dict[int, Any]
+    ) -> PassRecord | None:
+        """The record of an idempotent pass the model has not changed since, else ``None``."""
+        if not (item.idempotent and ran_at.get(position) == model.revision):
+            return None
+        ops = _op_count(model)
+        return PassRecord(item.name, round_, 0.0, ops, ops, False, {}, True)
+
+    def _fast_round(
+        self,
+        model: Model,
+        round_: int,
+        records: list[PassRecord],
+        ran_at: dict[int, tuple[int, int, int, int]],
+        findings: set[tuple[str, str, str]],
+    ) -> tuple[bool, set[tuple[str, str, str]]]:
+        """One round with each pass's own promises checked after it and ``verify`` run once at
+        the end (it is the costly check); raises ``_RoundFailed`` on any failure."""
+        changed = False
+        for position, item in enumerate(self.passes):
+            skipped = self._skipped(item, position, model, round_, ran_at)
+            if skipped is not None:
+                records.append(skipped)
+                continue
+            state = model.snapshot()
+            try:
+                record, _ = self._call_checked(item, model, round_)
+            except BaseException as exc:
+                if not isinstance(exc, Exception):
+                    model.restore(state)  # an interrupt leaves the model as before the pass
+                    raise
+                raise _RoundFailed from exc
+            if record is None:
+                raise _RoundFailed
+            records.append(record)
+            ran_at[position] = model.revision
+            changed = changed or record.modified
+        if not changed:
+            return False, findings
+        after = verify(model)
+        if _check_findings(after, findings) is not None:
+            raise _RoundFailed
+        return True, {_finding_key(f) for f in after}
+
+    def _strict_round(
+        self,
+        model: Model,
+        round_: int,
+        records: list[PassRecord],
+        ran_at: dict[int, tuple[int, int, int, int]],
+        findings: set[tuple[str, str, str]],
+    ) -> tuple[bool, set[tuple[str, str, str]]]:
+        """One round checking everything, ``verify`` included, after every pass."""
+        changed = False
+        for position, item in enumerate(self.passes):
+            skipped = self._skipped(item, position, model, round_, ran_at)
+            if skipped is not None:
+                records.append(skipped)
+                continue
+            record, findings = self._run_one(item, model, round_, records, findings)
+            records.append(record)
+            ran_at[position] = model.revision
+            changed = changed or record.modified
+        return changed, findings
+
+    def _call_checked(
+        self, item: Pass, model: Model, round_: int
+    ) -> tuple[PassRecord | None, tuple[str, str] | None]:
+        """Run one pass with its ``requires``/``ensures`` and the manager's checks of its
+        result (not ``verify``); returns its record, or ``None`` and the failed check."""
+        revision = model.revision
+        interface = _interface(model)
+        ops_before = _op_count(model)
+        item.requires(model)
+        start = time.perf_counter()
+        result = item.call(model)
+        seconds = time.perf_counter() - start
+        failure = _check_result(item, model, result, revision, interface)
+        if failure is not None:
+            return None, failure
+        item.ensures(model)
+        if result.modified:
+            logger.info("%s: %s", item.name, result.stats)
+        record = PassRecord(
+            item.name, round_, seconds, ops_before, _op_count(model), result.modified, result.stats
+        )
+        return record, failure
 
     def _run_one(
         self,
@@ -472,17 +571,11 @@ class PassManager:
     ) -> tuple[PassRecord, set[tuple[str, str, str]]]:
         previous = [record.name for record in records]
         state = model.snapshot()
-        revision = model.revision
-        interface = _interface(model)
-        ops_before = _op_count(model)
+        after: list[Finding] = []
+        record: PassRecord | None = None
         try:
-            item.requires(model)
-            start = time.perf_counter()
-            result = item.call(model)
-            seconds = time.perf_counter() - start
-            failure = _check_result(item, model, result, revision, interface)
+            record, failure = self._call_checked(item, model, round_)
             if failure is None:
-                item.ensures(model)
                 after = verify(model)
                 failure = _check_findings(after, findings)
         except BaseException as exc:
@@ -495,7 +588,8 @@ class PassManager:
             error = PassError(item.name, previous, reason)
             error.add_note(f"in round {round_} of pipeline {self}; the model was rolled back")
             raise error from exc
-        if failure is not None:
+        if record is None or failure is not None:
+            assert failure is not None  # _call_checked gives a record or a failure
             model.restore(state)
             reason, details = failure
             error = PassError(item.name, previous, reason)
@@ -503,12 +597,11 @@ class PassManager:
             if details:
                 error.add_note(details)
             raise error
-        if result.modified:
-            logger.info("%s: %s", item.name, result.stats)
-        record = PassRecord(
-            item.name, round_, seconds, ops_before, _op_count(model), result.modified, result.stats
-        )
         return record, {_finding_key(f) for f in after}
+
+
+class _RoundFailed(Exception):
+    """A check failed during a fast round: the manager replays the round strictly."""
 
 
 def _interface(model: Model) -> tuple[tuple[str, ...], tuple[str, ...]]:

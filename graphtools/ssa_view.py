@@ -27,7 +27,6 @@ Two levels of access:
 from __future__ import annotations
 
 import operator
-from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
@@ -109,7 +108,6 @@ class SSAView:
         "_in_ptr",
         "_in_version",
         "_in_vid",
-        "_key_name",
         "_lists",
         "_ops",
         "_out_name",
@@ -124,7 +122,6 @@ class SSAView:
         "_table",
         "_versions",
         "_write_counts",
-        "_writes",
         "net",
         "revision",
     )
@@ -171,9 +168,7 @@ class SSAView:
         self._producer = np.full(int(self._first_key[-1]), -1, dtype=np.int64)
         self._producer[self._out_vid] = out_op
         self._lists: dict[str, list[int]] = {}
-        self._key_name: list[int] | None = None
-        self._readers: tuple[list[int], list[int], list[int]] | None = None
-        self._writes: list[int] | None = None
+        self._readers: tuple[np.ndarray, np.ndarray] | None = None
         self._ssa: list[OpSSA] | None = None
         self._versions: dict[str, int] | None = None
         self._producers: dict[VersionedBlob, tuple[int, int]] | None = None
@@ -279,13 +274,11 @@ class SSAView:
 
     def blob(self, key: int) -> VersionedBlob:
         """The versioned blob of ``key``."""
-        return (self.name_of(key), self.version_of(key))
+        name_id = self._name_id(key)
+        return (self._table.names[name_id], key - int(self._first_key[name_id]))
 
     def _name_id(self, key: int) -> int:
-        if self._key_name is None:
-            ids = np.arange(len(self._write_counts), dtype=np.int64)
-            self._key_name = np.repeat(ids, self._write_counts + 1).tolist()
-        return self._key_name[key]
+        return int(np.searchsorted(self._first_key, key, "right")) - 1
 
     def name_of(self, key: int) -> str:
         """The blob name of ``key``."""
@@ -293,35 +286,36 @@ class SSAView:
 
     def version_of(self, key: int) -> int:
         """The version of ``key``."""
-        return key - self._list("first_key", self._first_key)[self._name_id(key)]
+        return key - int(self._first_key[self._name_id(key)])
+
+    # Lookups of single ops and keys index the numpy columns: converting a column of millions
+    # to a Python list costs more than the few thousand lookups a pass makes.
 
     def input_keys(self, index: int) -> list[int]:
         """Keys of op ``index``'s versioned inputs, in order."""
-        in_ptr = self.in_ptr
-        return self.in_keys[in_ptr[index] : in_ptr[index + 1]]
+        keys: list[int] = self._in_vid[self._in_ptr[index] : self._in_ptr[index + 1]].tolist()
+        return keys
 
     def output_keys(self, index: int) -> list[int]:
         """Keys of op ``index``'s versioned outputs, in order."""
-        out_ptr = self.out_ptr
-        return self.out_keys[out_ptr[index] : out_ptr[index + 1]]
+        keys: list[int] = self._out_vid[self._out_ptr[index] : self._out_ptr[index + 1]].tolist()
+        return keys
 
     def producer_of(self, key: int) -> int | None:
         """Index of the op writing ``key``'s blob; ``None`` for a version no op writes."""
-        producer = self._list("producer", self._producer)[key]
+        producer = int(self._producer[key])
         return None if producer < 0 else producer
 
     def readers(self, key: int) -> list[tuple[int, int]]:
         """``(op index, input position)`` of every read of ``key``, in op and position order."""
         if self._readers is None:
             order = np.argsort(self._in_vid, kind="stable")
-            bounds = np.searchsorted(self._in_vid[order], np.arange(self.num_keys + 1))
-            self._readers = (bounds.tolist(), order.tolist(), self._in_op.tolist())
-        starts, slots, slot_op = self._readers
-        in_ptr = self.in_ptr
-        return [
-            (slot_op[slot], slot - in_ptr[slot_op[slot]])
-            for slot in slots[starts[key] : starts[key + 1]]
-        ]
+            bounds = _offsets(np.bincount(self._in_vid, minlength=self.num_keys))
+            self._readers = (bounds, order)
+        bounds, order = self._readers
+        slots = order[bounds[key] : bounds[key + 1]]
+        ops = self._in_op[slots]
+        return list(zip(ops.tolist(), (slots - self._in_ptr[ops]).tolist(), strict=True))
 
     def next_write(self, key: int) -> int | None:
         """Index of the first op writing ``key``'s name at a later version, or ``None``.
@@ -329,16 +323,16 @@ class SSAView:
         An op reading ``key``'s blob sees the same value as the blob's first reader iff its
         index is at most this (an op reads before it writes).
         """
-        if self._writes is None:
-            written = np.zeros(self.num_keys, dtype=bool)
-            written[self._out_vid] = True
-            self._writes = np.flatnonzero(written).tolist()
-        written_keys = self._writes
-        position = bisect_right(written_keys, key)
-        if position < len(written_keys):
-            following = written_keys[position]
-            if self._name_id(following) == self._name_id(key):
-                return self.producer_of(following)
+        name_id = self._name_id(key)
+        final_key = int(self._first_key[name_id] + self._write_counts[name_id])
+        if key >= final_key:
+            return None
+        # The name's later versions are key + 1 .. final_key; the first one an op writes is the
+        # next write (an op listing the name twice skips a version, so it may not be key + 1).
+        for later in range(key + 1, final_key + 1):
+            producer = int(self._producer[later])
+            if producer >= 0:
+                return producer
         return None
 
     def last_write_keys(self, names: Iterable[str]) -> list[int]:

@@ -47,6 +47,7 @@ Example::
 
 from __future__ import annotations
 
+import itertools
 import logging
 import operator
 from collections.abc import Callable, Container
@@ -71,6 +72,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _TYPE = operator.attrgetter("type")
+_INPUTS = operator.attrgetter("inputs")
+_OUTPUTS = operator.attrgetter("outputs")
 
 
 @dataclass(frozen=True)
@@ -283,15 +286,20 @@ def _drop_init_outputs(init: Net, names: set[str]) -> int:
     One backward sweep by blob name (no SSA view: init nets are flat lists of fills, and a
     name-level rule is the conservative one when a param is written twice).
     """
-    read_by_kept: set[str] = set()
-    dropped: set[int] = set()
     ops = list(init)
-    for index in range(len(ops) - 1, -1, -1):
-        outputs = ops[index].outputs
-        if outputs and names.issuperset(outputs) and read_by_kept.isdisjoint(outputs):
-            dropped.add(index)
-        else:
-            read_by_kept.update(ops[index].inputs)
+    outputs = list(map(_OUTPUTS, ops))
+    if names.isdisjoint(itertools.chain.from_iterable(map(_INPUTS, ops))):
+        # No init op reads a dropped name (fill-only nets): no sweep needed.
+        dropped = {i for i, outs in enumerate(outputs) if outs and names.issuperset(outs)}
+    else:
+        read_by_kept: set[str] = set()
+        dropped = set()
+        for index in range(len(ops) - 1, -1, -1):
+            outs = outputs[index]
+            if outs and names.issuperset(outs) and read_by_kept.isdisjoint(outs):
+                dropped.add(index)
+            else:
+                read_by_kept.update(ops[index].inputs)
     init.remove_ops(dropped)
     if any(name in names for name in init.external_outputs):
         init.set_external_outputs(n for n in init.external_outputs if n not in names)
@@ -316,7 +324,7 @@ class RemoveReshapeForFC(Pass):
         init = model.init_net
         filled: set[str] = set()
         if init is not None:
-            filled = {name for op in init for name in op.outputs}
+            filled = set(itertools.chain.from_iterable(map(_OUTPUTS, init)))
         net = model.predict_net
         removal = find_reshape_removal(net, filled.__contains__)
         removal.apply(net)

@@ -267,6 +267,45 @@ def test_new_verify_finding_fails_and_is_named() -> None:
     assert any("new verify findings" in note for note in error.__notes__)
 
 
+def test_a_finding_made_mid_round_is_pinned_on_its_pass_and_rolled_back_to_before_it() -> None:
+    # verify runs once per round; a failing round is replayed pass by pass to find the culprit.
+    model = _model()
+    with pytest.raises(PassError) as info:
+        PassManager([PeelOne(), Scripted(undefine=True), PeelOne()])(model)
+    error = info.value
+    assert error.pass_name == "test-scripted"
+    assert error.previous == ["test-peel-one"]
+    assert "reads 'nowhere'" in str(error)
+    # The first pass's rewrite stands; the culprit's is undone.
+    assert [op.type for op in model.predict_net] == ["Relu", "Identity", "Sigmoid"]
+
+
+def test_a_pass_crashing_on_what_an_earlier_pass_broke_is_not_blamed() -> None:
+    @dataclass(frozen=True)
+    class CrashesOnUndefined(Pass):
+        name: ClassVar[str] = "test-crashes-on-undefined"
+
+        def call(self, model: Model) -> PassResult:
+            if any("nowhere" in op.inputs for op in model.predict_net):
+                raise RuntimeError("cannot handle an undefined input")
+            return PassResult(model, False)
+
+    error = _fails(PassManager([Scripted(undefine=True), CrashesOnUndefined()]), _model())
+    assert error.pass_name == "test-scripted"
+    assert "verify found a new problem" in str(error)
+
+
+def test_verify_runs_once_per_round_that_changed_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    import graphtools.pass_infra as pass_infra
+
+    calls = []
+    real_verify = pass_infra.verify
+    monkeypatch.setattr(pass_infra, "verify", lambda model: calls.append(1) or real_verify(model))
+    records = PassManager([PeelOne(), PeelOne(op_type="Nothing"), PeelOne()])(_model())
+    assert [r.round for r in records] == [1, 1, 1, 2, 2, 2]
+    assert len(calls) == 2  # the model as given, and after round 1; round 2 changed nothing
+
+
 def test_findings_present_before_the_pass_are_tolerated() -> None:
     model = _model()
     model.predict_net.replace_op(3, Op("Add", ["b", "undeclared"], ["y"]))

@@ -231,6 +231,26 @@ def test_pass_drops_params_from_the_init_net() -> None:
     assert shape(model.predict_net)[1] == ("x", "w", "b")
 
 
+def test_pass_keeps_an_init_fill_that_a_kept_init_op_reads() -> None:
+    # The init_net copies minus_one into a blob the predict_net does not use: its fill stays.
+    init = Net(
+        [
+            Op("GivenTensorInt64Fill", [], ["idx"]),
+            Op("GivenTensorInt64Fill", [], ["minus_one"]),
+            Op("Copy", ["minus_one"], ["kept_copy"]),
+            Op("GivenTensorFill", [], ["w"]),
+            Op("GivenTensorFill", [], ["b"]),
+        ],
+        [],
+        ["idx", "minus_one", "kept_copy", "w", "b"],
+    )
+    model = Model(Net.from_netdef(netdef(FLATTEN, INPUTS, ["y"])), init)
+    result = RemoveReshapeForFC().call(model)
+    assert result.stats["params_removed"] == 2 and result.stats["init_ops_removed"] == 1
+    assert [op.outputs for op in init] == [("minus_one",), ("kept_copy",), ("w",), ("b",)]
+    assert init.external_outputs == ("kept_copy", "w", "b")
+
+
 def test_pass_without_init_net_knows_no_params() -> None:
     model = Model(Net.from_netdef(netdef(FLATTEN, INPUTS, ["y"])))
     assert not RemoveReshapeForFC().call(model).modified
