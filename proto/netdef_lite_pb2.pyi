@@ -28,19 +28,19 @@ class NetDefWithRawOps(_message.Message):
     partition_info: _containers.RepeatedScalarFieldContainer[bytes]
     def __init__(self, name: _Optional[str] = ..., op: _Optional[_Iterable[bytes]] = ..., type: _Optional[str] = ..., num_workers: _Optional[int] = ..., device_option: _Optional[bytes] = ..., arg: _Optional[_Iterable[bytes]] = ..., external_input: _Optional[_Iterable[str]] = ..., external_output: _Optional[_Iterable[str]] = ..., partition_info: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
-class NetDefNestProbe(_message.Message):
+class NetDefMergedProbe(_message.Message):
     __slots__ = ("op",)
     OP_FIELD_NUMBER: _ClassVar[int]
-    op: _containers.RepeatedCompositeFieldContainer[OpNestProbe]
-    def __init__(self, op: _Optional[_Iterable[_Union[OpNestProbe, _Mapping]]] = ...) -> None: ...
+    op: OpMergedProbe
+    def __init__(self, op: _Optional[_Union[OpMergedProbe, _Mapping]] = ...) -> None: ...
 
-class OpNestProbe(_message.Message):
+class OpMergedProbe(_message.Message):
     __slots__ = ("arg", "control_input")
     ARG_FIELD_NUMBER: _ClassVar[int]
     CONTROL_INPUT_FIELD_NUMBER: _ClassVar[int]
-    arg: _containers.RepeatedCompositeFieldContainer[ArgNestProbe]
+    arg: ArgNestProbe
     control_input: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, arg: _Optional[_Iterable[_Union[ArgNestProbe, _Mapping]]] = ..., control_input: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    def __init__(self, arg: _Optional[_Union[ArgNestProbe, _Mapping]] = ..., control_input: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class ArgNestProbe(_message.Message):
     __slots__ = ("n", "nets")
