@@ -17,6 +17,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain, compress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -759,6 +760,12 @@ class Net:
         """Indices of the ops that hold nets in their arguments (computed once per revision)."""
         return self.cached("nested_op_indices", _nested_op_indices)
 
+    def written_names(self) -> frozenset[str]:
+        """Every blob name some top-level op writes (computed once per revision)."""
+        return self.cached(
+            "written_names", lambda net: frozenset(chain.from_iterable(map(_OUTPUTS, net._ops)))
+        )
+
     def control_op_indices(self) -> frozenset[int]:
         """Indices of the ops that list control inputs (computed once per revision)."""
         return self.cached("control_op_indices", _control_op_indices)
@@ -812,7 +819,7 @@ class Net:
         if not drop:
             return
         view = self._current_ssa()
-        self._ops = [op for i, op in enumerate(self._ops) if i not in drop]
+        self._ops = _without(self._ops, drop)
         self._bump()
         if view is not None:
             self._carry_ssa(lambda net: view.edited(net, drop, {}))
@@ -839,7 +846,7 @@ class Net:
         ops = self._ops
         if rewired:
             ops = [rewired.get(index, op) for index, op in enumerate(ops)]
-        self._ops = [op for index, op in enumerate(ops) if index not in drop] if drop else ops
+        self._ops = _without(ops, drop) if drop else ops
         self._bump()
         if view is not None:
             inputs = {index: op.inputs for index, op in rewired.items()}
@@ -917,6 +924,19 @@ class Net:
 
 
 _SSA_CARRY = "ssa-carry"
+_OUTPUTS = operator.attrgetter("outputs")
+
+
+def _without(ops: list[Op], drop: set[int]) -> list[Op]:
+    """``ops`` without the indices in ``drop`` (in C: a keep-mask and ``compress``)."""
+    keep = bytearray(b"\x01") * len(ops)
+    for index in drop:
+        if not 0 <= index < len(ops):
+            raise IndexError(f"op index {index} out of range for a net of {len(ops)} ops")
+        keep[index] = 0
+    return list(compress(ops, keep))
+
+
 _NESTED_FLAG = operator.attrgetter("_nested")
 _CONTROL_FLAG = operator.attrgetter("_control")
 

@@ -108,6 +108,7 @@ class SSAView:
         "_in_ptr",
         "_in_version",
         "_in_vid",
+        "_key_name",
         "_lists",
         "_ops",
         "_out_name",
@@ -168,6 +169,7 @@ class SSAView:
         self._producer = np.full(int(self._first_key[-1]), -1, dtype=np.int64)
         self._producer[self._out_vid] = out_op
         self._lists: dict[str, list[int]] = {}
+        self._key_name: np.ndarray | None = None
         self._readers: tuple[np.ndarray, np.ndarray] | None = None
         self._ssa: list[OpSSA] | None = None
         self._versions: dict[str, int] | None = None
@@ -278,7 +280,10 @@ class SSAView:
         return (self._table.names[name_id], key - int(self._first_key[name_id]))
 
     def _name_id(self, key: int) -> int:
-        return int(np.searchsorted(self._first_key, key, "right")) - 1
+        if self._key_name is None:
+            names = np.arange(len(self._write_counts), dtype=np.int64)
+            self._key_name = np.repeat(names, self._write_counts + 1)
+        return int(self._key_name[key])
 
     def name_of(self, key: int) -> str:
         """The blob name of ``key``."""

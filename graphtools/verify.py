@@ -28,8 +28,9 @@ and are not checked. One walk over every op: linear in the size of the model.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, filterfalse
 from operator import attrgetter
 
 from graphtools._gc import paused_gc
@@ -101,7 +102,7 @@ def verify(model: Model | Net) -> list[Finding]:
     if isinstance(model, Net):
         return list(model.cached(("verify", "net"), lambda net: _report(net, "net", set())[0]))
     findings: list[Finding] = []
-    init_outputs: set[str] = set()
+    init_outputs: AbstractSet[str] = frozenset()
     init = model.init_net
     if init is not None:
         init_findings, init_outputs = init.cached(("verify", "init_net"), _init_report)
@@ -118,17 +119,19 @@ def verify(model: Model | Net) -> list[Finding]:
     return findings
 
 
-def _predict_report(net: Net, init_outputs: set[str]) -> list[Finding]:
+def _predict_report(net: Net, init_outputs: AbstractSet[str]) -> list[Finding]:
     if net.ssa_is_cheap() and not net.nested_op_indices():
         return _findings_from_view(net, "predict_net", init_outputs)
     return _report(net, "predict_net", init_outputs)[0]
 
 
-def _init_report(net: Net) -> tuple[list[Finding], set[str]]:
+def _init_report(net: Net) -> tuple[list[Finding], AbstractSet[str]]:
     return _report(net, "init_net", set())
 
 
-def _report(net: Net, path: str, outer_defined: set[str]) -> tuple[list[Finding], set[str]]:
+def _report(
+    net: Net, path: str, outer_defined: AbstractSet[str]
+) -> tuple[list[Finding], AbstractSet[str]]:
     """The findings of one top-level net and every blob it writes (nested nets included)."""
     findings: list[Finding] = []
     if net.nested_op_indices():
@@ -138,7 +141,7 @@ def _report(net: Net, path: str, outer_defined: set[str]) -> tuple[list[Finding]
     return findings, written
 
 
-def _findings_from_view(net: Net, path: str, outer_defined: set[str]) -> list[Finding]:
+def _findings_from_view(net: Net, path: str, outer_defined: AbstractSet[str]) -> list[Finding]:
     """The findings of a flat net from its SSA view: what ``_check_flat_net`` finds, without
     walking the ops (a pass manager has the view of every revision at hand)."""
     view = net.ssa()
@@ -182,8 +185,8 @@ def _missing(path: str, name: str, init_note: str) -> Finding:
 
 
 def _check_flat_net(
-    net: Net, path: str, outer_defined: set[str], findings: list[Finding]
-) -> set[str]:
+    net: Net, path: str, outer_defined: AbstractSet[str], findings: list[Finding]
+) -> AbstractSet[str]:
     """``_check_net`` for a top-level net without nested nets: the same findings, cheaper.
 
     Cheaper than building the SSA view (which an init_net, say, may never need otherwise), and
@@ -219,15 +222,19 @@ def _check_flat_net(
 
 
 def _check_implicit_net(
-    net: Net, path: str, outer_defined: set[str], init_note: str, findings: list[Finding]
-) -> set[str]:
+    net: Net, path: str, outer_defined: AbstractSet[str], init_note: str, findings: list[Finding]
+) -> AbstractSet[str]:
     """``_check_flat_net`` for a net declaring no inputs: only outputs can be missing.
 
     Every blob it reads counts as declared, so an external output is missing only if no op
     writes or reads it; the reads are scanned only for the outputs nothing writes.
     """
-    written = set(chain.from_iterable(map(_OUTPUTS, net)))
-    unproduced = [n for n in net.external_outputs if n not in written and n not in outer_defined]
+    written = net.written_names()
+    unproduced = [
+        name
+        for name in filterfalse(written.__contains__, net.external_outputs)
+        if name not in outer_defined
+    ]
     if unproduced:
         read = set(unproduced).intersection(chain.from_iterable(map(_INPUTS, net)))
         findings += [_missing(path, name, init_note) for name in unproduced if name not in read]
@@ -235,8 +242,12 @@ def _check_implicit_net(
 
 
 def _check_net(
-    net: Net, path: str, outer_defined: set[str], parent: _Scope | None, findings: list[Finding]
-) -> set[str]:
+    net: Net,
+    path: str,
+    outer_defined: AbstractSet[str],
+    parent: _Scope | None,
+    findings: list[Finding],
+) -> AbstractSet[str]:
     """Append the findings of ``net`` (and its nested nets); return the blobs it writes."""
     implicit = not net.external_inputs
     scope = _Scope(set(net.external_inputs) | outer_defined, implicit, parent)

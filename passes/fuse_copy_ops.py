@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import operator
 from dataclasses import dataclass
+from itertools import compress, count
 from typing import ClassVar
 
 from graphtools.graph import names_in_nested_nets
@@ -83,8 +84,7 @@ def find_copy_fusion(net: Net) -> CopyFusion:
     removed: set[int] = set()
     new_inputs: dict[int, list[str]] = {}
     same_as: dict[int, int] = {}
-    copies = [index for index, op_type in enumerate(map(_TYPE, net)) if op_type in REVERSE_COPY]
-    for forward in copies:
+    for forward in compress(count(), map(REVERSE_COPY.__contains__, map(_TYPE, net))):
         op = net[forward]
         if forward in removed or not _is_copy(op, op.type):
             continue

@@ -34,6 +34,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import compress, count
 from typing import ClassVar
 
 from graphtools.ir import Model, Net, NetDef, Op
@@ -68,7 +69,7 @@ def dead_end_op_indices(
         always_keep |= SIDE_EFFECT_OP_TYPES
     holders = net.nested_op_indices()
     kept = set(holders)
-    kept.update(i for i, op_type in enumerate(map(_TYPE, net)) if op_type in always_keep)
+    kept.update(compress(count(), map(always_keep.__contains__, map(_TYPE, net))))
     extra_reads = _extra_reads(net, view) if holders or net.control_op_indices() else {}
     live = bytearray(view.num_keys)
     for key in map(view.key, view.external_outputs):

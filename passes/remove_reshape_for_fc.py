@@ -51,6 +51,7 @@ import itertools
 import logging
 import operator
 from collections.abc import Callable, Container
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -94,8 +95,7 @@ def _shape_chains(net: Net, view: SSAView) -> list[_Chain]:
     """
     claimed: set[int] = set()
     chains: list[_Chain] = []
-    reshapes = [index for index, op_type in enumerate(map(_TYPE, net)) if op_type == "Reshape"]
-    for index in reshapes:
+    for index in itertools.compress(itertools.count(), map("Reshape".__eq__, map(_TYPE, net))):
         if len(net[index].inputs) not in (1, 2):
             continue
         claimed.add(index)
@@ -163,8 +163,9 @@ class ReshapeRemoval:
             return
         net.edit_ops(self.removed, self.new_inputs)
         dropped = set(self.params)
-        if any(name in dropped for name in net.external_inputs):
-            net.set_external_inputs(n for n in net.external_inputs if n not in dropped)
+        if not dropped.isdisjoint(net.external_inputs):
+            kept = itertools.filterfalse(dropped.__contains__, net.external_inputs)
+            net.set_external_inputs(kept)
 
 
 def _fc_readers(net: Net, readers: list[tuple[int, int]]) -> bool:
@@ -290,7 +291,8 @@ def _drop_init_outputs(init: Net, names: set[str]) -> int:
     outputs = list(map(_OUTPUTS, ops))
     if names.isdisjoint(itertools.chain.from_iterable(map(_INPUTS, ops))):
         # No init op reads a dropped name (fill-only nets): no sweep needed.
-        dropped = {i for i, outs in enumerate(outputs) if outs and names.issuperset(outs)}
+        filling = itertools.compress(itertools.count(), map(names.issuperset, outputs))
+        dropped = {index for index in filling if outputs[index]}
     else:
         read_by_kept: set[str] = set()
         dropped = set()
@@ -301,8 +303,8 @@ def _drop_init_outputs(init: Net, names: set[str]) -> int:
             else:
                 read_by_kept.update(ops[index].inputs)
     init.remove_ops(dropped)
-    if any(name in names for name in init.external_outputs):
-        init.set_external_outputs(n for n in init.external_outputs if n not in names)
+    if not names.isdisjoint(init.external_outputs):
+        init.set_external_outputs(itertools.filterfalse(names.__contains__, init.external_outputs))
     return len(dropped)
 
 
@@ -322,9 +324,9 @@ class RemoveReshapeForFC(Pass):
     def call(self, model: Model) -> PassResult:
         """Remove every removable sub-graph found in one sweep."""
         init = model.init_net
-        filled: set[str] = set()
+        filled: AbstractSet[str] = frozenset()
         if init is not None:
-            filled = set(itertools.chain.from_iterable(map(_OUTPUTS, init)))
+            filled = init.written_names()
         net = model.predict_net
         removal = find_reshape_removal(net, filled.__contains__)
         removal.apply(net)

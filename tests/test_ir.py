@@ -499,3 +499,21 @@ def test_restore_readopts_nested_nets() -> None:
     before = predict.revision
     inner.append_op(Op("Relu", ["b"], ["d"]))
     assert predict.revision == before + 1
+
+
+def test_remove_ops_refuses_an_index_out_of_range_before_touching_the_net() -> None:
+    net = Net([Op("Relu", ["x"], ["y"]), Op("Relu", ["y"], ["z"])], ["x"], ["z"])
+    for bad in (2, -1):
+        with pytest.raises(IndexError, match=f"op index {bad} out of range"):
+            net.remove_ops([0, bad])
+        assert len(net) == 2 and net.revision == 0
+    net.remove_ops([0])
+    assert [op.outputs for op in net] == [("z",)]
+
+
+def test_written_names_is_cached_per_revision() -> None:
+    net = Net([Op("Relu", ["x"], ["y"]), Op("Split", ["y"], ["a", "b"])], ["x"], ["a"])
+    assert net.written_names() == {"y", "a", "b"}
+    assert net.written_names() is net.written_names()
+    net.remove_ops([1])
+    assert net.written_names() == {"y"}
