@@ -237,6 +237,8 @@ class Op:
         "_nested",
         "_parent",
         "_proto",
+        "_raw",
+        "_raw_index",
         "inputs",
         "outputs",
         "type",
@@ -283,11 +285,13 @@ class Op:
         self._parent: Net | None = None
         self._nested: bool | None = None
         self._control: bool | None = None
+        self._raw: _RawOps | None = None
+        self._raw_index = -1
 
     @classmethod
     def from_proto(cls, msg: OperatorDef, parent: Net | None = None) -> Op:
         """Wrap an OperatorDef; the message is kept (not copied) as the op's source."""
-        return cls._from_protos((msg,), parent, None, None)[0]
+        return cls._from_protos((msg,), parent, None, None, None)[0]
 
     @classmethod
     def _from_protos(
@@ -296,16 +300,18 @@ class Op:
         parent: Net | None,
         nested: bool | None,
         control: bool | None,
+        raw: _RawOps | None,
     ) -> list[Op]:
         """Wrap each message of ``msgs`` as ``from_proto`` does, presetting every op's
-        ``_nested``/``_control`` flags (``None``: the op works them out when first asked).
+        ``_nested``/``_control`` flags (``None``: the op works them out when first asked) and,
+        when ``raw`` holds the bytes ``msgs`` were parsed from, where its own bytes are.
 
         One loop with no call per op: loading a net is this loop over every op of the file.
         """
         new = cls.__new__
         ops: list[Op] = []
         append = ops.append
-        for msg in msgs:
+        for index, msg in enumerate(msgs):
             op = new(cls)
             op.type = msg.type
             op.inputs = tuple(msg.input[:])
@@ -316,6 +322,8 @@ class Op:
             op._parent = parent
             op._nested = nested
             op._control = control
+            op._raw = raw
+            op._raw_index = index
             append(op)
         return ops
 
@@ -414,6 +422,8 @@ class Op:
         new._parent = self._parent
         new._nested = None if "args" in changes else self._nested
         new._control = None if "control_inputs" in changes else self._control
+        new._raw = self._raw  # only used while _changed stays empty
+        new._raw_index = self._raw_index
         changed = set(self._changed)
         if new.type != self.type:
             changed.add("type")
@@ -619,7 +629,8 @@ class Net:
         net._memo = {}
         net.revision = 0
         nested, control = _probe_flags(netdef, serialized)
-        net._ops = Op._from_protos(netdef.op[:], net, nested, control)
+        raw = None if serialized is None else _RawOps(serialized)
+        net._ops = Op._from_protos(netdef.op[:], net, nested, control, raw)
         net._external_inputs = netdef.external_input[:]
         net._external_outputs = netdef.external_output[:]
         net._header = _header_of(netdef)
@@ -636,14 +647,16 @@ class Net:
         return netdef
 
     def serialize(self) -> bytes:
-        """The binary NetDef of this net; same bytes as ``to_netdef().SerializeToString()``.
+        """The binary NetDef of this net: the message ``to_netdef()`` gives, serialised.
 
-        Faster on big nets: each op is serialised from its own message and the ops are joined
-        as raw bytes, instead of copying every op into a new NetDef message first.
+        Faster on big nets: ops are joined as raw bytes instead of being copied into a new
+        NetDef message, and an op loaded from a binary file that nothing changed is written
+        as the bytes it was loaded with (so an unchanged net re-saves byte for byte, even
+        where its writer encoded fields in a non-canonical way).
         """
         raw = netdef_lite_pb2.NetDefWithRawOps.FromString(self._header.SerializeToString())
         with paused_gc():
-            raw.op.extend([op.to_proto().SerializeToString() for op in self._ops])
+            raw.op.extend(_op_bytes(self._ops))
         raw.external_input.extend(self._external_inputs)
         raw.external_output.extend(self._external_outputs)
         return raw.SerializeToString()
@@ -921,6 +934,41 @@ class Net:
 
     def __repr__(self) -> str:
         return f"<Net {self.name!r}: {len(self._ops)} ops, revision {self.revision}>"
+
+
+class _RawOps:
+    """The bytes a net was loaded from, split into each op's bytes when first needed: an op
+    nothing changed is saved as these bytes instead of being serialised again."""
+
+    __slots__ = ("_data", "_ops")
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._ops: list[bytes] | None = None
+
+    def ops(self) -> list[bytes]:
+        if self._ops is None:
+            self._ops = list(netdef_lite_pb2.NetDefWithRawOps.FromString(self._data).op)
+            self._data = b""
+        return self._ops
+
+
+def _op_bytes(ops: Iterable[Op]) -> list[bytes]:
+    """Each op's serialised OperatorDef: its loaded bytes when unchanged, else serialised."""
+    found: list[bytes] = []
+    append = found.append
+    source: _RawOps | None = None
+    source_ops: list[bytes] = []
+    for op in ops:
+        raw = op._raw
+        # _nested is False only when the load probe saw no nested net (which could change).
+        if raw is not None and not op._changed and op._nested is False:
+            if raw is not source:
+                source, source_ops = raw, raw.ops()
+            append(source_ops[op._raw_index])
+        else:
+            append(op.to_proto().SerializeToString())
+    return found
 
 
 _SSA_CARRY = "ssa-carry"

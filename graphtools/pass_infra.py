@@ -59,11 +59,15 @@ class Pass:
         idempotent: whether a second run right after a run never changes anything (one run
             reaches the pass's fixpoint); the manager then skips the pass while the model is
             unchanged since its last run, and records it as skipped.
+        reads_ssa: whether the pass reads ``model.predict_net.ssa()``; when one does, the
+            manager builds the view before its first ``verify``, which then reads the findings
+            off it instead of walking the ops.
     """
 
     name: ClassVar[str] = ""
     changes_interface: ClassVar[bool] = False
     idempotent: ClassVar[bool] = False
+    reads_ssa: ClassVar[bool] = False
 
     def call(self, model: Model) -> PassResult:
         """Rewrite ``model`` in place and say what changed."""
@@ -447,6 +451,8 @@ class PassManager:
 
     def _run(self, model: Model) -> list[PassRecord]:
         records: list[PassRecord] = []
+        if any(item.reads_ssa for item in self.passes):
+            model.predict_net.ssa()  # built now, read by verify and then by the passes
         findings = {_finding_key(f) for f in verify(model)}
         ran_at: dict[int, tuple[int, int, int, int]] = {}  # pipeline position -> model.revision
         for round_ in range(1, self.steps + 1):

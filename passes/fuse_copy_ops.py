@@ -150,6 +150,7 @@ class FuseCopyOps(Pass):
     """
 
     name: ClassVar[str] = "fuse-copy-ops"
+    reads_ssa: ClassVar[bool] = True
 
     def call(self, model: Model) -> PassResult:
         """Fuse every round trip found in one sweep."""

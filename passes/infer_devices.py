@@ -78,6 +78,7 @@ class InferDevices(Pass):
     """
 
     name: ClassVar[str] = "infer-devices"
+    reads_ssa: ClassVar[bool] = True
     inputs: tuple[str, ...] = ()
     style: str = "caffe2"
 

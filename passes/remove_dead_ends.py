@@ -145,6 +145,7 @@ class RemoveDeadEnds(Pass):
     """
 
     name: ClassVar[str] = "remove-dead-ends"
+    reads_ssa: ClassVar[bool] = True
     # Removed ops never feed a kept one, so the liveness of the rest is unchanged by a run.
     idempotent: ClassVar[bool] = True
     keep_side_effects: bool = True

@@ -319,6 +319,7 @@ class RemoveReshapeForFC(Pass):
     """
 
     name: ClassVar[str] = "remove-reshape-for-fc"
+    reads_ssa: ClassVar[bool] = True
     changes_interface: ClassVar[bool] = True
 
     def call(self, model: Model) -> PassResult:

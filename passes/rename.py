@@ -349,6 +349,7 @@ class Rename(Pass):
     """
 
     name: ClassVar[str] = "rename"
+    reads_ssa: ClassVar[bool] = True
     changes_interface: ClassVar[bool] = True
 
     op: int = -1

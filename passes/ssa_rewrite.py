@@ -232,6 +232,7 @@ class SSARewrite(Pass):
     """
 
     name: ClassVar[str] = "ssa-rewrite"
+    reads_ssa: ClassVar[bool] = True
     changes_interface: ClassVar[bool] = True
     style: str = "multi"
 

@@ -145,7 +145,9 @@ def test_last_type_field_wins_like_protobuf() -> None:
     netdef = caffe2_pb2.NetDef.FromString(data)
     net = Net.from_netdef(netdef, serialized=data)
     assert (net[0].type, net[0].inputs, net[0].outputs) == ("Second", ("a",), ("b",))
-    assert net.serialize() == netdef.SerializeToString()
+    # Saved as loaded: the unchanged op keeps its bytes, which parse to the same message.
+    assert net.serialize() == data
+    assert caffe2_pb2.NetDef.FromString(net.serialize()) == netdef == net.to_netdef()
 
 
 # -- probe flags, nesting, parents -----------------------------------------------------------------
@@ -282,3 +284,22 @@ def test_random_nets_load_like_their_fields(netdef: caffe2_pb2.NetDef) -> None:
         any(a.HasField("n") or len(a.nets) for a in m.arg) for m in netdef.op
     ]
     assert net.serialize() == data
+
+
+def test_saved_bytes_of_loaded_ops_follow_them_across_nets_and_edits() -> None:
+    source = Net(
+        [Op("Relu", ["x"], ["y"], args={"alpha": 1.5}), Op("Tanh", ["y"], ["z"])], ["x"], ["z"]
+    )
+    data = source.serialize()
+    loaded = Net.from_netdef(caffe2_pb2.NetDef.FromString(data), serialized=data)
+    other = Net([Op("Sigmoid", ["z"], ["w"])], ["z"], ["w"])
+    other.append_op(loaded[0])  # an op loaded from another file keeps its own bytes
+    loaded.replace_op(1, loaded[1].replace(type="Sigmoid"))  # a changed op is serialised again
+    loaded.append_op(loaded[0].replace())  # a copy with no change keeps the bytes too
+    for net in (loaded, other):
+        assert caffe2_pb2.NetDef.FromString(net.serialize()) == net.to_netdef()
+    assert [op.type for op in caffe2_pb2.NetDef.FromString(loaded.serialize()).op] == [
+        "Relu",
+        "Sigmoid",
+        "Relu",
+    ]

@@ -522,3 +522,22 @@ def test_rollback_covers_nested_nets() -> None:
         PassManager([BreaksNested()])(model)
     assert model.predict_net.to_netdef().SerializeToString() == before
     assert model.revision == revision
+
+
+def test_a_pipeline_reading_the_ssa_view_lets_verify_read_findings_off_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    verify_module = sys.modules["graphtools.verify"]  # the package exports the function
+    walked: list[str] = []
+    walk = verify_module._check_flat_net
+
+    def recording_walk(net: Net, path: str, *rest: object) -> object:
+        walked.append(path)
+        return walk(net, path, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(verify_module, "_check_flat_net", recording_walk)
+    PassManager.parse("remove-dead-ends")(_model())
+    assert "predict_net" not in walked and "init_net" in walked
+    walked.clear()
+    PassManager([PeelOne()])(_model())  # reads no view: verify walks the ops
+    assert "predict_net" in walked
