@@ -234,9 +234,9 @@ class Op:
         "_changed",
         "_control",
         "_lazy",
+        "_msg",
         "_nested",
         "_parent",
-        "_proto",
         "_raw",
         "_raw_index",
         "inputs",
@@ -269,7 +269,7 @@ class Op:
         self.type = type
         self.inputs = _names(inputs, "inputs")
         self.outputs = _names(outputs, "outputs")
-        self._proto: OperatorDef | None = None
+        self._msg: OperatorDef | None = None
         self._lazy: dict[str, Any] | None = {
             "name": name,
             "engine": engine,
@@ -303,10 +303,12 @@ class Op:
         raw: _RawOps | None,
     ) -> list[Op]:
         """Wrap each message of ``msgs`` as ``from_proto`` does, presetting every op's
-        ``_nested``/``_control`` flags (``None``: the op works them out when first asked) and,
-        when ``raw`` holds the bytes ``msgs`` were parsed from, where its own bytes are.
+        ``_nested``/``_control`` flags (``None``: the op works them out when first asked).
 
-        One loop with no call per op: loading a net is this loop over every op of the file.
+        With ``raw`` (the net the loader parsed, which ``msgs`` iterates), an op keeps only
+        its index in it and fetches its message when first needed: keeping a protobuf wrapper
+        alive per op costs a third more load time and memory at 10^6 ops. One loop with no
+        call per op: loading a net is this loop over every op of the file.
         """
         new = cls.__new__
         ops: list[Op] = []
@@ -316,7 +318,7 @@ class Op:
             op.type = msg.type
             op.inputs = tuple(msg.input[:])
             op.outputs = tuple(msg.output[:])
-            op._proto = msg
+            op._msg = None if raw is not None else msg
             op._lazy = None
             op._changed = _UNCHANGED
             op._parent = parent
@@ -326,6 +328,14 @@ class Op:
             op._raw_index = index
             append(op)
         return ops
+
+    @property
+    def _proto(self) -> OperatorDef | None:
+        """The source message (fetched from the loaded net on first use), or ``None``."""
+        msg = self._msg
+        if msg is None and self._raw is not None:
+            msg = self._msg = self._raw.netdef.op[self._raw_index]
+        return msg
 
     def _get(self, key: str) -> Any:
         lazy = self._lazy
@@ -417,7 +427,7 @@ class Op:
         new.type = changes.pop("type", self.type)
         new.inputs = _names(changes.pop("inputs", self.inputs), "inputs")
         new.outputs = _names(changes.pop("outputs", self.outputs), "outputs")
-        new._proto = self._proto
+        new._msg = self._msg
         new._lazy = {} if self._lazy is None else dict(self._lazy)
         new._parent = self._parent
         new._nested = None if "args" in changes else self._nested
@@ -629,8 +639,10 @@ class Net:
         net._memo = {}
         net.revision = 0
         nested, control = _probe_flags(netdef, serialized)
-        raw = None if serialized is None else _RawOps(serialized)
-        net._ops = Op._from_protos(netdef.op[:], net, nested, control, raw)
+        if serialized is None:  # the caller's message: keep its ops' wrappers, as given
+            net._ops = Op._from_protos(netdef.op[:], net, nested, control, None)
+        else:  # the loader's message, owned by this net: ops find theirs by index
+            net._ops = Op._from_protos(netdef.op, net, nested, control, _RawOps(netdef, serialized))
         net._external_inputs = netdef.external_input[:]
         net._external_outputs = netdef.external_output[:]
         net._header = _header_of(netdef)
@@ -937,12 +949,14 @@ class Net:
 
 
 class _RawOps:
-    """The bytes a net was loaded from, split into each op's bytes when first needed: an op
-    nothing changed is saved as these bytes instead of being serialised again."""
+    """The NetDef a net was loaded from and its bytes. Its ops fetch their message from it by
+    index, and the bytes are split into each op's bytes when first needed: an op nothing
+    changed is saved as these bytes instead of being serialised again."""
 
-    __slots__ = ("_data", "_ops")
+    __slots__ = ("_data", "_ops", "netdef")
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, netdef: NetDef, data: bytes) -> None:
+        self.netdef = netdef
         self._data = data
         self._ops: list[bytes] | None = None
 

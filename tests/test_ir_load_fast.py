@@ -303,3 +303,25 @@ def test_saved_bytes_of_loaded_ops_follow_them_across_nets_and_edits() -> None:
         "Sigmoid",
         "Relu",
     ]
+
+
+def test_ops_of_a_loaded_file_fetch_their_message_only_when_needed() -> None:
+    source = Net(
+        [
+            Op("Conv", ["x", "w"], ["y"], args={"kernel": 3}, engine="CUDNN"),
+            Op("Relu", ["y"], ["z"]),
+        ],
+        ["x", "w"],
+        ["z"],
+    )
+    data = source.serialize()
+    loaded = Net.from_netdef(caffe2_pb2.NetDef.FromString(data), serialized=data)
+    assert all(op._msg is None for op in loaded)  # no protobuf wrapper kept per op
+    assert loaded[0].arg("kernel") == 3 and loaded[0].engine == "CUDNN"
+    assert loaded[0]._msg is not None and loaded[1]._msg is None
+    assert loaded.to_netdef() == source.to_netdef()
+    # A NetDef the caller hands over keeps its ops' messages, as given.
+    given = caffe2_pb2.NetDef.FromString(data)
+    wrapped = Net.from_netdef(given)
+    assert all(op._msg is not None for op in wrapped)
+    assert wrapped[0].to_proto() == given.op[0]
