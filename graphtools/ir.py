@@ -595,6 +595,7 @@ class Net:
         "_header",
         "_memo",
         "_ops",
+        "_ops_shared",
         "_parent",
         "revision",
     )
@@ -608,6 +609,7 @@ class Net:
         name: str | None = None,
     ) -> None:
         self._ops: list[Op] = list(ops)
+        self._ops_shared = False  # whether a snapshot holds self._ops (copy before mutating it)
         self._external_inputs: list[str] = list(_names(external_inputs, "external_inputs"))
         self._external_outputs: list[str] = list(_names(external_outputs, "external_outputs"))
         self._header = NetDef()
@@ -635,6 +637,7 @@ class Net:
     @classmethod
     def _from_netdef(cls, netdef: NetDef, parent: Net | None, serialized: bytes | None) -> Net:
         net = cls.__new__(cls)
+        net._ops_shared = False
         net._parent = parent
         net._memo = {}
         net.revision = 0
@@ -813,22 +816,45 @@ class Net:
             net.revision += 1
             net = net._parent
 
+    def _own_ops(self) -> list[Op]:
+        """``self._ops``, first copied if a snapshot shares it (so snapshots cost no copy)."""
+        if self._ops_shared:
+            self._ops = list(self._ops)
+            self._ops_shared = False
+        return self._ops
+
+    def _replace_ops(self, ops: list[Op]) -> None:
+        """Install a new op list after an edit that changes no op's nested nets or control
+        inputs: analyses that found none stay valid for the new revision."""
+        empty = [
+            key
+            for key in ("nested_op_indices", "control_op_indices")
+            if (entry := self._memo.get(key)) is not None
+            and entry[0] == self.revision
+            and not entry[1]
+        ]
+        self._ops = ops
+        self._ops_shared = False
+        self._bump()
+        for key in empty:
+            self._memo[key] = (self.revision, frozenset())
+
     def append_op(self, op: Op) -> None:
         """Add ``op`` at the end."""
         self._adopt((_checked_op(op),))
-        self._ops.append(op)
+        self._own_ops().append(op)
         self._bump()
 
     def insert_op(self, index: int, op: Op) -> None:
         """Insert ``op`` before position ``index``."""
         self._adopt((_checked_op(op),))
-        self._ops.insert(index, op)
+        self._own_ops().insert(index, op)
         self._bump()
 
     def replace_op(self, index: int, op: Op) -> None:
         """Put ``op`` at position ``index`` in place of the op there."""
         self._adopt((_checked_op(op),))
-        self._ops[index] = op
+        self._own_ops()[index] = op
         self._bump()
 
     def set_ops(self, ops: Iterable[Op]) -> None:
@@ -836,6 +862,7 @@ class Net:
         new_ops = [_checked_op(op) for op in ops]
         self._adopt(new_ops)
         self._ops = new_ops
+        self._ops_shared = False
         self._bump()
 
     def remove_ops(self, indices: Iterable[int]) -> None:
@@ -844,8 +871,7 @@ class Net:
         if not drop:
             return
         view = self._current_ssa()
-        self._ops = _without(self._ops, drop)
-        self._bump()
+        self._replace_ops(_without(self._ops, drop))
         if view is not None:
             self._carry_ssa(lambda net: view.edited(net, drop, {}))
 
@@ -871,8 +897,7 @@ class Net:
         ops = self._ops
         if rewired:
             ops = [rewired.get(index, op) for index, op in enumerate(ops)]
-        self._ops = _without(ops, drop) if drop else ops
-        self._bump()
+        self._replace_ops(_without(ops, drop) if drop else ops)
         if view is not None:
             inputs = {index: op.inputs for index, op in rewired.items()}
             self._carry_ssa(lambda net: view.edited(net, drop, inputs))
@@ -921,10 +946,11 @@ class Net:
         ]
         header = NetDef()
         header.CopyFrom(self._header)
+        self._ops_shared = True  # the external lists are only ever replaced, never mutated
         return _NetState(
-            list(self._ops),
-            list(self._external_inputs),
-            list(self._external_outputs),
+            self._ops,
+            self._external_inputs,
+            self._external_outputs,
             header,
             self.revision,
             nested,
@@ -933,9 +959,10 @@ class Net:
 
     def restore(self, state: _NetState) -> None:
         """Put the net back exactly as it was when ``state`` was taken."""
-        self._ops = list(state.ops)
-        self._external_inputs = list(state.external_inputs)
-        self._external_outputs = list(state.external_outputs)
+        self._ops = state.ops
+        self._ops_shared = True
+        self._external_inputs = state.external_inputs
+        self._external_outputs = state.external_outputs
         self._header = NetDef()
         self._header.CopyFrom(state.header)
         self.revision = state.revision

@@ -517,3 +517,33 @@ def test_written_names_is_cached_per_revision() -> None:
     assert net.written_names() is net.written_names()
     net.remove_ops([1])
     assert net.written_names() == {"y"}
+
+
+def test_snapshot_shares_the_op_list_until_an_in_place_edit() -> None:
+    net = Net([Op("Relu", ["x"], ["y"]), Op("Tanh", ["y"], ["z"])], ["x"], ["z"])
+    state = net.snapshot()
+    net.replace_op(0, Op("Sigmoid", ["x"], ["y"]))
+    net.append_op(Op("Relu", ["z"], ["w"]))
+    net.insert_op(0, Op("Copy", ["x"], ["x2"]))
+    assert [op.type for op in state.ops] == ["Relu", "Tanh"]  # the snapshot did not move
+    net.restore(state)
+    assert [op.type for op in net] == ["Relu", "Tanh"]
+    net.replace_op(1, Op("Sigmoid", ["y"], ["z"]))  # restoring shares the state's list again
+    net.restore(state)
+    assert [op.type for op in net] == ["Relu", "Tanh"]
+
+
+def test_removing_ops_keeps_knowing_that_no_op_holds_nets(monkeypatch: pytest.MonkeyPatch) -> None:
+    import graphtools.ir as ir_module
+
+    net = Net([Op("Relu", ["x"], ["y"]), Op("Tanh", ["y"], ["z"])], ["x"], ["z"])
+    assert net.nested_op_indices() == frozenset() == net.control_op_indices()
+
+    def fail(_: Net) -> frozenset[int]:
+        raise AssertionError("recomputed")
+
+    monkeypatch.setattr(ir_module, "_nested_op_indices", fail)
+    monkeypatch.setattr(ir_module, "_control_op_indices", fail)
+    net.remove_ops([0])
+    net.edit_ops((), {0: ["x"]})
+    assert net.nested_op_indices() == frozenset() == net.control_op_indices()
