@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import operator
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from functools import partial
 from itertools import chain, count
 from typing import TYPE_CHECKING
@@ -362,19 +362,27 @@ class SSAView:
         name_id = self._table.ids.get(name)
         return name_id is not None and bool(np.any(self._in_name == name_id))
 
-    def undefined_reads(self, *defined: Iterable[str]) -> list[tuple[int, str]]:
+    def undefined_reads(self, also_defined: Container[str]) -> list[tuple[int, str]]:
         """``(op index, name)`` of every read at version 0 ("used before defined", in Caffe2's
-        words) of a name in none of ``defined``, in op and input order."""
+        words) of a name that is neither an external input of the net nor in
+        ``also_defined``, in op and input order.
+
+        The external inputs (every param of an exported net) are struck off by id in numpy;
+        only the few names left are looked up in ``also_defined``.
+        """
         unwritten = self._in_version == 0
         names = self._table.names
         read = np.zeros(len(names), dtype=bool)
         read[self._in_name[unwritten]] = True
-        undefined = set(map(names.__getitem__, np.flatnonzero(read).tolist())).difference(*defined)
-        if not undefined:
+        known = filter(partial(operator.is_not, None), map(self._table.ids.get, self._external_in))
+        declared = np.fromiter(known, np.int64)
+        read[declared[declared < len(read)]] = False
+        bad = [i for i in np.flatnonzero(read).tolist() if names[i] not in also_defined]
+        if not bad:
             return []
-        bad = np.zeros(len(names), dtype=bool)
-        bad[[self._table.ids[name] for name in undefined]] = True
-        slots = np.flatnonzero(unwritten & bad[self._in_name])
+        undefined = np.zeros(len(names), dtype=bool)
+        undefined[bad] = True
+        slots = np.flatnonzero(unwritten & undefined[self._in_name])
         read_names = map(names.__getitem__, self._in_name[slots].tolist())
         return list(zip(self._in_op[slots].tolist(), read_names, strict=True))
 

@@ -146,17 +146,22 @@ def _findings_from_view(net: Net, path: str, outer_defined: AbstractSet[str]) ->
     walking the ops (a pass manager has the view of every revision at hand)."""
     view = net.ssa()
     init_note = " nor an init_net output" if outer_defined else ""
-    external_inputs = set(net.external_inputs)
+    declares_inputs = bool(net.external_inputs)
     findings = []
-    if external_inputs:
-        for index, name in view.undefined_reads(external_inputs, outer_defined):
+    if declares_inputs:
+        for index, name in view.undefined_reads(outer_defined):
             findings.append(_undefined(path, index, net[index].type, name, init_note))
-    for name in net.external_outputs:
-        if view.final_version(name) or name in external_inputs or name in outer_defined:
-            continue
-        if not external_inputs and view.is_read(name):
-            continue  # read, so implicitly declared
-        findings.append(_missing(path, name, init_note))
+    unproduced = [
+        name
+        for name in net.external_outputs
+        if not view.final_version(name) and name not in outer_defined
+    ]
+    if unproduced:
+        declared = set(net.external_inputs)
+        for name in unproduced:
+            if name in declared or (not declares_inputs and view.is_read(name)):
+                continue  # declared, or read and so implicitly declared
+            findings.append(_missing(path, name, init_note))
     return findings
 
 
