@@ -31,7 +31,9 @@ def paused_gc() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
-            if gc.get_count()[0] > BULK_ALLOCATIONS:
+            # Not when the application froze objects itself (before forking, say): unfreeze()
+            # would release those too.
+            if gc.get_count()[0] > BULK_ALLOCATIONS and not gc.get_freeze_count():
                 gc.freeze()
                 gc.unfreeze()
             gc.enable()

@@ -629,7 +629,9 @@ class Net:
         """Build the IR of ``netdef``; the ops keep references to its messages.
 
         ``serialized``, when given, must be the bytes ``netdef`` was parsed from: loaders pass
-        them so that nothing is serialised again to probe the ops.
+        them so that nothing is serialised again to probe the ops. The net then owns
+        ``netdef``: its ops find their messages in it by index and unchanged ops are saved as
+        their bytes, so the caller must not change ``netdef`` afterwards.
         """
         with paused_gc():
             return cls._from_netdef(netdef, parent, serialized)
@@ -884,6 +886,9 @@ class Net:
         list. Nothing happens, and the revision stays, when both are empty.
         """
         drop = set(removed)
+        for index in new_inputs or {}:
+            if not 0 <= index < len(self._ops):
+                raise IndexError(f"op index {index} out of range for a net of {len(self._ops)} ops")
         rewired = {
             index: self._ops[index].replace(inputs=inputs)
             for index, inputs in (new_inputs or {}).items()
@@ -988,6 +993,7 @@ class _RawOps:
         self._ops: list[bytes] | None = None
 
     def ops(self) -> list[bytes]:
+        """Each op's bytes, in order (split on first call; the whole is then let go)."""
         if self._ops is None:
             self._ops = list(netdef_lite_pb2.NetDefWithRawOps.FromString(self._data).op)
             self._data = b""
@@ -1031,6 +1037,7 @@ _CONTROL_FLAG = operator.attrgetter("_control")
 
 
 def _nested_op_indices(net: Net) -> frozenset[int]:
+    """Indices of ``net``'s ops holding nets in arguments."""
     # Ops loaded from a file whose probe found no nested net say so in a flag: check the
     # flags in C first, and ask each op only when some flag is unknown or set.
     flags = list(map(_NESTED_FLAG, net._ops))
@@ -1040,6 +1047,7 @@ def _nested_op_indices(net: Net) -> frozenset[int]:
 
 
 def _control_op_indices(net: Net) -> frozenset[int]:
+    """Indices of ``net``'s ops listing control inputs (checked like ``_nested_op_indices``)."""
     flags = list(map(_CONTROL_FLAG, net._ops))
     if True not in flags and None not in flags:
         return frozenset()

@@ -401,8 +401,9 @@ class PassManager:
     at fault and raises ``PassError`` naming it and the passes before it: a failing round is
     replayed from its start with ``verify`` after every pass, so that a finding is pinned on
     the pass that made it (passes must therefore be deterministic; the replay runs the round's
-    earlier passes again). An ``idempotent`` pass is skipped while the model is unchanged
-    since its last run.
+    earlier passes again). An interrupt (``KeyboardInterrupt``) restores the model as it was
+    at the start of the round, its last verified state, and propagates. An ``idempotent``
+    pass is skipped while the model is unchanged since its last run.
 
     Example::
 
@@ -454,18 +455,20 @@ class PassManager:
         if any(item.reads_ssa for item in self.passes):
             model.predict_net.ssa()  # built now, read by verify and then by the passes
         findings = {_finding_key(f) for f in verify(model)}
-        ran_at: dict[int, tuple[int, int, int, int]] = {}  # pipeline position -> model.revision
+        ran_at: dict[int, _RanAt] = {}  # pipeline position -> the model when the pass last ran
         for round_ in range(1, self.steps + 1):
             state = model.snapshot()
             records_before, ran_before = len(records), dict(ran_at)
             try:
                 changed, findings_after = self._fast_round(model, round_, records, ran_at, findings)
-            except _RoundFailed:
+            except BaseException as exc:
+                model.restore(state)
+                del records[records_before:]
+                if not isinstance(exc, _RoundFailed):
+                    raise  # an interrupt (passes' own errors arrive as _RoundFailed)
                 # Replay the round checking after every pass, to roll back to just before the
                 # pass at fault and name it (raises PassError); if the replay succeeds (a pass
                 # that behaves differently when run again), its checked result stands.
-                model.restore(state)
-                del records[records_before:]
                 ran_at = ran_before
                 changed, findings_after = self._strict_round(
                     model, round_, records, ran_at, findings
@@ -479,10 +482,10 @@ class PassManager:
         return records
 
     def _skipped(
-        self, item: Pass, position: int, model: Model, round_: int, ran_at: dict[int, Any]
+        self, item: Pass, position: int, model: Model, round_: int, ran_at: dict[int, _RanAt]
     ) -> PassRecord | None:
         """The record of an idempotent pass the model has not changed since, else ``None``."""
-        if not (item.idempotent and ran_at.get(position) == model.revision):
+        if not (item.idempotent and ran_at.get(position) == _ran_at(model)):
             return None
         ops = _op_count(model)
         return PassRecord(item.name, round_, 0.0, ops, ops, False, {}, True)
@@ -492,33 +495,33 @@ class PassManager:
         model: Model,
         round_: int,
         records: list[PassRecord],
-        ran_at: dict[int, tuple[int, int, int, int]],
+        ran_at: dict[int, _RanAt],
         findings: set[tuple[str, str, str]],
     ) -> tuple[bool, set[tuple[str, str, str]]]:
         """One round with each pass's own promises checked after it and ``verify`` run once at
-        the end (it is the costly check); raises ``_RoundFailed`` on any failure."""
+        the end (it is the costly check); raises ``_RoundFailed`` on any failure (the caller
+        restores the model as it was at the start of the round)."""
         changed = False
         for position, item in enumerate(self.passes):
             skipped = self._skipped(item, position, model, round_, ran_at)
             if skipped is not None:
                 records.append(skipped)
                 continue
-            state = model.snapshot()
             try:
                 record, _ = self._call_checked(item, model, round_)
-            except BaseException as exc:
-                if not isinstance(exc, Exception):
-                    model.restore(state)  # an interrupt leaves the model as before the pass
-                    raise
+            except Exception as exc:
                 raise _RoundFailed from exc
             if record is None:
                 raise _RoundFailed
             records.append(record)
-            ran_at[position] = model.revision
+            ran_at[position] = _ran_at(model)
             changed = changed or record.modified
         if not changed:
             return False, findings
-        after = verify(model)
+        try:
+            after = verify(model)
+        except Exception as exc:
+            raise _RoundFailed from exc
         if _check_findings(after, findings) is not None:
             raise _RoundFailed
         return True, {_finding_key(f) for f in after}
@@ -528,7 +531,7 @@ class PassManager:
         model: Model,
         round_: int,
         records: list[PassRecord],
-        ran_at: dict[int, tuple[int, int, int, int]],
+        ran_at: dict[int, _RanAt],
         findings: set[tuple[str, str, str]],
     ) -> tuple[bool, set[tuple[str, str, str]]]:
         """One round checking everything, ``verify`` included, after every pass."""
@@ -540,7 +543,7 @@ class PassManager:
                 continue
             record, findings = self._run_one(item, model, round_, records, findings)
             records.append(record)
-            ran_at[position] = model.revision
+            ran_at[position] = _ran_at(model)
             changed = changed or record.modified
         return changed, findings
 
@@ -604,6 +607,15 @@ class PassManager:
                 error.add_note(details)
             raise error
         return record, {_finding_key(f) for f in after}
+
+
+# The nets themselves, not only model.revision (which holds their ids): keeping them referenced
+# means a freed net's id cannot come back as another net at the same revision.
+_RanAt = tuple[tuple[int, int, int, int], object, object]
+
+
+def _ran_at(model: Model) -> _RanAt:
+    return (model.revision, model.predict_net, model.init_net)
 
 
 class _RoundFailed(Exception):

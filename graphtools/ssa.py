@@ -137,3 +137,13 @@ def get_consumer_map(ssa: Sequence[OpSSA]) -> defaultdict[VersionedBlob, list[tu
             for position, blob in enumerate(ins):
                 consumers[blob].append((index, position))
     return consumers
+
+
+def __getattr__(name: str) -> object:
+    # SSAView lives in graphtools.ssa_view (which imports this module); keep the old import
+    # path ``from graphtools.ssa import SSAView`` working without an import cycle.
+    if name == "SSAView":
+        from graphtools.ssa_view import SSAView
+
+        return SSAView
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

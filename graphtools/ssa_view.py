@@ -55,6 +55,7 @@ def _offsets(counts: np.ndarray) -> np.ndarray:
 
 
 def _counts(lists: Sequence[tuple[str, ...]]) -> np.ndarray:
+    """The length of each tuple, as a numpy array."""
     return np.fromiter(map(len, lists), np.int64, len(lists))
 
 
@@ -80,6 +81,7 @@ class _NameTable:
         return table, ids
 
     def id_of(self, name: str) -> int:
+        """The id of ``name``, numbering it when new."""
         found = self.ids.get(name)
         if found is None:
             found = self.ids[name] = len(self.names)
@@ -121,6 +123,7 @@ class SSAView:
         "_readers",
         "_ssa",
         "_table",
+        "_used",
         "_versions",
         "_write_counts",
         "net",
@@ -163,6 +166,11 @@ class SSAView:
         # A name written k times has versions 0..k (its final version is k): give each name
         # k + 1 consecutive keys.
         self._write_counts = np.bincount(out_name, minlength=len(table.names))
+        # The table is shared with the views derived from this one, and only grows: mark the
+        # names this net's ops use.
+        self._used = np.zeros(len(table.names), dtype=bool)
+        self._used[in_name] = True
+        self._used[out_name] = True
         self._first_key = _offsets(self._write_counts + 1)
         self._in_vid = self._first_key[in_name] + self._in_version
         self._out_vid = self._first_key[out_name] + self._out_version
@@ -241,7 +249,8 @@ class SSAView:
 
     @property
     def num_keys(self) -> int:
-        """Keys are ``range(num_keys)``: each name's versions, from 0 to its final one."""
+        """Keys are ``range(num_keys)``: each name's versions, from 0 to its final one (a view
+        derived from another may also number names only removed ops used)."""
         return int(self._first_key[-1])
 
     @property
@@ -268,7 +277,7 @@ class SSAView:
         """The key of ``blob``; ``None`` when no op of the net uses the name, or the version is
         beyond the name's final one."""
         name_id = self._table.ids.get(blob[0])
-        if name_id is None or name_id >= len(self._write_counts):
+        if name_id is None or name_id >= len(self._used) or not self._used[name_id]:
             return None
         if not 0 <= blob[1] <= self._write_counts[name_id]:
             return None
@@ -357,10 +366,12 @@ class SSAView:
             return 0
         return int(self._write_counts[name_id])
 
-    def is_read(self, name: str) -> bool:
-        """Whether some op reads ``name`` (at any version)."""
-        name_id = self._table.ids.get(name)
-        return name_id is not None and bool(np.any(self._in_name == name_id))
+    def read_names(self, names: Iterable[str]) -> set[str]:
+        """Those of ``names`` that some op reads (at any version), in one pass over the reads."""
+        read = np.zeros(len(self._table.names), dtype=bool)
+        read[self._in_name] = True
+        ids = self._table.ids
+        return {name for name in names if (i := ids.get(name)) is not None and read[i]}
 
     def undefined_reads(self, also_defined: Container[str]) -> list[tuple[int, str]]:
         """``(op index, name)`` of every read at version 0 ("used before defined", in Caffe2's

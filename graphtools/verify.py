@@ -158,10 +158,9 @@ def _findings_from_view(net: Net, path: str, outer_defined: AbstractSet[str]) ->
     ]
     if unproduced:
         declared = set(net.external_inputs)
-        for name in unproduced:
-            if name in declared or (not declares_inputs and view.is_read(name)):
-                continue  # declared, or read and so implicitly declared
-            findings.append(_missing(path, name, init_note))
+        if not declares_inputs:  # a read declares the blob implicitly
+            declared = view.read_names(unproduced)
+        findings += [_missing(path, name, init_note) for name in unproduced if name not in declared]
     return findings
 
 

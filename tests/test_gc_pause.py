@@ -35,3 +35,14 @@ def test_a_small_block_leaves_the_generations_alone() -> None:
         few = [Node() for _ in range(10)]
     youngest = {id(obj) for obj in gc.get_objects(generation=0)}
     assert all(id(node) in youngest for node in few)
+
+
+def test_objects_the_application_froze_stay_frozen() -> None:
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with paused_gc():
+            _ = [Node() for _ in range(BULK_ALLOCATIONS + 1000)]
+        assert gc.get_freeze_count() >= frozen > 0
+    finally:
+        gc.unfreeze()

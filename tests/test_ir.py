@@ -547,3 +547,12 @@ def test_removing_ops_keeps_knowing_that_no_op_holds_nets(monkeypatch: pytest.Mo
     net.remove_ops([0])
     net.edit_ops((), {0: ["x"]})
     assert net.nested_op_indices() == frozenset() == net.control_op_indices()
+
+
+def test_edit_ops_refuses_an_op_index_out_of_range_before_touching_the_net() -> None:
+    net = Net([Op("Relu", ["x"], ["y"]), Op("Tanh", ["y"], ["z"])], ["x"], ["z"])
+    net.ssa()
+    for bad in (-1, 2):
+        with pytest.raises(IndexError, match=f"op index {bad} out of range"):
+            net.edit_ops((), {bad: ["x"]})
+    assert net.revision == 0 and [op.inputs for op in net] == [("x",), ("y",)]

@@ -541,3 +541,27 @@ def test_a_pipeline_reading_the_ssa_view_lets_verify_read_findings_off_it(
     walked.clear()
     PassManager([PeelOne()])(_model())  # reads no view: verify walks the ops
     assert "predict_net" in walked
+
+
+@pytest.mark.parametrize("error", [RuntimeError("verify crashed"), KeyboardInterrupt()])
+def test_a_failure_inside_the_end_of_round_verify_rolls_the_round_back(
+    monkeypatch: pytest.MonkeyPatch, error: BaseException
+) -> None:
+    import graphtools.pass_infra as pass_infra
+
+    calls: list[int] = []
+    real_verify = pass_infra.verify
+
+    def failing_second_call(model: Model) -> list:  # type: ignore[type-arg]
+        calls.append(1)
+        if len(calls) >= 2:  # every verify after the pass fails, the replay's included
+            raise error
+        return real_verify(model)
+
+    monkeypatch.setattr(pass_infra, "verify", failing_second_call)
+    model = _model()
+    before = _bytes(model)
+    expected = PassError if isinstance(error, Exception) else KeyboardInterrupt
+    with pytest.raises(expected):
+        PassManager([PeelOne()])(model)
+    assert _bytes(model) == before

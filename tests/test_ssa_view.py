@@ -134,3 +134,18 @@ def test_a_view_is_built_again_after_an_unhooked_edit_or_two_edits() -> None:
     net.remove_ops([0])
     net.edit_ops((), {0: ["x"]})
     assert net.ssa().ssa == [([("x", 0)], [("y", 1)])]
+
+
+def test_a_derived_view_knows_no_key_for_a_name_only_removed_ops_used() -> None:
+    net = Net([Op("Relu", ["x"], ["y"]), Op("Sigmoid", ["y"], ["dead"])], ["x"], ["y"])
+    assert net.ssa().key(("dead", 1)) is not None
+    net.remove_ops([1])
+    view = net.ssa()
+    assert view.key(("dead", 0)) is None and view.key(("dead", 1)) is None
+    assert view.key(("y", 1)) is not None
+
+
+def test_the_view_is_still_importable_from_graphtools_ssa() -> None:
+    from graphtools.ssa import SSAView as FromSsa
+
+    assert FromSsa is SSAView
