@@ -460,7 +460,9 @@ class PassManager:
             state = model.snapshot()
             records_before, ran_before = len(records), dict(ran_at)
             try:
-                changed, findings_after = self._fast_round(model, round_, records, ran_at, findings)
+                changed, findings_after = self._round(
+                    model, round_, records, ran_at, findings, strict=False
+                )
             except BaseException as exc:
                 model.restore(state)
                 del records[records_before:]
@@ -470,8 +472,8 @@ class PassManager:
                 # pass at fault and name it (raises PassError); if the replay succeeds (a pass
                 # that behaves differently when run again), its checked result stands.
                 ran_at = ran_before
-                changed, findings_after = self._strict_round(
-                    model, round_, records, ran_at, findings
+                changed, findings_after = self._round(
+                    model, round_, records, ran_at, findings, strict=True
                 )
             findings = findings_after
             if not changed:
@@ -490,34 +492,38 @@ class PassManager:
         ops = _op_count(model)
         return PassRecord(item.name, round_, 0.0, ops, ops, False, {}, True)
 
-    def _fast_round(
+    def _round(
         self,
         model: Model,
         round_: int,
         records: list[PassRecord],
         ran_at: dict[int, _RanAt],
         findings: set[tuple[str, str, str]],
+        *,
+        strict: bool,
     ) -> tuple[bool, set[tuple[str, str, str]]]:
-        """One round with each pass's own promises checked after it and ``verify`` run once at
-        the end (it is the costly check); raises ``_RoundFailed`` on any failure (the caller
-        restores the model as it was at the start of the round)."""
+        """One round; returns whether it changed the model and the findings after it.
+
+        Fast (``strict=False``): each pass's own promises are checked after it and ``verify``,
+        the costly check, runs once at the end; any failure raises ``_RoundFailed`` (the
+        caller restores the round's start). Strict: everything, ``verify`` included, is
+        checked after every pass, and a failure raises ``PassError`` naming the pass.
+        """
         changed = False
         for position, item in enumerate(self.passes):
             skipped = self._skipped(item, position, model, round_, ran_at)
             if skipped is not None:
                 records.append(skipped)
                 continue
-            try:
-                record, _ = self._call_checked(item, model, round_)
-            except Exception as exc:
-                raise _RoundFailed from exc
-            if record is None:
-                raise _RoundFailed
+            if strict:
+                record, findings = self._run_one(item, model, round_, records, findings)
+            else:
+                record = self._run_unverified(item, model, round_)
             records.append(record)
             ran_at[position] = _ran_at(model)
             changed = changed or record.modified
-        if not changed:
-            return False, findings
+        if strict or not changed:
+            return changed, findings
         try:
             after = verify(model)
         except Exception as exc:
@@ -526,26 +532,15 @@ class PassManager:
             raise _RoundFailed
         return True, {_finding_key(f) for f in after}
 
-    def _strict_round(
-        self,
-        model: Model,
-        round_: int,
-        records: list[PassRecord],
-        ran_at: dict[int, _RanAt],
-        findings: set[tuple[str, str, str]],
-    ) -> tuple[bool, set[tuple[str, str, str]]]:
-        """One round checking everything, ``verify`` included, after every pass."""
-        changed = False
-        for position, item in enumerate(self.passes):
-            skipped = self._skipped(item, position, model, round_, ran_at)
-            if skipped is not None:
-                records.append(skipped)
-                continue
-            record, findings = self._run_one(item, model, round_, records, findings)
-            records.append(record)
-            ran_at[position] = _ran_at(model)
-            changed = changed or record.modified
-        return changed, findings
+    def _run_unverified(self, item: Pass, model: Model, round_: int) -> PassRecord:
+        """``_call_checked`` for a fast round: any failure becomes ``_RoundFailed``."""
+        try:
+            record, _ = self._call_checked(item, model, round_)
+        except Exception as exc:
+            raise _RoundFailed from exc
+        if record is None:
+            raise _RoundFailed
+        return record
 
     def _call_checked(
         self, item: Pass, model: Model, round_: int
