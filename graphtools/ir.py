@@ -316,8 +316,11 @@ class Op:
         for index, msg in enumerate(msgs):
             op = new(cls)
             op.type = msg.type
-            op.inputs = tuple(msg.input[:])
-            op.outputs = tuple(msg.output[:])
+            op.inputs = inputs = tuple(msg.input[:])
+            op.outputs = outputs = tuple(msg.output[:])
+            # Hash the names while they are in cache: str caches its hash, and every view,
+            # set and dict built over a big net later would otherwise fetch each name again.
+            hash((op.type, inputs, outputs))
             op._msg = None if raw is not None else msg
             op._lazy = None
             op._changed = _UNCHANGED
@@ -334,7 +337,7 @@ class Op:
         """The source message (fetched from the loaded net on first use), or ``None``."""
         msg = self._msg
         if msg is None and self._raw is not None:
-            msg = self._msg = self._raw.netdef.op[self._raw_index]
+            msg = self._msg = self._raw.message(self._raw_index)
         return msg
 
     def _get(self, key: str) -> Any:
@@ -629,9 +632,10 @@ class Net:
         """Build the IR of ``netdef``; the ops keep references to its messages.
 
         ``serialized``, when given, must be the bytes ``netdef`` was parsed from: loaders pass
-        them so that nothing is serialised again to probe the ops. The net then owns
-        ``netdef``: its ops find their messages in it by index and unchanged ops are saved as
-        their bytes, so the caller must not change ``netdef`` afterwards.
+        them so that nothing is serialised again to probe the ops. The net then keeps no
+        reference to ``netdef``: its ops decode their messages from those bytes when first
+        needed, and unchanged ops are saved as their bytes (so a loader's parsed message,
+        most of the memory a big net takes, is freed once the net is built).
         """
         with paused_gc():
             return cls._from_netdef(netdef, parent, serialized)
@@ -646,8 +650,8 @@ class Net:
         nested, control = _probe_flags(netdef, serialized)
         if serialized is None:  # the caller's message: keep its ops' wrappers, as given
             net._ops = Op._from_protos(netdef.op[:], net, nested, control, None)
-        else:  # the loader's message, owned by this net: ops find theirs by index
-            net._ops = Op._from_protos(netdef.op, net, nested, control, _RawOps(netdef, serialized))
+        else:  # the loader's message: ops decode theirs from the bytes when needed
+            net._ops = Op._from_protos(netdef.op, net, nested, control, _RawOps(serialized))
         net._external_inputs = netdef.external_input[:]
         net._external_outputs = netdef.external_output[:]
         net._header = _header_of(netdef)
@@ -981,14 +985,16 @@ class Net:
 
 
 class _RawOps:
-    """The NetDef a net was loaded from and its bytes. Its ops fetch their message from it by
-    index, and the bytes are split into each op's bytes when first needed: an op nothing
-    changed is saved as these bytes instead of being serialised again."""
+    """The bytes a net was loaded from, split into each op's bytes when first needed.
 
-    __slots__ = ("_data", "_ops", "netdef")
+    An op nothing changed is saved as its bytes instead of being serialised again, and an op
+    decodes its message from them when first asked for a field the IR does not keep: the
+    parsed NetDef itself is let go after loading (on big nets it is most of the memory).
+    """
 
-    def __init__(self, netdef: NetDef, data: bytes) -> None:
-        self.netdef = netdef
+    __slots__ = ("_data", "_ops")
+
+    def __init__(self, data: bytes) -> None:
         self._data = data
         self._ops: list[bytes] | None = None
 
@@ -998,6 +1004,10 @@ class _RawOps:
             self._ops = list(netdef_lite_pb2.NetDefWithRawOps.FromString(self._data).op)
             self._data = b""
         return self._ops
+
+    def message(self, index: int) -> OperatorDef:
+        """The message of op ``index``, decoded from its bytes."""
+        return OperatorDef.FromString(self.ops()[index])
 
 
 def _op_bytes(ops: Iterable[Op]) -> list[bytes]:

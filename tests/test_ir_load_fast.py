@@ -135,6 +135,19 @@ def test_lazy_fields_are_decoded_on_access() -> None:
     assert net[6].control_inputs == ("u",)
 
 
+def test_a_loaded_net_keeps_no_reference_to_the_parsed_message() -> None:
+    # Loaders hand over the message they parsed; the net decodes its ops' fields from the
+    # bytes instead, so that message (most of a big net's memory) can be freed after loading.
+    expected = _mixed_netdef()
+    data = expected.SerializeToString()
+    parsed = caffe2_pb2.NetDef.FromString(data)
+    net = Net.from_netdef(parsed, serialized=data)
+    parsed.Clear()
+    _assert_same_as_fields(net, expected)
+    assert net.to_netdef() == expected
+    assert net.serialize() == data
+
+
 def test_last_type_field_wins_like_protobuf() -> None:
     # An op whose bytes hold `type` twice (merged messages): protobuf keeps the last one.
     op_bytes = (
