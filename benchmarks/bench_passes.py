@@ -9,6 +9,10 @@ then timed:
   ``--pipeline`` says otherwise; the manager's verify and checks included) + serialisation of
   both nets; printed with its parts and as a ratio to ``pb``.
 
+Each timed run happens in a fresh Python process (best of 3 processes below 10^6 ops, one at
+10^6), as a user's ``graphtools run`` would: in this process, the largest size would run in
+a heap left fragmented by generating the nets and by the smaller runs.
+
 Then the scaling ratio t(largest) / t(previous size), the comparison with ``upstream_naive``
 (detectron2's algorithms re-implemented with their quadratic restarts) at ``--naive-sizes``
 and at the first benchmark size, measured when the fitted growth says it fits in
@@ -26,7 +30,10 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import math
+import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -116,19 +123,53 @@ def _graphtools_run(
     return parts, report
 
 
+def _child_measure(kind: str, spec: str, predict_path: Path, init_path: Path) -> dict[str, Any]:
+    """One timing of ``kind`` (``pb`` or ``graphtools``) in a fresh Python process.
+
+    Each run starts from a clean interpreter, as a user's ``graphtools run`` does: timed in
+    this process, the largest size would run in a heap left fragmented by generating the
+    nets and by the smaller sizes' runs, which slows the runs that come last for reasons that
+    have nothing to do with the code measured.
+    """
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", kind]
+    command += ["--pipeline", spec, str(predict_path), str(init_path)]
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
 def _best_graphtools_run(
-    manager: PassManager | None, predict_path: Path, init_path: Path, repeats: int
+    spec: str, predict_path: Path, init_path: Path, repeats: int
 ) -> tuple[dict[str, float], dict[str, Any]]:
-    runs = []
-    for _ in range(repeats):
-        gc.collect()
-        runs.append(_graphtools_run(manager, predict_path, init_path))
-    return min(runs, key=lambda run: run[0]["total"])
+    """The fastest of ``repeats`` fresh-process runs: its parts and what the passes did."""
+    runs = [_child_measure("graphtools", spec, predict_path, init_path) for _ in range(repeats)]
+    best = min(runs, key=lambda run: run["parts"]["total"])
+    report = best["report"]
+    report["left"] = Counter(report["left"])
+    return best["parts"], report
 
 
-def _pb_time(predict_path: Path, init_path: Path, repeats: int) -> float:
-    data = [predict_path.read_bytes(), init_path.read_bytes()]
-    return best_of(repeats, lambda: [parse(blob).SerializeToString() for blob in data])
+def _pb_time(spec: str, predict_path: Path, init_path: Path, repeats: int) -> float:
+    """The fastest of ``repeats`` fresh-process parse+serialise runs of both files."""
+    return min(
+        _child_measure("pb", spec, predict_path, init_path)["seconds"] for _ in range(repeats)
+    )
+
+
+def _child_main(kind: str, spec: str, predict_path: Path, init_path: Path) -> None:
+    """Time one run of ``kind`` in this (fresh) process and print it as JSON."""
+    gc.collect()
+    if kind == "pb":
+        data = [predict_path.read_bytes(), init_path.read_bytes()]
+        start = time.perf_counter()
+        saved = [parse(blob).SerializeToString() for blob in data]
+        print(json.dumps({"seconds": time.perf_counter() - start}))
+        del saved
+        return
+    manager, _ = build_pipeline(spec)
+    parts, report = _graphtools_run(manager, predict_path, init_path)
+    report["left"] = dict(report["left"])
+    print(json.dumps({"parts": parts, "report": report}))
 
 
 def _naive_time(predict_path: Path, init_path: Path, repeats: int) -> float:
@@ -156,7 +197,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="sizes 10^4, 10^5")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory children")
+    parser.add_argument("--child", choices=("pb", "graphtools"), help=argparse.SUPPRESS)
+    parser.add_argument("files", nargs="*", type=Path, help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
+    if options.child:
+        _child_main(options.child, options.pipeline, *options.files)
+        return
     sizes = [
         int(s)
         for s in (options.sizes or ("10000,100000" if options.quick else "100000,1000000")).split(
@@ -184,8 +230,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         runs: dict[int, tuple[float, dict[str, float], dict[str, Any]]] = {}
         for size in sorted({*sizes, *naive_sizes}):
             repeats = repeats_for(size)
-            pb = _pb_time(*paths[size], repeats)
-            parts, report = _best_graphtools_run(manager, *paths[size], repeats)
+            pb = _pb_time(options.pipeline, *paths[size], repeats)
+            parts, report = _best_graphtools_run(options.pipeline, *paths[size], repeats)
             runs[size] = (pb, parts, report)
             print(f"{size:>9,} ops: pb {_secs(pb)}, graphtools {_secs(parts['total'])}", flush=True)
 
