@@ -311,16 +311,18 @@ class Op:
         call per op: loading a net is this loop over every op of the file.
         """
         new = cls.__new__
+        types: dict[str, str] = {}  # one string object per op type, not one per op
         ops: list[Op] = []
         append = ops.append
         for index, msg in enumerate(msgs):
             op = new(cls)
-            op.type = msg.type
+            op_type = msg.type
+            op.type = types.setdefault(op_type, op_type)
             op.inputs = inputs = tuple(msg.input[:])
             op.outputs = outputs = tuple(msg.output[:])
             # Hash the names while they are in cache: str caches its hash, and every view,
             # set and dict built over a big net later would otherwise fetch each name again.
-            hash((op.type, inputs, outputs))
+            hash((inputs, outputs))
             op._msg = None if raw is not None else msg
             op._lazy = None
             op._changed = _UNCHANGED

@@ -95,6 +95,15 @@ def test_loaded_ops_equal_ops_built_field_by_field() -> None:
     assert net[5].inputs == ("", "\x00", "\u00e9\u4e2d")
 
 
+def test_ops_of_one_type_share_one_type_string() -> None:
+    # A million-op net holds a handful of op types: one string each, not one per op.
+    netdef = caffe2_pb2.NetDef()
+    for index in range(3):
+        netdef.op.add(type="Relu", input=[f"x{index}"], output=[f"x{index + 1}"])
+    net, _ = _load(netdef)
+    assert net[0].type == "Relu" and net[0].type is net[1].type is net[2].type
+
+
 def test_op_from_proto_wraps_one_message() -> None:
     netdef = _nested_netdef()
     ops = [Op.from_proto(msg) for msg in netdef.op]
