@@ -28,6 +28,7 @@ and are not checked. One walk over every op: linear in the size of the model.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from itertools import chain, filterfalse
@@ -102,10 +103,10 @@ def verify(model: Model | Net) -> list[Finding]:
     if isinstance(model, Net):
         return list(model.cached(("verify", "net"), lambda net: _report(net, "net", set())[0]))
     findings: list[Finding] = []
-    init_outputs: AbstractSet[str] = frozenset()
     init = model.init_net
+    init_written: AbstractSet[str] | None = frozenset()
     if init is not None:
-        init_findings, init_outputs = init.cached(("verify", "init_net"), _init_report)
+        init_findings, init_written = init.cached(("verify", "init_net"), _init_report)
         findings += init_findings
     # The predict_net's findings depend on which blobs the init_net writes: reuse them only for
     # the very same init_net object at the same revision.
@@ -114,19 +115,63 @@ def verify(model: Model | Net) -> list[Finding]:
         ("verify", "predict_net"), lambda net: []
     )
     if not memo or memo[0][0][0] is not init or memo[0][0][1] != init_state[1]:
+        init_outputs = _InitOutputs(init, init_written)
         memo[:] = [(init_state, _predict_report(model.predict_net, init_outputs))]
     findings += memo[0][1]
     return findings
 
 
-def _predict_report(net: Net, init_outputs: AbstractSet[str]) -> list[Finding]:
+class _InitOutputs:
+    """The blobs the init_net writes, as the predict_net's checks ask about them.
+
+    A big init_net's set of outputs costs more to build than the rest of its check, and the
+    predict_net usually asks about a handful of names or none: those are answered in one
+    scan of the init_net's outputs, and the set is built only for the op-by-op walk.
+    """
+
+    __slots__ = ("_init", "_written")
+
+    def __init__(self, init: Net | None, written: AbstractSet[str] | None) -> None:
+        self._init = init
+        self._written = written
+
+    def __bool__(self) -> bool:
+        if self._written is not None:
+            return bool(self._written)
+        return self._init is not None and any(map(_OUTPUTS, self._init))
+
+    def written_among(self, names: Iterable[str]) -> set[str]:
+        """Those of ``names`` that the init_net writes."""
+        if self._written is not None:
+            return {name for name in names if name in self._written}
+        wanted = set(names)
+        if not wanted or self._init is None:
+            return set()
+        return wanted.intersection(chain.from_iterable(map(_OUTPUTS, self._init)))
+
+    def as_set(self) -> AbstractSet[str]:
+        """Every blob the init_net writes."""
+        if self._written is not None:
+            return self._written
+        return frozenset() if self._init is None else self._init.written_names()
+
+
+def _predict_report(net: Net, init_outputs: _InitOutputs) -> list[Finding]:
     if net.ssa_is_cheap() and not net.nested_op_indices():
         return _findings_from_view(net, "predict_net", init_outputs)
-    return _report(net, "predict_net", init_outputs)[0]
+    return _report(net, "predict_net", init_outputs.as_set())[0]
 
 
-def _init_report(net: Net) -> tuple[list[Finding], AbstractSet[str]]:
-    return _report(net, "init_net", set())
+def _init_report(net: Net) -> tuple[list[Finding], AbstractSet[str] | None]:
+    findings: list[Finding] = []
+    if net.nested_op_indices():
+        return findings, _check_net(net, "init_net", set(), None, findings)
+    if not net.external_inputs:
+        # The common init_net: fill ops, no inputs, each external output written in order.
+        outputs = list(chain.from_iterable(map(_OUTPUTS, net)))
+        if outputs == list(net.external_outputs):
+            return findings, None  # nothing is missing; the outputs' set is left unbuilt
+    return findings, _check_flat_net(net, "init_net", set(), findings)
 
 
 def _report(
@@ -141,21 +186,26 @@ def _report(
     return findings, written
 
 
-def _findings_from_view(net: Net, path: str, outer_defined: AbstractSet[str]) -> list[Finding]:
+def _findings_from_view(net: Net, path: str, init_outputs: _InitOutputs) -> list[Finding]:
     """The findings of a flat net from its SSA view: what ``_check_flat_net`` finds, without
     walking the ops (a pass manager has the view of every revision at hand)."""
     view = net.ssa()
-    init_note = " nor an init_net output" if outer_defined else ""
+    init_note = " nor an init_net output" if init_outputs else ""
     declares_inputs = bool(net.external_inputs)
     findings = []
     if declares_inputs:
-        for index, name in view.undefined_reads(outer_defined):
-            findings.append(_undefined(path, index, net[index].type, name, init_note))
-    unproduced = [
-        name
-        for name in net.external_outputs
-        if not view.final_version(name) and name not in outer_defined
-    ]
+        reads = view.undefined_reads(())
+        if reads:
+            filled = init_outputs.written_among({name for _, name in reads})
+            findings += [
+                _undefined(path, index, net[index].type, name, init_note)
+                for index, name in reads
+                if name not in filled
+            ]
+    unproduced = [name for name in net.external_outputs if not view.final_version(name)]
+    if unproduced:
+        filled = init_outputs.written_among(unproduced)
+        unproduced = [name for name in unproduced if name not in filled]
     if unproduced:
         declared = set(net.external_inputs)
         if not declares_inputs:  # a read declares the blob implicitly

@@ -281,6 +281,21 @@ def remove_reshape_for_fc(
     return result, params
 
 
+def _written_by(init: Net | None) -> Callable[[str], bool]:
+    """Whether ``init`` writes a name. Its set of outputs (as costly as the pass on a big
+    model) is built on the first question: a net with no Reshape left asks none."""
+    if init is None:
+        return lambda name: False
+    written: list[AbstractSet[str]] = []
+
+    def is_written(name: str) -> bool:
+        if not written:
+            written.append(init.written_names())
+        return name in written[0]
+
+    return is_written
+
+
 def _drop_init_outputs(init: Net, names: set[str]) -> int:
     """Remove the init_net ops that only fill ``names`` (and nothing kept reads); returns count.
 
@@ -325,11 +340,8 @@ class RemoveReshapeForFC(Pass):
     def call(self, model: Model) -> PassResult:
         """Remove every removable sub-graph found in one sweep."""
         init = model.init_net
-        filled: AbstractSet[str] = frozenset()
-        if init is not None:
-            filled = init.written_names()
         net = model.predict_net
-        removal = find_reshape_removal(net, filled.__contains__)
+        removal = find_reshape_removal(net, _written_by(init))
         removal.apply(net)
         init_ops = 0
         if init is not None and removal.params:
