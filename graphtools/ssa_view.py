@@ -29,8 +29,7 @@ from __future__ import annotations
 import operator
 from collections import defaultdict
 from collections.abc import Container, Iterable, Mapping, Sequence
-from functools import partial
-from itertools import chain, count
+from itertools import chain, count, repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -103,7 +102,9 @@ class SSAView:
     __slots__ = (
         "_consumers",
         "_external_in",
+        "_external_in_ids",
         "_external_out",
+        "_external_source",
         "_first_key",
         "_in_name",
         "_in_op",
@@ -177,6 +178,9 @@ class SSAView:
         self._producer = np.full(int(self._first_key[-1]), -1, dtype=np.int64)
         self._producer[self._out_vid] = out_op
         self._lists: dict[str, list[int]] = {}
+        self._external_in_ids: np.ndarray | None = None
+        # Set by the view this one is derived from: its external inputs and their ids.
+        self._external_source: tuple[list[str], np.ndarray] | None = None
         self._key_name: np.ndarray | None = None
         self._readers: tuple[np.ndarray, np.ndarray] | None = None
         self._ssa: list[OpSSA] | None = None
@@ -244,15 +248,70 @@ class SSAView:
                 start = int(in_ptr[new_index[index]])
                 in_name[start : start + len(names)] = self._table.ids_of(list(names))
             out_name = self._out_name[np.repeat(keep, out_counts)]
-            return SSAView(net, self._table, in_ptr, in_name, _offsets(out_counts[keep]), out_name)
+            view = SSAView(net, self._table, in_ptr, in_name, _offsets(out_counts[keep]), out_name)
+            view._external_source = self._external_ids_source()
+            return view
 
     def with_externals(self, net: Net) -> SSAView:
         """The view of ``net``, which differs from this view's net only in its external
         inputs or outputs."""
         with paused_gc():
-            return SSAView(
+            view = SSAView(
                 net, self._table, self._in_ptr, self._in_name, self._out_ptr, self._out_name
             )
+            view._external_source = self._external_ids_source()
+            return view
+
+    # -- external inputs' ids --------------------------------------------------------------------
+
+    def _external_ids_source(self) -> tuple[list[str], np.ndarray] | None:
+        """What a view derived from this one starts from to find its external inputs' ids."""
+        if self._external_in_ids is not None:
+            return self._external_in, self._external_in_ids
+        return self._external_source
+
+    def _external_input_ids(self) -> np.ndarray:
+        """The name id of each external input (-1 for a name no op of the lineage used).
+
+        A big exported net declares every param as an input, and looking a million names up
+        costs as much as a pass. A derived view's inputs are mostly the very string objects of
+        the view it comes from (passes keep or drop declared inputs, rarely add one), so their
+        ids are matched by object identity in numpy, and only new names are looked up.
+        """
+        if self._external_in_ids is None:
+            names = self._external_in
+            source, self._external_source = self._external_source, None
+            if source is None:
+                self._external_in_ids = self._lookup_ids(names)
+            elif len(source[0]) == len(names) and all(map(operator.is_, names, source[0])):
+                self._external_in_ids = source[1]
+            else:
+                self._external_in_ids = self._ids_by_identity(names, *source)
+        return self._external_in_ids
+
+    def _lookup_ids(self, names: Sequence[str]) -> np.ndarray:
+        return np.fromiter(map(self._table.ids.get, names, repeat(-1)), np.int64, len(names))
+
+    def _ids_by_identity(
+        self, names: Sequence[str], known: Sequence[str], known_ids: np.ndarray
+    ) -> np.ndarray:
+        """Ids of ``names``, copied from ``known_ids`` for the very objects in ``known``.
+
+        ``known`` keeps its strings alive, so an address found in it is that string.
+        """
+        ids = np.full(len(names), -1, dtype=np.int64)
+        if known:
+            known_at = np.fromiter(map(id, known), np.int64, len(known))
+            order = np.argsort(known_at)
+            sorted_at = known_at[order]
+            at = np.fromiter(map(id, names), np.int64, len(names))
+            slot = np.minimum(np.searchsorted(sorted_at, at), len(sorted_at) - 1)
+            found = sorted_at[slot] == at
+            ids[found] = known_ids[order[slot[found]]]
+        missing = np.flatnonzero(ids < 0)
+        if len(missing):
+            ids[missing] = self._lookup_ids([names[i] for i in missing.tolist()])
+        return ids
 
     # -- keys ------------------------------------------------------------------------------------
 
@@ -367,10 +426,14 @@ class SSAView:
     def last_write_keys(self, names: Iterable[str]) -> list[int]:
         """Keys of the last write of each of ``names`` that some op writes (vectorised: for the
         thousands of params a net declares), in op order."""
-        known = filter(partial(operator.is_not, None), map(self._table.ids.get, names))
+        names = list(names)
+        external = self._external_in
+        if len(names) == len(external) and all(map(operator.is_, names, external)):
+            ids = self._external_input_ids()
+        else:
+            ids = self._lookup_ids(names)
         wanted = np.zeros(len(self._write_counts), dtype=bool)
-        ids = np.fromiter(known, np.int64)
-        wanted[ids[ids < len(wanted)]] = True
+        wanted[ids[(ids >= 0) & (ids < len(wanted))]] = True
         last = (self._write_counts[self._out_name] == self._out_version) & wanted[self._out_name]
         return list(dict.fromkeys(self._out_vid[last].tolist()))
 
@@ -400,9 +463,8 @@ class SSAView:
         names = self._table.names
         read = np.zeros(len(names), dtype=bool)
         read[self._in_name[unwritten]] = True
-        known = filter(partial(operator.is_not, None), map(self._table.ids.get, self._external_in))
-        declared = np.fromiter(known, np.int64)
-        read[declared[declared < len(read)]] = False
+        declared = self._external_input_ids()
+        read[declared[(declared >= 0) & (declared < len(read))]] = False
         bad = [i for i in np.flatnonzero(read).tolist() if names[i] not in also_defined]
         if not bad:
             return []
