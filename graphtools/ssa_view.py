@@ -58,6 +58,71 @@ def _counts(lists: Sequence[tuple[str, ...]]) -> np.ndarray:
     return np.fromiter(map(len, lists), np.int64, len(lists))
 
 
+def _versions(
+    in_name: np.ndarray, in_op: np.ndarray, out_name: np.ndarray, out_op: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Caffe2's version of each read and each write, given as (name id, op index) columns.
+
+    Writes sorted by (name, op): counting those before a position gives the version there. A
+    read at op i sees the writes at ops < i; a write at op i counts those at ops <= i (an op
+    listing an output twice reports both at the final version, as get_ssa does). Every write
+    of a name a read names must be in the columns.
+    """
+    stride = int(max(in_op.max(initial=0), out_op.max(initial=0))) + 2
+    write_at = out_name * stride + out_op
+    order = np.sort(write_at)
+    out_version = np.searchsorted(order, write_at, "right")
+    out_version -= np.searchsorted(order, out_name * stride, "left")
+    in_version = np.searchsorted(order, in_name * stride + in_op, "left")
+    in_version -= np.searchsorted(order, in_name * stride, "left")
+    return in_version, out_version
+
+
+class _CarriedVersions:
+    """Versions an edit left valid, for the view derived from the edit.
+
+    Removing ops changes the versions of the names they wrote and of nothing else, and a
+    rewired read needs its own; every other read and write keeps its version. Only those are
+    recomputed, which spares a sort and four binary searches over the whole net per edit.
+    """
+
+    __slots__ = ("in_stale", "in_version", "out_version", "written_by_removed")
+
+    def __init__(
+        self,
+        in_version: np.ndarray,
+        in_stale: np.ndarray,
+        out_version: np.ndarray,
+        written_by_removed: np.ndarray,
+    ) -> None:
+        self.in_version = in_version
+        self.in_stale = in_stale
+        self.out_version = out_version
+        self.written_by_removed = written_by_removed
+
+    def completed(
+        self,
+        num_names: int,
+        in_name: np.ndarray,
+        in_op: np.ndarray,
+        out_name: np.ndarray,
+        out_op: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Every read's and write's version in the edited net's columns."""
+        changed = np.zeros(num_names, dtype=bool)
+        changed[self.written_by_removed] = True
+        in_stale = self.in_stale | changed[in_name]
+        needed = changed
+        needed[in_name[in_stale]] = True
+        writes = needed[out_name]
+        in_version, out_version = self.in_version, self.out_version
+        if in_stale.any() or writes.any():
+            in_version[in_stale], out_version[writes] = _versions(
+                in_name[in_stale], in_op[in_stale], out_name[writes], out_op[writes]
+            )
+        return in_version, out_version
+
+
 class _NameTable:
     """Blob names and their integer ids; only grows, so views derived from one another share
     it (an id never changes meaning)."""
@@ -139,8 +204,12 @@ class SSAView:
         in_name: np.ndarray,
         out_ptr: np.ndarray,
         out_name: np.ndarray,
+        carried: _CarriedVersions | None = None,
     ) -> None:
-        """Derive the view from integer columns (use ``build`` or ``edited``, not this)."""
+        """Derive the view from integer columns (use ``build`` or ``edited``, not this).
+
+        ``carried``: the versions an edit left valid, and which must be recomputed.
+        """
         self.net = net
         self.revision = net.revision
         self._ops: list[Op] = list(net)
@@ -153,17 +222,12 @@ class SSAView:
         op_numbers = np.arange(num_ops, dtype=np.int64)
         self._in_op = in_op = np.repeat(op_numbers, np.diff(in_ptr))
         self._out_op = out_op = np.repeat(op_numbers, np.diff(out_ptr))
-        # Writes sorted by (name, op): counting those before a position gives the version there.
-        # A read at op i sees the writes at ops < i; a write at op i counts those at ops <= i
-        # (an op listing an output twice reports both at the final version, as get_ssa does).
-        stride = num_ops + 1
-        write_at = out_name * stride + out_op
-        order = np.sort(write_at)
-        self._out_version = np.searchsorted(order, write_at, "right") - np.searchsorted(
-            order, out_name * stride, "left"
-        )
-        self._in_version = np.searchsorted(order, in_name * stride + in_op, "left")
-        self._in_version -= np.searchsorted(order, in_name * stride, "left")
+        if carried is None:
+            self._in_version, self._out_version = _versions(in_name, in_op, out_name, out_op)
+        else:
+            self._in_version, self._out_version = carried.completed(
+                len(table.names), in_name, in_op, out_name, out_op
+            )
         # A name written k times has versions 0..k (its final version is k): give each name
         # k + 1 consecutive keys.
         self._write_counts = np.bincount(out_name, minlength=len(table.names))
@@ -240,15 +304,25 @@ class SSAView:
             new_index = np.cumsum(keep) - 1
             in_ptr = _offsets(new_counts[keep])
             in_name = np.empty(int(in_ptr[-1]), dtype=np.int64)
+            in_version = np.empty(len(in_name), dtype=np.int64)
+            in_stale = np.ones(len(in_name), dtype=bool)
             slots = np.repeat(copied, in_counts)
             slot_op = self._in_op[slots]
             offset_in_op = np.flatnonzero(slots) - self._in_ptr[slot_op]
-            in_name[in_ptr[new_index[slot_op]] + offset_in_op] = self._in_name[slots]
+            copied_to = in_ptr[new_index[slot_op]] + offset_in_op
+            in_name[copied_to] = self._in_name[slots]
+            in_version[copied_to] = self._in_version[slots]
+            in_stale[copied_to] = False
             for index, names in rewired.items():
                 start = int(in_ptr[new_index[index]])
                 in_name[start : start + len(names)] = self._table.ids_of(list(names))
-            out_name = self._out_name[np.repeat(keep, out_counts)]
-            view = SSAView(net, self._table, in_ptr, in_name, _offsets(out_counts[keep]), out_name)
+            out_kept = np.repeat(keep, out_counts)
+            carried = _CarriedVersions(
+                in_version, in_stale, self._out_version[out_kept], self._out_name[~out_kept]
+            )
+            out_name = self._out_name[out_kept]
+            out_ptr = _offsets(out_counts[keep])
+            view = SSAView(net, self._table, in_ptr, in_name, out_ptr, out_name, carried)
             view._external_source = self._external_ids_source()
             return view
 
