@@ -112,7 +112,7 @@ class _CarriedVersions:
         changed = np.zeros(num_names, dtype=bool)
         changed[self.written_by_removed] = True
         in_stale = self.in_stale | changed[in_name]
-        needed = changed
+        needed = changed  # from here on, also the names of the reads to recompute
         needed[in_name[in_stale]] = True
         writes = needed[out_name]
         in_version, out_version = self.in_version, self.out_version
@@ -345,7 +345,7 @@ class SSAView:
         return self._external_source
 
     def _external_input_ids(self) -> np.ndarray:
-        """The name id of each external input (-1 for a name no op of the lineage used).
+        """The name id of each external input (-1 for a name the name table does not hold).
 
         A big exported net declares every param as an input, and looking a million names up
         costs as much as a pass. A derived view's inputs are mostly the very string objects of
@@ -358,10 +358,18 @@ class SSAView:
             if source is None:
                 self._external_in_ids = self._lookup_ids(names)
             elif len(source[0]) == len(names) and all(map(operator.is_, names, source[0])):
-                self._external_in_ids = source[1]
+                self._external_in_ids = self._with_new_names(names, source[1].copy())
             else:
                 self._external_in_ids = self._ids_by_identity(names, *source)
         return self._external_in_ids
+
+    def _with_new_names(self, names: Sequence[str], ids: np.ndarray) -> np.ndarray:
+        """``ids`` with its -1 entries looked up again: an edit that rewires a read to a name
+        adds it to the shared table after the ids were found."""
+        missing = np.flatnonzero(ids < 0)
+        if len(missing):
+            ids[missing] = self._lookup_ids([names[i] for i in missing.tolist()])
+        return ids
 
     def _lookup_ids(self, names: Sequence[str]) -> np.ndarray:
         return np.fromiter(map(self._table.ids.get, names, repeat(-1)), np.int64, len(names))
@@ -382,10 +390,7 @@ class SSAView:
             slot = np.minimum(np.searchsorted(sorted_at, at), len(sorted_at) - 1)
             found = sorted_at[slot] == at
             ids[found] = known_ids[order[slot[found]]]
-        missing = np.flatnonzero(ids < 0)
-        if len(missing):
-            ids[missing] = self._lookup_ids([names[i] for i in missing.tolist()])
-        return ids
+        return self._with_new_names(names, ids)
 
     # -- keys ------------------------------------------------------------------------------------
 
