@@ -305,9 +305,10 @@ class Op:
         """Wrap each message of ``msgs`` as ``from_proto`` does, presetting every op's
         ``_nested``/``_control`` flags (``None``: the op works them out when first asked).
 
-        With ``raw`` (the net the loader parsed, which ``msgs`` iterates), an op keeps only
-        its index in it and fetches its message when first needed: keeping a protobuf wrapper
-        alive per op costs a third more load time and memory at 10^6 ops. One loop with no
+        With ``raw`` (the bytes ``msgs`` was parsed from), an op keeps only its index and
+        decodes its message from its own bytes when first needed, so the parsed net can be
+        freed: keeping a protobuf wrapper alive per op costs a third more load time, and the
+        parsed tree most of the memory, at 10^6 ops. One loop with no
         call per op: loading a net is this loop over every op of the file.
         """
         new = cls.__new__
@@ -336,7 +337,7 @@ class Op:
 
     @property
     def _proto(self) -> OperatorDef | None:
-        """The source message (fetched from the loaded net on first use), or ``None``."""
+        """The source message (decoded from the op's loaded bytes on first use), or ``None``."""
         msg = self._msg
         if msg is None and self._raw is not None:
             msg = self._msg = self._raw.message(self._raw_index)
@@ -437,7 +438,7 @@ class Op:
         new._parent = self._parent
         new._nested = None if "args" in changes else self._nested
         new._control = None if "control_inputs" in changes else self._control
-        new._raw = self._raw  # only used while _changed stays empty
+        new._raw = self._raw  # the bytes: saved while _changed stays empty, decoded if _msg is None
         new._raw_index = self._raw_index
         changed = set(self._changed)
         if new.type != self.type:
@@ -631,7 +632,7 @@ class Net:
     def from_netdef(
         cls, netdef: NetDef, parent: Net | None = None, *, serialized: bytes | None = None
     ) -> Net:
-        """Build the IR of ``netdef``; the ops keep references to its messages.
+        """Build the IR of ``netdef``; without ``serialized``, the ops keep its messages.
 
         ``serialized``, when given, must be the bytes ``netdef`` was parsed from: loaders pass
         them so that nothing is serialised again to probe the ops. The net then keeps no
@@ -661,6 +662,10 @@ class Net:
 
     def to_netdef(self) -> NetDef:
         """A new NetDef message holding this net; unchanged parts are copied as loaded."""
+        if any(op._msg is None and op._raw is not None for op in self._ops):
+            # Loaded ops not decoded yet: parsing the saved bytes once is faster than decoding
+            # each op, and leaves the ops as lean as they were.
+            return NetDef.FromString(self.serialize())
         netdef = NetDef()
         netdef.CopyFrom(self._header)
         with paused_gc():
@@ -686,7 +691,8 @@ class Net:
 
     def copy(self) -> Net:
         """An independent deep copy (nested nets included), at revision 0."""
-        return Net.from_netdef(self.to_netdef())
+        data = self.serialize()
+        return Net.from_netdef(NetDef.FromString(data), serialized=data)
 
     # -- reading ------------------------------------------------------------------------------
 

@@ -157,6 +157,20 @@ def test_a_loaded_net_keeps_no_reference_to_the_parsed_message() -> None:
     assert net.serialize() == data
 
 
+def test_copying_a_loaded_net_decodes_none_of_its_ops() -> None:
+    # to_netdef() and copy() of a loaded net parse its saved bytes once instead of decoding
+    # (and keeping) every op's message: on a big net that would triple its memory.
+    expected = _mixed_netdef()
+    net, data = _load(expected)
+    assert net.to_netdef() == expected
+    copy = net.copy()
+    assert copy.to_netdef() == expected and copy.serialize() == data
+    assert all(op._msg is None for op in (*net, *copy))
+    net[0].args  # noqa: B018  (a lazy field decodes that op only)
+    assert [op._msg is None for op in net] == [False] + [True] * (len(net) - 1)
+    assert net.to_netdef() == expected
+
+
 def test_last_type_field_wins_like_protobuf() -> None:
     # An op whose bytes hold `type` twice (merged messages): protobuf keeps the last one.
     op_bytes = (
