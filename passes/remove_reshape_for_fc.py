@@ -51,7 +51,6 @@ import itertools
 import logging
 import operator
 from collections.abc import Callable, Container
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -286,14 +285,7 @@ def _written_by(init: Net | None) -> Callable[[str], bool]:
     model) is built on the first question: a net with no Reshape left asks none."""
     if init is None:
         return lambda name: False
-    written: list[AbstractSet[str]] = []
-
-    def is_written(name: str) -> bool:
-        if not written:
-            written.append(init.written_names())
-        return name in written[0]
-
-    return is_written
+    return lambda name: name in init.written_names()  # cached by the net per revision
 
 
 def _drop_init_outputs(init: Net, names: set[str]) -> int:
