@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from graphtools.analysis.op_args import channel_axis, order, window_args
 from graphtools.errors import InvalidNetError
 from graphtools.executor import Int8Tensor, Workspace, run_model, run_op
-from graphtools.executor._args import channel_axis, order, window_args
 from graphtools.ir import Model, Net, Op
 from graphtools.pass_infra import PassManager
 

@@ -2,7 +2,7 @@
 
 ONNX-exported nets carry no device options; detectron2 assigned them from the devices of the
 example inputs. This pass does the same from an option: the devices of predict_net's inputs
-are given, ``graphtools.analysis.infer_device_type`` propagates them through the copy ops
+are given, ``graphtools.analysis.devices.infer_device_type`` propagates them through the copy ops
 (``CopyCPUToGPU``/``CopyGPUToCPU`` move a blob, every other op keeps one device), and each op
 that is not already on its device gets ``DeviceOption(device_type=1, device_id=0)`` (GPU, and
 both copy ops) or ``DeviceOption(device_type=0)`` (CPU op whose effective device was CUDA).
@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from graphtools.analysis import device_names, plan_device_options
+from graphtools.analysis.devices import device_names, plan_device_options
 from graphtools.errors import InvalidArgumentError
 from graphtools.ir import DeviceOption, Model, Net
 from graphtools.pass_infra import Pass, PassResult, register_pass

@@ -33,8 +33,7 @@ from collections.abc import Iterable, MutableMapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from graphtools.analysis import InvalidArgumentError
-from graphtools.errors import InvalidNetError, UnsupportedOpError
+from graphtools.errors import InvalidArgumentError, InvalidNetError, UnsupportedOpError
 from graphtools.ir import Model, Net
 from graphtools.pass_infra import Pass, PassResult, register_pass
 from graphtools.proto import caffe2_pb2

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from graphtools.executor._args import from_nchw, geometry, order, to_nchw
+from graphtools.analysis.op_args import from_nchw, geometry, order, to_nchw
 from graphtools.executor.kernels_nn import (
     conv_nchw,
     conv_transpose_nchw,

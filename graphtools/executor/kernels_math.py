@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from graphtools.executor._args import canonical_axis, order
+from graphtools.analysis.op_args import canonical_axis, order
 from graphtools.executor.registry import kernel
 from graphtools.ir import Op
 

@@ -12,8 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from graphtools.errors import UnsupportedOpError
-from graphtools.executor._args import (
+from graphtools.analysis.op_args import (
     NOTSET,
     VALID,
     Geometry,
@@ -26,6 +25,7 @@ from graphtools.executor._args import (
     window_args,
     windows,
 )
+from graphtools.errors import UnsupportedOpError
 from graphtools.executor.registry import OpContext, kernel
 from graphtools.ir import Op
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from graphtools.analysis import (
+from graphtools.analysis.devices import (
     InvalidArgumentError,
     get_external_blob_names,
     infer_device_type,

@@ -1,4 +1,4 @@
-"""Caffe2's argument conventions shared by the kernels: order, axes, conv/pool geometry."""
+"""Caffe2's argument conventions: storage order, axes, conv/pool geometry (kernels, shapes)."""
 
 from __future__ import annotations
 
