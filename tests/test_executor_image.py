@@ -84,7 +84,7 @@ def test_int8_resize_nearest_against_loops_and_checks_quantization() -> None:
 def yolo_reference(
     x: np.ndarray, anchors: list[int], mask: list[int], classes: int, stride: int
 ) -> list[np.ndarray]:
-    _, c, h, w = x.shape
+    _, _, h, w = x.shape
     per = 5 + classes
     sig = lambda v: 1 / (1 + math.exp(-v))  # noqa: E731
     y = x.astype(np.float64).copy()
