@@ -5,7 +5,7 @@ values when ``input_as_shape=1``) followed by ``extra_shape``. Random fills (``R
 draw from ``OpContext.rng``, so they are deterministic given the op's ``random_seed`` or the
 workspace seed (the generator is numpy's, not Caffe2's: the values differ from Caffe2's, their
 distribution does not). ``FILL_OPS`` lists every type registered here, which is what
-``graphtools.passes.params`` accepts in an init_net.
+``graphtools.compat.params`` accepts in an init_net.
 """
 
 from __future__ import annotations
