@@ -187,11 +187,7 @@ class _Walk:
     def run(self) -> ShapeInfo:
         info = self.info
         for name in self.net.external_inputs:
-            if name not in info.versions:
-                info.versions[name] = 0
-                blob = (name, 0)
-                t = self.given.get(name)
-                self._record(blob, UNKNOWN if t is None else t, f"input {name!r} was not given")
+            info.versions.setdefault(name, 0)
         for index, op in enumerate(self.net):
             blobs: list[VersionedBlob] = []
             types: list[TensorType] = []
@@ -210,6 +206,10 @@ class _Walk:
                 info.values.pop(blob, None)
                 if position < len(values) and values[position] is not None:
                     info.values[blob] = values[position]  # type: ignore[assignment]
+        for name in self.net.external_inputs:
+            if (name, 0) not in info.types:
+                t = self.given.get(name)
+                self._record((name, 0), UNKNOWN if t is None else t, f"input {name!r} not given")
         return info
 
     def _apply(
