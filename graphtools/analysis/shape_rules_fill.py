@@ -51,10 +51,9 @@ def fill_shape(op: Op, inputs: list[TensorType], values: list[Values | None]) ->
         raise ValueError("'extra_shape' needs an input")
     if op.arg("input_as_shape", 0):
         raise ValueError("'input_as_shape' needs an input")
-    shape = op.arg("shape", ())
-    return TensorType(
-        None, tuple(int(v) for v in (shape if isinstance(shape, tuple) else (shape,)))
-    )
+    arg: Any = op.arg("shape", ())
+    dims = arg if isinstance(arg, tuple) else (arg,)
+    return TensorType(None, tuple(int(v) for v in dims))
 
 
 def _typed(shape: TensorType, dtype: Any, quantized: bool = False) -> TensorType:

@@ -122,7 +122,7 @@ def conv_type(
         raise ValueError(f"group {group} does not divide the {c} input channels")
     if transposed:
         c = same_dim(c, w0, f"filter {w} against the input channels of {x}")
-        m = w1 * group if isinstance(w1, int) else None
+        m: Dim = w1 * group if isinstance(w1, int) else None
         outs = _transposed_out(op, spatial, kernel)
     else:
         if isinstance(w0, int) and w0 % group:

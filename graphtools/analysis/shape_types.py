@@ -38,6 +38,9 @@ Dim = int | str | None
 Values = tuple[Dim, ...]
 
 
+_PLAIN = (int, str)
+
+
 def _dim(value: Any) -> Dim:
     if value is None or isinstance(value, str):
         return value
@@ -65,8 +68,11 @@ class TensorType:
     def __post_init__(self) -> None:
         if self.dtype is not None and not isinstance(self.dtype, np.dtype):
             object.__setattr__(self, "dtype", np.dtype(self.dtype))
-        if self.shape is not None:
-            object.__setattr__(self, "shape", tuple(_dim(d) for d in self.shape))
+        shape = self.shape
+        if shape is not None and (
+            type(shape) is not tuple or not all(d is None or type(d) in _PLAIN for d in shape)
+        ):
+            object.__setattr__(self, "shape", tuple(_dim(d) for d in shape))
 
     @property
     def rank(self) -> int | None:

@@ -208,8 +208,9 @@ class _Walk:
                     info.values[blob] = values[position]  # type: ignore[assignment]
         for name in self.net.external_inputs:
             if (name, 0) not in info.types:
-                t = self.given.get(name)
-                self._record((name, 0), UNKNOWN if t is None else t, f"input {name!r} not given")
+                given = self.given.get(name)
+                why = f"input {name!r} not given"
+                self._record((name, 0), UNKNOWN if given is None else given, why)
         return info
 
     def _apply(
