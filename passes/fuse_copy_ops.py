@@ -41,7 +41,7 @@ from typing import ClassVar
 
 from graphtools.graph import names_in_nested_nets
 from graphtools.ir import Model, Net, Op
-from graphtools.pass_infra import Pass, PassResult, register_pass
+from graphtools.pass_infra import Pass, PassResult
 from graphtools.proto import caffe2_pb2
 
 __all__ = ["CopyFusion", "FuseCopyOps", "find_copy_fusion", "fuse_copy_between_cpu_and_gpu"]
@@ -140,7 +140,6 @@ def fuse_copy_between_cpu_and_gpu(predict_net: caffe2_pb2.NetDef) -> None:
         predict_net.CopyFrom(net.to_netdef())
 
 
-@register_pass
 @dataclass(frozen=True)
 class FuseCopyOps(Pass):
     """Fuse ``CopyCPUToGPU``/``CopyGPUToCPU`` round trips in the predict_net.

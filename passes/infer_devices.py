@@ -30,7 +30,7 @@ from typing import ClassVar
 from graphtools.analysis.devices import device_names, plan_device_options
 from graphtools.errors import InvalidArgumentError
 from graphtools.ir import DeviceOption, Model, Net
-from graphtools.pass_infra import Pass, PassResult, register_pass
+from graphtools.pass_infra import Pass, PassResult
 from graphtools.proto import caffe2_pb2
 
 __all__ = ["InferDevices", "assign_device_option", "parse_input_devices"]
@@ -62,7 +62,6 @@ def parse_input_devices(items: tuple[str, ...], style: str = "caffe2") -> dict[s
     return devices
 
 
-@register_pass
 @dataclass(frozen=True)
 class InferDevices(Pass):
     """Assign device options to predict_net and init_net ops from the inputs' devices.

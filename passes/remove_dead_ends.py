@@ -38,7 +38,7 @@ from itertools import compress, count
 from typing import ClassVar
 
 from graphtools.ir import Model, Net, NetDef, Op
-from graphtools.pass_infra import Pass, PassResult, register_pass
+from graphtools.pass_infra import Pass, PassResult
 from graphtools.ssa_view import SSAView
 
 __all__ = ["SIDE_EFFECT_OP_TYPES", "RemoveDeadEnds", "dead_end_op_indices", "remove_dead_end_ops"]
@@ -130,7 +130,6 @@ def _nested_reads(op: Op) -> Iterator[str]:
                 yield from _nested_reads(inner)
 
 
-@register_pass
 @dataclass(frozen=True)
 class RemoveDeadEnds(Pass):
     """Remove predict_net ops whose outputs never reach an external output.

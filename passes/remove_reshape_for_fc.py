@@ -56,7 +56,7 @@ from typing import Any, ClassVar
 
 from graphtools.graph import names_in_nested_nets
 from graphtools.ir import Model, Net
-from graphtools.pass_infra import Pass, PassResult, register_pass
+from graphtools.pass_infra import Pass, PassResult
 from graphtools.proto import caffe2_pb2
 from graphtools.ssa import VersionedBlob
 from graphtools.ssa_view import SSAView
@@ -315,7 +315,6 @@ def _drop_init_outputs(init: Net, names: set[str]) -> int:
     return len(dropped)
 
 
-@register_pass
 @dataclass(frozen=True)
 class RemoveReshapeForFC(Pass):
     """Remove Reshape sub-graphs whose output only ``FC`` ops read (see the module docstring).

@@ -41,7 +41,7 @@ from typing import ClassVar
 from graphtools.errors import IllegalRewriteError, NoProducerError, PreconditionError
 from graphtools.graph import names_in_nested_nets
 from graphtools.ir import Model, Net, Op
-from graphtools.pass_infra import Pass, PassResult, register_pass
+from graphtools.pass_infra import Pass, PassResult
 from graphtools.proto import caffe2_pb2
 from graphtools.ssa import OpSSA, VersionedBlob, get_ssa
 
@@ -335,7 +335,6 @@ def rename_op_input(
         init_net.CopyFrom(model.init_net.to_netdef())
 
 
-@register_pass
 @dataclass(frozen=True)
 class Rename(Pass):
     """Rename one input or output of one predict_net op (``rename{op=2,input=0,to=y}``).
@@ -372,7 +371,6 @@ class Rename(Pass):
 
     def call(self, model: Model) -> PassResult:
         """Apply the rename; ``modified`` is false when the new name equals the old one."""
-        self.requires(model)
         before = model.revision
         if self.input >= 0:
             count = rename_model_input(model, self.op, self.input, self.to, self.from_producer)

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 from graphtools.errors import InvalidArgumentError, InvalidNetError, UnsupportedOpError
 from graphtools.ir import Model, Net
-from graphtools.pass_infra import Pass, PassResult, register_pass
+from graphtools.pass_infra import Pass, PassResult
 from graphtools.proto import caffe2_pb2
 from graphtools.ssa import VersionedBlob
 
@@ -212,7 +212,6 @@ def ssa_rewrite(
         init_net.CopyFrom(init_ir.to_netdef())
 
 
-@register_pass
 @dataclass(frozen=True)
 class SSARewrite(Pass):
     """Rename predict_net blobs so each name is written once (ONNX export preparation).

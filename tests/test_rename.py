@@ -329,7 +329,7 @@ def test_rename_pass_through_pipeline_spec() -> None:
 def test_rename_pass_options_are_checked(options: dict[str, Any], message: str) -> None:
     model = Model(Net([Op("Relu", ["a"], ["x"])], ["a"], ["x"]))
     with pytest.raises(PreconditionError, match=message):
-        Rename(**options).call(model)
+        Rename(**options)(model)
 
 
 # -- drop-in behaviour and random nets ---------------------------------------------------------
