@@ -66,6 +66,9 @@ def spatial_out(
             kernel = tuple(int(k) for k in kernel_from_weight if k is not None)
         elif window_args(op, nd)[0] is None and not global_pooling:
             return (None,) * nd
+    if all(isinstance(d, int) for d in spatial):
+        sizes = tuple(int(d) for d in spatial if d is not None)
+        return geometry(op, sizes, kernel, global_pooling=global_pooling).out_sizes
     outs = []
     for probe in _PROBES:
         sizes = tuple(d if isinstance(d, int) else probe for d in spatial)

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from graphtools._gc import paused_gc
 from graphtools.analysis import (  # noqa: F401  (importing registers the rules)
     shape_rules_fill,
     shape_rules_int8,
@@ -195,17 +196,20 @@ class _Walk:
                 blob = self._read(index, op, position, types)
                 blobs.append(blob)
                 types.append(info.types[blob])
-            outputs, values, why = self._apply(index, op, blobs, types)
+            outputs, values, failure = self._apply(index, op, blobs, types)
+            versions = info.versions
             for name in op.outputs:
-                info.versions[name] = info.versions.get(name, 0) + 1
+                versions[name] = versions.get(name, 0) + 1
             for position, name in enumerate(op.outputs):
-                blob = (name, info.versions[name])
+                blob = (name, versions[name])
                 t = outputs[position] if position < len(outputs) else UNKNOWN
-                reason = reason_of(t)
-                self._record(blob, plain(t), reason or why)
+                info.types[blob] = plain(t)
                 info.values.pop(blob, None)
                 if position < len(values) and values[position] is not None:
                     info.values[blob] = values[position]  # type: ignore[assignment]
+                if not t.complete:
+                    why = reason_of(t) or failure or self._why(index, op, blobs, types)
+                    info.unknown[blob] = why
         for name in self.net.external_inputs:
             if (name, 0) not in info.types:
                 given = self.given.get(name)
@@ -213,22 +217,25 @@ class _Walk:
                 self._record((name, 0), UNKNOWN if given is None else given, why)
         return info
 
+    def _why(self, index: int, op: Op, blobs: list[VersionedBlob], types: list[TensorType]) -> str:
+        """Why a rule that ran left an output incomplete."""
+        where = _where(index, op, self.net)
+        stale = next((b for b, t in zip(blobs, types, strict=True) if not t.complete), None)
+        if stale is not None:
+            return f"{where} reads {stale[0]}@{stale[1]}, whose type is unknown"
+        return f"{where}: an output dim is no int or lone symbol of the input dims"
+
     def _apply(
         self, index: int, op: Op, blobs: list[VersionedBlob], types: list[TensorType]
-    ) -> tuple[list[TensorType], list[Values | None], str]:
-        """The op's output types and values, and the reason for any incomplete one."""
+    ) -> tuple[list[TensorType], list[Values | None], str | None]:
+        """The op's output types and values, and why they are all unknown if the rule did not
+        run (``None`` when it did)."""
         entry = RULES.get(op.type)
         if entry is None:
             why = DATA_DEPENDENT.get(op.type, "no shape rule for the op type")
             return [], [], f"{_where(index, op, self.net)}: {why}"
-        stale = next((b for b, t in zip(blobs, types, strict=True) if not t.complete), None)
-        where = _where(index, op, self.net)
-        why = (
-            f"{where} reads {stale[0]}@{stale[1]}, whose type is unknown"
-            if stale is not None
-            else f"{where}: an output dim is no int or lone symbol of the input dims"
-        )
-        known = [self.info.values.get(b) for b in blobs]
+        values_map = self.info.values
+        known = [values_map.get(b) for b in blobs] if values_map else [None] * len(blobs)
         try:
             outputs = entry.fn(op, types, known) if entry.needs_values else entry.fn(op, types)
             value_fn = VALUE_RULES.get(op.type)
@@ -241,7 +248,7 @@ class _Walk:
                 f"(inputs: {_describe(op, blobs, types) or 'none'})"
             )
             raise error from exc
-        return outputs, values, why
+        return outputs, values, None
 
 
 def infer_shapes(
@@ -268,7 +275,8 @@ def infer_shapes(
     """
     given = {name: as_type(t) for name, t in (params or {}).items()}
     given.update((name, as_type(t)) for name, t in inputs.items())
-    return _Walk(net, given, missing).run()
+    with paused_gc():
+        return _Walk(net, given, missing).run()
 
 
 def fill_types(init_net: Net) -> dict[str, TensorType]:
