@@ -235,7 +235,7 @@ class _Walk:
             why = DATA_DEPENDENT.get(op.type, "no shape rule for the op type")
             return [], [], f"{_where(index, op, self.net)}: {why}"
         values_map = self.info.values
-        known = [values_map.get(b) for b in blobs] if values_map else [None] * len(blobs)
+        known: list[Values | None] = [values_map.get(b) for b in blobs]
         try:
             outputs = entry.fn(op, types, known) if entry.needs_values else entry.fn(op, types)
             value_fn = VALUE_RULES.get(op.type)
