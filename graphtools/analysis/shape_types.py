@@ -320,11 +320,6 @@ def with_shape(t: TensorType, shape: tuple[Dim, ...] | None) -> TensorType:
     return replace(plain(t), shape=shape)
 
 
-def total(shape: Sequence[Dim]) -> Dim:
-    """Number of elements of ``shape`` as a dim."""
-    return dim_product(shape)
-
-
 def count(shape: Sequence[Dim] | None) -> int | None:
     """Number of elements when every dim is an int, else ``None``."""
     if shape is None or not all(isinstance(d, int) for d in shape):

@@ -22,7 +22,8 @@ API:
 * ``ShapeInfo``: ``types`` (every versioned blob met: ``(name, 0)`` for what the net reads
   first), ``unknown`` (the blobs whose type is incomplete, and why: no rule for the op type,
   an unknown input, a data-dependent shape), ``values`` (the contents of the small integer
-  blobs that compute shapes), ``final(name)`` (the type at the end of the net).
+  blobs that compute shapes), ``final(name)`` (the type at the end of the net) and
+  ``why(name)`` (the reason it is incomplete, ``None`` when complete).
 * ``infer_model_shapes(model, inputs) -> ShapeInfo``: the init_net's fills give the
   predict_net's params (their static ``shape``/``values``/``dtype`` arguments); a given input
   overrides an init_net placeholder of the same name.
@@ -178,10 +179,11 @@ class _Walk:
         blob = (name, versions[name])
         if blob not in self.info.types:
             t = self.given.get(name)
-            why = f"{name!r} is read before any op writes it and its type was not given"
-            if t is None and self.missing is not None:
-                t = self.missing(index, op, position, types)
-                why = f"{name!r} could not be derived"
+            why = f"the type given for {name!r} is incomplete"
+            if t is None:
+                why = f"{name!r} is read before any op writes it and its type was not given"
+                if self.missing is not None:
+                    t = self.missing(index, op, position, types)
             self._record(blob, UNKNOWN if t is None else t, why)
         return blob
 
@@ -280,10 +282,11 @@ def infer_shapes(
 
 
 def fill_types(init_net: Net) -> dict[str, TensorType]:
-    """The static type of every blob ``init_net`` leaves behind (its fills' arguments)."""
+    """The static type of every blob ``init_net`` leaves behind (its fills' arguments); blobs
+    of which nothing is known are left out."""
     info = infer_shapes(init_net, {})
     written = {name for op in init_net for name in op.outputs}
-    return {name: info.final(name) for name in written}
+    return {name: info.final(name) for name in written if info.final(name) != UNKNOWN}
 
 
 def infer_model_shapes(model: Model, inputs: Mapping[str, TypeLike]) -> ShapeInfo:
