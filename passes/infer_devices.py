@@ -32,6 +32,7 @@ from graphtools.errors import InvalidArgumentError
 from graphtools.ir import DeviceOption, Model, Net
 from graphtools.pass_infra import Pass, PassResult
 from graphtools.proto import caffe2_pb2
+from graphtools.serde.codec import net_from_netdef, net_to_netdef
 
 __all__ = ["InferDevices", "assign_device_option", "parse_input_devices"]
 
@@ -115,9 +116,9 @@ def assign_device_option(
     and CPU ops under a CUDA net-wide option are moved back to CPU. NetDefs are rewritten in
     place. Nothing is changed when inference fails.
     """
-    predict_ir = predict_net if isinstance(predict_net, Net) else Net.from_netdef(predict_net)
+    predict_ir = predict_net if isinstance(predict_net, Net) else net_from_netdef(predict_net)
     init_ir = (
-        init_net if init_net is None or isinstance(init_net, Net) else Net.from_netdef(init_net)
+        init_net if init_net is None or isinstance(init_net, Net) else net_from_netdef(init_net)
     )
     predict_plan, init_plan = plan_device_options(predict_ir, init_ir, input_device_types)
     for original, ir_net, plan in (
@@ -128,4 +129,4 @@ def assign_device_option(
             continue
         _apply_plan(ir_net, plan)
         if isinstance(original, caffe2_pb2.NetDef):
-            original.CopyFrom(ir_net.to_netdef())
+            original.CopyFrom(net_to_netdef(ir_net))

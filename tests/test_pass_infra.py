@@ -27,6 +27,7 @@ from graphtools.pass_infra import (
     available_passes,
     register_pass,
 )
+from graphtools.serde.codec import net_from_netdef, net_to_netdef
 
 # -- toy passes ---------------------------------------------------------------------------------
 
@@ -119,8 +120,8 @@ def _model() -> Model:
 def _bytes(model: Model) -> tuple[bytes, bytes]:
     assert model.init_net is not None
     return (
-        model.predict_net.to_netdef().SerializeToString(),
-        model.init_net.to_netdef().SerializeToString(),
+        net_to_netdef(model.predict_net).SerializeToString(),
+        net_to_netdef(model.init_net).SerializeToString(),
     )
 
 
@@ -492,7 +493,7 @@ def test_broken_entry_points_are_named(
 def test_rollback_covers_nested_nets() -> None:
     then_net = Net([Op("Relu", ["x"], ["t"]), Op("Sigmoid", ["t"], ["u"])], ["x"], ["u"])
     built = Net([Op("If", ["cond"], [], args={"then_net": then_net})], ["x", "cond"], ["u"])
-    model = Model(Net.from_netdef(built.to_netdef()))
+    model = Model(net_from_netdef(net_to_netdef(built)))
 
     @dataclass(frozen=True)
     class BreaksNested(Pass):
@@ -504,11 +505,11 @@ def test_rollback_covers_nested_nets() -> None:
             nested.set_external_outputs(["v"])
             raise RuntimeError("halfway")
 
-    before = model.predict_net.to_netdef().SerializeToString()
+    before = net_to_netdef(model.predict_net).SerializeToString()
     revision = model.revision
     with pytest.raises(PassError, match="halfway"):
         PassManager([BreaksNested()])(model)
-    assert model.predict_net.to_netdef().SerializeToString() == before
+    assert net_to_netdef(model.predict_net).SerializeToString() == before
     assert model.revision == revision
 
 
