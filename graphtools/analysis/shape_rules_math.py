@@ -32,7 +32,7 @@ def as_2d(shape: tuple[Dim, ...], axis: int) -> tuple[Dim, Dim]:
 
 
 @shape_rule("FC", "FCTransposed")
-def _fc(op: Op, inputs: list[TensorType]) -> list[TensorType]:
+def fc_rule(op: Op, inputs: list[TensorType]) -> list[TensorType]:
     """Y = X W^T + b with X coerced to 2-D at ``axis`` and W at ``axis_w``: the output keeps
     X's dims before ``axis`` and adds one of W's output count."""
     need(op, inputs, 2)

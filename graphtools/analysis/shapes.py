@@ -57,6 +57,7 @@ from graphtools.analysis import (  # noqa: F401  (importing registers the rules)
     shape_rules_fill,
     shape_rules_int8,
     shape_rules_math,
+    shape_rules_misc,
     shape_rules_nn,
     shape_rules_tensor,
 )
@@ -80,6 +81,7 @@ from graphtools.ssa import VersionedBlob
 __all__ = [
     "DATA_DEPENDENT",
     "RULES",
+    "RULES_TO_WRITE",
     "Dim",
     "ShapeInfo",
     "ShapeRule",
@@ -90,13 +92,36 @@ __all__ = [
     "value_rule",
 ]
 
-#: Op types with an executor kernel but no shape rule, because their output shape always
-#: depends on input values, with the reason. Empty today: every kernel's output shape follows
-#: from its input shapes and arguments; the data-dependent *variants* (Reshape, Slice, Split
-#: and ResizeNearest reading their shape, bounds, sizes or scales from an input, fills with
-#: ``input_as_shape``) have rules that leave those dims unknown with a "data-dependent" reason,
-#: unless the value rules know the input's contents.
-DATA_DEPENDENT: dict[str, str] = {}
+#: Op types with an executor kernel but no shape rule, because their output shape depends on
+#: input values, with the reason (their outputs are unknown, with that reason). The
+#: data-dependent *variants* of other ops (Reshape, Slice, Split, TopK and ResizeNearest reading
+#: their shape, bounds, sizes, k or scales from an input; fills with ``input_as_shape``) have
+#: rules that leave those dims unknown with a "data-dependent" reason, unless the value rules
+#: know the input's contents.
+DATA_DEPENDENT: dict[str, str] = {
+    "GenerateProposals": "the number of proposals NMS keeps depends on the scores",
+    "GenerateProposalsCPP": "the number of proposals NMS keeps depends on the scores",
+    "BoxWithNMSLimit": "the number of detections NMS keeps depends on the scores",
+    "LengthsRangeFill": "the output length is the sum of the lengths' values",
+    "GatherRanges": "the output length is the sum of the ranges' lengths",
+    "SparseLabelSplit": "each output's length is how many values carry that label",
+    "SparseToDense": "the first dim is max(indices) + 1 unless DATA_TO_INFER_DIM is given",
+    "OneHot": "the row length is the value of the index-size input",
+    "Load": "the blobs and their shapes are those stored in the db file it reads",
+}
+
+#: Op types whose kernels landed (from the ``kernels`` branch) after these rules were written:
+#: their output shapes follow from input shapes and arguments, but no rule exists yet, so their
+#: outputs are unknown ("no shape rule"). Write the rule, then remove the entry.
+RULES_TO_WRITE: frozenset[str] = frozenset(
+    {
+        *("ATen", "BBoxTransform", "BatchSparseToDense", "Bucketize", "LengthsSum"),
+        *("FillExamplesWithIndicator", "LengthsToRanges", "RoIAlign", "ScatterAssign"),
+        *("SparseLengthsSum8BitsRowwise", "SparseLengthsWeightedSum8BitsRowwise"),
+        *("SparseLengthsSumFused8BitRowwise", "SparseLengthsWeightedSumFused8BitRowwise"),
+        *("SparseLengthsSumFused4BitRowwise", "SparseToDenseMask"),
+    }
+)
 
 TypeLike = TensorType | Sequence[int | str | None]
 #: ``missing(op_index, op, position, input_types_so_far) -> TensorType | None``.
@@ -235,6 +260,8 @@ class _Walk:
         entry = RULES.get(op.type)
         if entry is None:
             why = DATA_DEPENDENT.get(op.type, "no shape rule for the op type")
+            if op.type in DATA_DEPENDENT:
+                why = f"data-dependent: {why}"
             return [], [], f"{_where(index, op, self.net)}: {why}"
         values_map = self.info.values
         known: list[Values | None] = [values_map.get(b) for b in blobs]
