@@ -351,6 +351,11 @@ def _misc_cases() -> list[Case]:
         case("TopK", {"x": x}, outputs=3, k=2),
         case("TopK", {"x": x, "k": [2]}, outputs=3, consts={"k": [2]}, axis=1),
         case("IsEmpty", {"x": x}),
+        case("Bucketize", {"x": x}, boundaries=[-1.0, 0.0, 0.5]),
+        case(
+            "ScatterAssign",
+            {"d": x, "i": np.array([1, 0], np.int64), "s": f32(2, 3, 4)},
+        ),
         case("Upsample", {"x": f32(1, 2, 3, 4)}, scale=3),
         case(
             "Int8ResizeNearest",
@@ -428,7 +433,7 @@ def test_every_kernel_op_type_has_a_rule_or_is_listed_as_data_dependent() -> Non
     assert not set(RULES) & (set(DATA_DEPENDENT) | RULES_TO_WRITE)
     assert set(KERNELS) >= RULES_TO_WRITE and not RULES_TO_WRITE & set(DATA_DEPENDENT)
     assert all(reason for reason in DATA_DEPENDENT.values())
-    assert len(RULES_TO_WRITE) <= 14  # a ratchet: lower it when a rule lands
+    assert len(RULES_TO_WRITE) <= 13  # a ratchet: lower it when a rule lands
 
 
 def test_every_rule_is_checked_against_its_kernel_here() -> None:

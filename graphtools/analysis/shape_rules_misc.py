@@ -4,6 +4,8 @@ nearest upsampling, the YOLOv3 head and the style-transfer pre/deprocessing ops.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 
 from graphtools.analysis.op_args import canonical_axis
@@ -289,3 +291,28 @@ def _stylizer_deprocess(op: Op, inputs: list[TensorType]) -> list[TensorType]:
         same_dim(x.shape[1], 3, f"the channels of {x}")
     shape = None if x.shape is None else (x.shape[0], x.shape[2], x.shape[3], 4)
     return [TensorType(np.dtype(np.uint8), shape)]
+
+
+@shape_rule("Bucketize")
+def _bucketize(op: Op, inputs: list[TensorType]) -> list[TensorType]:
+    """The int32 bucket of each value."""
+    need(op, inputs, 1)
+    boundaries = [float(b) for b in op.arg("boundaries", ())]
+    if any(b >= c for b, c in pairwise(boundaries)):
+        raise ValueError(f"boundaries must increase strictly, got {boundaries}")
+    return [TensorType(np.dtype(np.int32), inputs[0].shape)]
+
+
+@shape_rule("ScatterAssign")
+def _scatter_assign(op: Op, inputs: list[TensorType]) -> list[TensorType]:
+    """A copy of DATA; SLICES must be (len(INDICES), *DATA.shape[1:]) of DATA's dtype."""
+    need(op, inputs, 3)
+    data, indices, slices = inputs[:3]
+    if data.shape is not None and not data.shape:
+        raise ValueError("DATA must have rank >= 1")
+    if data.dtype is not None and slices.dtype is not None and data.dtype != slices.dtype:
+        raise ValueError(f"SLICES {slices} differs in dtype from DATA {data}")
+    if data.shape is not None and slices.shape is not None:
+        expected = (count(indices.shape), *data.shape[1:])
+        same_shape(slices.shape, expected, "SLICES against (len(INDICES), *DATA.shape[1:])")
+    return [data]

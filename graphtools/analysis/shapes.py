@@ -115,8 +115,8 @@ DATA_DEPENDENT: dict[str, str] = {
 #: outputs are unknown ("no shape rule"). Write the rule, then remove the entry.
 RULES_TO_WRITE: frozenset[str] = frozenset(
     {
-        *("ATen", "BBoxTransform", "BatchSparseToDense", "Bucketize", "LengthsSum"),
-        *("FillExamplesWithIndicator", "LengthsToRanges", "RoIAlign", "ScatterAssign"),
+        *("ATen", "BBoxTransform", "BatchSparseToDense", "LengthsSum"),
+        *("FillExamplesWithIndicator", "LengthsToRanges", "RoIAlign"),
         *("SparseLengthsSum8BitsRowwise", "SparseLengthsWeightedSum8BitsRowwise"),
         *("SparseLengthsSumFused8BitRowwise", "SparseLengthsWeightedSumFused8BitRowwise"),
         *("SparseLengthsSumFused4BitRowwise", "SparseToDenseMask"),
