@@ -3,7 +3,8 @@
 ``run_model(model, feeds)`` runs an init_net/predict_net pair the way a Caffe2 predictor does;
 ``run_net(net, workspace)`` runs one net over a ``Workspace``. Kernels are registered by op type
 with ``@kernel("FC")`` in the family modules (``kernels_nn``, ``kernels_math``,
-``kernels_tensor``, ``kernels_fill``, ``kernels_int8``); ``KERNELS`` maps each type to its kernel.
+``kernels_tensor``, ``kernels_fill``, ``kernels_int8``, ``kernels_control``, ``kernels_logic``,
+``kernels_train``, ``kernels_grad``); ``KERNELS`` maps each type to its kernel.
 An op without a kernel raises ``UnsupportedOpError``; a kernel that rejects its inputs raises
 ``ExecutionError`` naming the op and the input shapes.
 """
@@ -11,11 +12,15 @@ An op without a kernel raises ``UnsupportedOpError``; a kernel that rejects its 
 from __future__ import annotations
 
 from graphtools.executor import (  # noqa: F401  (importing registers the kernels)
+    kernels_control,
     kernels_fill,
+    kernels_grad,
     kernels_int8,
+    kernels_logic,
     kernels_math,
     kernels_nn,
     kernels_tensor,
+    kernels_train,
 )
 from graphtools.executor.interpreter import ExecutionError, run_model, run_net, run_op
 from graphtools.executor.registry import KERNELS, Kernel, OpContext, kernel
