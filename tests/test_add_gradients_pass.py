@@ -12,8 +12,18 @@ from graphtools.pass_infra import PassManager
 
 
 def _model():
-    return Model(Net([Op("FC", ["x", "w", "b"], ["h"]), Op("Tanh", ["h"], ["h"]),
-                      Op("AveragedLoss", ["h"], ["loss"])], ["x", "w", "b"], ["loss"], name="net"))
+    return Model(
+        Net(
+            [
+                Op("FC", ["x", "w", "b"], ["h"]),
+                Op("Tanh", ["h"], ["h"]),
+                Op("AveragedLoss", ["h"], ["loss"]),
+            ],
+            ["x", "w", "b"],
+            ["loss"],
+            name="net",
+        )
+    )
 
 
 def test_appends_backward_pass_once_and_it_is_right():
@@ -22,7 +32,14 @@ def test_appends_backward_pass_once_and_it_is_right():
     ran = [r for r in records if not r.skipped]
     assert ran[0].stats == {"gradient_ops": 4, "gradients": 5}  # loss, h, x, w, b
     assert [op.type for op in model.predict_net] == [
-        "FC", "Tanh", "AveragedLoss", "ConstantFill", "AveragedLossGradient", "TanhGradient", "FCGradient"]
+        "FC",
+        "Tanh",
+        "AveragedLoss",
+        "ConstantFill",
+        "AveragedLossGradient",
+        "TanhGradient",
+        "FCGradient",
+    ]
     assert list(model.predict_net.external_outputs) == ["loss"]
     rng = np.random.default_rng(0)
     x, w, b = rng.standard_normal((3, 4)), rng.standard_normal((2, 4)), rng.standard_normal(2)
@@ -37,7 +54,9 @@ def test_appends_backward_pass_once_and_it_is_right():
     assert not any(r.modified for r in again) and len(model.predict_net) == 7
 
 
-@pytest.mark.parametrize("spec, message", [("add-gradients", "needs ys"), ("add-gradients{ys=nope}", "nope")])
+@pytest.mark.parametrize(
+    "spec, message", [("add-gradients", "needs ys"), ("add-gradients{ys=nope}", "nope")]
+)
 def test_refuses_bad_ys(spec, message):
     model = _model()
     with pytest.raises(PassError, match=message):

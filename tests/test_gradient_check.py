@@ -42,7 +42,9 @@ def test_checks_first_and_last_elements_by_default():
 def test_loss_is_half_sum_of_squares():
     # y = 3 x: loss = 1/2 (3x)^2, dloss/dx = 9 x
     net = Net([Op("Mul", ["x", "three"], ["y"])])
-    results = check_gradients(net, {"x": np.array([2.0]), "three": np.array([3.0])}, ["y"], wrt=["x"])
+    results = check_gradients(
+        net, {"x": np.array([2.0]), "three": np.array([3.0])}, ["y"], wrt=["x"]
+    )
     assert np.isclose(results[0].analytic, 18.0) and np.isclose(results[0].numeric, 18.0)
 
 

@@ -73,7 +73,10 @@ GPU1 = caffe2_pb2.DeviceOption(device_type=1, device_id=1)
 @pytest.mark.parametrize("device", [None, GPU1])
 def test_direct(device):
     ops = [op("Direct", "in", "hidden"), op("Direct", "hidden", "out")]
-    want = [op("DirectGradient", "out_grad", "hidden_grad"), op("DirectGradient", "hidden_grad", "in_grad")]
+    want = [
+        op("DirectGradient", "out_grad", "hidden_grad"),
+        op("DirectGradient", "hidden_grad", "in_grad"),
+    ]
     for o in ops + want if device else []:
         o.device_option.CopyFrom(device)
     grads, _ = GradientRegistry.GetBackwardPass(ops, {"out": "out_grad"})
@@ -103,7 +106,10 @@ def test_no_unnecessary_gradients_and_no_source():
 def test_in_place_versions():
     ops = [op("Direct", "in", "in"), op("Direct", "in", "out")]
     grads, _ = GradientRegistry.GetBackwardPass(ops, {"out": "out_grad"})
-    _assert_ops(grads, [op("DirectGradient", "out_grad", "in_grad"), op("DirectGradient", "in_grad", "in_grad")])
+    _assert_ops(
+        grads,
+        [op("DirectGradient", "out_grad", "in_grad"), op("DirectGradient", "in_grad", "in_grad")],
+    )
     ops = [op("UseOutput", "in", "in"), op("UseOutput", "in", "out"), op("Direct", "out", "sink")]
     grads, _ = GradientRegistry.GetBackwardPass(ops, {"sink": "sink_grad"})
     _assert_ops(
@@ -118,7 +124,11 @@ def test_in_place_versions():
 
 def test_version_mismatch_names_blob_and_versions():
     ops = [op("Direct", "x", "x"), op("Direct", "y", "x"), op("Direct", "x", "y")]
-    with pytest.raises(RuntimeError, match=r'"x_grad" is expected to correspond to version 1 of "x", but currently we have version 2'):
+    with pytest.raises(
+        RuntimeError,
+        match=r'"x_grad" is expected to correspond to version 1 of "x", but currently we have '
+        r"version 2",
+    ):
         GradientRegistry.GetBackwardPass(ops, {"y": "y_grad"})
 
 
@@ -126,20 +136,28 @@ def test_version_mismatch_names_blob_and_versions():
     "ops, ys",
     [
         (
-            [op("UseOutput", "in", "hidden"), op("Direct", "hidden", "hidden"),
-             op("UseOutput", "hidden", "out"), op("Direct", "out", "sink")],
+            [
+                op("UseOutput", "in", "hidden"),
+                op("Direct", "hidden", "hidden"),
+                op("UseOutput", "hidden", "out"),
+                op("Direct", "out", "sink"),
+            ],
             {"sink": "sink_grad"},
         ),
         ([op("UseInput", "in", "out"), op("Direct", "in", "in")], {"out": "out_grad"}),
     ],
 )
 def test_overwritten_blob_needed_by_gradient(ops, ys):
-    with pytest.raises(GradientError, match="needs (output|input)"):
+    with pytest.raises(GradientError, match=r"needs (output|input)"):
         GradientRegistry.GetBackwardPass(ops, ys)
 
 
 def test_use_input():
-    ops = [op("Direct", "in", "hidden"), op("UseInput", "hidden", "out"), op("Direct", "out", "sink")]
+    ops = [
+        op("Direct", "in", "hidden"),
+        op("UseInput", "hidden", "out"),
+        op("Direct", "out", "sink"),
+    ]
     grads, _ = GradientRegistry.GetBackwardPass(ops, {"sink": "sink_grad"})
     _assert_ops(
         grads,
@@ -153,8 +171,11 @@ def test_use_input():
 
 @pytest.mark.parametrize("device", [None, GPU1])
 def test_multi_use_input_sums_with_autosplit(device):
-    ops = [op("Direct", "in", "hidden1"), op("Direct", "in", "hidden2"),
-           op("Direct", ["hidden1", "hidden2"], "out")]
+    ops = [
+        op("Direct", "in", "hidden1"),
+        op("Direct", "in", "hidden2"),
+        op("Direct", ["hidden1", "hidden2"], "out"),
+    ]
     want = [
         op("DirectGradient", "out_grad", ["hidden1_grad", "hidden2_grad"]),
         op("DirectGradient", "hidden2_grad", "in_grad"),
@@ -169,18 +190,30 @@ def test_multi_use_input_sums_with_autosplit(device):
 
 
 def test_multi_use_with_no_gradient_branch():
-    ops = [op("Direct", "in", "hidden1"), op("Nogradient", "in", "hidden2"),
-           op("Direct", ["hidden1", "hidden2"], "out")]
+    ops = [
+        op("Direct", "in", "hidden1"),
+        op("Nogradient", "in", "hidden2"),
+        op("Direct", ["hidden1", "hidden2"], "out"),
+    ]
     grads, _ = GradientRegistry.GetBackwardPass(ops, {"out": "out_grad"})
-    _assert_ops(grads, [op("DirectGradient", "out_grad", ["hidden1_grad", "hidden2_grad"]),
-                        op("DirectGradient", "hidden1_grad", "in_grad")])
+    _assert_ops(
+        grads,
+        [
+            op("DirectGradient", "out_grad", ["hidden1_grad", "hidden2_grad"]),
+            op("DirectGradient", "hidden1_grad", "in_grad"),
+        ],
+    )
 
 
 def test_multi_use_multiple_versions_big_counter_restarts_per_sum():
     ops = [
-        op("Direct", "in", "in"), op("Direct", "in", "hidden1"), op("Direct", "in", "hidden2"),
-        op("Direct", ["hidden1", "hidden2"], "in"), op("Direct", "in", "hidden3"),
-        op("Direct", "in", "hidden4"), op("Direct", "in", "hidden5"),
+        op("Direct", "in", "in"),
+        op("Direct", "in", "hidden1"),
+        op("Direct", "in", "hidden2"),
+        op("Direct", ["hidden1", "hidden2"], "in"),
+        op("Direct", "in", "hidden3"),
+        op("Direct", "in", "hidden4"),
+        op("Direct", "in", "hidden5"),
         op("Direct", ["hidden3", "hidden4", "hidden5"], "out"),
     ]
     grads, _ = GradientRegistry.GetBackwardPass(ops, {"out": "out_grad"})
@@ -206,9 +239,11 @@ def test_auto_gen_sum_extra_info_rule():
     clear = caffe2_pb2.DeviceOption(extra_info=[tag, "only_keep_is_auto_gen_sum_ops_tag:1"])
     keep = caffe2_pb2.DeviceOption(extra_info=[tag])
     for device, kept in ((clear, False), (keep, True)):
-        ops = [op("Direct", "in", "hidden1", device_option=device),
-               op("Direct", "in", "hidden2", device_option=device),
-               op("Direct", ["hidden1", "hidden2"], "out")]
+        ops = [
+            op("Direct", "in", "hidden1", device_option=device),
+            op("Direct", "in", "hidden2", device_option=device),
+            op("Direct", ["hidden1", "hidden2"], "out"),
+        ]
         grads, _ = GradientRegistry.GetBackwardPass(ops, {"out": "out_grad"})
         assert grads[-1].type == "Sum"
         info = list(grads[-1].device_option.extra_info)
@@ -217,15 +252,21 @@ def test_auto_gen_sum_extra_info_rule():
 
 
 def test_mixed_device_options_refused():
-    ops = [op("Direct", "in", "hidden1", device_option=GPU1),
-           op("Direct", "in", "hidden2"),
-           op("Direct", ["hidden1", "hidden2"], "out")]
+    ops = [
+        op("Direct", "in", "hidden1", device_option=GPU1),
+        op("Direct", "in", "hidden2"),
+        op("Direct", ["hidden1", "hidden2"], "out"),
+    ]
     with pytest.raises(RuntimeError, match="same device option"):
         GradientRegistry.GetBackwardPass(ops, {"out": "out_grad"})
 
 
 def test_print_is_skipped_and_builtin_ops_marked():
-    ops = [op("FC", ["in", "w", "b"], "fc"), op("Print", "fc", []), op("AveragedLoss", "fc", "loss")]
+    ops = [
+        op("FC", ["in", "w", "b"], "fc"),
+        op("Print", "fc", []),
+        op("AveragedLoss", "fc", "loss"),
+    ]
     want = [
         op("AveragedLossGradient", ["fc", "loss_grad"], "fc_grad"),
         op("FCGradient", ["in", "w", "fc_grad"], ["w_grad", "b_grad", "in_grad"]),
@@ -245,22 +286,43 @@ def test_builtin_copies_device_engine_and_args():
 
 
 def test_stop_gradient_cases():
-    ops = [op("Direct", "in", "hidden"), op("StopGradient", "hidden", "hidden2"), op("Direct", "hidden2", "out")]
+    ops = [
+        op("Direct", "in", "hidden"),
+        op("StopGradient", "hidden", "hidden2"),
+        op("Direct", "hidden2", "out"),
+    ]
     grads, _ = GradientRegistry.GetBackwardPass(ops, {"out": "out_grad"})
     _assert_ops(grads, [op("DirectGradient", "out_grad", "hidden2_grad")])
-    ops = [op("Direct", "in", "hidden"), op("StopGradient", "hidden", "hidden"), op("Direct", "hidden", "out")]
+    ops = [
+        op("Direct", "in", "hidden"),
+        op("StopGradient", "hidden", "hidden"),
+        op("Direct", "hidden", "out"),
+    ]
     grads, grad_map = GradientRegistry.GetBackwardPass(ops, {"out": "out_grad"})
     _assert_ops(grads, [op("DirectGradient", "out_grad", "hidden_grad")])
     assert grad_map == {"out": "out_grad"}
-    ops = [op("Direct", "in", "hidden"), op("Direct", "hidden", "hidden2"),
-           op("StopGradient", "hidden", "hidden3"), op("Direct", ["hidden2", "hidden3"], "out")]
+    ops = [
+        op("Direct", "in", "hidden"),
+        op("Direct", "hidden", "hidden2"),
+        op("StopGradient", "hidden", "hidden3"),
+        op("Direct", ["hidden2", "hidden3"], "out"),
+    ]
     grads, grad_map = GradientRegistry.GetBackwardPass(ops, {"out": "out_grad"})
-    assert grad_map == {"out": "out_grad", "hidden2": "hidden2_grad", "hidden3": "hidden3_grad",
-                        "hidden": "hidden_grad", "in": "in_grad"}
+    assert grad_map == {
+        "out": "out_grad",
+        "hidden2": "hidden2_grad",
+        "hidden3": "hidden3_grad",
+        "hidden": "hidden_grad",
+        "in": "in_grad",
+    }
 
 
 def test_orphan_stop_gradient():
-    ops = [op("Direct", "in", "hidden"), op("StopGradient", "hidden", "auto_blobx"), op("Direct", "hidden", "out")]
+    ops = [
+        op("Direct", "in", "hidden"),
+        op("StopGradient", "hidden", "auto_blobx"),
+        op("Direct", "hidden", "out"),
+    ]
     with pytest.raises(ValueError, match="orphan") as info:
         GradientRegistry.GetBackwardPass(ops, {"out": "out_grad"})
     assert isinstance(info.value, InvalidArgumentError)
@@ -311,8 +373,13 @@ def test_two_grads_runs():
 
 
 def test_accumulation_runs():
-    net = Net([Op("Mul", ["input", "two"], ["mul_1"]), Op("Mul", ["input", "three"], ["mul_2"]),
-               Op("Sub", ["mul_1", "one"], ["sub"])])
+    net = Net(
+        [
+            Op("Mul", ["input", "two"], ["mul_1"]),
+            Op("Mul", ["input", "three"], ["mul_2"]),
+            Op("Sub", ["mul_1", "one"], ["sub"]),
+        ]
+    )
     grad_map = add_gradient_operators(net, ["mul_2", "sub"])
     ws = _run(net, {"input": [1], "one": [1], "two": [2], "three": [3]})
     assert ws.fetch(grad_map["input"]).tolist() == [5.0]
@@ -320,7 +387,9 @@ def test_accumulation_runs():
 
 def test_pass_through_accumulation_names():
     # x1 -> Relu -> x2 -> Softmax -> x3; Add(x2, x3) -> x4: Sum(x2_grad, _x2_grad_autosplit_0)
-    net = Net([Op("Relu", ["x1"], ["x2"]), Op("Softmax", ["x2"], ["x3"]), Op("Add", ["x2", "x3"], ["x4"])])
+    net = Net(
+        [Op("Relu", ["x1"], ["x2"]), Op("Softmax", ["x2"], ["x3"]), Op("Add", ["x2", "x3"], ["x4"])]
+    )
     grad_map = add_gradient_operators(net, {"x4": "x4_grad"})
     sum_op = net[-2]
     assert sum_op.type == "Sum" and list(sum_op.inputs) == ["x2_grad", "_x2_grad_autosplit_0"]
@@ -328,11 +397,16 @@ def test_pass_through_accumulation_names():
 
 
 def test_constant_fill_branch_needs_no_sum():
-    net = Net([
-        Op("FC", ["x1", "x1_w", "x1_b"], ["x2"]), Op("Relu", ["x2"], ["x2"]),
-        Op("ConstantFill", ["x2"], ["x3"]), Op("Add", ["x2", "x3"], ["x4"]),
-        Op("FC", ["x4", "x4_w", "x4_b"], ["x5"]), Op("SoftmaxWithLoss", ["x5", "labels"], ["softmax", "loss"]),
-    ])
+    net = Net(
+        [
+            Op("FC", ["x1", "x1_w", "x1_b"], ["x2"]),
+            Op("Relu", ["x2"], ["x2"]),
+            Op("ConstantFill", ["x2"], ["x3"]),
+            Op("Add", ["x2", "x3"], ["x4"]),
+            Op("FC", ["x4", "x4_w", "x4_b"], ["x5"]),
+            Op("SoftmaxWithLoss", ["x5", "labels"], ["softmax", "loss"]),
+        ]
+    )
     grad_map = add_gradient_operators(net, ["loss"])
     assert "Sum" not in [o.type for o in net] and grad_map["x1"] == "x1_grad"
 

@@ -73,7 +73,7 @@ def _mul_gradient(op: Op, inputs: list[Any]) -> list[Any]:
 @kernel("DivGradient")
 def _div_gradient(op: Op, inputs: list[Any]) -> list[Any]:
     """Inputs ``(dC, A, B, C)`` of ``C = A / B``: ``dA = dC / B``, ``dB = -dC * C / B``."""
-    g, a, b = _binary_gradient(op, inputs)
+    g, _, b = _binary_gradient(op, inputs)
     c = np.asarray(inputs[3])
     return _back(op, inputs, g / b, -g * c / b)
 

@@ -167,7 +167,9 @@ def add_if_op(
     if_inputs = [str(cond_blob), *dict.fromkeys(then_in + else_in)]
     if_outputs = list(dict.fromkeys(then_out + else_out))
     ws_then = target.next_scoped_blob(target.name + "/workspace_if_then")
-    args = {"then_net": _do_net("do_then_net", then_def, then_in, then_out, ws_then)}
+    args: dict[str, Any] = {
+        "then_net": _do_net("do_then_net", then_def, then_in, then_out, ws_then)
+    }
     if_inputs.append(ws_then)
     if_outputs.append(ws_then)
     ws_else = None
@@ -209,7 +211,7 @@ def add_while_op(
     while_inputs = [cond_blob, *loop_in]
     while_outputs = list(body_out)
     ws_body = target.next_scoped_blob(target.name + "/workspace_loop_body")
-    args = {
+    args: dict[str, Any] = {
         "loop_net": _do_net(
             "do_loop_body_net", body, loop_in, body_out, ws_body, copy_external_blobs=True
         )
