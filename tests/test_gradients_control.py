@@ -16,7 +16,12 @@ from graphtools.gradients import (
     dedupe_g_output,
     gen_do_gradient,
 )
-from graphtools.gradients._proto import create_operator, op_from_proto, op_to_proto
+from graphtools.gradients._proto import (
+    create_operator,
+    net_to_netdef,
+    op_from_proto,
+    op_to_proto,
+)
 from graphtools.ir import Net, Op
 from graphtools.testing import check_gradients
 
@@ -273,7 +278,7 @@ def test_while_gradient_equals_unrolled_net():
 def test_while_gradient_refuses_loop_without_copy_external_blobs():
     body = Net([Op("Relu", ["x"], ["x"])], name="b")
     loop_net = Net([_do(["x"], ["x"], body, ws="L")], name="loop")
-    fwd = create_operator("While", ["c", "x", "L"], ["x", "L"], loop_net=loop_net.to_netdef())
+    fwd = create_operator("While", ["c", "x", "L"], ["x", "L"], loop_net=net_to_netdef(loop_net))
     with pytest.raises(ControlFlowError, match="copy_external_blobs"):
         GradientRegistry.GetGradientForOp(fwd, ["x_grad", None])
 

@@ -1,8 +1,8 @@
 """The one place where the gradient code converts between OperatorDef messages and the IR.
 
 Gradient makers take and return ``caffe2_pb2.OperatorDef`` messages, as Caffe2's do; nets and
-ops from users may be IR values. Every conversion goes through these functions so that moving
-the codec (``graphtools.serde.codec``) is a change here only.
+ops from users may be IR values. Every conversion goes through these functions, over
+``graphtools.serde.codec``.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 
 from graphtools.ir import Net, Op, make_arg
 from graphtools.proto import caffe2_pb2
+from graphtools.serde import codec
 
 OperatorDef = caffe2_pb2.OperatorDef
 NetDef = caffe2_pb2.NetDef
@@ -21,13 +22,13 @@ def op_from_proto(msg: OperatorDef) -> Op:
     """An IR op holding a private copy of ``msg`` (later edits of ``msg`` do not leak in)."""
     copy = OperatorDef()
     copy.CopyFrom(msg)
-    return Op.from_proto(copy)
+    return codec.op_from_proto(copy)
 
 
 def op_to_proto(op: Op) -> OperatorDef:
     """A new OperatorDef for ``op`` (never the op's own source message)."""
     msg = OperatorDef()
-    msg.CopyFrom(op.to_proto())
+    msg.CopyFrom(codec.op_to_proto(op))
     return msg
 
 
@@ -35,12 +36,12 @@ def net_from_netdef(netdef: NetDef) -> Net:
     """An IR net built from a private copy of ``netdef``."""
     copy = NetDef()
     copy.CopyFrom(netdef)
-    return Net.from_netdef(copy)
+    return codec.net_from_netdef(copy)
 
 
 def net_to_netdef(net: Net) -> NetDef:
     """A new NetDef for ``net``."""
-    return net.to_netdef()
+    return codec.net_to_netdef(net)
 
 
 def as_operator_def(op: OperatorDef | Op) -> OperatorDef:
@@ -85,7 +86,7 @@ def create_operator(
             arg.name = key
             arg.n.CopyFrom(value)
         else:
-            make_arg(key, value).to_proto(msg.arg.add())
+            codec.argument_to_proto(make_arg(key, value), msg.arg.add())
     return msg
 
 
