@@ -1,5 +1,6 @@
-"""Mask R-CNN2Go (fp32, with its If op) loads, verifies and runs its If through the executor on
-random weights, up to the first op that has no kernel (its detection ops)."""
+"""Mask R-CNN2Go (fp32, with its If op) loads, verifies, and runs on random weights: the backbone
+and RPN up to its first detection op (GenerateProposals needs the real anchors and weights,
+which are not published), then its If, both branches, on fed boxes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphtools.errors import UnsupportedOpError
 from graphtools.executor import KERNELS, Workspace, run_net, run_op
 from graphtools.ir import Net
 from graphtools.serde import load_model
@@ -22,7 +22,7 @@ DETECTION = {"GenerateProposals", "RoIAlign", "BBoxTransform", "BoxWithNMSLimit"
 def mask_rcnn(real_fixtures: Path):
     model = load_model(real_fixtures / "caffe2-models" / "mask_rcnn_2go" / "fp32" / "model.pbtxt")
     ops = model.predict_net.ops
-    stop = next(i for i, op in enumerate(ops) if op.type not in KERNELS)
+    stop = next(i for i, op in enumerate(ops) if op.type in DETECTION)
     prefix = Net(ops[:stop], name="prefix")
     shape = (1, 3, 64, 64)
     params = random_params(prefix, {"data": shape}, seed=0, channels=8)
@@ -50,20 +50,16 @@ def test_if_runs_its_branches(mask_rcnn):
     run_op(if_op, ws)  # then_net: the empty net
     ws.feed("is_bbox_rois_empty", np.array(False))
     ws.feed("bbox_nms", np.array([[0, 2, 2, 30, 40], [0, 10, 5, 50, 60]], dtype=np.float32))
-    if mask_net[0].type not in KERNELS:  # RoIAlign: detection kernels are not merged yet
-        with pytest.raises(UnsupportedOpError, match=r"op #\d+ \(If\).*RoIAlign.*mask_net"):
-            run_op(if_op, ws)
-    # The rest of the branch, through the If kernel, on a fed RoIAlign output.
-    pooled = mask_net[0].outputs[0]
-    rest = Net(list(mask_net.ops)[1:], name="mask_net_after_roialign")
-    convs = Net([op for op in rest if op.type != "Slice" and op.type != "Div"], name="mask_head")
-    params = random_params(convs, {pooled: (2, 8, 6, 6)}, seed=2, channels=8)
+    ws.feed("im_info", np.array([[64, 64, 0.5]], dtype=np.float32))
+    assert mask_net[0].type == "RoIAlign" and "RoIAlign" in KERNELS
+    head = Net(
+        [op for op in list(mask_net.ops)[1:] if op.type not in ("Slice", "Div")], name="head"
+    )
+    params = random_params(head, {mask_net[0].outputs[0]: (2, 8, 6, 6)}, seed=2, channels=8)
     for name, value in params.items():
         ws.feed(name, value)
-    ws.feed(pooled, np.random.default_rng(3).standard_normal((2, 8, 6, 6)).astype(np.float32))
-    ws.feed("im_info", np.array([[64, 64, 0.5]], dtype=np.float32))
-    branch_if = if_op.replace(args={"then_net": Net([], name="emptynet"), "else_net": rest})
-    run_op(branch_if, ws)
+    run_op(if_op, ws)  # else_net: RoIAlign on xif3_6, the mask head, boxes back to the image scale
     probs = ws.fetch("mask_fcn_probs")
     assert probs.shape[0] == 2 and ((probs > 0) & (probs < 1)).all() and probs.std() > 0
     np.testing.assert_allclose(ws.fetch("bbox_nms")[1], [0, 20, 10, 100, 120])
+    assert ws.has("_[mask]_pool5")  # If runs its nets in its own workspace: no isolation
