@@ -428,3 +428,10 @@ def test_ir_ops_accepted_and_unchanged():
     grads, grad_map = GradientRegistry.get_backward_pass(fwd, ["y"])
     assert [g.type for g in grads] == ["ConstantFill", "ReluGradient"]
     assert grad_map == {"y": "y_autogen_grad", "x": "x_grad"}
+
+
+def test_given_gradient_on_gpu_net_sums_on_the_ops_device():
+    ops = [op("Direct", "x", "y", device_option=GPU1), op("Direct", "y", "z", device_option=GPU1)]
+    grads, grad_map = GradientRegistry.GetBackwardPass(ops, {"y": "gy", "z": "gz"})
+    assert grads[-2].type == "Sum" and grads[-2].device_option.device_type == 1
+    assert list(grads[-2].input) == ["y_grad", "gy"] and grad_map["x"] == "x_grad"

@@ -44,6 +44,7 @@ class _Generator:
     index: int | None
     gradient: str
     device_option: caffe2_pb2.DeviceOption
+    given: bool = False  # a gradient passed in ys: no op, no device of its own
 
 
 def device_option_equal(a: caffe2_pb2.DeviceOption, b: caffe2_pb2.DeviceOption) -> bool:
@@ -148,7 +149,7 @@ class GradientIR:
             else:
                 # Caffe2 records no generator for a given gradient, so when ops also read y
                 # their gradients replace it instead of being summed with it.
-                generator = _Generator(None, None, gradient, caffe2_pb2.DeviceOption())
+                generator = _Generator(None, None, gradient, caffe2_pb2.DeviceOption(), True)
             self.gradient_generators[y][self.frontier[y]].append(generator)
             input_to_grad[y] = gradient
         return input_to_grad, ops
@@ -265,7 +266,7 @@ class GradientIR:
             generators = self.gradient_generators[name][version]
             if len(generators) < 2:
                 continue
-            options = [g.device_option for g in generators]
+            options = [g.device_option for g in generators if not g.given]
             if not all(device_option_equal(d, options[0]) for d in options[1:]):
                 raise GradientError(
                     f"Gradients for param ''{name}'' failed to verify: Unexpected behavior: "
@@ -327,5 +328,6 @@ def _set_sum_device_option(sum_op: OperatorDef, generators: list[_Generator]) ->
     if any(tag in g.device_option.extra_info for g in generators):
         sum_op.device_option.extra_info.append(f"{IS_AUTO_GEN_SUM_OPS_TAG}:1")
     else:
-        sum_op.device_option.CopyFrom(generators[0].device_option)
+        first = next((g for g in generators if not g.given), generators[0])
+        sum_op.device_option.CopyFrom(first.device_option)
         sum_op.device_option.extra_info.append(f"{IS_AUTO_GEN_SUM_OPS_TAG}:1")
