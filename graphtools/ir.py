@@ -30,7 +30,7 @@ from graphtools.errors import IllegalRewriteError
 from graphtools.proto import caffe2_pb2
 from graphtools.ssa import VersionedBlob
 from graphtools.ssa_view import SSAView
-from graphtools.usedef import Layout, Overlay, Use, check_edit
+from graphtools.usedef import Layout, Overlay, Use, check_edit, written_differently
 
 NetDef = caffe2_pb2.NetDef
 
@@ -877,11 +877,11 @@ class Net:
             else:
                 previous = position
         new_list.extend(ops[previous:])
-        dropped_writes = [name for p in (*removed, *replaced) for name in ops[p].outputs]
         new_ops = [*replaced.values(), *(op for group in inserted.values() for op in group)]
+        affected = _affected_names(ops, removed, replaced, inserted)
         self._install(new_list, new_ops)
         if before is not None:
-            self._carry_usedef(before, removed, replaced, inserted, dropped_writes, new_ops)
+            self._carry_usedef(before, removed, replaced, inserted, affected)
 
     def _carry_usedef(
         self,
@@ -889,8 +889,7 @@ class Net:
         removed: Set[int],
         replaced: Mapping[int, Op],
         inserted: Mapping[int, Sequence[Op]],
-        dropped_writes: list[str],
-        new_ops: list[Op],
+        names: Iterable[str],
     ) -> None:
         """Remember the use-def of this (just edited) revision as an overlay of ``before``,
         or derive the whole view now when the overlays have grown big (amortised: a view
@@ -902,7 +901,7 @@ class Net:
         else:
             base, layout, affected = before.base, before.layout, before.affected
         layout = layout.edited(set(removed), replaced, counts)
-        affected = affected.union(dropped_writes, (n for op in new_ops for n in op.outputs))
+        affected = affected.union(names)
         if layout.size - layout.base_count() > max(_OVERLAY_OPS, len(self) // 32):
             self._memo["ssa"] = (self.revision, SSAView.derive(base, self, layout))
         else:
@@ -1072,6 +1071,23 @@ def _control_op_indices(net: Net) -> frozenset[int]:
     if True not in flags and None not in flags:
         return frozenset()
     return frozenset(i for i, op in enumerate(net._ops) if op.has_control_inputs())
+
+
+def _affected_names(
+    ops: Sequence[Op],
+    removed: Iterable[int],
+    replaced: Mapping[int, Op],
+    inserted: Mapping[int, Sequence[Op]],
+) -> set[str]:
+    """Names whose versions an edit may change: those removed and inserted ops write, and
+    those a replacement writes differently from the op it replaces."""
+    names = {name for index in removed for name in ops[index].outputs}
+    names.update(name for group in inserted.values() for op in group for name in op.outputs)
+    for index, op in replaced.items():
+        if written_differently(ops[index], op):
+            names.update(ops[index].outputs)
+            names.update(op.outputs)
+    return names
 
 
 def _build_ssa(net: Net) -> SSAView:
@@ -1305,8 +1321,7 @@ class Edit:
             index: access for index, access in nested_before.items() if index not in self._removed
         }
         names = chain(
-            (name for index in (*self._removed, *replaced) for name in ops[index].outputs),
-            (name for op in new_ops.values() for name in op.outputs),
+            _affected_names(ops, self._removed, replaced, self._inserted),
             (blob[0] for blob in rewired.values()),
             final_outputs,
         )

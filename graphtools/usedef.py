@@ -54,7 +54,7 @@ class Layout:
     maps the position of a new op that took a base op's place to that base index.
     """
 
-    __slots__ = ("hi", "lo", "replaced", "size", "start")
+    __slots__ = ("_by_base", "hi", "lo", "replaced", "size", "start")
 
     def __init__(
         self,
@@ -69,6 +69,7 @@ class Layout:
         self.hi = hi
         self.size = size
         self.replaced = replaced
+        self._by_base: dict[int, int] | None = None
 
     @classmethod
     def identity(cls, size: int) -> Layout:
@@ -97,6 +98,18 @@ class Layout:
         if run >= 0 and base < self.hi[run]:
             return self.start[run] + base - self.lo[run]
         return None
+
+    def slot_of(self, base: int) -> int | None:
+        """Where base op ``base`` or the op that replaced it is now (``None``: removed)."""
+        found = self.position(base)
+        if found is None:
+            found = self._replacements().get(base)
+        return found
+
+    def _replacements(self) -> dict[int, int]:
+        if self._by_base is None:
+            self._by_base = {base: position for position, base in self.replaced.items()}
+        return self._by_base
 
     def new_positions(self) -> list[int]:
         """Positions of the ops that are not base ops, in order."""
@@ -194,7 +207,8 @@ class Overlay:
 
     ``ops`` is the edited net's op list (a snapshot: the overlay is for one revision), and
     ``affected`` the names whose versions the edits may have changed: every name a removed or
-    new op writes. A name not in ``affected`` has the base view's writes, at moved positions.
+    inserted op writes, and those a replacement writes differently from the op it replaced.
+    A name not in ``affected`` has the base view's writes, at moved positions.
     """
 
     __slots__ = ("_affected", "_base", "_layout", "_new", "_ops")
@@ -227,14 +241,22 @@ class Overlay:
 
     def writes(self, name: str) -> list[tuple[int, int]]:
         """``(position, count)`` of every op writing ``name``, in order."""
-        moved = self._moved(self._base.writes(name))
-        if name not in self._affected:
-            return moved
-        return _merged(moved, self._new.writes.get(name, []))
+        if name not in self._affected:  # written where it was, by the same ops or their stand-ins
+            slot_of = self._layout.slot_of
+            return [
+                (now, count)
+                for base, count in self._base.writes(name)
+                if (now := slot_of(base)) is not None
+            ]
+        return _merged(self._moved(self._base.writes(name)), self._new.writes.get(name, []))
 
     def reads(self, name: str) -> list[tuple[int, int]]:
         """``(position, input slot)`` of every read of ``name``, in order."""
         return _merged(self._moved(self._base.reads(name)), self._new.reads.get(name, []))
+
+    def prefetch_reads(self, names: Iterable[str]) -> None:
+        """Let the base view find the reads of many names at once (``SSAView``'s)."""
+        self._base.prefetch_reads(names)
 
     def _moved(self, items: list[tuple[int, int]]) -> list[tuple[int, int]]:
         position = self._layout.position
@@ -301,6 +323,12 @@ class _Reader(NamedTuple):
     expected: int | None  # base index of the op whose write it must see; None: no write
 
 
+def written_differently(old: Op, new: Op) -> bool:
+    """Whether a replacement writes other blobs than the op it replaces (an op's versions
+    depend on its outputs only: one that writes the same ones changes nobody's versions)."""
+    return old.outputs != new.outputs
+
+
 def check_edit(
     before: SSAView | Overlay,
     layout: Layout,
@@ -330,7 +358,9 @@ def check_edit(
     Raises:
         IllegalRewriteError: naming the reader, the blob, and the writer before and after.
     """
-    for name in dict.fromkeys(names):
+    names = list(dict.fromkeys(names))
+    before.prefetch_reads(names)
+    for name in names:
         writers = [
             f"op #{index} ({old_ops[index].type})"
             for index, access in nested_before.items()

@@ -279,19 +279,23 @@ def _nets(draw: st.DrawFn) -> Net:
 
 
 @st.composite
-def _raw_edits(draw: st.DrawFn, size: int) -> tuple[set[int], dict[int, Op], dict[int, list[Op]]]:
-    positions = st.integers(0, size - 1)
+def _raw_edits(draw: st.DrawFn, net: Net) -> tuple[set[int], dict[int, Op], dict[int, list[Op]]]:
+    positions = st.integers(0, len(net) - 1)
+    names = st.sampled_from(NAMES)
     removed = set(draw(st.lists(positions, max_size=3)))
-    replaced = {
-        p: Op(
-            "R", draw(st.lists(st.sampled_from(NAMES), max_size=2)), [draw(st.sampled_from(NAMES))]
+    replaced = {}
+    for p in draw(st.lists(positions, max_size=3)):
+        if p in removed:
+            continue
+        inputs = draw(st.lists(names, max_size=2))
+        # Half the replacements write what the op wrote (its versions stay), half do not.
+        same = draw(st.booleans())
+        replaced[p] = (
+            net[p].replace(type="R", inputs=inputs) if same else Op("R", inputs, [draw(names)])
         )
-        for p in draw(st.lists(positions, max_size=3))
-        if p not in removed
-    }
     inserted = {
-        p: [Op("N", [draw(st.sampled_from(NAMES))], [draw(st.sampled_from(NAMES))])]
-        for p in draw(st.lists(st.integers(0, size), max_size=3))
+        p: [Op("N", [draw(names)], [draw(names)])]
+        for p in draw(st.lists(st.integers(0, len(net)), max_size=3))
     }
     return removed, replaced, inserted
 
@@ -317,7 +321,7 @@ def test_overlays_and_derived_views_equal_a_fresh_build(data: st.DataObject) -> 
     net = data.draw(_nets())
     net.ssa()
     for _ in range(data.draw(st.integers(1, 3))):  # overlays of overlays
-        removed, replaced, inserted = data.draw(_raw_edits(len(net)))
+        removed, replaced, inserted = data.draw(_raw_edits(net))
         if not (removed or replaced or inserted) or len(removed) == len(net):
             continue
         net._apply(removed, replaced, inserted)
@@ -363,3 +367,16 @@ def test_accepted_edits_keep_every_untouched_read(data: st.DataObject) -> None:
     assert outputs_after == outputs_before
     for op in net:
         assert reads_after[op.name or ""] == reads_before[op.name or ""]
+
+
+def test_prefetched_reads_equal_the_per_key_index() -> None:
+    names = [f"n{i}" for i in range(40)]
+    ops = [
+        Op("F", [names[i % 40], names[(i * 7) % 40], names[i % 40]], [names[(i + 1) % 40]])
+        for i in range(80)
+    ]
+    net = Net(ops, names[:3], names[-2:])
+    batched, indexed = SSAView.build(net), SSAView.build(net)
+    batched.prefetch_reads(names)
+    assert all(batched.reads(name) == indexed.reads(name) for name in names)
+    assert batched.reads("n5") == [(5, 0), (5, 2), (35, 1), (45, 0), (45, 2), (75, 1)]
