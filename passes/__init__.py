@@ -6,6 +6,7 @@ This package also re-exports the Caffe2/detectron2 drop-in functions of
 ``graphtools.compat``, since that is where users' scripts import them from.
 """
 
+from graphtools.passes.add_gradients import AddGradients
 from graphtools.passes.fuse_copy_ops import FuseCopyOps
 from graphtools.passes.infer_devices import InferDevices
 from graphtools.passes.remove_dead_ends import RemoveDeadEnds
@@ -31,6 +32,7 @@ from graphtools.compat import (
 )
 
 __all__ = [
+    "AddGradients",
     "FuseCopyOps",
     "InferDevices",
     "Int8Tensor",
