@@ -197,7 +197,6 @@ def _do(op: Op, inputs: list[TensorType], scope: NestedScope) -> list[TensorType
 
     written = scope.run(net, lookup)
     after: _State = {outer: written[inner] for inner, outer in bindings.items() if inner in written}
-    after.pop(op.outputs[-1], None)
     return _finish(op, scope, after, "its net")
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "RULES",
     "VALUE_RULES",
     "Dim",
+    "Lookup",
     "NestedScope",
     "ShapeRule",
     "TensorType",

@@ -270,14 +270,16 @@ class _Walk:
             return f"{where} reads {stale[0]}@{stale[1]}, whose type is unknown"
         return f"{where}: an output dim is no int or lone symbol of the input dims"
 
-    def root_why(self, blob: VersionedBlob) -> str | None:
-        """The reason at the start of the chain of incomplete inputs that left ``blob``
-        incomplete (``None`` when ``blob`` is complete)."""
-        seen = {blob}
-        while blob in self.stale and self.stale[blob] not in seen:
-            blob = self.stale[blob]
-            seen.add(blob)
-        return self.info.unknown.get(blob)
+    def full_why(self, blob: VersionedBlob) -> str | None:
+        """Why ``blob`` is incomplete, with the reason at the start of the chain of incomplete
+        inputs that led to it (a nested net's reader cannot follow the chain itself)."""
+        why = self.info.unknown.get(blob)
+        start, seen = blob, {blob}
+        while start in self.stale and self.stale[start] not in seen:
+            start = self.stale[start]
+            seen.add(start)
+        root = self.info.unknown.get(start)
+        return why if root is None or root == why else f"{why}; at the start: {root}"
 
     def _apply(
         self, index: int, op: Op, blobs: list[VersionedBlob], types: list[TensorType]
@@ -327,9 +329,8 @@ class _Scope:
         version = info.versions.get(name)
         if version is not None and (name, version) in info.types:
             blob = (name, version)
-            t = info.types[blob]
-            why = info.unknown.get(blob)
-            return explained(t, why) if why is not None else t
+            why = self.walk.full_why(blob)
+            return info.types[blob] if why is None else explained(info.types[blob], why)
         given = self.walk.lookup(name)
         if given is not None:
             info.versions.setdefault(name, 0)
@@ -346,13 +347,8 @@ class _Scope:
         found: dict[str, TensorType] = {}
         for name in dict.fromkeys([*written, *walk.nested_writes]):
             blob = (name, info.versions[name])
-            t, why = info.types[blob], info.unknown.get(blob)
-            if why is not None:
-                root = walk.root_why(blob)
-                if root is not None and root != why:
-                    why = f"{why}; at the start: {root}"
-                t = explained(t, why)
-            found[name] = t
+            why = walk.full_why(blob)
+            found[name] = info.types[blob] if why is None else explained(info.types[blob], why)
         return found
 
     def also_writes(self, name: str, t: TensorType) -> None:
