@@ -118,6 +118,11 @@ def _reduce(ctx: NodeContext, axes_as_input_since: int) -> None:
             ctx.emit("Copy", [x], [y])
             return
         axes = None
+    if ctx.node.op_type in ("ReduceMax", "ReduceMin"):
+        shape = ctx.shape(x)
+        reduced = range(len(shape)) if shape is not None and axes is None else (axes or [])
+        if shape is not None and any(shape[a] == 0 for a in reduced):
+            raise ctx.refuse("reduces an empty dim, where Caffe2 has no identity value to give")
     ctx.emit(ctx.node.op_type, [x], [y], axes=axes, keepdims=keepdims)
 
 

@@ -1,0 +1,180 @@
+"""The onnx package's generated node test cases, for every op the importer claims.
+
+For each claimed op, the single-node cases of its module in ``onnx.backend.test.case.node`` are
+generated (importing the module runs its exporters), imported, and run by our executor on the
+cases' inputs; outputs must equal the cases' reference outputs (dtype and shape included) at
+the cases' tolerances. A case the importer refuses must raise ``UnsupportedOpError`` naming the
+node and the opset, and the refused cases are listed in ``fixtures/onnx/node_refusals.txt``
+(rewrite it with ``--update-goldens`` and review the diff): a case that starts or stops being
+refused fails the test. Cases whose Caffe2 ops have no kernel in this branch yet (another
+branch writes them) are listed in ``PENDING_KERNELS`` and must fail exactly that way.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+
+from graphtools.errors import GraphToolsError, UnsupportedOpError  # noqa: E402
+from graphtools.executor import run_model  # noqa: E402
+from graphtools.onnx import import_onnx, supported_ops  # noqa: E402
+from graphtools.testing import compare_outputs  # noqa: E402
+
+REFUSALS = Path(__file__).resolve().parents[1] / "fixtures" / "onnx" / "node_refusals.txt"
+
+#: Caffe2 op types the importer emits whose executor kernels another branch is writing.
+PENDING_KERNELS = {"If": "gradients", "Negative": "kernels"}
+
+_MODULES = {
+    "BatchNormalization": "batch_normalization",
+    "If": "if_",
+    "InstanceNormalization": "instance_normalization",
+}
+
+
+def _cases(op_type: str) -> list:
+    from onnx.backend.test.case import node as node_cases
+
+    node_cases._TargetOpType = None
+    before = len(node_cases._NodeTestCases)
+    module = f"onnx.backend.test.case.node.{_MODULES.get(op_type, op_type.lower())}"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        importlib.import_module(module)
+    del before
+    return [
+        case
+        for case in node_cases._NodeTestCases
+        if len(case.model.graph.node) == 1
+        and case.model.graph.node[0].op_type == op_type
+        and not case.name.endswith(("_expanded", "_expanded_ver18"))
+    ]
+
+
+def _read_refusals() -> dict[str, str]:
+    if not REFUSALS.exists():
+        return {}
+    entries = {}
+    for line in REFUSALS.read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, reason = line.partition(": ")
+            entries[name] = reason
+    return entries
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+
+
+def _array(value: object) -> np.ndarray:
+    if isinstance(value, onnx.TensorProto):
+        return onnx.numpy_helper.to_array(value)
+    return np.asarray(value)
+
+
+def _frozen(model: onnx.ModelProto, names: list[str], inputs: list[object]) -> onnx.ModelProto:
+    """``model`` with every graph input but the first turned into an initializer."""
+    frozen = onnx.ModelProto()
+    frozen.CopyFrom(model)
+    values = dict(zip(names, inputs, strict=False))
+    keep = [i for i in frozen.graph.input if i.name == names[0] or i.name not in values]
+    for name in names[1:]:
+        if name in values:
+            frozen.graph.initializer.append(onnx.numpy_helper.from_array(_array(values[name]), name))
+    del frozen.graph.input[:]
+    frozen.graph.input.extend(keep)
+    return frozen
+
+
+def _run_case(case: object) -> tuple[str, str]:
+    """``("pass" | "refused" | "pending" | "fail", detail)`` for one case.
+
+    ONNX's cases feed operands such as axes, pads, slice bounds and resize scales as graph
+    inputs; Caffe2 takes them as arguments, so when the importer refuses a computed operand
+    the case is run again with every input but the data frozen into initializers (torch and
+    other exporters write them as constants).
+    """
+    model = case.model  # type: ignore[attr-defined]
+    initializers = {t.name for t in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in initializers]
+    outputs = [o.name for o in model.graph.output]
+    for inputs, expected in case.data_sets:  # type: ignore[attr-defined]
+        try:
+            pair = import_onnx(model)
+            feeds = dict(zip(names, map(_array, inputs), strict=False))
+        except UnsupportedOpError as exc:
+            message = str(exc)
+            if "opset" not in message:
+                return "fail", f"refusal does not name the opset: {message}"
+            if "computed at run time" not in message or len(names) < 2:
+                return "refused", message
+            try:
+                pair = import_onnx(_frozen(model, names, inputs))
+            except UnsupportedOpError as again:
+                return "refused", str(again)
+            feeds = {names[0]: _array(inputs[0])}
+        try:
+            ours = run_model(pair, feeds)
+        except UnsupportedOpError as exc:
+            missing = [op for op in PENDING_KERNELS if f"op type {op!r}" in str(exc)]
+            if missing:
+                return "pending", missing[0]
+            return "fail", f"executor: {exc}"
+        except GraphToolsError as exc:
+            return "fail", f"executor: {exc}"
+        reference = {name: _array(v) for name, v in zip(outputs, expected, strict=True)}
+        diffs = compare_outputs(
+            reference,
+            ours,
+            rtol=case.rtol,  # type: ignore[attr-defined]
+            atol=case.atol,  # type: ignore[attr-defined]
+        )
+        bad = [d for d in diffs if not d.ok]
+        if bad:
+            return "fail", "; ".join(
+                f"{d.name}: max_abs {d.max_abs:.3g} {d.reason} {d.shape_before}->{d.shape_after}"
+                for d in bad
+            )
+    return "pass", ""
+
+
+@pytest.fixture(scope="module")
+def refusals_seen() -> dict[str, str]:
+    return {}
+
+
+@pytest.mark.parametrize("op_type", sorted(supported_ops()))
+def test_node_cases(op_type: str, update_goldens: bool) -> None:
+    cases = _cases(op_type)
+    assert cases, f"no generated node cases for {op_type}"
+    results = {case.name: (_opset(case.model), *_run_case(case)) for case in cases}
+    failures = [f"{n} (opset {o}): {d}" for n, (o, s, d) in results.items() if s == "fail"]
+    assert not failures, "\n".join(failures)
+    assert any(s in ("pass", "pending") for _, s, _ in results.values()), (
+        f"no {op_type} case passes: {results}"
+    )
+    refused = {n: d.split(": ", 1)[-1] for n, (_, s, d) in results.items() if s == "refused"}
+    recorded = {n: r for n, r in _read_refusals().items() if n in results}
+    if update_goldens:
+        _write_refusals(op_type, refused)
+        return
+    assert sorted(refused) == sorted(recorded), (
+        f"refused {op_type} cases changed; new: {sorted(set(refused) - set(recorded))}, "
+        f"no longer refused: {sorted(set(recorded) - set(refused))}"
+    )
+
+
+def _write_refusals(op_type: str, refused: dict[str, str]) -> None:
+    entries = _read_refusals()
+    cases = {case.name for case in _cases(op_type)}
+    entries = {n: r for n, r in entries.items() if n not in cases}
+    entries.update(refused)
+    lines = ["# Generated node cases the importer refuses (case: reason); see tests/test_onnx_node_cases.py"]
+    lines += [f"{name}: {reason}" for name, reason in sorted(entries.items())]
+    REFUSALS.write_text("\n".join(lines) + "\n")
