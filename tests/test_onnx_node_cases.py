@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,7 @@ onnx = pytest.importorskip("onnx")
 
 from graphtools.errors import GraphToolsError, UnsupportedOpError  # noqa: E402
 from graphtools.executor import run_model  # noqa: E402
-from graphtools.onnx import import_onnx, supported_ops  # noqa: E402
+from graphtools.onnx import import_onnx, run_onnxruntime, supported_ops  # noqa: E402
 from graphtools.testing import compare_outputs  # noqa: E402
 
 REFUSALS = Path(__file__).resolve().parents[1] / "fixtures" / "onnx" / "node_refusals.txt"
@@ -42,12 +43,10 @@ def _cases(op_type: str) -> list:
     from onnx.backend.test.case import node as node_cases
 
     node_cases._TargetOpType = None
-    before = len(node_cases._NodeTestCases)
     module = f"onnx.backend.test.case.node.{_MODULES.get(op_type, op_type.lower())}"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         importlib.import_module(module)
-    del before
     return [
         case
         for case in node_cases._NodeTestCases
@@ -86,25 +85,29 @@ def _frozen(model: onnx.ModelProto, names: list[str], inputs: list[object]) -> o
     keep = [i for i in frozen.graph.input if i.name == names[0] or i.name not in values]
     for name in names[1:]:
         if name in values:
-            frozen.graph.initializer.append(onnx.numpy_helper.from_array(_array(values[name]), name))
+            frozen.graph.initializer.append(
+                onnx.numpy_helper.from_array(_array(values[name]), name)
+            )
     del frozen.graph.input[:]
     frozen.graph.input.extend(keep)
     return frozen
 
 
-def _run_case(case: object) -> tuple[str, str]:
+def _run_case(case: object, *, onnxruntime_reference: bool = False) -> tuple[str, str]:
     """``("pass" | "refused" | "pending" | "fail", detail)`` for one case.
 
     ONNX's cases feed operands such as axes, pads, slice bounds and resize scales as graph
     inputs; Caffe2 takes them as arguments, so when the importer refuses a computed operand
     the case is run again with every input but the data frozen into initializers (torch and
-    other exporters write them as constants).
+    other exporters write them as constants). ``onnxruntime_reference`` compares with
+    onnxruntime on the model instead of the case's outputs.
     """
     model = case.model  # type: ignore[attr-defined]
     initializers = {t.name for t in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in initializers]
     outputs = [o.name for o in model.graph.output]
     for inputs, expected in case.data_sets:  # type: ignore[attr-defined]
+        source = model
         try:
             pair = import_onnx(model)
             feeds = dict(zip(names, map(_array, inputs), strict=False))
@@ -114,8 +117,9 @@ def _run_case(case: object) -> tuple[str, str]:
                 return "fail", f"refusal does not name the opset: {message}"
             if "computed at run time" not in message or len(names) < 2:
                 return "refused", message
+            source = _frozen(model, names, inputs)
             try:
-                pair = import_onnx(_frozen(model, names, inputs))
+                pair = import_onnx(source)
             except UnsupportedOpError as again:
                 return "refused", str(again)
             feeds = {names[0]: _array(inputs[0])}
@@ -128,6 +132,11 @@ def _run_case(case: object) -> tuple[str, str]:
             return "fail", f"executor: {exc}"
         except GraphToolsError as exc:
             return "fail", f"executor: {exc}"
+        if onnxruntime_reference:
+            try:
+                expected = list(run_onnxruntime(source, feeds).values())
+            except Exception as exc:  # onnxruntime cannot take some converted cases' types
+                return "unrunnable", str(exc)
         reference = {name: _array(v) for name, v in zip(outputs, expected, strict=True)}
         diffs = compare_outputs(
             reference,
@@ -170,11 +179,56 @@ def test_node_cases(op_type: str, update_goldens: bool) -> None:
     )
 
 
+OLDER_OPSETS = (7, 9, 11, 13)
+
+
+@dataclass(frozen=True)
+class _Converted:
+    name: str
+    model: onnx.ModelProto
+    data_sets: list
+    rtol: float
+    atol: float
+
+
+@pytest.mark.parametrize("op_type", sorted(supported_ops()))
+def test_node_cases_at_older_opsets(op_type: str) -> None:
+    """The same cases converted down to older opsets by ``onnx.version_converter`` (where it
+    can), so the converters' older-version paths run; the reference is onnxruntime on the
+    converted model (the converter does not always keep semantics, e.g. Softmax before 13)."""
+    pytest.importorskip("onnxruntime")
+    from onnx import version_converter
+
+    ran: list[str] = []
+    failures = []
+    for case in _cases(op_type):
+        for target in OLDER_OPSETS:
+            if target >= _opset(case.model):
+                continue
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    model = version_converter.convert_version(case.model, target)
+                onnx.checker.check_model(model)
+            except Exception:  # the converter has no adapter for this op or version
+                continue
+            converted = _Converted(case.name, model, case.data_sets, case.rtol, case.atol)
+            status, detail = _run_case(converted, onnxruntime_reference=True)
+            ran.append(f"{case.name}@{target}: {status}")
+            if status == "fail":
+                failures.append(f"{case.name} (opset {target}): {detail}")
+    assert not failures, "\n".join(failures)
+    statuses = {entry.rsplit(": ", 1)[1] for entry in ran}
+    assert not ran or statuses & {"pass", "refused", "pending"}, ran
+
+
 def _write_refusals(op_type: str, refused: dict[str, str]) -> None:
     entries = _read_refusals()
     cases = {case.name for case in _cases(op_type)}
     entries = {n: r for n, r in entries.items() if n not in cases}
     entries.update(refused)
-    lines = ["# Generated node cases the importer refuses (case: reason); see tests/test_onnx_node_cases.py"]
+    lines = [
+        "# Generated node cases the importer refuses (case: reason); see tests/test_onnx_node_cases.py"
+    ]
     lines += [f"{name}: {reason}" for name, reason in sorted(entries.items())]
     REFUSALS.write_text("\n".join(lines) + "\n")
