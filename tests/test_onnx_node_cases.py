@@ -228,7 +228,7 @@ def _write_refusals(op_type: str, refused: dict[str, str]) -> None:
     entries = {n: r for n, r in entries.items() if n not in cases}
     entries.update(refused)
     lines = [
-        "# Generated node cases the importer refuses (case: reason); see tests/test_onnx_node_cases.py"
+        "# Generated node cases the importer refuses (case: reason); tests/test_onnx_node_cases.py"
     ]
     lines += [f"{name}: {reason}" for name, reason in sorted(entries.items())]
     REFUSALS.write_text("\n".join(lines) + "\n")
