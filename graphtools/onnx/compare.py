@@ -20,6 +20,7 @@ from graphtools.errors import GraphToolsError
 from graphtools.executor import Workspace, run_net, run_op
 from graphtools.ir import Model
 from graphtools.onnx.external import ModelSource, load_onnx
+from graphtools.passes import ssa_rewrite
 from graphtools.testing import OutputDiff, compare_outputs
 
 __all__ = [
@@ -129,7 +130,9 @@ def compare_blobs_with_onnxruntime(
     """Compare every value of the main graph onnxruntime computes with the blob of the same
     name as the pair's op writes it, and name the first op (in the pair's order) that diverges.
 
-    Values inside sub-graphs are not fetched (onnxruntime cannot return them).
+    The pair's blobs are matched under the names ``export_onnx`` gives them (``ssa_rewrite``),
+    so a model exported from the pair compares blob by blob. Values inside sub-graphs are not
+    fetched (onnxruntime cannot return them).
     """
     proto = load_onnx(onnx_model)
     graph_outputs = [o.name for o in proto.graph.output]
@@ -142,6 +145,11 @@ def compare_blobs_with_onnxruntime(
                 probe.graph.output.append(onnx.ValueInfoProto(name=name))
                 present.add(name)
     reference = run_onnxruntime(probe, feeds)
+    # The pair's blobs under the names export_onnx gives them (in-place writes get their
+    # versions' names), so both sides name the same values; op indices do not change.
+    model = model.copy()
+    params = [] if model.init_net is None else [n for op in model.init_net for n in op.outputs]
+    ssa_rewrite(model.predict_net, None, dict.fromkeys(params))
     workspace = Workspace()
     if model.init_net is not None:
         run_net(model.init_net, workspace)

@@ -49,6 +49,7 @@ class ExportContext:
     op: Op | None = None
     index: int = -1
     net_label: str = ""
+    missing_rank: bool = False
 
     def refuse(self, reason: str) -> UnsupportedOpError:
         """An ``UnsupportedOpError`` naming the op being exported."""
@@ -86,7 +87,10 @@ class ExportContext:
     def rank(self, name: str) -> int | None:
         """The rank of ``name`` when known."""
         info = self.types.get(name)
-        return None if info is None or info.shape is None else len(info.shape)
+        if info is None or info.shape is None:
+            self.missing_rank = True
+            return None
+        return len(info.shape)
 
     def need_rank(self, name: str, why: str) -> int:
         """The rank of ``name``; refused when unknown."""

@@ -39,7 +39,7 @@ MIN_EXPORT_OPSET = 11
 BATCH_DIM = "N"
 """Name of the free batch dimension written with ``dynamic_batch=True``."""
 
-ValueInfo = Mapping[str, tuple[int, Sequence[int | str | None]]]
+ValueInfo = Mapping[str, tuple[int, Sequence[int | str | None] | None]]
 
 
 def ir_version_for(opset: int) -> int:
@@ -99,7 +99,7 @@ def _input_types(
 ) -> dict[str, TypeInfo]:
     types: dict[str, TypeInfo] = {}
     for name, (elem_type, shape) in (value_info or {}).items():
-        dims: tuple[int | str | None, ...] = tuple(shape)
+        dims: tuple[int | str | None, ...] | None = None if shape is None else tuple(shape)
         if dynamic_batch and name in names and dims:
             dims = (BATCH_DIM, *dims[1:])
         types[name] = TypeInfo(numpy_of_onnx(int(elem_type)), dims)
@@ -110,12 +110,56 @@ def _output_types(graph: onnx.GraphProto, opset: int, ir_version: int) -> dict[s
     """Types ONNX shape inference gives the graph's values."""
     probe = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     probe.ir_version = ir_version
-    inferred = onnx.shape_inference.infer_shapes(probe, strict_mode=False)
+    inferred = onnx.shape_inference.infer_shapes(probe, strict_mode=False, data_prop=True)
     found = {}
     for info in (*inferred.graph.value_info, *inferred.graph.output):
         if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type:
             found[info.name] = info.type
     return found
+
+
+def _learn_types(types: dict[str, TypeInfo], found: Mapping[str, Any]) -> bool:
+    """Add the shapes ONNX inference ``found`` for blobs ``types`` lacks; whether any was."""
+    learned = False
+    for name, type_proto in found.items():
+        tensor = type_proto.tensor_type
+        if name in types or not tensor.HasField("shape"):
+            continue
+        dims = tuple(
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+            for d in tensor.shape.dim
+        )
+        types[name] = TypeInfo(numpy_of_onnx(tensor.elem_type), dims)
+        learned = True
+    return learned
+
+
+def _convert(
+    net: Net,
+    opset: int,
+    types: dict[str, TypeInfo],
+    read: set[str],
+    params: Mapping[str, Any],
+    *,
+    final: bool,
+) -> ExportContext:
+    """Convert every op of ``net``. Unless ``final``, an exporter that refused for want of a
+    rank stops the conversion early (``missing_rank`` is set) so the caller can learn more
+    shapes and convert again."""
+    names = NameGen([*read, *params, *(n for op in net.ops for n in op.outputs)])
+    cx = ExportContext(opset, names, types, read)
+    for index, op in enumerate(net.ops):
+        fn = EXPORTERS.get(op.type)
+        cx.op, cx.index = op, index
+        if fn is None:
+            raise cx.refuse(f"no ONNX mapping for Caffe2 op type {op.type!r}")
+        try:
+            fn(cx, op)
+        except UnsupportedOpError:
+            if final or not cx.missing_rank:
+                raise
+            return cx
+    return cx
 
 
 def export_onnx(
@@ -172,21 +216,25 @@ def export_onnx(
         )
     outputs = list(net.external_outputs)
     read = set(_reads(net)) | set(outputs)
-    names = NameGen([*read, *params, *(n for op in net.ops for n in op.outputs)])
-    cx = ExportContext(opset, names, types, read)
-    for index, op in enumerate(net.ops):
-        fn = EXPORTERS.get(op.type)
-        cx.op, cx.index = op, index
-        if fn is None:
-            raise cx.refuse(f"no ONNX mapping for Caffe2 op type {op.type!r}")
-        fn(cx, op)
     initializers = [
         numpy_helper.from_array(value, name) for name, value in params.items() if name in read
     ]
+    graph_inputs = [_value_info(name, types.get(name)) for name in inputs]
+    cx = _convert(net, opset, types, read, params, final=False)
+    while cx.missing_rank:
+        # An exporter wanted a rank nobody knew: learn the shapes ONNX inference finds for
+        # the graph converted so far, then convert again with them.
+        partial = helper.make_graph(
+            cx.nodes, "probe", graph_inputs, [], [*initializers, *cx.constants]
+        )
+        learned = _learn_types(types, _output_types(partial, opset, ir))
+        cx = _convert(net, opset, types, read, params, final=not learned)
+        if not learned:
+            break
     graph = helper.make_graph(
         cx.nodes,
         net.name or "graphtools",
-        [_value_info(name, types.get(name)) for name in inputs],
+        graph_inputs,
         [onnx.ValueInfoProto(name=name) for name in outputs],
         [*initializers, *cx.constants],
     )
