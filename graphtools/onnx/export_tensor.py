@@ -8,6 +8,8 @@ predict_net become ``Constant`` nodes (their value computed by the executor's ke
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from onnx import numpy_helper
 
@@ -251,7 +253,7 @@ def _fill(cx: ExportContext, op: Op) -> None:
         return
     if op.type != "ConstantFill" or op.arg("extra_shape") is not None:
         raise cx.refuse(f"{op.type} with an input")
-    dtype = np.dtype(np.float32)
+    dtype: np.dtype[Any] = np.dtype(np.float32)
     if op.has_arg("dtype"):
         onnx_type = CAFFE2_TO_ONNX.get(caffe2_dtype_number(op.arg("dtype")))
         if onnx_type is None:
@@ -259,7 +261,7 @@ def _fill(cx: ExportContext, op: Op) -> None:
         dtype = numpy_of_onnx(onnx_type)
     elif isinstance(op.arg("value", 0.0), int):
         dtype = np.dtype(np.int64)
-    value = numpy_helper.from_array(np.asarray([op.arg("value", 0)], dtype=dtype))
+    filler = numpy_helper.from_array(np.asarray([op.arg("value", 0)], dtype=dtype))
     shape = op.inputs[0]
     if op.arg("input_as_shape", 0):
         if cx.dtype(shape, np.int64) != np.int64:
@@ -270,4 +272,4 @@ def _fill(cx: ExportContext, op: Op) -> None:
         of = cx.fresh(f"{shape}_shape")
         cx.node("Shape", [shape], [of])
         shape = of
-    cx.node("ConstantOfShape", [shape], op.outputs[:1], value=value)
+    cx.node("ConstantOfShape", [shape], op.outputs[:1], value=filler)
