@@ -20,12 +20,13 @@ import numpy as np
 
 from graphtools.errors import GraphToolsError, SerdeError
 from graphtools.executor import Int8Tensor, run_model
-from graphtools.ir import Model, Net
+from graphtools.ir import Model
 from graphtools.pass_infra import DEFAULT_PIPELINE, PassManager, PassRecord, available_passes
 from graphtools.passes.infer_devices import InferDevices, parse_input_devices
 from graphtools.printer import print_model, print_net, print_ssa_table
 from graphtools.serde import load_model, load_model_dir, load_net, save_model, save_net
 from graphtools.serde.atomic import atomic_write_bytes
+from graphtools.serde.codec import net_from_netdef
 from graphtools.testing import (
     OutputDiff,
     bisect_pipeline,
@@ -61,7 +62,7 @@ def _cmd_show(options: argparse.Namespace) -> int:
         if Path(path).is_dir():
             print(print_model(_load(path)), end="")
         else:
-            print(print_net(Net.from_netdef(load_net(path, allow_empty=True)), Path(path).name))
+            print(print_net(net_from_netdef(load_net(path, allow_empty=True)), Path(path).name))
     return 0
 
 
@@ -69,7 +70,7 @@ def _cmd_ssa(options: argparse.Namespace) -> int:
     source = Path(options.path)
     net = _load(options.path).predict_net if source.is_dir() else None
     if net is None:
-        net = Net.from_netdef(load_net(source, allow_empty=True))
+        net = net_from_netdef(load_net(source, allow_empty=True))
     print(print_ssa_table(net), end="")
     return 0
 

@@ -87,6 +87,10 @@ class NoProducerError(IllegalRewriteError, NotImplementedError):
     """
 
 
+class PipelineSpecError(GraphToolsError):
+    """A pipeline spec or a pass registration is wrong: unknown pass or option, bad value."""
+
+
 class PreconditionError(GraphToolsError):
     """A pass was asked to run on a model that does not meet its ``requires`` check."""
 

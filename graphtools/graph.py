@@ -8,8 +8,9 @@ from collections.abc import Iterable, Iterator, Sequence
 import networkx as nx
 
 from graphtools._gc import paused_gc
-from graphtools.ir import Net, Op, as_net
+from graphtools.ir import Net, Op
 from graphtools.proto import caffe2_pb2
+from graphtools.serde.codec import as_net
 from graphtools.ssa import OpSSA, VersionedBlob
 
 __all__ = [

@@ -5,11 +5,12 @@ the versioned view). Ops are immutable values: a rewrite builds a new op with ``
 installs it through a ``Net`` method, and every mutating ``Net`` method bumps ``Net.revision``,
 which keys the cached SSA view and lets the pass manager check a pass's ``modified`` flag.
 
-Conversion is lossless: an op loaded from a NetDef keeps its source message, and only the fields
-a rewrite changed are written back, so unknown fields, argument order, presence of optional
-fields and nested nets survive, and an unchanged net re-serialises byte for byte. Arguments,
-device options and nested nets (``If``'s ``then_net``, ``RecurrentNetwork``'s ``step_net``) are
-decoded on first access only, which keeps loading a net of a million ops cheap.
+This module is the data model, its edits and snapshots; converting to and from NetDef messages
+and bytes is the codec's job (``graphtools.serde.codec``). An op loaded from a file keeps a
+reference to its *source* (an ``OpSource`` the codec provides) and decodes the fields beyond
+``type``/``inputs``/``outputs`` from it on first access; only fields a rewrite changed are
+written back, so unknown fields, argument order and nested nets survive, and an unchanged net
+re-serialises byte for byte.
 """
 
 from __future__ import annotations
@@ -19,19 +20,15 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from dataclasses import dataclass
 from itertools import chain, compress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
-from google.protobuf import unknown_fields
 
 from graphtools._gc import paused_gc
-from graphtools.proto import caffe2_pb2, netdef_lite_pb2
-
-if TYPE_CHECKING:
-    from graphtools.ssa_view import SSAView
+from graphtools.proto import caffe2_pb2
+from graphtools.ssa_view import SSAView
 
 NetDef = caffe2_pb2.NetDef
-OperatorDef = caffe2_pb2.OperatorDef
 
 _MISSING: Any = object()
 _T = TypeVar("_T")
@@ -82,7 +79,7 @@ class Argument:
     structure, and are shared with the loaded file's messages, so treat them as read-only (build
     a new argument to change one; an in-place edit bumps no revision and survives a rollback).
     Nested nets (``n``, ``nets``) are IR nets; an op holding nested nets belongs to one net at a
-    time (its nets report their edits to that net).
+    time (its nets report their edits to that net). Equality compares nested nets by content.
     """
 
     name: str | None
@@ -119,42 +116,25 @@ class Argument:
         """Every net this argument holds (``n`` first, then ``nets``)."""
         return ((self.n,) if self.n is not None else ()) + self.nets
 
-    @classmethod
-    def from_proto(cls, msg: caffe2_pb2.Argument, parent: Net | None = None) -> Argument:
-        """Decode an Argument message; nested nets become IR nets owned by ``parent``."""
-        return cls(
-            name=msg.name if msg.HasField("name") else None,
-            f=msg.f if msg.HasField("f") else None,
-            i=msg.i if msg.HasField("i") else None,
-            s=msg.s if msg.HasField("s") else None,
-            t=msg.t if msg.HasField("t") else None,
-            n=Net.from_netdef(msg.n, parent=parent) if msg.HasField("n") else None,
-            floats=tuple(msg.floats),
-            ints=tuple(msg.ints),
-            strings=tuple(msg.strings),
-            tensors=tuple(msg.tensors),
-            nets=tuple(Net.from_netdef(n, parent=parent) for n in msg.nets),
-            qtensors=tuple(msg.qtensors),
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Argument):
+            return NotImplemented
+        return (
+            self.name == other.name
+            and self.f == other.f
+            and self.i == other.i
+            and self.s == other.s
+            and self.t == other.t
+            and self.floats == other.floats
+            and self.ints == other.ints
+            and self.strings == other.strings
+            and self.tensors == other.tensors
+            and self.qtensors == other.qtensors
+            and _same_nets(self.nested_nets(), other.nested_nets())
+            and (self.n is None) == (other.n is None)
         )
 
-    def to_proto(self, msg: caffe2_pb2.Argument | None = None) -> caffe2_pb2.Argument:
-        """Encode into ``msg`` (a new message when ``None``) and return it."""
-        msg = caffe2_pb2.Argument() if msg is None else msg
-        for name in ("name", "f", "i", "s"):
-            value = getattr(self, name)
-            if value is not None:
-                setattr(msg, name, value)
-        if self.t is not None:
-            msg.t.CopyFrom(self.t)
-        if self.n is not None:
-            msg.n.CopyFrom(self.n.to_netdef())
-        msg.floats.extend(self.floats)
-        msg.ints.extend(self.ints)
-        msg.strings.extend(self.strings)
-        msg.tensors.extend(self.tensors)
-        msg.nets.extend(net.to_netdef() for net in self.nets)
-        msg.qtensors.extend(self.qtensors)
-        return msg
+    __hash__ = None  # type: ignore[assignment]
 
 
 def _names(value: Iterable[str], what: str) -> tuple[str, ...]:
@@ -167,8 +147,9 @@ def _names(value: Iterable[str], what: str) -> tuple[str, ...]:
 def make_arg(name: str, value: Any) -> Argument:
     """Build an ``Argument`` from a Python value, the way Caffe2's ``MakeArgument`` does.
 
-    ``bool``/``int`` -> ``i``, ``float`` -> ``f``, ``str``/``bytes`` -> ``s``, ``Net``/``NetDef``
-    -> ``n``, ``TensorProto`` -> ``t``; sequences (numpy arrays included) go to ``ints``,
+    ``bool``/``int`` -> ``i``, ``float`` -> ``f``, ``str``/``bytes`` -> ``s``, ``Net`` -> ``n``
+    (a ``NetDef`` must be converted first: ``graphtools.serde.codec.net_from_netdef``),
+    ``TensorProto`` -> ``t``; sequences (numpy arrays included) go to ``ints``,
     ``floats``, ``strings``, ``nets``, ``tensors`` or ``qtensors`` by the type of *all* their
     elements (a list mixing ints and floats is ``floats``; other mixtures are refused). numpy
     scalars count as the Python number they hold.
@@ -183,8 +164,13 @@ def make_arg(name: str, value: Any) -> Argument:
         return Argument(name, s=value.encode())
     if isinstance(value, bytes):
         return Argument(name, s=value)
-    if isinstance(value, Net | NetDef):
-        return Argument(name, n=as_net(value))
+    if isinstance(value, NetDef):
+        raise TypeError(
+            f"argument {name!r}: convert the NetDef to a Net first "
+            "(graphtools.serde.codec.net_from_netdef)"
+        )
+    if isinstance(value, Net):
+        return Argument(name, n=value)
     if isinstance(value, caffe2_pb2.TensorProto):
         return Argument(name, t=value)
     items = value.ravel().tolist() if isinstance(value, np.ndarray) else list(value)
@@ -197,8 +183,8 @@ def make_arg(name: str, value: Any) -> Argument:
         return Argument(name, floats=tuple(float(v) for v in items))
     if all(isinstance(v, str | bytes) for v in items):
         return Argument(name, strings=tuple(v.encode() if isinstance(v, str) else v for v in items))
-    if all(isinstance(v, Net | NetDef) for v in items):
-        return Argument(name, nets=tuple(as_net(v) for v in items))
+    if all(isinstance(v, Net) for v in items):
+        return Argument(name, nets=tuple(items))
     if all(isinstance(v, caffe2_pb2.TensorProto) for v in items):
         return Argument(name, tensors=tuple(items))
     if all(isinstance(v, caffe2_pb2.QTensorProto) for v in items):
@@ -207,8 +193,8 @@ def make_arg(name: str, value: Any) -> Argument:
     raise TypeError(f"cannot make argument {name!r} from a list of {', '.join(kinds)} values")
 
 
-# Fields of OperatorDef that Op decodes lazily from its source message.
-_LAZY_OP_FIELDS = (
+# Fields of OperatorDef that Op decodes lazily from its source.
+LAZY_OP_FIELDS = (
     "name",
     "engine",
     "device_option",
@@ -219,26 +205,40 @@ _LAZY_OP_FIELDS = (
     "domain",
     "op_version",
 )
-_SCALAR_OP_FIELDS = ("name", "engine", "is_gradient_op", "debug_info", "domain", "op_version")
+
+
+class OpSource(Protocol):
+    """Where the fields of loaded ops come from (implemented by ``graphtools.serde.codec``).
+
+    One source serves every op of a loaded net, each op knowing its index in it.
+    """
+
+    def decode(self, index: int, key: str, parent: Net | None) -> Any:
+        """Field ``key`` (one of ``LAZY_OP_FIELDS``) of op ``index``; nested nets in its
+        arguments become IR nets owned by ``parent``."""
+        ...
+
+    def has_nested_nets(self, index: int) -> bool:
+        """Whether op ``index`` holds a net in an argument (without decoding its arguments)."""
+        ...
 
 
 class Op:
     """One operator: an immutable value.
 
     ``type``, ``inputs`` and ``outputs`` are plain attributes; the other OperatorDef fields are
-    decoded from the source message on first access. Optional scalar fields read ``None`` when
+    decoded from the op's source on first access. Optional scalar fields read ``None`` when
     absent. Change an op with ``replace`` and install the result with a ``Net`` method.
     """
 
     __slots__ = (
         "_changed",
         "_control",
+        "_index",
         "_lazy",
-        "_msg",
         "_nested",
         "_parent",
-        "_raw",
-        "_raw_index",
+        "_source",
         "inputs",
         "outputs",
         "type",
@@ -269,13 +269,12 @@ class Op:
         self.type = type
         self.inputs = _names(inputs, "inputs")
         self.outputs = _names(outputs, "outputs")
-        self._msg: OperatorDef | None = None
         self._lazy: dict[str, Any] | None = {
             "name": name,
             "engine": engine,
             "device_option": device_option,
             "args": tuple(args),
-            "control_inputs": tuple(control_inputs),
+            "control_inputs": _names(control_inputs, "control_inputs"),
             "is_gradient_op": is_gradient_op,
             "debug_info": debug_info,
             "domain": domain,
@@ -285,63 +284,49 @@ class Op:
         self._parent: Net | None = None
         self._nested: bool | None = None
         self._control: bool | None = None
-        self._raw: _RawOps | None = None
-        self._raw_index = -1
+        self._source: OpSource | None = None
+        self._index = -1
 
     @classmethod
-    def from_proto(cls, msg: OperatorDef, parent: Net | None = None) -> Op:
-        """Wrap an OperatorDef; the message is kept (not copied) as the op's source."""
-        return cls._from_protos((msg,), parent, None, None, None)[0]
-
-    @classmethod
-    def _from_protos(
+    def wrap_loaded(
         cls,
-        msgs: Iterable[OperatorDef],
+        records: Iterable[Any],
         parent: Net | None,
+        source: OpSource,
+        *,
         nested: bool | None,
         control: bool | None,
-        raw: _RawOps | None,
     ) -> list[Op]:
-        """Wrap each message of ``msgs`` as ``from_proto`` does, presetting every op's
-        ``_nested``/``_control`` flags (``None``: the op works them out when first asked).
+        """Ops for a codec: one per record (anything with ``type``, ``input`` and ``output``,
+        an ``OperatorDef`` typically), the i-th decoding its other fields from ``source`` at
+        index i.
 
-        With ``raw`` (the bytes ``msgs`` was parsed from), an op keeps only its index and
-        decodes its message from its own bytes when first needed, so the parsed net can be
-        freed: keeping a protobuf wrapper alive per op costs a third more load time, and the
-        parsed tree most of the memory, at 10^6 ops. One loop with no
-        call per op: loading a net is this loop over every op of the file.
+        ``nested``/``control`` preset every op's "holds nested nets" / "lists control inputs"
+        flags (``None``: each op works it out when first asked). One loop with no call per
+        op: loading a net is this loop over every op of the file.
         """
         new = cls.__new__
         types: dict[str, str] = {}  # one string object per op type, not one per op
         ops: list[Op] = []
         append = ops.append
-        for index, msg in enumerate(msgs):
+        for index, record in enumerate(records):
             op = new(cls)
-            op_type = msg.type
+            op_type = record.type
             op.type = types.setdefault(op_type, op_type)
-            op.inputs = inputs = tuple(msg.input[:])
-            op.outputs = outputs = tuple(msg.output[:])
+            op.inputs = inputs = tuple(record.input[:])
+            op.outputs = outputs = tuple(record.output[:])
             # Hash the names while they are in cache: str caches its hash, and every view,
             # set and dict built over a big net later would otherwise fetch each name again.
             hash((inputs, outputs))
-            op._msg = None if raw is not None else msg
             op._lazy = None
             op._changed = _UNCHANGED
             op._parent = parent
             op._nested = nested
             op._control = control
-            op._raw = raw
-            op._raw_index = index
+            op._source = source
+            op._index = index
             append(op)
         return ops
-
-    @property
-    def _proto(self) -> OperatorDef | None:
-        """The source message (decoded from the op's loaded bytes on first use), or ``None``."""
-        msg = self._msg
-        if msg is None and self._raw is not None:
-            msg = self._msg = self._raw.message(self._raw_index)
-        return msg
 
     def _get(self, key: str) -> Any:
         lazy = self._lazy
@@ -349,23 +334,13 @@ class Op:
             lazy = self._lazy = {}
         value = lazy.get(key, _MISSING)
         if value is _MISSING:
-            value = self._decode(key)
+            source = self._source
+            assert source is not None  # only loaded ops have undecoded fields
+            value = source.decode(self._index, key, self._parent)
             lazy[key] = value
+            if key == "args":
+                lazy["_nested_revisions"] = _nested_revisions(value)
         return value
-
-    def _decode(self, key: str) -> Any:
-        msg = self._proto
-        assert msg is not None  # only ops built from a message have undecoded fields
-        if key in _SCALAR_OP_FIELDS:
-            return getattr(msg, key) if msg.HasField(key) else None
-        if key == "device_option":
-            return DeviceOption.from_proto(msg.device_option) if msg.HasField(key) else None
-        if key == "control_inputs":
-            return tuple(msg.control_input)
-        args = tuple(Argument.from_proto(a, self._parent) for a in msg.arg)
-        assert self._lazy is not None  # _get created it
-        self._lazy["_nested_revisions"] = _nested_revisions(args)
-        return args
 
     name = property(lambda self: self._get("name"), doc="op name, ``None`` when absent")
     engine = property(lambda self: self._get("engine"), doc="preferred engine or ``None``")
@@ -400,9 +375,9 @@ class Op:
         """
         nested = self._nested
         if nested is None:
-            msg = self._proto
-            if msg is not None and (self._lazy is None or "args" not in self._lazy):
-                nested = any(a.HasField("n") or len(a.nets) for a in msg.arg)
+            lazy = self._lazy
+            if self._source is not None and (lazy is None or "args" not in lazy):
+                nested = self._source.has_nested_nets(self._index)
             else:
                 nested = any(a.n is not None or a.nets for a in self.args)
             self._nested = nested
@@ -426,20 +401,19 @@ class Op:
 
         Accepts ``type``, ``inputs``, ``outputs`` and every lazily decoded field (``name``,
         ``args``, ``device_option``, ``engine``, ``control_inputs``, ...). ``args`` may be a
-        dict of Python values. The copy shares the source message, so untouched fields stay
-        exactly as loaded.
+        dict of Python values. The copy shares the source, so untouched fields stay exactly
+        as loaded.
         """
         new = Op.__new__(Op)
         new.type = changes.pop("type", self.type)
         new.inputs = _names(changes.pop("inputs", self.inputs), "inputs")
         new.outputs = _names(changes.pop("outputs", self.outputs), "outputs")
-        new._msg = self._msg
         new._lazy = {} if self._lazy is None else dict(self._lazy)
         new._parent = self._parent
         new._nested = None if "args" in changes else self._nested
         new._control = None if "control_inputs" in changes else self._control
-        new._raw = self._raw  # the bytes: saved while _changed stays empty, decoded if _msg is None
-        new._raw_index = self._raw_index
+        new._source = self._source
+        new._index = self._index
         changed = set(self._changed)
         if new.type != self.type:
             changed.add("type")
@@ -448,7 +422,7 @@ class Op:
         if new.outputs != self.outputs:
             changed.add("outputs")
         for key, value in changes.items():
-            if key not in _LAZY_OP_FIELDS:
+            if key not in LAZY_OP_FIELDS:
                 raise TypeError(f"Op has no field {key!r}")
             if key == "args":
                 value = (
@@ -478,58 +452,63 @@ class Op:
         """A copy with every argument called ``name`` removed."""
         return self.replace(args=[a for a in self.args if a.name != name])
 
+    # -- what a codec needs to write an op back ---------------------------------------------
+
+    def changed_fields(self) -> frozenset[str]:
+        """Fields that differ from the op's source (every field for an op built in Python):
+        ``type``, ``inputs``, ``outputs`` and names of ``LAZY_OP_FIELDS``; ``args`` also when
+        a nested net held in an argument was edited since it was decoded."""
+        if self._source is None:
+            return frozenset(("type", "inputs", "outputs", *LAZY_OP_FIELDS))
+        if self._nested_changed():
+            return self._changed | {"args"}
+        return self._changed
+
+    def source(self) -> tuple[OpSource, int] | None:
+        """``(source, index)`` the op decodes its fields from; ``None`` for an op built in
+        Python."""
+        return None if self._source is None else (self._source, self._index)
+
+    def loaded_from(self) -> tuple[OpSource, int] | None:
+        """``source()`` when the op is exactly as loaded (nothing changed), else ``None``."""
+        if self._source is None or self.changed_fields():
+            return None
+        return self._source, self._index
+
+    def loaded_flat(self) -> tuple[OpSource, int] | None:
+        """``loaded_from()`` for an op known at load to hold no nested net (which nothing
+        could have edited): its loaded bytes are what it serialises to."""
+        if self._nested is not False or self._changed or self._source is None:
+            return None
+        return self._source, self._index
+
     def _nested_changed(self) -> bool:
         lazy = self._lazy
         if lazy is None or not lazy.get("_nested_revisions"):
             return False
         return bool(lazy["_nested_revisions"] != _nested_revisions(lazy["args"]))
 
-    def to_proto(self) -> OperatorDef:
-        """The OperatorDef for this op (the source message itself when nothing changed)."""
-        source = self._proto
-        changed = self._changed
-        if source is not None and not changed and not self._nested_changed():
-            return source
-        msg = OperatorDef()
-        if source is not None:
-            msg.CopyFrom(source)
-        if source is None or "type" in changed:
-            msg.type = self.type
-        if source is None or "inputs" in changed:
-            del msg.input[:]
-            msg.input.extend(self.inputs)
-        if source is None or "outputs" in changed:
-            del msg.output[:]
-            msg.output.extend(self.outputs)
-        rewrite: set[str] = set(_LAZY_OP_FIELDS if source is None else changed)
-        if source is not None and self._nested_changed():
-            rewrite.add("args")
-        for key in _LAZY_OP_FIELDS:
-            if key not in rewrite:
-                continue
-            value = self._get(key)
-            if key in _SCALAR_OP_FIELDS:
-                if value is None:
-                    msg.ClearField(key)
-                else:
-                    setattr(msg, key, value)
-            elif key == "device_option":
-                msg.ClearField("device_option")
-                if value is not None:
-                    value.to_proto(msg.device_option)
-            elif key == "control_inputs":
-                del msg.control_input[:]
-                msg.control_input.extend(value)
-            else:
-                del msg.arg[:]
-                for argument in value:
-                    argument.to_proto(msg.arg.add())
-        return msg
+    def _copy_owned_by(self, parent: Net) -> Op:
+        """A copy of this op whose decoded nested nets are copies owned by ``parent``."""
+        new = self.replace()
+        new._parent = parent
+        lazy = new._lazy
+        if lazy is not None and "args" in lazy:
+            if self._nested_changed():
+                new._changed = new._changed | {"args"}
+            lazy["args"] = tuple(_copy_argument(a, parent) for a in lazy["args"])
+            lazy["_nested_revisions"] = _nested_revisions(lazy["args"])
+        return new
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Op):
             return NotImplemented
-        return self.to_proto() == other.to_proto()
+        return (
+            self.type == other.type
+            and self.inputs == other.inputs
+            and self.outputs == other.outputs
+            and all(self._get(key) == other._get(key) for key in LAZY_OP_FIELDS)
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -548,44 +527,36 @@ def _nested_revisions(args: Sequence[Argument]) -> tuple[int, ...]:
     return tuple(net.revision for argument in args for net in argument.nested_nets())
 
 
-# Net-level fields kept as they were loaded unless a rewrite replaces them.
-_NET_HEADER_FIELDS = ("name", "type", "num_workers", "device_option", "arg", "partition_info")
+def _copy_argument(argument: Argument, parent: Net) -> Argument:
+    """``argument`` with copies of its nested nets, owned by ``parent``."""
+    if argument.n is None and not argument.nets:
+        return argument
+    n = None if argument.n is None else argument.n.copy()
+    nets = tuple(net.copy() for net in argument.nets)
+    for net in (n, *nets):
+        if net is not None:
+            net._parent = parent
+    return Argument(
+        argument.name,
+        argument.f,
+        argument.i,
+        argument.s,
+        argument.t,
+        n,
+        argument.floats,
+        argument.ints,
+        argument.strings,
+        argument.tensors,
+        nets,
+        argument.qtensors,
+    )
 
 
-def _probe_flags(netdef: NetDef, serialized: bytes | None) -> tuple[bool | None, bool | None]:
-    """The ``_nested`` and ``_control`` flags the ops of ``netdef`` start with.
-
-    ``False`` when no op holds a net in an argument (lists control inputs), which is certain;
-    ``None`` when some op does, and then each op finds out for itself when first asked. One
-    parse of the net's bytes through ``NetDefMergedProbe`` answers both for all ops.
-    """
-    if not netdef.op:
-        return False, False
-    data = netdef.SerializeToString() if serialized is None else serialized
-    merged = netdef_lite_pb2.NetDefMergedProbe.FromString(data).op
-    nested = merged.arg.HasField("n") or len(merged.arg.nets) > 0
-    control = len(merged.control_input) > 0
-    return (None if nested else False), (None if control else False)
-
-
-def _header_of(netdef: NetDef) -> NetDef:
-    """``netdef`` without its ops and external lists, unknown fields included."""
-    header = NetDef()
-    if len(unknown_fields.UnknownFieldSet(netdef)):
-        # Rare: fields this schema does not know survive only through a copy of the message.
-        header.CopyFrom(netdef)
-        for name in ("op", "external_input", "external_output"):
-            header.ClearField(name)
-        return header
-    for name in _NET_HEADER_FIELDS:
-        if name in ("arg", "partition_info"):
-            getattr(header, name).extend(getattr(netdef, name))
-        elif netdef.HasField(name):
-            if name == "device_option":
-                header.device_option.CopyFrom(netdef.device_option)
-            else:
-                setattr(header, name, getattr(netdef, name))
-    return header
+def _same_nets(first: Sequence[Net], second: Sequence[Net]) -> bool:
+    """Whether two sequences of nets hold equal nets (ops, external lists, header)."""
+    return len(first) == len(second) and all(
+        a is b or a.same_as(b) for a, b in zip(first, second, strict=True)
+    )
 
 
 class Net:
@@ -593,9 +564,14 @@ class Net:
 
     Mutate only through the methods below: each bumps ``revision`` (and the revision of the net
     that holds this one in an argument), which invalidates the cached SSA view.
+
+    Net-level fields beyond ops and external lists (name, executor type, device option,
+    arguments, partition info, fields this schema does not know) live in ``header``, a NetDef
+    message without ops or external lists; ``args`` holds the net-level arguments decoded.
     """
 
     __slots__ = (
+        "_args",
         "_external_inputs",
         "_external_outputs",
         "_header",
@@ -621,78 +597,68 @@ class Net:
         self._header = NetDef()
         if name is not None:
             self._header.name = name
+        self._args: tuple[Argument, ...] = ()
         self._parent: Net | None = None
         self._memo: dict[Hashable, tuple[int, Any]] = {}
         self.revision = 0
         self._adopt(self._ops)
 
-    # -- conversion ---------------------------------------------------------------------------
-
     @classmethod
-    def from_netdef(
-        cls, netdef: NetDef, parent: Net | None = None, *, serialized: bytes | None = None
+    def loaded(
+        cls,
+        make_ops: Callable[[Net], list[Op]],
+        external_inputs: list[str],
+        external_outputs: list[str],
+        header: NetDef,
+        make_args: Callable[[Net], tuple[Argument, ...]],
+        parent: Net | None = None,
     ) -> Net:
-        """Build the IR of ``netdef``; without ``serialized``, the ops keep its messages.
-
-        ``serialized``, when given, must be the bytes ``netdef`` was parsed from: loaders pass
-        them so that nothing is serialised again to probe the ops. The net then keeps no
-        reference to ``netdef``: its ops decode their messages from those bytes when first
-        needed, and unchanged ops are saved as their bytes (so a loader's parsed message,
-        most of the memory a big net takes, is freed once the net is built).
-        """
+        """A net for a codec: ``make_ops(net)``/``make_args(net)`` build its ops and net-level
+        arguments already owned by the new net (``Op.wrap_loaded``), taken as they are."""
         with paused_gc():
-            return cls._from_netdef(netdef, parent, serialized)
-
-    @classmethod
-    def _from_netdef(cls, netdef: NetDef, parent: Net | None, serialized: bytes | None) -> Net:
-        net = cls.__new__(cls)
-        net._ops_shared = False
-        net._parent = parent
-        net._memo = {}
-        net.revision = 0
-        nested, control = _probe_flags(netdef, serialized)
-        if serialized is None:  # the caller's message: keep its ops' wrappers, as given
-            net._ops = Op._from_protos(netdef.op[:], net, nested, control, None)
-        else:  # the loader's message: ops decode theirs from the bytes when needed
-            net._ops = Op._from_protos(netdef.op, net, nested, control, _RawOps(serialized))
-        net._external_inputs = netdef.external_input[:]
-        net._external_outputs = netdef.external_output[:]
-        net._header = _header_of(netdef)
-        return net
-
-    def to_netdef(self) -> NetDef:
-        """A new NetDef message holding this net; unchanged parts are copied as loaded."""
-        if any(op._msg is None and op._raw is not None for op in self._ops):
-            # Loaded ops not decoded yet: parsing the saved bytes once is faster than decoding
-            # each op, and leaves the ops as lean as they were.
-            return NetDef.FromString(self.serialize())
-        netdef = NetDef()
-        netdef.CopyFrom(self._header)
-        with paused_gc():
-            netdef.op.extend([op.to_proto() for op in self._ops])
-        netdef.external_input.extend(self._external_inputs)
-        netdef.external_output.extend(self._external_outputs)
-        return netdef
-
-    def serialize(self) -> bytes:
-        """The binary NetDef of this net: the message ``to_netdef()`` gives, serialised.
-
-        Faster on big nets: ops are joined as raw bytes instead of being copied into a new
-        NetDef message, and an op loaded from a binary file that nothing changed is written
-        as the bytes it was loaded with (so an unchanged net re-saves byte for byte, even
-        where its writer encoded fields in a non-canonical way).
-        """
-        raw = netdef_lite_pb2.NetDefWithRawOps.FromString(self._header.SerializeToString())
-        with paused_gc():
-            raw.op.extend(_op_bytes(self._ops))
-        raw.external_input.extend(self._external_inputs)
-        raw.external_output.extend(self._external_outputs)
-        return raw.SerializeToString()
+            net = cls.__new__(cls)
+            net._ops_shared = False
+            net._parent = parent
+            net._memo = {}
+            net.revision = 0
+            net._external_inputs = external_inputs
+            net._external_outputs = external_outputs
+            net._header = header
+            net._ops = make_ops(net)
+            net._args = make_args(net)
+            return net
 
     def copy(self) -> Net:
-        """An independent deep copy (nested nets included), at revision 0."""
-        data = self.serialize()
-        return Net.from_netdef(NetDef.FromString(data), serialized=data)
+        """An independent deep copy (nested nets included), at revision 0.
+
+        Ops are immutable values, so the copy shares them; only ops holding nested nets are
+        copied, with copies of their nets. Costs a list copy, not a re-encoding.
+        """
+        net = Net.__new__(Net)
+        net._ops = list(self._ops)
+        for index in self.nested_op_indices():
+            net._ops[index] = self._ops[index]._copy_owned_by(net)
+        net._ops_shared = False
+        net._external_inputs = list(self._external_inputs)
+        net._external_outputs = list(self._external_outputs)
+        net._header = NetDef()
+        net._header.CopyFrom(self._header)
+        net._args = tuple(_copy_argument(a, net) for a in self._args)
+        net._parent = None
+        net._memo = {}
+        net.revision = 0
+        return net
+
+    def same_as(self, other: Net) -> bool:
+        """Whether ``other`` holds the same ops, external lists, header and arguments."""
+        return (
+            len(self._ops) == len(other._ops)
+            and self._external_inputs == other._external_inputs
+            and self._external_outputs == other._external_outputs
+            and self._header == other._header
+            and self._args == other._args
+            and all(map(operator.eq, self._ops, other._ops))
+        )
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -743,7 +709,13 @@ class Net:
     @property
     def args(self) -> tuple[Argument, ...]:
         """Net-level arguments, in file order."""
-        return tuple(Argument.from_proto(a, self) for a in self._header.arg)
+        return self._args
+
+    @property
+    def header(self) -> NetDef:
+        """The NetDef fields beyond ops and external lists, as a message (read-only: change
+        them with ``set_name``/``set_device_option``)."""
+        return self._header
 
     def op_device(self, op: Op) -> DeviceOption | None:
         """The DeviceOption that applies to ``op``: its own, else the net's."""
@@ -992,50 +964,6 @@ class Net:
         return f"<Net {self.name!r}: {len(self._ops)} ops, revision {self.revision}>"
 
 
-class _RawOps:
-    """The bytes a net was loaded from, split into each op's bytes when first needed.
-
-    An op nothing changed is saved as its bytes instead of being serialised again, and an op
-    decodes its message from them when first asked for a field the IR does not keep: the
-    parsed NetDef itself is let go after loading (on big nets it is most of the memory).
-    """
-
-    __slots__ = ("_data", "_ops")
-
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-        self._ops: list[bytes] | None = None
-
-    def ops(self) -> list[bytes]:
-        """Each op's bytes, in order (split on first call; the whole is then let go)."""
-        if self._ops is None:
-            self._ops = list(netdef_lite_pb2.NetDefWithRawOps.FromString(self._data).op)
-            self._data = b""
-        return self._ops
-
-    def message(self, index: int) -> OperatorDef:
-        """The message of op ``index``, decoded from its bytes."""
-        return OperatorDef.FromString(self.ops()[index])
-
-
-def _op_bytes(ops: Iterable[Op]) -> list[bytes]:
-    """Each op's serialised OperatorDef: its loaded bytes when unchanged, else serialised."""
-    found: list[bytes] = []
-    append = found.append
-    source: _RawOps | None = None
-    source_ops: list[bytes] = []
-    for op in ops:
-        raw = op._raw
-        # _nested is False only when the load probe saw no nested net (which could change).
-        if raw is not None and not op._changed and op._nested is False:
-            if raw is not source:
-                source, source_ops = raw, raw.ops()
-            append(source_ops[op._raw_index])
-        else:
-            append(op.to_proto().SerializeToString())
-    return found
-
-
 _SSA_CARRY = "ssa-carry"
 _OUTPUTS = operator.attrgetter("outputs")
 
@@ -1075,8 +1003,6 @@ def _control_op_indices(net: Net) -> frozenset[int]:
 def _build_ssa(net: Net) -> SSAView:
     """``net``'s view: derived from the previous revision's when an edit left a way to, else
     built from scratch."""
-    from graphtools.ssa_view import SSAView
-
     carry = net._memo.pop(_SSA_CARRY, None)
     if carry is not None and carry[0] == net.revision:
         derived: SSAView = carry[1](net)
@@ -1130,14 +1056,6 @@ class Model:
     init_path: Path | None = None
     text: bool = False
 
-    @classmethod
-    def from_netdefs(cls, predict_net: NetDef, init_net: NetDef | None = None) -> Model:
-        """Wrap NetDef messages (they are referenced, not copied, until a rewrite)."""
-        return cls(
-            Net.from_netdef(predict_net),
-            None if init_net is None else Net.from_netdef(init_net),
-        )
-
     def nets(self) -> list[Net]:
         """The init_net (when present) and the predict_net, in execution order."""
         return [net for net in (self.init_net, self.predict_net) if net is not None]
@@ -1182,26 +1100,3 @@ class Model:
             self.init_path,
             self.text,
         )
-
-    def save(self, directory: str | Path, *, text: bool | None = None) -> list[Path]:
-        """Write ``predict_net.pb`` (and ``init_net.pb``) into ``directory``, atomically.
-
-        Text format is used when ``text`` is true, or when it is ``None`` and the model was
-        loaded from text. Returns the paths written.
-        """
-        from graphtools.serde import save_model
-
-        return save_model(self, directory, text=text)
-
-
-def as_net(net: Net | NetDef | Any) -> Net:
-    """The IR of ``net``: an IR ``Net`` as is, a ``NetDef`` converted, a Caffe2 ``core.Net``
-    through its ``Proto()``. Lets the drop-in functions accept what upstream accepted."""
-    if isinstance(net, Net):
-        return net
-    if isinstance(net, NetDef):
-        return Net.from_netdef(net)
-    proto = getattr(net, "Proto", None)
-    if callable(proto):
-        return as_net(proto())
-    raise TypeError(f"expected a graphtools Net or a NetDef, got {type(net).__name__}")

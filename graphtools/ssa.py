@@ -8,17 +8,21 @@ compare equal to Caffe2's and detectron2's.
 
 ``get_ssa`` and the helpers keep Caffe2's and detectron2's names and signatures so users'
 scripts port over; ``graphtools.ssa_view.SSAView`` (``Net.ssa()``) is the same data computed
-once per revision of a net, with fast lookups for passes.
+once per revision of a net, with fast lookups for passes. This module reads nets without
+importing the IR, so the view (which the IR imports) can build on it.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from graphtools._gc import paused_gc
-from graphtools.ir import Net, as_net
 from graphtools.proto import caffe2_pb2
+
+if TYPE_CHECKING:
+    from graphtools.ir import Net
 
 VersionedBlob = tuple[str, int]
 OpSSA = tuple[list[VersionedBlob], list[VersionedBlob]]
@@ -53,28 +57,39 @@ def get_ssa(
         declares some, such a blob is reported at version 0 but not inserted. An op that lists
         an output twice bumps it twice and reports both at the final version.
     """
-    ir_net = as_net(net)
+    external_inputs, op_names = _blob_names(net)
     versions: dict[str, int] = {} if blob_versions is None else blob_versions
-    for name in ir_net.external_inputs:
+    for name in external_inputs:
         if name not in versions:
             versions[name] = 0
-    implicit_inputs = not ir_net.external_inputs
+    implicit_inputs = not external_inputs
     ssa: list[OpSSA] = []
     append = ssa.append
     get = versions.get
     with paused_gc():
-        for op in ir_net:
-            inputs = op.inputs
+        for inputs, outputs in op_names:
             if implicit_inputs:
                 for name in inputs:
                     if name not in versions:
                         versions[name] = 0
             ins = [(name, get(name, 0)) for name in inputs]
-            outputs = op.outputs
             for name in outputs:
                 versions[name] = get(name, 0) + 1
             append((ins, [(name, versions[name]) for name in outputs]))
     return ssa, versions
+
+
+def _blob_names(net: Any) -> tuple[Sequence[str], Iterable[tuple[Sequence[str], Sequence[str]]]]:
+    """External inputs and per-op (inputs, outputs) of an IR ``Net``, a ``NetDef`` or a Caffe2
+    ``core.Net`` (through its ``Proto()``), read without converting the net."""
+    if isinstance(net, caffe2_pb2.NetDef):
+        return net.external_input, ((op.input, op.output) for op in net.op)
+    proto = getattr(net, "Proto", None)
+    if callable(proto):
+        return _blob_names(proto())
+    if not hasattr(net, "external_inputs"):
+        raise TypeError(f"expected a graphtools Net or a NetDef, got {type(net).__name__}")
+    return net.external_inputs, ((op.inputs, op.outputs) for op in net)
 
 
 def get_undefined_blobs(ssa: Sequence[OpSSA]) -> set[str]:
@@ -137,13 +152,3 @@ def get_consumer_map(ssa: Sequence[OpSSA]) -> defaultdict[VersionedBlob, list[tu
             for position, blob in enumerate(ins):
                 consumers[blob].append((index, position))
     return consumers
-
-
-def __getattr__(name: str) -> object:
-    # SSAView lives in graphtools.ssa_view (which imports this module); keep the old import
-    # path ``from graphtools.ssa import SSAView`` working without an import cycle.
-    if name == "SSAView":
-        from graphtools.ssa_view import SSAView
-
-        return SSAView
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -41,8 +41,9 @@ from typing import ClassVar
 
 from graphtools.graph import names_in_nested_nets
 from graphtools.ir import Model, Net, Op
-from graphtools.pass_infra import Pass, PassResult, register_pass
+from graphtools.pass_infra import Pass, PassResult
 from graphtools.proto import caffe2_pb2
+from graphtools.serde.codec import net_from_netdef, net_to_netdef
 
 __all__ = ["CopyFusion", "FuseCopyOps", "find_copy_fusion", "fuse_copy_between_cpu_and_gpu"]
 
@@ -133,14 +134,13 @@ def fuse_copy_between_cpu_and_gpu(predict_net: caffe2_pb2.NetDef) -> None:
 
     Every reader of a round trip's result is rewired (detectron2 rewires only the first).
     """
-    net = Net.from_netdef(predict_net)
+    net = net_from_netdef(predict_net)
     fusion = find_copy_fusion(net)
     if fusion.removed:
         fusion.apply(net)
-        predict_net.CopyFrom(net.to_netdef())
+        predict_net.CopyFrom(net_to_netdef(net))
 
 
-@register_pass
 @dataclass(frozen=True)
 class FuseCopyOps(Pass):
     """Fuse ``CopyCPUToGPU``/``CopyGPUToCPU`` round trips in the predict_net.

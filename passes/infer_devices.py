@@ -30,8 +30,9 @@ from typing import ClassVar
 from graphtools.analysis.devices import device_names, plan_device_options
 from graphtools.errors import InvalidArgumentError
 from graphtools.ir import DeviceOption, Model, Net
-from graphtools.pass_infra import Pass, PassResult, register_pass
+from graphtools.pass_infra import Pass, PassResult
 from graphtools.proto import caffe2_pb2
+from graphtools.serde.codec import net_from_netdef, net_to_netdef
 
 __all__ = ["InferDevices", "assign_device_option", "parse_input_devices"]
 
@@ -62,7 +63,6 @@ def parse_input_devices(items: tuple[str, ...], style: str = "caffe2") -> dict[s
     return devices
 
 
-@register_pass
 @dataclass(frozen=True)
 class InferDevices(Pass):
     """Assign device options to predict_net and init_net ops from the inputs' devices.
@@ -116,9 +116,9 @@ def assign_device_option(
     and CPU ops under a CUDA net-wide option are moved back to CPU. NetDefs are rewritten in
     place. Nothing is changed when inference fails.
     """
-    predict_ir = predict_net if isinstance(predict_net, Net) else Net.from_netdef(predict_net)
+    predict_ir = predict_net if isinstance(predict_net, Net) else net_from_netdef(predict_net)
     init_ir = (
-        init_net if init_net is None or isinstance(init_net, Net) else Net.from_netdef(init_net)
+        init_net if init_net is None or isinstance(init_net, Net) else net_from_netdef(init_net)
     )
     predict_plan, init_plan = plan_device_options(predict_ir, init_ir, input_device_types)
     for original, ir_net, plan in (
@@ -129,4 +129,4 @@ def assign_device_option(
             continue
         _apply_plan(ir_net, plan)
         if isinstance(original, caffe2_pb2.NetDef):
-            original.CopyFrom(ir_net.to_netdef())
+            original.CopyFrom(net_to_netdef(ir_net))

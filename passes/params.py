@@ -29,6 +29,7 @@ from graphtools.executor import Int8Tensor, Workspace, run_net
 from graphtools.executor.kernels_fill import FILL_OPS, GIVEN_FILL_DTYPES, RANDOM_FILLS
 from graphtools.ir import Argument, DeviceOption, Net, Op
 from graphtools.proto import caffe2_pb2
+from graphtools.serde.codec import net_from_netdef, net_to_netdef
 
 __all__ = [
     "Int8Tensor",
@@ -96,7 +97,7 @@ def get_params_from_init_net(
         InvalidNetError: an external output no op writes; its subclass ``ExecutionError`` for
             a malformed fill or an input read before any op wrote it.
     """
-    net = init_net if isinstance(init_net, Net) else Net.from_netdef(init_net)
+    net = init_net if isinstance(init_net, Net) else net_from_netdef(init_net)
     _check_op_types(net, seed)
     workspace = Workspace(seed=0 if seed is None else seed)
     run_net(net, workspace)
@@ -200,7 +201,7 @@ def construct_init_net_from_params(
             continue
         device = None if device_options is None else _device(device_options.get(name))
         ops.append(_fill_op(name, value, device))
-    return Net(ops, external_outputs=[name for op in ops for name in op.outputs]).to_netdef()
+    return net_to_netdef(Net(ops, external_outputs=[name for op in ops for name in op.outputs]))
 
 
 def _export_fill_op(name: str, value: Any) -> Op:
@@ -238,7 +239,7 @@ def export_pair(
     Returns:
         ``(init_net, predict_net)``, IR nets for an IR net and NetDefs for a NetDef.
     """
-    ir_net = net if isinstance(net, Net) else Net.from_netdef(net)
+    ir_net = net if isinstance(net, Net) else net_from_netdef(net)
     view = ir_net.ssa()
     read = {name for ins, _ in view.ssa for name, _ in ins}
     inputs = [n for n, v in view.versions.items() if v == 0 and n not in params]
@@ -261,4 +262,4 @@ def export_pair(
     predict.set_external_outputs(outputs)
     if isinstance(net, Net):
         return init, predict
-    return init.to_netdef(), predict.to_netdef()
+    return net_to_netdef(init), net_to_netdef(predict)

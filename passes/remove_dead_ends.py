@@ -38,7 +38,8 @@ from itertools import compress, count
 from typing import ClassVar
 
 from graphtools.ir import Model, Net, NetDef, Op
-from graphtools.pass_infra import Pass, PassResult, register_pass
+from graphtools.pass_infra import Pass, PassResult
+from graphtools.serde.codec import net_from_netdef, net_to_netdef
 from graphtools.ssa_view import SSAView
 
 __all__ = ["SIDE_EFFECT_OP_TYPES", "RemoveDeadEnds", "dead_end_op_indices", "remove_dead_end_ops"]
@@ -130,7 +131,6 @@ def _nested_reads(op: Op) -> Iterator[str]:
                 yield from _nested_reads(inner)
 
 
-@register_pass
 @dataclass(frozen=True)
 class RemoveDeadEnds(Pass):
     """Remove predict_net ops whose outputs never reach an external output.
@@ -169,11 +169,11 @@ def remove_dead_end_ops(net_def: NetDef) -> None:
     Same rules as ``RemoveDeadEnds()`` (correct liveness, side-effect ops kept, a net without
     external outputs left alone). The ops kept are written back into the same message.
     """
-    net = Net.from_netdef(net_def)
+    net = net_from_netdef(net_def)
     dead = dead_end_op_indices(net)
     if not dead:
         return
     net.remove_ops(dead)
-    rebuilt = net.to_netdef()
+    rebuilt = net_to_netdef(net)
     del net_def.op[:]
     net_def.op.extend(rebuilt.op)

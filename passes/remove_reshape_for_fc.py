@@ -56,8 +56,9 @@ from typing import Any, ClassVar
 
 from graphtools.graph import names_in_nested_nets
 from graphtools.ir import Model, Net
-from graphtools.pass_infra import Pass, PassResult, register_pass
+from graphtools.pass_infra import Pass, PassResult
 from graphtools.proto import caffe2_pb2
+from graphtools.serde.codec import net_from_netdef, net_to_netdef
 from graphtools.ssa import VersionedBlob
 from graphtools.ssa_view import SSAView
 
@@ -136,7 +137,7 @@ def identify_reshape_sub_graph(predict_net: caffe2_pb2.NetDef) -> list[list[int]
     A Reshape with a ``shape`` argument and one input gives ``[reshape]`` (detectron2 asserts
     two inputs); an op shared by two chains is listed under the first Reshape only.
     """
-    net = Net.from_netdef(predict_net)
+    net = net_from_netdef(predict_net)
     return [[*chain.ops, chain.reshape] for chain in _shape_chains(net, net.ssa())]
 
 
@@ -270,10 +271,10 @@ def remove_reshape_for_fc(
     itself with the dropped params deleted (in place, as detectron2 does). A param is a key of
     ``params``.
     """
-    net = Net.from_netdef(predict_net)
+    net = net_from_netdef(predict_net)
     removal = find_reshape_removal(net, params.__contains__)
     removal.apply(net)
-    result = net.to_netdef()
+    result = net_to_netdef(net)
     for name in removal.params:
         logger.info("remove-reshape-for-fc: dropping param %s", name)
         params.pop(name, None)
@@ -315,7 +316,6 @@ def _drop_init_outputs(init: Net, names: set[str]) -> int:
     return len(dropped)
 
 
-@register_pass
 @dataclass(frozen=True)
 class RemoveReshapeForFC(Pass):
     """Remove Reshape sub-graphs whose output only ``FC`` ops read (see the module docstring).

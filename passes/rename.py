@@ -41,8 +41,9 @@ from typing import ClassVar
 from graphtools.errors import IllegalRewriteError, NoProducerError, PreconditionError
 from graphtools.graph import names_in_nested_nets
 from graphtools.ir import Model, Net, Op
-from graphtools.pass_infra import Pass, PassResult, register_pass
+from graphtools.pass_infra import Pass, PassResult
 from graphtools.proto import caffe2_pb2
+from graphtools.serde.codec import model_from_netdefs, net_to_netdef
 from graphtools.ssa import OpSSA, VersionedBlob, get_ssa
 
 __all__ = [
@@ -309,9 +310,9 @@ def rename_op_output(
 
     Refuses (``IllegalRewriteError``) renames that collide with another value of ``new_name``.
     """
-    model = Model.from_netdefs(predict_net)
+    model = model_from_netdefs(predict_net)
     rename_model_output(model, op_id, output_id, new_name)
-    predict_net.CopyFrom(model.predict_net.to_netdef())
+    predict_net.CopyFrom(net_to_netdef(model.predict_net))
 
 
 def rename_op_input(
@@ -328,14 +329,13 @@ def rename_op_input(
     false; ``from_producer`` with no producer raises ``NoProducerError``, a
     ``NotImplementedError`` as before), plus the collision check of ``rename_versioned_blob``.
     """
-    model = Model.from_netdefs(predict_net, init_net)
+    model = model_from_netdefs(predict_net, init_net)
     rename_model_input(model, op_id, input_id, new_name, from_producer)
-    predict_net.CopyFrom(model.predict_net.to_netdef())
+    predict_net.CopyFrom(net_to_netdef(model.predict_net))
     if model.init_net is not None:
-        init_net.CopyFrom(model.init_net.to_netdef())
+        init_net.CopyFrom(net_to_netdef(model.init_net))
 
 
-@register_pass
 @dataclass(frozen=True)
 class Rename(Pass):
     """Rename one input or output of one predict_net op (``rename{op=2,input=0,to=y}``).
@@ -372,7 +372,6 @@ class Rename(Pass):
 
     def call(self, model: Model) -> PassResult:
         """Apply the rename; ``modified`` is false when the new name equals the old one."""
-        self.requires(model)
         before = model.revision
         if self.input >= 0:
             count = rename_model_input(model, self.op, self.input, self.to, self.from_producer)

@@ -35,8 +35,9 @@ from typing import Any, ClassVar
 
 from graphtools.errors import InvalidArgumentError, InvalidNetError, UnsupportedOpError
 from graphtools.ir import Model, Net
-from graphtools.pass_infra import Pass, PassResult, register_pass
+from graphtools.pass_infra import Pass, PassResult
 from graphtools.proto import caffe2_pb2
+from graphtools.serde.codec import net_from_netdef, net_to_netdef
 from graphtools.ssa import VersionedBlob
 
 __all__ = ["STYLES", "SSARewrite", "ssa_rewrite"]
@@ -201,18 +202,17 @@ def ssa_rewrite(
 
     Nothing is changed when it raises.
     """
-    net_ir = net if isinstance(net, Net) else Net.from_netdef(net)
+    net_ir = net if isinstance(net, Net) else net_from_netdef(net)
     init_ir = (
-        init_net if init_net is None or isinstance(init_net, Net) else Net.from_netdef(init_net)
+        init_net if init_net is None or isinstance(init_net, Net) else net_from_netdef(init_net)
     )
     _rewrite(net_ir, init_ir, value_info, style)
     if isinstance(net, caffe2_pb2.NetDef):
-        net.CopyFrom(net_ir.to_netdef())
+        net.CopyFrom(net_to_netdef(net_ir))
     if isinstance(init_net, caffe2_pb2.NetDef) and init_ir is not None and style == "all":
-        init_net.CopyFrom(init_ir.to_netdef())
+        init_net.CopyFrom(net_to_netdef(init_ir))
 
 
-@register_pass
 @dataclass(frozen=True)
 class SSARewrite(Pass):
     """Rename predict_net blobs so each name is written once (ONNX export preparation).

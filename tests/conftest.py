@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import sys
+import types
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from graphtools.cli import main
+from graphtools.pass_infra import ENTRY_POINT_GROUP
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
@@ -20,6 +26,47 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="rewrite fixtures/golden/**/expected.txt from the current output (review the diff)",
     )
+
+
+_REAL_ENTRY_POINTS = importlib.metadata.entry_points
+
+
+def _own_entry_points(**kwargs: Any) -> Any:
+    found = _REAL_ENTRY_POINTS(**kwargs)
+    if kwargs.get("group") == ENTRY_POINT_GROUP:
+        return [ep for ep in found if ep.value.startswith("graphtools.passes.")]
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _only_graphtools_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests see graphtools' own passes only: a pass another installed package publishes
+    (say a user's ``break-relu``) must not change what a test finds or clash with its names."""
+    monkeypatch.setattr(importlib.metadata, "entry_points", _own_entry_points)
+
+
+def publish_passes(
+    monkeypatch: pytest.MonkeyPatch, classes: Mapping[str, object], **targets: str
+) -> None:
+    """Publish plugin entry points beside graphtools' own, for one test.
+
+    ``classes`` become attributes of a fake module ``graphtools_test_plugin``; each
+    ``targets`` item is an entry point ``name = "module:attribute"``.
+    """
+    module = types.ModuleType("graphtools_test_plugin")
+    for attribute, value in classes.items():
+        setattr(module, attribute, value)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    extra = [
+        importlib.metadata.EntryPoint(name, target, ENTRY_POINT_GROUP)
+        for name, target in targets.items()
+    ]
+
+    def with_plugins(**kwargs: Any) -> Any:
+        found = _own_entry_points(**kwargs)
+        return [*found, *extra] if kwargs.get("group") == ENTRY_POINT_GROUP else found
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", with_plugins)
 
 
 @pytest.fixture

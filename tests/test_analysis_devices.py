@@ -15,6 +15,7 @@ from graphtools.analysis.devices import (
 )
 from graphtools.errors import InvalidNetError
 from graphtools.ir import DeviceOption, Net, Op
+from graphtools.serde.codec import net_to_netdef
 
 GPU0 = DeviceOption(device_type=1, device_id=0)
 
@@ -68,7 +69,7 @@ def test_infer_status_converges_where_one_sweep_pair_does_not() -> None:
 
 
 def test_infer_status_accepts_a_netdef() -> None:
-    result = infer_status(copy_net().to_netdef(), same_status, {("x", 0): "s"})
+    result = infer_status(net_to_netdef(copy_net()), same_status, {("x", 0): "s"})
     assert result[("y", 1)] == "s"
 
 
@@ -204,4 +205,4 @@ def test_get_external_blob_names() -> None:
     assert inputs == {"a", "b"}
     assert outputs == {"a", "c"}
     with pytest.raises(InvalidNetError, match="'b'"):
-        get_external_blob_names(net.to_netdef(), {"a"})
+        get_external_blob_names(net_to_netdef(net), {"a"})

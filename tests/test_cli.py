@@ -11,9 +11,9 @@ import pytest
 from conftest import FIXTURES, assert_one_error_line, run_cli
 
 from graphtools.cli import main
-from graphtools.ir import Net
 from graphtools.printer import print_model, print_net, print_ssa_table
 from graphtools.serde import load_model_dir, load_net, parse_netdef
+from graphtools.serde.codec import net_from_netdef
 
 TINY = FIXTURES / "models" / "tiny_export"
 TENSORPROTOS = "facebookarchive-caffe2/negative/mnist_lenet_TensorProtos.pb"
@@ -43,7 +43,7 @@ def test_show_files(capsys: pytest.CaptureFixture[str]) -> None:
     predict = TINY / "predict_net.pbtxt"
     code, out, _ = run_cli(capsys, "show", str(predict))
     assert code == 0
-    assert out == print_net(Net.from_netdef(load_net(predict)), "predict_net.pbtxt") + "\n"
+    assert out == print_net(net_from_netdef(load_net(predict)), "predict_net.pbtxt") + "\n"
     code, out, _ = run_cli(capsys, "show", str(predict), str(TINY / "init_net.pbtxt"))
     assert code == 0
     assert out.startswith(f"# {predict}\nnet predict_net.pbtxt 'tiny_export'\n")

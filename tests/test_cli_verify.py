@@ -3,25 +3,22 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import shutil
-import sys
-import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, assert_one_error_line, run_cli
+from conftest import FIXTURES, assert_one_error_line, publish_passes, run_cli
 
 from graphtools.executor import run_model
 from graphtools.ir import Model, Net, Op
-from graphtools.pass_infra import ENTRY_POINT_GROUP, Pass, PassResult
+from graphtools.pass_infra import Pass, PassResult
 from graphtools.serde import load_model_dir, parse_netdef, save_model
 
 TINY = FIXTURES / "models" / "tiny_export"
-PLUGIN_MODULE = "graphtools_test_broken_passes"
+PLUGIN = "graphtools_test_plugin"
 
 
 @dataclass(frozen=True)
@@ -43,18 +40,7 @@ class BreakRelu(Pass):
 @pytest.fixture
 def broken_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
     """Publish ``BreakRelu`` under the ``graphtools.passes`` entry-point group."""
-    module = types.ModuleType(PLUGIN_MODULE)
-    module.BreakRelu = BreakRelu  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, PLUGIN_MODULE, module)
-    published = [
-        importlib.metadata.EntryPoint("break-relu", f"{PLUGIN_MODULE}:BreakRelu", ENTRY_POINT_GROUP)
-    ]
-    real = importlib.metadata.entry_points
-
-    def fake(**kwargs: Any) -> Any:
-        return published if kwargs == {"group": ENTRY_POINT_GROUP} else real(**kwargs)
-
-    monkeypatch.setattr(importlib.metadata, "entry_points", fake)
+    publish_passes(monkeypatch, {"BreakRelu": BreakRelu}, **{"break-relu": f"{PLUGIN}:BreakRelu"})
 
 
 def _table_rows(out: str) -> dict[str, list[str]]:

@@ -20,6 +20,7 @@ from graphtools.passes.fuse_copy_ops import (
 )
 from graphtools.proto import caffe2_pb2
 from graphtools.serde import load_model
+from graphtools.serde.codec import net_from_netdef, net_to_netdef
 from graphtools.ssa import get_consumer_map, get_ssa
 from graphtools.verify import verify
 
@@ -32,7 +33,7 @@ def build(ops: list[tuple[str, list[str], list[str]]], ins: list[str], outs: lis
 
 def shape(net: Net | caffe2_pb2.NetDef) -> tuple[Any, ...]:
     if isinstance(net, caffe2_pb2.NetDef):
-        net = Net.from_netdef(net)
+        net = net_from_netdef(net)
     ops = tuple((op.type, tuple(op.inputs), tuple(op.outputs)) for op in net)
     return ops, tuple(net.external_inputs), tuple(net.external_outputs)
 
@@ -102,10 +103,10 @@ def test_every_reader_of_the_round_trip_is_rewired() -> None:
         ("Add", ("a", "a"), ("w",)),
     )
     # detectron2 rewires the first reader only: the others read a blob nothing writes any more.
-    upstream = build(ops, ["a"], ["y", "z", "w"]).to_netdef()
+    upstream = net_to_netdef(build(ops, ["a"], ["y", "z", "w"]))
     upstream_fuse(upstream)
     assert shape(upstream)[0][1] == ("Sigmoid", ("c",), ("z",))
-    assert [f.blob for f in verify(Net.from_netdef(upstream))] == ["c", "c", "c"]
+    assert [f.blob for f in verify(net_from_netdef(upstream))] == ["c", "c", "c"]
 
 
 def test_forward_copy_kept_for_other_readers_but_round_trip_fused() -> None:
@@ -122,7 +123,7 @@ def test_forward_copy_kept_for_other_readers_but_round_trip_fused() -> None:
         ("Relu", ("b",), ("g",)),
         ("Sigmoid", ("a",), ("y",)),
     )
-    upstream = build(ops, ["a"], ["g", "y"]).to_netdef()
+    upstream = net_to_netdef(build(ops, ["a"], ["g", "y"]))
     upstream_fuse(upstream)  # detectron2 gives up on the whole forward copy
     assert shape(upstream) == shape(build(ops, ["a"], ["g", "y"]))
 
@@ -172,7 +173,7 @@ def test_reader_that_overwrites_source_itself_is_rewired() -> None:
 def test_round_trip_without_reader_is_left_for_dead_end_removal() -> None:
     # detectron2 raises IndexError here (consumer_map[c][0] of an unread c).
     ops = [(TO_GPU, ["a"], ["b"]), (TO_CPU, ["b"], ["c"]), ("Relu", ["a"], ["y"])]
-    upstream = build(ops, ["a"], ["y"]).to_netdef()
+    upstream = net_to_netdef(build(ops, ["a"], ["y"]))
     with pytest.raises(IndexError):
         upstream_fuse(upstream)
     net = build(ops, ["a"], ["y"])
@@ -227,8 +228,8 @@ def test_drop_in_function_is_in_place_and_matches_upstream_when_upstream_is_righ
         (TO_CPU, ["b"], ["c2"]),
         ("Add", ["c", "c2"], ["y"]),
     ]
-    mine = build(ops, ["x"], ["y"]).to_netdef()
-    upstream = build(ops, ["x"], ["y"]).to_netdef()
+    mine = net_to_netdef(build(ops, ["x"], ["y"]))
+    upstream = net_to_netdef(build(ops, ["x"], ["y"]))
     assert fuse_copy_between_cpu_and_gpu(mine) is None
     upstream_fuse(upstream)
     assert (

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from graphtools.graph import get_sub_graph_external_input_output, to_networkx
 from graphtools.ir import Net, Op
+from graphtools.serde.codec import net_to_netdef
 from graphtools.ssa import VersionedBlob, get_op_ids_in_path, get_ssa
 
 
@@ -62,7 +63,7 @@ def test_sub_graph_orders_and_netdef_input() -> None:
         [("a", 1)],
         [("c", 1), ("b", 1)],
     )
-    assert get_sub_graph_external_input_output(net.to_netdef(), [3, 4]) == (
+    assert get_sub_graph_external_input_output(net_to_netdef(net), [3, 4]) == (
         [("b", 1), ("c", 1)],
         [("d", 2)],
     )
@@ -109,7 +110,7 @@ def test_to_networkx_nodes_and_edges() -> None:
     assert list(graph.successors(2)) == [("p", 1), ("q", 1)]
     assert graph.edges[2, ("q", 1), 0]["position"] == 1
     assert nx.is_directed_acyclic_graph(graph)
-    assert to_networkx(net.to_netdef()).edges == graph.edges
+    assert to_networkx(net_to_netdef(net)).edges == graph.edges
 
 
 @settings(max_examples=60, deadline=None)

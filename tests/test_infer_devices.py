@@ -12,6 +12,7 @@ from graphtools.passes.infer_devices import (
     assign_device_option,
     parse_input_devices,
 )
+from graphtools.serde.codec import net_to_netdef
 
 GPU0 = DeviceOption(device_type=1, device_id=0)
 
@@ -83,7 +84,7 @@ def test_pass_refuses_unknown_input_names() -> None:
 
 def test_assign_device_option_rewrites_netdefs_in_place() -> None:
     m = model()
-    predict, init = m.predict_net.to_netdef(), m.init_net.to_netdef()  # type: ignore[union-attr]
+    predict, init = net_to_netdef(m.predict_net), net_to_netdef(m.init_net)  # type: ignore[union-attr]
     assign_device_option(predict, init, {"data": "cpu", "im_info": "cpu"})
     assert [op.device_option.device_type for op in predict.op] == [1, 1, 1, 0]
     assert [op.HasField("device_option") for op in predict.op] == [True, True, True, False]
@@ -92,7 +93,7 @@ def test_assign_device_option_rewrites_netdefs_in_place() -> None:
 
 def test_assign_device_option_changes_nothing_on_error() -> None:
     m = model()
-    predict = m.predict_net.to_netdef()
+    predict = net_to_netdef(m.predict_net)
     snapshot = predict.SerializeToString()
     with pytest.raises(InvalidNetError):
         assign_device_option(predict, None, {"data": "cpu", "im_info": "cpu", "w": "cpu"})

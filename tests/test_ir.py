@@ -11,6 +11,14 @@ import pytest
 from graphtools.ir import Argument, DeviceOption, Model, Net, Op, make_arg
 from graphtools.proto import caffe2_pb2
 from graphtools.serde import load_net
+from graphtools.serde.codec import (
+    argument_from_proto,
+    argument_to_proto,
+    model_from_netdefs,
+    net_from_netdef,
+    net_to_netdef,
+    op_to_proto,
+)
 
 MASK_RCNN_FP32 = "caffe2-models/mask_rcnn_2go/2018-12/fp32/model.pb"
 
@@ -52,7 +60,7 @@ def _full_netdef() -> caffe2_pb2.NetDef:
 @pytest.fixture
 def mask_rcnn(real_fixtures: Path) -> tuple[Net, bytes]:
     path = real_fixtures / MASK_RCNN_FP32
-    return Net.from_netdef(load_net(path)), path.read_bytes()
+    return net_from_netdef(load_net(path)), path.read_bytes()
 
 
 # -- conversion -----------------------------------------------------------------------------
@@ -61,8 +69,8 @@ def mask_rcnn(real_fixtures: Path) -> tuple[Net, bytes]:
 def test_round_trip_keeps_every_field() -> None:
     netdef = _full_netdef()
     data = netdef.SerializeToString()
-    net = Net.from_netdef(netdef)
-    assert net.to_netdef().SerializeToString() == data
+    net = net_from_netdef(netdef)
+    assert net_to_netdef(net).SerializeToString() == data
     conv = net[0]
     assert conv.name == "conv"
     assert conv.engine == "CUDNN"
@@ -72,7 +80,7 @@ def test_round_trip_keeps_every_field() -> None:
     assert (conv.domain, conv.op_version) == ("caffe2", 2)
     assert conv.device_option == DeviceOption(device_type=0, random_seed=7)
     assert [a.name for a in conv.args] == ["stride", "kernel", "order", "scale"]
-    assert net.to_netdef().SerializeToString() == data  # decoding changed nothing
+    assert net_to_netdef(net).SerializeToString() == data  # decoding changed nothing
     assert (net.name, net.net_type) == ("full", "dag")
     assert net.device_option == DeviceOption(device_type=1, device_id=0)
     assert [(a.name, a.value) for a in net.args] == [("net_arg", 3)]
@@ -81,13 +89,13 @@ def test_round_trip_keeps_every_field() -> None:
 def test_absent_fields_read_none_and_stay_absent() -> None:
     netdef = caffe2_pb2.NetDef()
     netdef.op.add(type="Relu", input=["x"], output=["y"])
-    net = Net.from_netdef(netdef)
+    net = net_from_netdef(netdef)
     op = net[0]
     assert (op.name, op.engine, op.device_option, op.is_gradient_op) == (None, None, None, None)
     assert (net.name, net.net_type, net.device_option) == (None, None, None)
     net.replace_op(0, op.replace(engine="X").replace(engine=None))
-    assert net.to_netdef() == netdef
-    assert not net.to_netdef().op[0].HasField("engine")
+    assert net_to_netdef(net) == netdef
+    assert not net_to_netdef(net).op[0].HasField("engine")
 
 
 def test_net_built_in_python() -> None:
@@ -100,8 +108,8 @@ def test_net_built_in_python() -> None:
     expected = caffe2_pb2.NetDef(name="py", external_input=["x", "w", "b"], external_output=["y"])
     op = expected.op.add(type="FC", input=["x", "w", "b"], output=["y"], name="fc", engine="E")
     op.arg.add(name="axis", i=1)
-    assert net.to_netdef() == expected
-    assert Net.from_netdef(net.to_netdef()).to_netdef() == expected
+    assert net_to_netdef(net) == expected
+    assert net_to_netdef(net_from_netdef(net_to_netdef(net))) == expected
 
 
 def test_unknown_op_fields_survive_rewrites() -> None:
@@ -110,36 +118,36 @@ def test_unknown_op_fields_survive_rewrites() -> None:
     data = caffe2_pb2.NetDef(name="n").SerializeToString()
     data += _varint(2 << 3 | 2) + _varint(len(op_bytes)) + op_bytes
     netdef = caffe2_pb2.NetDef.FromString(data)
-    net = Net.from_netdef(netdef)
-    assert net.to_netdef().SerializeToString() == data
+    net = net_from_netdef(netdef)
+    assert net_to_netdef(net).SerializeToString() == data
     net.replace_op(0, net[0].replace(inputs=["z"]))
-    rewritten = net.to_netdef().SerializeToString()
+    rewritten = net_to_netdef(net).SerializeToString()
     assert rewritten.endswith(_varint(99 << 3) + _varint(7))
     assert list(caffe2_pb2.NetDef.FromString(rewritten).op[0].input) == ["z"]
 
 
 def test_unknown_net_fields_survive() -> None:
     data = caffe2_pb2.NetDef(name="n").SerializeToString() + _varint(98 << 3) + _varint(5)
-    net = Net.from_netdef(caffe2_pb2.NetDef.FromString(data))
-    assert net.to_netdef().SerializeToString() == data
+    net = net_from_netdef(caffe2_pb2.NetDef.FromString(data))
+    assert net_to_netdef(net).SerializeToString() == data
 
 
 def test_copy_is_independent(mask_rcnn: tuple[Net, bytes]) -> None:
     net, data = mask_rcnn
     twin = net.copy()
     assert twin.revision == 0
-    assert twin.to_netdef().SerializeToString() == data
+    assert net_to_netdef(twin).SerializeToString() == data
     twin.remove_ops([0])
     _, nested = next(n for op in twin if op.type == "If" for n in op.nested_nets() if len(n[1]))
     nested.remove_ops([0])
-    assert net.to_netdef().SerializeToString() == data
+    assert net_to_netdef(net).SerializeToString() == data
 
 
 # -- immutable ops --------------------------------------------------------------------------
 
 
 def test_replace_changes_only_what_is_asked() -> None:
-    net = Net.from_netdef(_full_netdef())
+    net = net_from_netdef(_full_netdef())
     conv = net[0]
     renamed = conv.replace(type="ConvRelu", inputs=["a", "b"], outputs=("c",))
     assert (conv.type, conv.inputs, conv.outputs) == ("Conv", ("x", "w"), ("y",))
@@ -149,12 +157,12 @@ def test_replace_changes_only_what_is_asked() -> None:
     expected.type = "ConvRelu"
     expected.input[:] = ["a", "b"]
     expected.output[:] = ["c"]
-    assert renamed.to_proto() == expected
-    assert conv.to_proto() == _full_netdef().op[0]
+    assert op_to_proto(renamed) == expected
+    assert op_to_proto(conv) == _full_netdef().op[0]
     with pytest.raises(TypeError, match="no field 'colour'"):
         conv.replace(colour="red")
     assert conv.replace(args={"k": 1}).args == (Argument("k", i=1),)
-    assert conv.replace(device_option=None).to_proto().HasField("device_option") is False
+    assert op_to_proto(conv.replace(device_option=None)).HasField("device_option") is False
 
 
 def test_with_arg_and_without_arg() -> None:
@@ -173,9 +181,9 @@ def test_with_arg_and_without_arg() -> None:
 
 
 def test_loaded_op_with_arg_keeps_other_fields() -> None:
-    net = Net.from_netdef(_full_netdef())
+    net = net_from_netdef(_full_netdef())
     changed = net[0].with_arg("stride", 1)
-    proto = changed.to_proto()
+    proto = op_to_proto(changed)
     assert [a.name for a in proto.arg] == ["stride", "kernel", "order", "scale"]
     assert proto.arg[0].i == 1
     assert (proto.engine, proto.name, proto.debug_info) == ("CUDNN", "conv", "made in a test")
@@ -197,7 +205,7 @@ def test_bare_string_is_not_split_into_letters() -> None:
 def test_op_equality_is_by_content() -> None:
     assert Op("Relu", ["x"], ["y"]) == Op("Relu", ["x"], ["y"])
     assert Op("Relu", ["x"], ["y"]) != Op("Relu", ["x"], ["z"])
-    loaded = Net.from_netdef(_full_netdef())[1]
+    loaded = net_from_netdef(_full_netdef())[1]
     assert loaded == Op("Relu", ["y"], ["y"])
     with pytest.raises(TypeError):
         hash(loaded)
@@ -245,7 +253,7 @@ def test_argument_value_and_proto() -> None:
         Argument("floats", floats=(0.5,)),
         Argument("strings", strings=(b"a",)),
     ):
-        assert Argument.from_proto(arg.to_proto()) == arg
+        assert argument_from_proto(argument_to_proto(arg)) == arg
     assert Argument("i", i=0).value == 0
     assert Argument("s", s=b"").value == b""
     assert Argument("ints", ints=(1, 2)).value == (1, 2)
@@ -293,14 +301,14 @@ MUTATIONS: dict[str, Callable[[Net], None]] = {
 
 @pytest.mark.parametrize("method", MUTATIONS)
 def test_every_mutation_bumps_revision(method: str) -> None:
-    net = Net.from_netdef(_full_netdef())
-    before = net.to_netdef()
+    net = net_from_netdef(_full_netdef())
+    before = net_to_netdef(net)
     view = net.ssa()
     MUTATIONS[method](net)
     assert net.revision == 1
-    assert net.to_netdef() != before
+    assert net_to_netdef(net) != before
     assert net.ssa() is not view
-    model = Model(Net.from_netdef(_full_netdef()), Net.from_netdef(_full_netdef()))
+    model = Model(net_from_netdef(_full_netdef()), net_from_netdef(_full_netdef()))
     revision = model.revision
     assert model.init_net is not None
     MUTATIONS[method](model.init_net)
@@ -308,13 +316,13 @@ def test_every_mutation_bumps_revision(method: str) -> None:
 
 
 def test_no_op_removal_keeps_revision() -> None:
-    net = Net.from_netdef(_full_netdef())
+    net = net_from_netdef(_full_netdef())
     net.remove_ops([])
     assert net.revision == 0
 
 
 def test_ssa_view_cached_per_revision() -> None:
-    net = Net.from_netdef(_full_netdef())
+    net = net_from_netdef(_full_netdef())
     view = net.ssa()
     assert net.ssa() is view
     assert view.revision == 0
@@ -346,26 +354,26 @@ def test_nested_net_mutation_reaches_the_outer_net(mask_rcnn: tuple[Net, bytes])
     assert else_net.revision == 1
     assert net.revision == 1
     assert net.ssa() is not outer_view
-    written = next(a for a in net.to_netdef().op[index].arg if a.name == "else_net")
+    written = next(a for a in net_to_netdef(net).op[index].arg if a.name == "else_net")
     assert written.n.op[0].type == "RoIAlignRotated"
     assert len(written.n.op) == 27
 
     else_net.remove_ops([1, 2])
     assert net.revision == 2
-    written = next(a for a in net.to_netdef().op[index].arg if a.name == "else_net")
+    written = next(a for a in net_to_netdef(net).op[index].arg if a.name == "else_net")
     assert len(written.n.op) == 25
 
     net.restore(state)
     assert (net.revision, else_net.revision) == (0, 0)
     assert len(else_net) == 27
-    assert net.to_netdef().SerializeToString() == data
+    assert net_to_netdef(net).SerializeToString() == data
 
 
 def test_nested_net_of_a_python_built_op_bumps_outer() -> None:
     inner = Net([Op("Relu", ["x"], ["x"])], ["x"], ["x"])
     outer = Net([Op("If", ["c"], [], args={"then_net": inner})], ["c"])
     inner.append_op(Op("Relu", ["x"], ["x"]))
-    assert len(outer.to_netdef().op[0].arg[0].n.op) == 2  # the change is written ...
+    assert len(net_to_netdef(outer).op[0].arg[0].n.op) == 2  # the change is written ...
     assert outer.revision == 1  # ... but the outer net must also know it changed
 
 
@@ -380,12 +388,12 @@ def test_snapshot_restore_is_byte_identical(mask_rcnn: tuple[Net, bytes]) -> Non
     net.set_device_option(DeviceOption(device_type=1, device_id=1))
     net.restore(state)
     assert net.revision == 0
-    assert net.to_netdef().SerializeToString() == data
+    assert net_to_netdef(net).SerializeToString() == data
 
 
 def test_model_snapshot_restore(real_fixtures: Path) -> None:
     folder = real_fixtures / "HungMingWu-pytorch_caffe2_cpp_binding"
-    model = Model.from_netdefs(
+    model = model_from_netdefs(
         load_net(folder / "predict_net.pb"), load_net(folder / "init_net.pb")
     )
     assert model.init_net is not None
@@ -397,10 +405,12 @@ def test_model_snapshot_restore(real_fixtures: Path) -> None:
     assert model.revision == revision
     assert (model.predict_net.revision, model.init_net.revision) == (0, 0)
     assert (
-        model.predict_net.to_netdef().SerializeToString()
+        net_to_netdef(model.predict_net).SerializeToString()
         == (folder / "predict_net.pb").read_bytes()
     )
-    assert model.init_net.to_netdef().SerializeToString() == (folder / "init_net.pb").read_bytes()
+    assert (
+        net_to_netdef(model.init_net).SerializeToString() == (folder / "init_net.pb").read_bytes()
+    )
 
 
 def test_ssa_view_not_stale_after_restore() -> None:
@@ -423,7 +433,7 @@ def test_restore_twice_from_one_snapshot() -> None:
 
 
 def test_op_device_falls_back_to_net() -> None:
-    net = Net.from_netdef(_full_netdef())
+    net = net_from_netdef(_full_netdef())
     assert net.op_device(net[0]) == DeviceOption(device_type=0, random_seed=7)
     assert net.op_device(net[1]) == DeviceOption(device_type=1, device_id=0)
     assert DeviceOption().type == 0
@@ -447,19 +457,21 @@ def test_edit_ops_drops_and_rewires_in_one_revision() -> None:
 
 def test_control_and_nested_flags_match_the_ops() -> None:
     inner = Net([Op("Relu", ["a"], ["b"])], ["a"], ["b"])
-    netdef = Net(
-        [
-            Op("Relu", ["x"], ["y"]),
-            Op("Sigmoid", ["y"], ["z"], control_inputs=["x"]),
-            Op("If", ["c"], [], args={"then_net": inner}),
-        ],
-        ["x", "c"],
-        ["z"],
-    ).to_netdef()
-    loaded = Net.from_netdef(netdef)
+    netdef = net_to_netdef(
+        Net(
+            [
+                Op("Relu", ["x"], ["y"]),
+                Op("Sigmoid", ["y"], ["z"], control_inputs=["x"]),
+                Op("If", ["c"], [], args={"then_net": inner}),
+            ],
+            ["x", "c"],
+            ["z"],
+        )
+    )
+    loaded = net_from_netdef(netdef)
     assert [op.has_control_inputs() for op in loaded] == [False, True, False]
     assert [op.has_nested_nets() for op in loaded] == [False, False, True]
-    plain = Net.from_netdef(Net([Op("Relu", ["x"], ["y"])], ["x"], ["y"]).to_netdef())
+    plain = net_from_netdef(net_to_netdef(Net([Op("Relu", ["x"], ["y"])], ["x"], ["y"])))
     assert not plain[0].has_control_inputs() and not plain[0].has_nested_nets()
     assert plain[0].replace(control_inputs=["x"]).has_control_inputs()
 

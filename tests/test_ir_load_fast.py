@@ -1,5 +1,6 @@
-"""Loading a NetDef into the IR (``Net.from_netdef``): the ops it builds behave like ops built
-field by field, keep their lazily decoded fields and probe flags, and re-serialise unchanged."""
+"""Loading a NetDef into the IR (``graphtools.serde.codec.net_from_netdef``): the ops it builds
+behave like ops built field by field, keep their lazily decoded fields and probe flags, and
+re-serialise unchanged."""
 
 from __future__ import annotations
 
@@ -10,8 +11,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphtools.ir import Argument, DeviceOption, Net, Op
+from graphtools.ir import DeviceOption, Net, Op
 from graphtools.proto import caffe2_pb2
+from graphtools.serde.codec import (
+    argument_from_proto,
+    net_from_netdef,
+    net_to_netdef,
+    op_from_proto,
+    op_to_proto,
+    serialize_net,
+)
 
 _SYNTH_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "synth.py"
 _spec = importlib.util.spec_from_file_location("synth", _SYNTH_PATH)
@@ -25,7 +34,15 @@ _OPTIONAL_FIELDS = ("name", "engine", "is_gradient_op", "debug_info", "domain", 
 def _load(netdef: caffe2_pb2.NetDef) -> tuple[Net, bytes]:
     """``netdef`` loaded the way ``serde`` loads a binary file: parsed, bytes passed along."""
     data = netdef.SerializeToString()
-    return Net.from_netdef(caffe2_pb2.NetDef.FromString(data), serialized=data), data
+    return net_from_netdef(caffe2_pb2.NetDef.FromString(data), serialized=data), data
+
+
+def _decoded(op: Op) -> bool:
+    """Whether ``op``'s message was decoded from its loaded bytes (and is now kept)."""
+    found = op.source()
+    assert found is not None
+    source, index = found
+    return bool(source.decoded(index))  # type: ignore[attr-defined]
 
 
 def _field_by_field(msg: caffe2_pb2.OperatorDef) -> Op:
@@ -35,7 +52,7 @@ def _field_by_field(msg: caffe2_pb2.OperatorDef) -> Op:
         msg.type,
         list(msg.input),
         list(msg.output),
-        args=[Argument.from_proto(a) for a in msg.arg],
+        args=[argument_from_proto(a) for a in msg.arg],
         device_option=(
             DeviceOption.from_proto(msg.device_option) if msg.HasField("device_option") else None
         ),
@@ -106,11 +123,11 @@ def test_ops_of_one_type_share_one_type_string() -> None:
 
 def test_op_from_proto_wraps_one_message() -> None:
     netdef = _nested_netdef()
-    ops = [Op.from_proto(msg) for msg in netdef.op]
+    ops = [op_from_proto(msg) for msg in netdef.op]
     assert [(op.type, op.inputs, op.outputs) for op in ops] == [
         (m.type, tuple(m.input), tuple(m.output)) for m in netdef.op
     ]
-    assert all(op.to_proto() is msg for op, msg in zip(ops, netdef.op, strict=True))
+    assert all(op_to_proto(op) is msg for op, msg in zip(ops, netdef.op, strict=True))
     assert [op.has_control_inputs() for op in ops] == [False, True, False, False]
     assert [op.has_nested_nets() for op in ops] == [False, False, True, True]
 
@@ -118,7 +135,7 @@ def test_op_from_proto_wraps_one_message() -> None:
 def test_text_and_binary_loads_build_the_same_ops() -> None:
     netdef = _mixed_netdef()
     binary, _ = _load(netdef)
-    plain = Net.from_netdef(netdef)  # no bytes: the loader serialises the message itself
+    plain = net_from_netdef(netdef)  # no bytes: the loader serialises the message itself
     assert [(op.type, op.inputs, op.outputs) for op in plain] == [
         (op.type, op.inputs, op.outputs) for op in binary
     ]
@@ -150,11 +167,11 @@ def test_a_loaded_net_keeps_no_reference_to_the_parsed_message() -> None:
     expected = _mixed_netdef()
     data = expected.SerializeToString()
     parsed = caffe2_pb2.NetDef.FromString(data)
-    net = Net.from_netdef(parsed, serialized=data)
+    net = net_from_netdef(parsed, serialized=data)
     parsed.Clear()
     _assert_same_as_fields(net, expected)
-    assert net.to_netdef() == expected
-    assert net.serialize() == data
+    assert net_to_netdef(net) == expected
+    assert serialize_net(net) == data
 
 
 def test_copying_a_loaded_net_decodes_none_of_its_ops() -> None:
@@ -162,13 +179,13 @@ def test_copying_a_loaded_net_decodes_none_of_its_ops() -> None:
     # (and keeping) every op's message: on a big net that would triple its memory.
     expected = _mixed_netdef()
     net, data = _load(expected)
-    assert net.to_netdef() == expected
+    assert net_to_netdef(net) == expected
     copy = net.copy()
-    assert copy.to_netdef() == expected and copy.serialize() == data
-    assert all(op._msg is None for op in (*net, *copy))
+    assert net_to_netdef(copy) == expected and serialize_net(copy) == data
+    assert not any(map(_decoded, (*net, *copy)))
     net[0].args  # noqa: B018  (a lazy field decodes that op only)
-    assert [op._msg is None for op in net] == [False] + [True] * (len(net) - 1)
-    assert net.to_netdef() == expected
+    assert [_decoded(op) for op in net] == [True] + [False] * (len(net) - 1)
+    assert net_to_netdef(net) == expected
 
 
 def test_last_type_field_wins_like_protobuf() -> None:
@@ -179,11 +196,11 @@ def test_last_type_field_wins_like_protobuf() -> None:
     )
     data = b"\x12" + bytes([len(op_bytes)]) + op_bytes
     netdef = caffe2_pb2.NetDef.FromString(data)
-    net = Net.from_netdef(netdef, serialized=data)
+    net = net_from_netdef(netdef, serialized=data)
     assert (net[0].type, net[0].inputs, net[0].outputs) == ("Second", ("a",), ("b",))
     # Saved as loaded: the unchanged op keeps its bytes, which parse to the same message.
-    assert net.serialize() == data
-    assert caffe2_pb2.NetDef.FromString(net.serialize()) == netdef == net.to_netdef()
+    assert serialize_net(net) == data
+    assert caffe2_pb2.NetDef.FromString(serialize_net(net)) == netdef == net_to_netdef(net)
 
 
 # -- probe flags, nesting, parents -----------------------------------------------------------------
@@ -191,22 +208,24 @@ def test_last_type_field_wins_like_protobuf() -> None:
 
 def _nested_netdef() -> caffe2_pb2.NetDef:
     inner = Net([Op("Relu", ["a"], ["b"])], ["a"], ["b"])
-    return Net(
-        [
-            Op("Relu", ["x"], ["y"]),
-            Op("Sigmoid", ["y"], ["z"], control_inputs=["x"]),
-            Op("If", ["c"], [], args={"then_net": inner}),
-            Op("While", ["c"], [], args={"loop_net": inner, "nets": [inner, inner]}),
-        ],
-        ["x", "c"],
-        ["z"],
-    ).to_netdef()
+    return net_to_netdef(
+        Net(
+            [
+                Op("Relu", ["x"], ["y"]),
+                Op("Sigmoid", ["y"], ["z"], control_inputs=["x"]),
+                Op("If", ["c"], [], args={"then_net": inner}),
+                Op("While", ["c"], [], args={"loop_net": inner, "nets": [inner, inner]}),
+            ],
+            ["x", "c"],
+            ["z"],
+        )
+    )
 
 
 @pytest.mark.parametrize("with_bytes", [True, False])
 def test_nested_nets_and_control_inputs_are_detected(with_bytes: bool) -> None:
     netdef = _nested_netdef()
-    net = _load(netdef)[0] if with_bytes else Net.from_netdef(netdef)
+    net = _load(netdef)[0] if with_bytes else net_from_netdef(netdef)
     assert [op.has_control_inputs() for op in net] == [False, True, False, False]
     assert [op.has_nested_nets() for op in net] == [False, False, True, True]
     assert net.nested_op_indices() == frozenset({2, 3})
@@ -220,7 +239,7 @@ def test_flags_of_a_net_without_nesting_or_control_inputs() -> None:
     netdef.op.add(type="Sum", input=["x", "y"], output=["z"]).arg.add(name="k" * 0x42, i=1)
     net, data = _load(netdef)
     assert not any(op.has_nested_nets() or op.has_control_inputs() for op in net)
-    assert net.serialize() == data
+    assert serialize_net(net) == data
 
 
 def test_only_control_inputs_or_only_nested_nets() -> None:
@@ -244,7 +263,7 @@ def test_nested_net_edits_reach_the_loaded_net() -> None:
     revision = net.revision
     inner.append_op(Op("Relu", ["b"], ["c"]))
     assert net.revision == revision + 1
-    assert net.to_netdef().op[2].arg[0].n.op[-1].type == "Relu"
+    assert net_to_netdef(net).op[2].arg[0].n.op[-1].type == "Relu"
 
 
 # -- re-serialisation and edits ------------------------------------------------------------------
@@ -254,8 +273,8 @@ def test_unchanged_nets_reserialise_byte_identically() -> None:
     predict, init = synth.make_synthetic_pair(500, seed=3)
     for netdef in (predict, init, _mixed_netdef(), _nested_netdef()):
         net, data = _load(netdef)
-        assert net.serialize() == data
-        assert net.to_netdef().SerializeToString() == data
+        assert serialize_net(net) == data
+        assert net_to_netdef(net).SerializeToString() == data
         _assert_same_as_fields(net, netdef)
 
 
@@ -264,9 +283,9 @@ def test_unknown_op_fields_survive() -> None:
     op_bytes += b"\xf8\x06\x07"  # field 111, varint 7: not in the schema
     data = b"\x12" + bytes([len(op_bytes)]) + op_bytes + b"\x3a\x01x"
     netdef = caffe2_pb2.NetDef.FromString(data)
-    net = Net.from_netdef(netdef, serialized=data)
+    net = net_from_netdef(netdef, serialized=data)
     assert (net[0].type, net[0].inputs, net[0].outputs) == ("Relu", ("x",), ("y",))
-    assert net.serialize() == data
+    assert serialize_net(net) == data
 
 
 def test_editing_one_op_leaves_the_others_untouched() -> None:
@@ -279,8 +298,10 @@ def test_editing_one_op_leaves_the_others_untouched() -> None:
     for position, (old, new) in enumerate(zip(before, net, strict=True)):
         if position != index:
             assert new is old
-            assert new.to_proto() is predict.op[position] or new.to_proto() == predict.op[position]
-    edited = caffe2_pb2.NetDef.FromString(net.serialize())
+            assert (
+                op_to_proto(new) is predict.op[position] or op_to_proto(new) == predict.op[position]
+            )
+    edited = caffe2_pb2.NetDef.FromString(serialize_net(net))
     expected = caffe2_pb2.NetDef.FromString(data)
     del expected.op[index].input[:]
     expected.op[index].input.append("renamed")
@@ -319,22 +340,22 @@ def test_random_nets_load_like_their_fields(netdef: caffe2_pb2.NetDef) -> None:
     assert [op.has_nested_nets() for op in net] == [
         any(a.HasField("n") or len(a.nets) for a in m.arg) for m in netdef.op
     ]
-    assert net.serialize() == data
+    assert serialize_net(net) == data
 
 
 def test_saved_bytes_of_loaded_ops_follow_them_across_nets_and_edits() -> None:
     source = Net(
         [Op("Relu", ["x"], ["y"], args={"alpha": 1.5}), Op("Tanh", ["y"], ["z"])], ["x"], ["z"]
     )
-    data = source.serialize()
-    loaded = Net.from_netdef(caffe2_pb2.NetDef.FromString(data), serialized=data)
+    data = serialize_net(source)
+    loaded = net_from_netdef(caffe2_pb2.NetDef.FromString(data), serialized=data)
     other = Net([Op("Sigmoid", ["z"], ["w"])], ["z"], ["w"])
     other.append_op(loaded[0])  # an op loaded from another file keeps its own bytes
     loaded.replace_op(1, loaded[1].replace(type="Sigmoid"))  # a changed op is serialised again
     loaded.append_op(loaded[0].replace())  # a copy with no change keeps the bytes too
     for net in (loaded, other):
-        assert caffe2_pb2.NetDef.FromString(net.serialize()) == net.to_netdef()
-    assert [op.type for op in caffe2_pb2.NetDef.FromString(loaded.serialize()).op] == [
+        assert caffe2_pb2.NetDef.FromString(serialize_net(net)) == net_to_netdef(net)
+    assert [op.type for op in caffe2_pb2.NetDef.FromString(serialize_net(loaded)).op] == [
         "Relu",
         "Sigmoid",
         "Relu",
@@ -350,14 +371,14 @@ def test_ops_of_a_loaded_file_fetch_their_message_only_when_needed() -> None:
         ["x", "w"],
         ["z"],
     )
-    data = source.serialize()
-    loaded = Net.from_netdef(caffe2_pb2.NetDef.FromString(data), serialized=data)
-    assert all(op._msg is None for op in loaded)  # no protobuf wrapper kept per op
+    data = serialize_net(source)
+    loaded = net_from_netdef(caffe2_pb2.NetDef.FromString(data), serialized=data)
+    assert not any(map(_decoded, loaded))  # no protobuf message kept per op
     assert loaded[0].arg("kernel") == 3 and loaded[0].engine == "CUDNN"
-    assert loaded[0]._msg is not None and loaded[1]._msg is None
-    assert loaded.to_netdef() == source.to_netdef()
+    assert _decoded(loaded[0]) and not _decoded(loaded[1])
+    assert net_to_netdef(loaded) == net_to_netdef(source)
     # A NetDef the caller hands over keeps its ops' messages, as given.
     given = caffe2_pb2.NetDef.FromString(data)
-    wrapped = Net.from_netdef(given)
-    assert all(op._msg is not None for op in wrapped)
-    assert wrapped[0].to_proto() == given.op[0]
+    wrapped = net_from_netdef(given)
+    assert all(op_to_proto(op) is message for op, message in zip(wrapped, given.op, strict=True))
+    assert op_to_proto(wrapped[0]) == given.op[0]

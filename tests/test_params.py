@@ -26,6 +26,7 @@ from graphtools.passes.params import (
 )
 from graphtools.proto import caffe2_pb2
 from graphtools.serde import load_net
+from graphtools.serde.codec import net_to_netdef
 
 GPU0 = DeviceOption(device_type=1, device_id=0)
 
@@ -210,7 +211,7 @@ def test_device_options_come_from_the_final_producer() -> None:
         Op("CopyGPUToCPU", ["b"], ["b"], device_option=GPU0),
         fill("GivenTensorFill", "c", values=[3.0]),
     ]
-    params, devices = get_params_from_init_net(Net(ops).to_netdef())
+    params, devices = get_params_from_init_net(net_to_netdef(Net(ops)))
     assert devices == {"a": GPU0, "b": DeviceOption(), "c": DeviceOption()}
     assert params["b"].tolist() == [1.0]
 
@@ -329,7 +330,7 @@ def test_export_pair_follows_predictor_exporter() -> None:
         ["prob"],
     )
     params = {"w": np.ones((2, 2), np.float32), "b": np.array([1, 2], np.int32)}
-    init, predict = export_pair(net.to_netdef(), params)
+    init, predict = export_pair(net_to_netdef(net), params)
     assert isinstance(init, caffe2_pb2.NetDef) and isinstance(predict, caffe2_pb2.NetDef)
     # inputs: version-0 blobs that are not params; outputs: written, never read
     assert list(predict.external_input) == ["data", "w", "b"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from graphtools.ir import Argument, DeviceOption, Model, Net, Op
 from graphtools.printer import format_device, print_model, print_net, print_ssa_table
 from graphtools.proto import caffe2_pb2
+from graphtools.serde.codec import net_from_netdef, net_to_netdef
 
 
 def _small_net() -> Net:
@@ -53,7 +54,7 @@ def test_small_net_dump() -> None:
 
 
 def test_dump_is_the_same_after_a_netdef_round_trip() -> None:
-    assert print_net(Net.from_netdef(_small_net().to_netdef()), "predict_net") == SMALL_DUMP
+    assert print_net(net_from_netdef(net_to_netdef(_small_net())), "predict_net") == SMALL_DUMP
 
 
 def test_net_header_and_float32_values() -> None:
@@ -63,7 +64,7 @@ def test_net_header_and_float32_values() -> None:
     netdef.arg.add(name="z", i=1)
     netdef.arg.add(name="a", f=0.1)  # stored as float32: printed in its shortest form
     netdef.op.add(type="Scale", input=["x"], output=["x"]).arg.add(name="scale", f=0.1)
-    assert print_net(Net.from_netdef(netdef)) == (
+    assert print_net(net_from_netdef(netdef)) == (
         "net net 'hdr' type=async_scheduling\n"
         "  device: CUDA:0\n"
         "  args: {a=0.1, z=1}\n"

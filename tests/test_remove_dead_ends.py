@@ -20,6 +20,7 @@ from graphtools.passes.remove_dead_ends import (
 )
 from graphtools.proto import caffe2_pb2
 from graphtools.serde import load_net
+from graphtools.serde.codec import model_from_netdefs, net_to_netdef
 from graphtools.verify import verify
 
 FIXTURES_REAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures-real"
@@ -274,7 +275,7 @@ def _load(path: Path) -> caffe2_pb2.NetDef:
 @pytest.mark.parametrize("path", _real_netdefs(), ids=lambda p: str(p.relative_to(FIXTURES_REAL)))
 def test_real_netdefs(path: Path) -> None:
     netdef = _load(path)
-    model = Model.from_netdefs(netdef)
+    model = model_from_netdefs(netdef)
     before = {(f.kind, f.net, f.blob) for f in verify(model)}
     records = PassManager.parse("remove-dead-ends")(model)  # fails on a new finding, rolls back
     assert records[-1].modified is False
@@ -283,4 +284,4 @@ def test_real_netdefs(path: Path) -> None:
     assert model.predict_net.external_outputs == tuple(netdef.external_output)
     # The drop-in function removes exactly the same ops.
     remove_dead_end_ops(netdef)
-    assert netdef == model.predict_net.to_netdef()
+    assert netdef == net_to_netdef(model.predict_net)

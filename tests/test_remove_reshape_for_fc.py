@@ -25,6 +25,7 @@ from graphtools.passes.remove_reshape_for_fc import (
 from graphtools.passes.rename import rename_op_output
 from graphtools.proto import caffe2_pb2
 from graphtools.serde import load_model
+from graphtools.serde.codec import model_from_netdefs, net_from_netdef, net_to_netdef
 from graphtools.verify import verify
 
 PARAMS = {"idx": np.array(0), "minus_one": np.array([-1]), "w": np.ones((3, 8)), "b": np.zeros(3)}
@@ -41,12 +42,12 @@ INPUTS = ["x", "idx", "minus_one", "w", "b"]
 
 
 def netdef(ops: list[tuple[str, list[str], list[str]]], ins: list[str], outs: list[str]) -> Any:
-    return Net([Op(t, i, o) for t, i, o in ops], ins, outs).to_netdef()
+    return net_to_netdef(Net([Op(t, i, o) for t, i, o in ops], ins, outs))
 
 
 def shape(net: Net | caffe2_pb2.NetDef) -> tuple[Any, ...]:
     if isinstance(net, caffe2_pb2.NetDef):
-        net = Net.from_netdef(net)
+        net = net_from_netdef(net)
     ops = tuple((op.type, tuple(op.inputs), tuple(op.outputs)) for op in net)
     return ops, tuple(net.external_inputs), tuple(net.external_outputs)
 
@@ -113,7 +114,7 @@ def test_shape_argument_reshape_is_removed() -> None:
         ["x", "w", "b"],
         ["y"],
     )
-    result, _ = remove_reshape_for_fc(net.to_netdef(), {"w": 1, "b": 2})
+    result, _ = remove_reshape_for_fc(net_to_netdef(net), {"w": 1, "b": 2})
     assert shape(result)[0] == (("Relu", ("x",), ("r",)), ("FC", ("r", "w", "b"), ("y",)))
 
 
@@ -140,7 +141,7 @@ def test_reshape_read_by_other_than_fc_data_is_kept(reader: Any) -> None:
 
 
 def test_fc_with_other_axis_keeps_its_reshape() -> None:
-    net = Net.from_netdef(netdef(FLATTEN, INPUTS, ["y"]))
+    net = net_from_netdef(netdef(FLATTEN, INPUTS, ["y"]))
     net.replace_op(6, net[6].with_arg("axis", 2))
     assert find_reshape_removal(net, PARAMS.__contains__).removed == frozenset()
 
@@ -214,7 +215,7 @@ def test_pass_drops_params_from_the_init_net() -> None:
         [],
         ["idx", "minus_one", "w", "b"],
     )
-    model = Model(Net.from_netdef(netdef(FLATTEN, INPUTS, ["y"])), init)
+    model = Model(net_from_netdef(netdef(FLATTEN, INPUTS, ["y"])), init)
     result = RemoveReshapeForFC().call(model)
     assert result.modified
     assert result.stats == {
@@ -244,7 +245,7 @@ def test_pass_keeps_an_init_fill_that_a_kept_init_op_reads() -> None:
         [],
         ["idx", "minus_one", "kept_copy", "w", "b"],
     )
-    model = Model(Net.from_netdef(netdef(FLATTEN, INPUTS, ["y"])), init)
+    model = Model(net_from_netdef(netdef(FLATTEN, INPUTS, ["y"])), init)
     result = RemoveReshapeForFC().call(model)
     assert result.stats["params_removed"] == 2 and result.stats["init_ops_removed"] == 1
     assert [op.outputs for op in init] == [("minus_one",), ("kept_copy",), ("w",), ("b",)]
@@ -252,7 +253,7 @@ def test_pass_keeps_an_init_fill_that_a_kept_init_op_reads() -> None:
 
 
 def test_pass_without_init_net_knows_no_params() -> None:
-    model = Model(Net.from_netdef(netdef(FLATTEN, INPUTS, ["y"])))
+    model = Model(net_from_netdef(netdef(FLATTEN, INPUTS, ["y"])))
     assert not RemoveReshapeForFC().call(model).modified
 
 
@@ -368,7 +369,7 @@ def test_all_three_passes_run_on_every_real_netdef(real_fixtures: Path) -> None:
         fuse_copy_between_cpu_and_gpu(net)
         result, _ = remove_reshape_for_fc(net, {})
         identify_reshape_sub_graph(result)
-        model = Model.from_netdefs(result)
+        model = model_from_netdefs(result)
         PassManager.parse("fuse-copy-ops,remove-reshape-for-fc")(model)
         if original.op[0].output:
             rename_op_output(net, 0, 0, original.op[0].output[0] + "__renamed")
@@ -379,7 +380,7 @@ def test_real_onnx_export_loses_its_reshape_before_fc(real_fixtures: Path) -> No
     folder = real_fixtures / "HungMingWu-pytorch_caffe2_cpp_binding"
     predict, init = _load(folder / "predict_net.pb"), _load(folder / "init_net.pb")
     assert predict is not None and init is not None
-    model = Model.from_netdefs(predict, init)
+    model = model_from_netdefs(predict, init)
     records = PassManager.parse("remove-reshape-for-fc")(model)
     assert records[0].stats["reshapes_removed"] == 1
     types = [op.type for op in model.predict_net]

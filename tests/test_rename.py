@@ -21,19 +21,20 @@ from graphtools.passes.rename import (
     rename_versioned_blob,
 )
 from graphtools.proto import caffe2_pb2
+from graphtools.serde.codec import net_from_netdef, net_to_netdef
 from graphtools.ssa import get_ssa
 
 
 def shape(net: Net | caffe2_pb2.NetDef) -> tuple[Any, ...]:
     """Ops as (type, inputs, outputs) and the external lists: what a rename may change."""
     if isinstance(net, caffe2_pb2.NetDef):
-        net = Net.from_netdef(net)
+        net = net_from_netdef(net)
     ops = tuple((op.type, tuple(op.inputs), tuple(op.outputs)) for op in net)
     return ops, tuple(net.external_inputs), tuple(net.external_outputs)
 
 
 def netdef(ops: list[tuple[str, list[str], list[str]]], ins: list[str], outs: list[str]) -> Any:
-    return Net([Op(t, i, o) for t, i, o in ops], ins, outs).to_netdef()
+    return net_to_netdef(Net([Op(t, i, o) for t, i, o in ops], ins, outs))
 
 
 # -- detectron2's semantics, written from semantics.md 6.2-6.4, as the reference ---------------
@@ -70,7 +71,7 @@ def upstream_rename_op_input(predict_net, init_net, op_id, input_id, new_name) -
 def dataflow(net: Net | caffe2_pb2.NetDef) -> tuple[Any, ...]:
     """Where every read value comes from: a producing op index, or a start value by name."""
     if isinstance(net, caffe2_pb2.NetDef):
-        net = Net.from_netdef(net)
+        net = net_from_netdef(net)
     view = net.ssa()
 
     def source(blob: tuple[str, int]) -> Any:
@@ -111,7 +112,7 @@ def test_rename_op_output_renames_external_output_when_final_version() -> None:
 
 def test_rename_op_output_keeps_everything_else_of_the_message() -> None:
     op = Op("Relu", ["a"], ["x"], name="relu", args={"order": "NCHW"}, engine="CUDNN")
-    net = Net([op, Op("Sigmoid", ["x"], ["s"])], ["a"], ["s"], name="n").to_netdef()
+    net = net_to_netdef(Net([op, Op("Sigmoid", ["x"], ["s"])], ["a"], ["s"], name="n"))
     rename_op_output(net, 0, 0, "y")
     assert net.name == "n"
     assert net.op[0].name == "relu" and net.op[0].engine == "CUDNN"
@@ -239,7 +240,7 @@ def test_refuses_net_input_renamed_to_another_input() -> None:
 def test_refuses_names_used_inside_nested_nets() -> None:
     then_net = Net([Op("Relu", ["x"], ["z"])], ["x"], ["z"])
     ops = [Op("Relu", ["a"], ["x"]), Op("If", ["cond"], [], args=[make_arg("then_net", then_net)])]
-    net = Net(ops, ["a", "cond"], ["z"]).to_netdef()
+    net = net_to_netdef(Net(ops, ["a", "cond"], ["z"]))
     with pytest.raises(IllegalRewriteError, match="nested net"):
         rename_op_output(net, 0, 0, "y")
 
@@ -329,7 +330,7 @@ def test_rename_pass_through_pipeline_spec() -> None:
 def test_rename_pass_options_are_checked(options: dict[str, Any], message: str) -> None:
     model = Model(Net([Op("Relu", ["a"], ["x"])], ["a"], ["x"]))
     with pytest.raises(PreconditionError, match=message):
-        Rename(**options).call(model)
+        Rename(**options)(model)
 
 
 # -- drop-in behaviour and random nets ---------------------------------------------------------
@@ -371,7 +372,7 @@ def test_random_renames_preserve_dataflow_and_match_upstream(
     upstream_rename_op_output(upstream, op_id, output_id, new_name)
     assert shape(net) == shape(upstream)
     assert dataflow(net) == dataflow(netdef(ops, ins, outs))
-    view = Net.from_netdef(net).ssa()
+    view = net_from_netdef(net).ssa()
     declared = set(net.external_input)
     for index, (reads, _) in enumerate(view.ssa):
         for blob in reads:  # every input is defined before use

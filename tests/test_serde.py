@@ -30,6 +30,7 @@ from graphtools.serde import (
     save_model,
     save_net,
 )
+from graphtools.serde.codec import net_from_netdef, net_to_netdef
 from graphtools.serde.sniff import identify_binary, identify_text, looks_like_text
 
 TINY = FIXTURES / "models" / "tiny_export"
@@ -104,22 +105,22 @@ def test_sources_table_covers_every_real_file(real_fixtures: Path) -> None:
 def test_binary_netdef_resaves_byte_identical(real_fixtures: Path, rel: str) -> None:
     path = _real(real_fixtures, rel)
     data = path.read_bytes()
-    assert Net.from_netdef(load_net(path)).to_netdef().SerializeToString() == data
+    assert net_to_netdef(net_from_netdef(load_net(path))).SerializeToString() == data
 
-    decoded = Net.from_netdef(load_net(path))
+    decoded = net_from_netdef(load_net(path))
     assert _decode_everything(decoded) == OP_COUNTS[rel]
-    assert decoded.to_netdef().SerializeToString() == data
+    assert net_to_netdef(decoded).SerializeToString() == data
 
     # Every op rewritten (inputs/outputs renamed and renamed back, args and device re-encoded):
     # the fields written back from the IR must reproduce the file's bytes.
-    rebuilt = Net.from_netdef(load_net(path))
+    rebuilt = net_from_netdef(load_net(path))
     rebuilt.set_ops(
         op.replace(inputs=[f"{b}_tmp" for b in op.inputs], outputs=[f"{b}_tmp" for b in op.outputs])
         .replace(inputs=op.inputs, outputs=op.outputs)
         .replace(args=op.args, device_option=op.device_option)
         for op in rebuilt
     )
-    assert rebuilt.to_netdef().SerializeToString() == data
+    assert net_to_netdef(rebuilt).SerializeToString() == data
 
 
 @pytest.mark.parametrize("rel", TEXT_NETDEFS or [NO_TABLE])
@@ -130,9 +131,9 @@ def test_text_netdef_round_trips_message_equal(real_fixtures: Path, rel: str) ->
         with pytest.raises(SerdeError, match="empty"):
             load_net(path)
     netdef = load_net(path, allow_empty=empty)
-    net = Net.from_netdef(netdef)
+    net = net_from_netdef(netdef)
     assert _decode_everything(net) == OP_COUNTS[rel]
-    assert net.to_netdef() == netdef
+    assert net_to_netdef(net) == netdef
 
 
 def test_empty_real_files(real_fixtures: Path) -> None:
@@ -314,7 +315,7 @@ def test_sniffing_helpers() -> None:
     assert "PlanDef" in (identify_text(text_format.MessageToString(plan)) or "")
     protos = _tensorprotos(with_data=False)
     assert "TensorProtos" in (identify_binary(protos.SerializeToString()) or "")
-    assert identify_binary(_small_net().to_netdef().SerializeToString()) is None
+    assert identify_binary(net_to_netdef(_small_net()).SerializeToString()) is None
     assert identify_text("this is not protobuf") is None
 
 
@@ -356,18 +357,18 @@ def _small_net() -> Net:
 def test_save_net_by_extension(tmp_path: Path) -> None:
     net = _small_net()
     binary = save_net(net, tmp_path / "net.pb")
-    assert binary.read_bytes() == net.to_netdef().SerializeToString()
+    assert binary.read_bytes() == net_to_netdef(net).SerializeToString()
     for name in ("net.pbtxt", "NET.PBTXT", "net.prototxt", "net.txt"):
         text = save_net(net, tmp_path / name)
         parsed = text_format.Parse(text.read_text(encoding="utf-8"), caffe2_pb2.NetDef())
-        assert parsed == net.to_netdef()
+        assert parsed == net_to_netdef(net)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["net.pb", "net.pbtxt", "NET.PBTXT", "net.prototxt", "net.txt"]
     )
 
 
 def test_save_net_text_flag_overrides_extension(tmp_path: Path) -> None:
-    netdef = _small_net().to_netdef()
+    netdef = net_to_netdef(_small_net())
     as_text = save_net(netdef, tmp_path / "a.pb", text=True)
     assert parse_netdef(as_text.read_bytes()) == (netdef, True)
     as_binary = save_net(netdef, tmp_path / "b.pbtxt", text=False)
@@ -379,7 +380,7 @@ def test_save_net_replaces_existing_file_whole(tmp_path: Path) -> None:
     path = tmp_path / "net.pb"
     path.write_bytes(b"\xff" * 100_000)
     save_net(_small_net(), path)
-    assert path.read_bytes() == _small_net().to_netdef().SerializeToString()
+    assert path.read_bytes() == net_to_netdef(_small_net()).SerializeToString()
     assert [p.name for p in tmp_path.iterdir()] == ["net.pb"]
 
 
@@ -426,7 +427,7 @@ def test_load_model_dir_predict_and_init(real_fixtures: Path) -> None:
     assert model.init_net is not None
     assert len(model.init_net) == 8
     same = load_model(folder / "predict_net.pb", folder / "init_net.pb")
-    assert same.predict_net.to_netdef() == model.predict_net.to_netdef()
+    assert net_to_netdef(same.predict_net) == net_to_netdef(model.predict_net)
 
 
 @pytest.mark.parametrize(
@@ -496,7 +497,7 @@ def test_model_dir_errors(tmp_path: Path) -> None:
 
 def test_model_save_binary_is_byte_identical(real_fixtures: Path, tmp_path: Path) -> None:
     folder = real_fixtures / "HungMingWu-pytorch_caffe2_cpp_binding"
-    written = load_model_dir(folder).save(tmp_path / "out" / "nested")
+    written = save_model(load_model_dir(folder), tmp_path / "out" / "nested")
     assert [p.name for p in written] == ["predict_net.pb", "init_net.pb"]
     for path in written:
         assert path.read_bytes() == (folder / path.name).read_bytes()
@@ -505,19 +506,21 @@ def test_model_save_binary_is_byte_identical(real_fixtures: Path, tmp_path: Path
 def test_model_save_text_and_overrides(tmp_path: Path) -> None:
     model = load_model_dir(TINY)
     assert model.text is True
-    written = model.save(tmp_path / "text")
+    written = save_model(model, tmp_path / "text")
     assert [p.name for p in written] == ["predict_net.pbtxt", "init_net.pbtxt"]
     again = load_model_dir(tmp_path / "text")
-    assert again.predict_net.to_netdef() == model.predict_net.to_netdef()
+    assert net_to_netdef(again.predict_net) == net_to_netdef(model.predict_net)
     assert again.init_net is not None and model.init_net is not None
-    assert again.init_net.to_netdef() == model.init_net.to_netdef()
+    assert net_to_netdef(again.init_net) == net_to_netdef(model.init_net)
 
     binary = save_model(model, tmp_path / "binary", text=False)
     assert [p.name for p in binary] == ["predict_net.pb", "init_net.pb"]
-    assert binary[0].read_bytes() == model.predict_net.to_netdef().SerializeToString()
+    assert binary[0].read_bytes() == net_to_netdef(model.predict_net).SerializeToString()
 
     alone = Model(_small_net())
-    assert [p.name for p in alone.save(tmp_path / "alone", text=True)] == ["predict_net.pbtxt"]
+    assert [p.name for p in save_model(alone, tmp_path / "alone", text=True)] == [
+        "predict_net.pbtxt"
+    ]
     assert sorted(p.name for p in (tmp_path / "alone").iterdir()) == ["predict_net.pbtxt"]
 
 

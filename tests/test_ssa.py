@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from graphtools.ir import Net, Op
 from graphtools.proto import caffe2_pb2
+from graphtools.serde.codec import net_to_netdef
 from graphtools.ssa import (
     get_consumer_map,
     get_op_ids_in_path,
@@ -88,7 +89,7 @@ def test_get_ssa_accepts_netdef_net_and_proto_holders() -> None:
     net = _net(
         [("Relu", ["x"], ["x"]), ("Split", ["x"], ["y", "y"]), ("Add", ["y", "q"], ["x"])], ["x"]
     )
-    netdef = net.to_netdef()
+    netdef = net_to_netdef(net)
 
     class CoreNetLike:
         def Proto(self) -> caffe2_pb2.NetDef:  # caffe2's core.Net spelling
@@ -246,7 +247,7 @@ def test_ssa_invariants(net: Net, seed: dict[str, int]) -> None:
 @given(random_nets())
 def test_view_agrees_with_maps(net: Net) -> None:
     view = net.ssa()
-    ssa, versions = get_ssa(net.to_netdef())
+    ssa, versions = get_ssa(net_to_netdef(net))
     assert view.ssa == ssa
     assert view.versions == versions
     assert view.producers == get_producer_map(ssa)

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphtools.ir import Model, Net, Op
+from graphtools.serde.codec import model_from_netdefs
 from graphtools.verify import MISSING_OUTPUT, UNDEFINED_BLOB, Finding, verify
 
 _SYNTH_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "synth.py"
@@ -188,7 +189,7 @@ def _broken(net: Net) -> Net:
 
 def test_synthetic_benchmark_pair_matches_the_plain_walk() -> None:
     predict_def, init_def = synth.make_synthetic_pair(2000, seed=5)
-    model = Model.from_netdefs(predict_def, init_def)
+    model = model_from_netdefs(predict_def, init_def)
     assert not model.predict_net.nested_op_indices()  # the flat path
     assert verify(model) == [] == _reference_model(model)
     broken = Model(_broken(model.predict_net), model.init_net)

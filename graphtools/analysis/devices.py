@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from graphtools.errors import InvalidArgumentError, InvalidNetError
-from graphtools.ir import DeviceOption, Net, Op, as_net
+from graphtools.ir import DeviceOption, Net, Op
 from graphtools.proto import caffe2_pb2
+from graphtools.serde.codec import as_net
 from graphtools.ssa import VersionedBlob, get_undefined_blobs
 
 __all__ = [

@@ -3,7 +3,9 @@
 ``run_model(model, feeds)`` runs an init_net/predict_net pair the way a Caffe2 predictor does;
 ``run_net(net, workspace)`` runs one net over a ``Workspace``. Kernels are registered by op type
 with ``@kernel("FC")`` in the family modules (``kernels_nn``, ``kernels_math``,
-``kernels_tensor``, ``kernels_fill``, ``kernels_int8``); ``KERNELS`` maps each type to its kernel.
+``kernels_tensor``, ``kernels_fill``, ``kernels_int8``, ``kernels_detection``, ``kernels_image``,
+``kernels_misc``, ``kernels_sparse``, ``kernels_aten``, ``kernels_io``); ``KERNELS`` maps each
+type to its kernel.
 An op without a kernel raises ``UnsupportedOpError``; a kernel that rejects its inputs raises
 ``ExecutionError`` naming the op and the input shapes.
 """
@@ -11,10 +13,16 @@ An op without a kernel raises ``UnsupportedOpError``; a kernel that rejects its 
 from __future__ import annotations
 
 from graphtools.executor import (  # noqa: F401  (importing registers the kernels)
+    kernels_aten,
+    kernels_detection,
     kernels_fill,
+    kernels_image,
     kernels_int8,
+    kernels_io,
     kernels_math,
+    kernels_misc,
     kernels_nn,
+    kernels_sparse,
     kernels_tensor,
 )
 from graphtools.executor.interpreter import ExecutionError, run_model, run_net, run_op

@@ -7,8 +7,9 @@ from pathlib import Path
 from google.protobuf import message, text_format
 
 from graphtools.errors import SerdeError
-from graphtools.ir import Model, Net
+from graphtools.ir import Model
 from graphtools.proto import caffe2_pb2, metanet_pb2
+from graphtools.serde.codec import net_from_netdef
 from graphtools.serde.netdef_io import read_bytes
 from graphtools.serde.sniff import looks_like_text
 
@@ -55,5 +56,5 @@ def model_from_metanet(meta: metanet_pb2.MetaNetDef) -> Model:
     keys = set(list_metanet_nets(meta))
     predict = extract_metanet_net(meta, PREDICT_NET_TYPE)
     init_key = next((k for k in (PREDICT_INIT_NET_TYPE, GLOBAL_INIT_NET_TYPE) if k in keys), None)
-    init = None if init_key is None else Net.from_netdef(extract_metanet_net(meta, init_key))
-    return Model(Net.from_netdef(predict), init)
+    init = None if init_key is None else net_from_netdef(extract_metanet_net(meta, init_key))
+    return Model(net_from_netdef(predict), init)

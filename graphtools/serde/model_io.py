@@ -7,6 +7,7 @@ from pathlib import Path
 
 from graphtools.errors import SerdeError
 from graphtools.ir import Model, Net
+from graphtools.serde.codec import net_from_netdef
 from graphtools.serde.netdef_io import parse_netdef, read_bytes, save_net
 
 # Spellings seen in the wild, most specific first: predict_net.pb, squeeze_predict_net.pb,
@@ -46,7 +47,7 @@ def load_ir_net(path: str | Path, *, allow_empty: bool = False) -> tuple[Net, bo
     """Load one NetDef file straight into the IR; returns ``(net, was_text)``."""
     data = read_bytes(path)
     netdef, was_text = parse_netdef(data, path, allow_empty=allow_empty)
-    return Net.from_netdef(netdef, serialized=None if was_text else data), was_text
+    return net_from_netdef(netdef, serialized=None if was_text else data), was_text
 
 
 def _find(

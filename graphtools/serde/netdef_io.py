@@ -18,6 +18,7 @@ from graphtools.errors import SerdeError
 from graphtools.ir import Net
 from graphtools.proto import caffe2_pb2
 from graphtools.serde.atomic import atomic_write_bytes
+from graphtools.serde.codec import net_to_netdef, serialize_net
 from graphtools.serde.sniff import (
     identify_binary,
     identify_text,
@@ -121,9 +122,9 @@ def load_plan(path: str | Path) -> caffe2_pb2.PlanDef:
 def netdef_bytes(net: caffe2_pb2.NetDef | Net, *, text: bool) -> bytes:
     """Serialise a NetDef (or IR net) as binary wire format or as protobuf text."""
     if text:
-        netdef = net.to_netdef() if isinstance(net, Net) else net
+        netdef = net_to_netdef(net) if isinstance(net, Net) else net
         return text_format.MessageToString(netdef).encode("utf-8")
-    return net.serialize() if isinstance(net, Net) else net.SerializeToString()
+    return serialize_net(net) if isinstance(net, Net) else net.SerializeToString()
 
 
 def save_net(net: caffe2_pb2.NetDef | Net, path: str | Path, *, text: bool | None = None) -> Path:

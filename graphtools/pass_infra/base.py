@@ -1,0 +1,154 @@
+"""The ``Pass`` base class, ``PassResult``, and the checks every run of a pass goes through.
+
+A pass is a small frozen dataclass: its fields are its options, ``name`` is its kebab-case
+pipeline name, and ``call(model)`` rewrites the model in place and reports what it did.
+Calling the pass object (``RemoveDeadEnds()(model)``) runs ``requires``, ``call``, the result
+check and ``ensures``, and restores the model when any of them fails: a pass run by hand gets
+the same checks as one run by a ``PassManager``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from graphtools.errors import PassError
+from graphtools.ir import Model
+
+__all__ = ["CheckFailure", "Pass", "PassResult", "check_result", "interface", "run_checked"]
+
+
+@dataclass
+class PassResult:
+    """What one pass did.
+
+    Attributes:
+        model: the model after the pass (the same object, rewritten in place).
+        modified: whether the pass changed anything; must agree with the model's revision.
+        stats: counters for reports and goldens (``{"ops_removed": 3}``).
+    """
+
+    model: Model
+    modified: bool
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Pass:
+    """Base of every pass; subclasses are frozen dataclasses whose fields are their options.
+
+    Class attributes:
+        name: the pipeline name (kebab-case), unique among the available passes.
+        changes_interface: whether the pass may change the names of predict_net's external
+            inputs and outputs (the interface check refuses it otherwise).
+        idempotent: whether a second run right after a run never changes anything (one run
+            reaches the pass's fixpoint); a manager then skips the pass while the model is
+            unchanged since its last run, and records it as skipped.
+        reads_ssa: whether the pass reads ``model.predict_net.ssa()``; when one does, a
+            manager builds the view before its first ``verify``, which then reads the findings
+            off it instead of walking the ops.
+    """
+
+    name: ClassVar[str] = ""
+    changes_interface: ClassVar[bool] = False
+    idempotent: ClassVar[bool] = False
+    reads_ssa: ClassVar[bool] = False
+
+    def call(self, model: Model) -> PassResult:
+        """Rewrite ``model`` in place and say what changed (the work; no checks)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement call()")
+
+    def requires(self, model: Model) -> None:
+        """Raise ``PreconditionError`` when ``model`` is not fit for this pass."""
+
+    def ensures(self, model: Model) -> None:
+        """Raise ``PostconditionError`` when the rewritten ``model`` breaks a promise."""
+
+    def __call__(self, model: Model) -> PassResult:
+        """Run the pass with its checks; on any failure the model is left as it was.
+
+        Raises:
+            PreconditionError / PostconditionError: from ``requires`` / ``ensures``.
+            PassError: ``call`` broke the pass contract (no ``PassResult`` for this model, a
+                ``modified`` flag that disagrees with the model's revision, or a changed
+                interface without ``changes_interface``).
+            Whatever ``call`` raised, unchanged.
+        """
+        state = model.snapshot()
+        try:
+            result, failure = run_checked(self, model)
+            if failure is not None:
+                error = PassError(self.name, [], failure.reason)
+                if failure.details:
+                    error.add_note(failure.details)
+                raise error
+        except BaseException:
+            model.restore(state)
+            raise
+        return result
+
+
+@dataclass(frozen=True)
+class CheckFailure:
+    """A broken pass contract: a one-line ``reason`` and optional multi-line ``details``."""
+
+    reason: str
+    details: str = ""
+
+
+Interface = tuple[tuple[str, ...], tuple[str, ...]]
+
+
+def interface(model: Model) -> Interface:
+    """The predict_net's external input and output names (what users feed and fetch)."""
+    net = model.predict_net
+    return tuple(net.external_inputs), tuple(net.external_outputs)
+
+
+def run_checked(item: Pass, model: Model) -> tuple[Any, CheckFailure | None]:
+    """``requires``, ``call``, the result check and ``ensures``, without restoring anything.
+
+    Returns the pass's result and ``None``, or its result and the broken promise (then
+    ``ensures`` did not run). Exceptions from the hooks and ``call`` propagate.
+    """
+    revision = model.revision
+    before = interface(model)
+    item.requires(model)
+    result = item.call(model)
+    failure = check_result(item, model, result, revision, before)
+    if failure is None:
+        item.ensures(model)
+    return result, failure
+
+
+def check_result(
+    item: Pass,
+    model: Model,
+    result: Any,
+    revision: tuple[int, int, int, int],
+    before: Interface,
+) -> CheckFailure | None:
+    """The pass's own promises: a PassResult for this model, an honest flag, same interface."""
+    if not isinstance(result, PassResult) or result.model is not model:
+        return CheckFailure(
+            f"call() must return a PassResult holding the model it was given, got {result!r}"
+        )
+    changed = model.revision != revision
+    if result.modified != changed:
+        return CheckFailure(
+            f"reported modified={result.modified} but the model "
+            f"{'changed' if changed else 'did not change'}",
+            "a pass must mutate the model only through the Net methods (an edit: "
+            "'with net.edit() as e:') and report exactly whether it changed it; "
+            "returning PassResult(model, e.changed, ...) from the edit keeps the flag honest",
+        )
+    if not item.changes_interface and interface(model) != before:
+        before_in, before_out = before
+        after_in, after_out = interface(model)
+        return CheckFailure(
+            "changed the names of predict_net's external inputs or outputs, which only a pass "
+            "class with changes_interface = True may do",
+            f"external inputs: {list(before_in)} -> {list(after_in)}\n"
+            f"external outputs: {list(before_out)} -> {list(after_out)}",
+        )
+    return None

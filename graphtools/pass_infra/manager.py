@@ -1,0 +1,301 @@
+"""``PassManager``: runs a pipeline of passes over a model to a fixpoint, checked and verified.
+
+Each pass runs with its own checks (``requires``, the result check, ``ensures``: see
+``graphtools.pass_infra.base``); ``verify`` runs once per round that changed the model and
+refuses any new finding; a failure rolls the model back to before the pass at fault and names
+it in a ``PassError``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from graphtools._gc import paused_gc
+from graphtools.errors import GraphToolsError, PassError, PipelineSpecError
+from graphtools.ir import Model
+from graphtools.pass_infra.base import CheckFailure, Pass, run_checked
+from graphtools.pass_infra.registry import available_passes
+from graphtools.pass_infra.spec import parse_pipeline, pass_spec
+from graphtools.verify import Finding, verify
+
+__all__ = ["DEFAULT_STEPS", "PassManager", "PassRecord"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_STEPS = 10
+"""Rounds a ``PassManager`` runs at most before giving up on reaching a fixpoint."""
+
+
+@dataclass(frozen=True)
+class PassRecord:
+    """What one run of one pass did inside a ``PassManager``.
+
+    Attributes:
+        name: the pass's pipeline name.
+        round: 1-based round of the pipeline in which it ran.
+        seconds: wall time of the pass with its own checks.
+        ops_before / ops_after: top-level ops of predict_net plus init_net around the pass.
+        modified: the pass's own (checked) ``modified`` flag.
+        stats: the pass's stats (empty when skipped).
+        skipped: the pass is ``idempotent`` and the model had not changed since its last run,
+            so it was not run.
+    """
+
+    name: str
+    round: int
+    seconds: float
+    ops_before: int
+    ops_after: int
+    modified: bool
+    stats: dict[str, Any]
+    skipped: bool = False
+
+
+def _op_count(model: Model) -> int:
+    return sum(len(net) for net in model.nets())
+
+
+def _finding_key(finding: Finding) -> tuple[str, str, str]:
+    # Op indices shift when a pass removes or inserts ops; a finding is "the same" when the
+    # same kind of problem concerns the same blob in the same (nested) net.
+    return (finding.kind, _OP_INDEX.sub("op[", finding.net), finding.blob)
+
+
+_OP_INDEX = re.compile(r"op\[\d+:")
+
+
+class PassManager:
+    """Runs passes in order over a model, round after round until none modifies it.
+
+    After each pass it checks that ``modified`` agrees with ``model.revision``, that the
+    predict_net's external input and output names did not change (unless the pass class sets
+    ``changes_interface``), and runs the pass's ``ensures``; ``requires`` runs before the pass.
+    ``verify``, the costly check, runs once at the end of each round that changed the model,
+    refusing any new finding. Any failure restores the model exactly as it was before the pass
+    at fault and raises ``PassError`` naming it and the passes before it: a failing round is
+    replayed from its start with ``verify`` after every pass, so that a finding is pinned on
+    the pass that made it (passes must therefore be deterministic; the replay runs the round's
+    earlier passes again). An interrupt (``KeyboardInterrupt``) restores the model as it was
+    at the start of the round, its last verified state, and propagates. An ``idempotent``
+    pass is skipped while the model is unchanged since its last run.
+
+    Example::
+
+        manager = PassManager.parse("remove-dead-ends{keep_side_effects=false}", steps=4)
+        records = manager(model)
+    """
+
+    def __init__(self, passes: Sequence[Pass], steps: int = DEFAULT_STEPS) -> None:
+        for item in passes:
+            if not isinstance(item, Pass):
+                raise PipelineSpecError(
+                    f"PassManager takes Pass instances, got {item!r}; "
+                    "instantiate the pass class (e.g. RemoveDeadEnds())"
+                )
+        if steps < 1:
+            raise PipelineSpecError(f"steps must be at least 1, got {steps}")
+        self.passes: tuple[Pass, ...] = tuple(passes)
+        self.steps = steps
+
+    @classmethod
+    def parse(cls, spec: str, steps: int = DEFAULT_STEPS) -> PassManager:
+        """Build a manager from a pipeline spec such as ``a,b{key=value,other=3}``.
+
+        Option values are converted by the type of the pass's dataclass field: ``int``,
+        ``float``, ``bool`` (``true``/``false``/``1``/``0``), ``str``, and ``tuple[str, ...]``
+        written ``a;b;c``. Double-quote a value to include ``,{}=`` (``\\`` escapes ``"``).
+        The name ``default`` expands to ``DEFAULT_PIPELINE`` and may appear among others.
+        """
+        return cls(parse_pipeline(spec, available_passes()), steps=steps)
+
+    @property
+    def spec(self) -> str:
+        """The canonical pipeline spec; ``PassManager.parse(manager.spec)`` rebuilds it."""
+        return ",".join(pass_spec(item) for item in self.passes)
+
+    def __str__(self) -> str:
+        return self.spec
+
+    def __repr__(self) -> str:
+        return f"PassManager.parse({self.spec!r}, steps={self.steps})"
+
+    def __call__(self, model: Model) -> list[PassRecord]:
+        """Rewrite ``model`` in place and return one record per pass run, in order."""
+        with paused_gc():  # passes build many small objects; see graphtools._gc
+            return self._run(model)
+
+    def _run(self, model: Model) -> list[PassRecord]:
+        records: list[PassRecord] = []
+        if any(item.reads_ssa for item in self.passes):
+            model.predict_net.ssa()  # built now, read by verify and then by the passes
+        findings = {_finding_key(f) for f in verify(model)}
+        ran_at: dict[int, _RanAt] = {}  # pipeline position -> the model when the pass last ran
+        for round_ in range(1, self.steps + 1):
+            state = model.snapshot()
+            records_before, ran_before = len(records), dict(ran_at)
+            try:
+                changed, findings_after = self._round(
+                    model, round_, records, ran_at, findings, strict=False
+                )
+            except BaseException as exc:
+                model.restore(state)
+                del records[records_before:]
+                if not isinstance(exc, _RoundFailed):
+                    raise  # an interrupt (passes' own errors arrive as _RoundFailed)
+                # Replay the round checking after every pass, to roll back to just before the
+                # pass at fault and name it (raises PassError); if the replay succeeds (a pass
+                # that behaves differently when run again), its checked result stands.
+                ran_at = ran_before
+                changed, findings_after = self._round(
+                    model, round_, records, ran_at, findings, strict=True
+                )
+            findings = findings_after
+            if not changed:
+                return records
+        logger.info(
+            "pipeline %s stopped after %d rounds without reaching a fixpoint", self, self.steps
+        )
+        return records
+
+    def _skipped(
+        self, item: Pass, position: int, model: Model, round_: int, ran_at: dict[int, _RanAt]
+    ) -> PassRecord | None:
+        """The record of an idempotent pass the model has not changed since, else ``None``."""
+        if not (item.idempotent and ran_at.get(position) == _ran_at(model)):
+            return None
+        ops = _op_count(model)
+        return PassRecord(item.name, round_, 0.0, ops, ops, False, {}, True)
+
+    def _round(
+        self,
+        model: Model,
+        round_: int,
+        records: list[PassRecord],
+        ran_at: dict[int, _RanAt],
+        findings: set[tuple[str, str, str]],
+        *,
+        strict: bool,
+    ) -> tuple[bool, set[tuple[str, str, str]]]:
+        """One round; returns whether it changed the model and the findings after it.
+
+        Fast (``strict=False``): each pass's own promises are checked after it and ``verify``,
+        the costly check, runs once at the end; any failure raises ``_RoundFailed`` (the
+        caller restores the round's start). Strict: everything, ``verify`` included, is
+        checked after every pass, and a failure raises ``PassError`` naming the pass.
+        """
+        changed = False
+        for position, item in enumerate(self.passes):
+            skipped = self._skipped(item, position, model, round_, ran_at)
+            if skipped is not None:
+                records.append(skipped)
+                continue
+            if strict:
+                record, findings = self._run_one(item, model, round_, records, findings)
+            else:
+                record = self._run_unverified(item, model, round_)
+            records.append(record)
+            ran_at[position] = _ran_at(model)
+            changed = changed or record.modified
+        if strict or not changed:
+            return changed, findings
+        try:
+            after = verify(model)
+        except Exception as exc:
+            raise _RoundFailed from exc
+        if _check_findings(after, findings) is not None:
+            raise _RoundFailed
+        return True, {_finding_key(f) for f in after}
+
+    def _run_unverified(self, item: Pass, model: Model, round_: int) -> PassRecord:
+        """``_call_checked`` for a fast round: any failure becomes ``_RoundFailed``."""
+        try:
+            record, _ = self._call_checked(item, model, round_)
+        except Exception as exc:
+            raise _RoundFailed from exc
+        if record is None:
+            raise _RoundFailed
+        return record
+
+    def _call_checked(
+        self, item: Pass, model: Model, round_: int
+    ) -> tuple[PassRecord | None, CheckFailure | None]:
+        """Run one pass with its checks (not ``verify``); returns its record, or ``None`` and
+        the broken promise."""
+        ops_before = _op_count(model)
+        start = time.perf_counter()
+        result, failure = run_checked(item, model)
+        seconds = time.perf_counter() - start
+        if failure is not None:
+            return None, failure
+        if result.modified:
+            logger.info("%s: %s", item.name, result.stats)
+        record = PassRecord(
+            item.name, round_, seconds, ops_before, _op_count(model), result.modified, result.stats
+        )
+        return record, None
+
+    def _run_one(
+        self,
+        item: Pass,
+        model: Model,
+        round_: int,
+        records: list[PassRecord],
+        findings: set[tuple[str, str, str]],
+    ) -> tuple[PassRecord, set[tuple[str, str, str]]]:
+        previous = [record.name for record in records]
+        state = model.snapshot()
+        after: list[Finding] = []
+        record: PassRecord | None = None
+        try:
+            record, failure = self._call_checked(item, model, round_)
+            if failure is None:
+                after = verify(model)
+                failure = _check_findings(after, findings)
+        except BaseException as exc:
+            model.restore(state)
+            if not isinstance(exc, Exception):
+                raise
+            reason = (
+                str(exc) if isinstance(exc, GraphToolsError) else f"{type(exc).__name__}: {exc}"
+            )
+            error = PassError(item.name, previous, reason)
+            error.add_note(f"in round {round_} of pipeline {self}; the model was rolled back")
+            raise error from exc
+        if record is None or failure is not None:
+            assert failure is not None  # _call_checked gives a record or a failure
+            model.restore(state)
+            error = PassError(item.name, previous, failure.reason)
+            error.add_note(f"in round {round_} of pipeline {self}; the model was rolled back")
+            if failure.details:
+                error.add_note(failure.details)
+            raise error
+        return record, {_finding_key(f) for f in after}
+
+
+# The nets themselves, not only model.revision (which holds their ids): keeping them referenced
+# means a freed net's id cannot come back as another net at the same revision.
+_RanAt = tuple[tuple[int, int, int, int], object, object]
+
+
+def _ran_at(model: Model) -> _RanAt:
+    return (model.revision, model.predict_net, model.init_net)
+
+
+class _RoundFailed(Exception):
+    """A check failed during a fast round: the manager replays the round strictly."""
+
+
+def _check_findings(after: list[Finding], before: set[tuple[str, str, str]]) -> CheckFailure | None:
+    new = [finding for finding in after if _finding_key(finding) not in before]
+    if not new:
+        return None
+    more = f" (and {len(new) - 1} more)" if len(new) > 1 else ""
+    return CheckFailure(
+        f"verify found a new problem: {new[0]}{more}",
+        "new verify findings:\n" + "\n".join(f"  {finding}" for finding in new),
+    )

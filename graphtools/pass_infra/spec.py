@@ -1,0 +1,202 @@
+"""Pipeline specs: one spelling everywhere (Python, CLI, goldens).
+
+``remove-reshape-for-fc,fuse-copy-ops,remove-dead-ends{keep_side_effects=false}``: pass names
+with options in braces, converted by the type of the pass's dataclass field; ``default``
+expands to ``DEFAULT_PIPELINE``. ``parse_pipeline`` builds the passes, ``pass_spec`` prints one
+back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any
+
+from graphtools.errors import GraphToolsError, PipelineSpecError
+from graphtools.pass_infra.base import Pass
+
+__all__ = ["DEFAULT_PIPELINE", "parse_pipeline", "pass_spec"]
+
+DEFAULT_PIPELINE = "remove-reshape-for-fc,fuse-copy-ops,remove-dead-ends"
+"""What the pipeline name ``default`` expands to."""
+
+_SPECIAL = frozenset(',{}="\\')
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return _quote(";".join(value))
+    if isinstance(value, float):
+        return repr(value)
+    return _quote(str(value))
+
+
+def _quote(text: str) -> str:
+    if text and not any(c in _SPECIAL or c.isspace() for c in text):
+        return text
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
+
+
+def pass_spec(pass_: Pass) -> str:
+    """The canonical spec of one configured pass: its name, then options that differ from
+    their defaults (``remove-dead-ends{keep_side_effects=false}``)."""
+    options = []
+    for f in dataclasses.fields(pass_):
+        if not f.init:
+            continue
+        value = getattr(pass_, f.name)
+        if f.default is not dataclasses.MISSING and value == f.default:
+            continue
+        if f.default_factory is not dataclasses.MISSING and value == f.default_factory():
+            continue
+        if isinstance(value, tuple) and any(";" in str(item) for item in value):
+            raise PipelineSpecError(
+                f"option {f.name} of pass '{pass_.name}' holds {value!r}: items of a tuple "
+                "option cannot contain ';' in a pipeline spec"
+            )
+        options.append(f"{f.name}={_format_value(value)}")
+    return pass_.name + (f"{{{','.join(options)}}}" if options else "")
+
+
+class _SpecReader:
+    """Splits a pipeline spec into ``(name, {option: raw value})`` items."""
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        self.pos = 0
+
+    def error(self, what: str) -> PipelineSpecError:
+        return PipelineSpecError(f"bad pipeline spec {self.spec!r} at column {self.pos}: {what}")
+
+    def skip_space(self) -> None:
+        while self.pos < len(self.spec) and self.spec[self.pos].isspace():
+            self.pos += 1
+
+    def peek(self) -> str:
+        self.skip_space()
+        return self.spec[self.pos] if self.pos < len(self.spec) else ""
+
+    def word(self, what: str) -> str:
+        self.skip_space()
+        start = self.pos
+        while self.pos < len(self.spec) and (
+            self.spec[self.pos].isalnum() or self.spec[self.pos] in "-_."
+        ):
+            self.pos += 1
+        if start == self.pos:
+            raise self.error(f"expected {what}")
+        return self.spec[start : self.pos]
+
+    def value(self) -> str:
+        self.skip_space()
+        if self.peek() == '"':
+            self.pos += 1
+            chars: list[str] = []
+            while self.pos < len(self.spec):
+                char = self.spec[self.pos]
+                self.pos += 1
+                if char == '"':
+                    return "".join(chars)
+                if char == "\\" and self.pos < len(self.spec):
+                    char = self.spec[self.pos]
+                    self.pos += 1
+                chars.append(char)
+            raise self.error("unterminated quoted value")
+        start = self.pos
+        while self.pos < len(self.spec) and self.spec[self.pos] not in ',{}"':
+            self.pos += 1
+        return self.spec[start : self.pos].strip()
+
+    def items(self) -> list[tuple[str, dict[str, str]]]:
+        items: list[tuple[str, dict[str, str]]] = []
+        if not self.peek():
+            return items
+        while True:
+            name = self.word("a pass name")
+            options: dict[str, str] = {}
+            if self.peek() == "{":
+                self.pos += 1
+                while self.peek() != "}":
+                    key = self.word(f"an option name for pass '{name}'")
+                    if self.peek() != "=":
+                        raise self.error(f"expected '=' after option {key} of pass '{name}'")
+                    self.pos += 1
+                    if key in options:
+                        raise self.error(f"option {key} of pass '{name}' given twice")
+                    options[key] = self.value()
+                    if self.peek() == ",":
+                        self.pos += 1
+                    elif self.peek() != "}":
+                        raise self.error(f"expected ',' or '}}' in the options of pass '{name}'")
+                self.pos += 1
+            items.append((name, options))
+            if not self.peek():
+                return items
+            if self.peek() != ",":
+                raise self.error("expected ',' between passes")
+            self.pos += 1
+
+
+def _convert(pass_name: str, option: str, annotation: Any, raw: str) -> Any:
+    """Convert the text ``raw`` to the option's annotated type."""
+    bad = f"option {option} of pass '{pass_name}'"
+    if annotation is bool:
+        lowered = raw.lower()
+        if lowered in ("true", "1"):
+            return True
+        if lowered in ("false", "0"):
+            return False
+        raise PipelineSpecError(f"{bad} expects true/false/1/0, got {raw!r}")
+    if annotation is int or annotation is float:
+        try:
+            return annotation(raw)
+        except ValueError:
+            raise PipelineSpecError(f"{bad} expects {annotation.__name__}, got {raw!r}") from None
+    if annotation is str:
+        return raw
+    if typing.get_origin(annotation) is tuple and typing.get_args(annotation) == (str, ...):
+        return tuple(item.strip() for item in raw.split(";")) if raw.strip() else ()
+    raise PipelineSpecError(f"{bad} has type {annotation!r}, which a pipeline spec cannot set")
+
+
+def _build_pass(cls: type[Pass], raw_options: dict[str, str]) -> Pass:
+    hints = typing.get_type_hints(cls)
+    settable = {f.name for f in dataclasses.fields(cls) if f.init}
+    values: dict[str, Any] = {}
+    for key, raw in raw_options.items():
+        if key not in settable:
+            known = ", ".join(sorted(settable)) or "none"
+            raise PipelineSpecError(
+                f"pass '{cls.name}' has no option {key!r} (its options: {known})"
+            )
+        values[key] = _convert(cls.name, key, hints[key], raw)
+    try:
+        return cls(**values)
+    except (TypeError, ValueError, GraphToolsError) as exc:
+        raise PipelineSpecError(f"cannot configure pass '{cls.name}': {exc}") from exc
+
+
+def parse_pipeline(spec: str, known: dict[str, type[Pass]]) -> list[Pass]:
+    """The configured passes of ``spec``, looked up in ``known`` (name -> class)."""
+    return _parse_passes(spec, known, allow_default=True)
+
+
+def _parse_passes(spec: str, known: dict[str, type[Pass]], *, allow_default: bool) -> list[Pass]:
+    passes: list[Pass] = []
+    for name, options in _SpecReader(spec).items():
+        if name == "default" and allow_default:
+            if options:
+                raise PipelineSpecError("the 'default' pipeline takes no options")
+            passes.extend(_parse_passes(DEFAULT_PIPELINE, known, allow_default=False))
+            continue
+        cls = known.get(name)
+        if cls is None:
+            raise PipelineSpecError(
+                f"unknown pass {name!r} in pipeline spec {spec!r}; known passes: "
+                f"{', '.join(known) or 'none'} (and 'default' = {DEFAULT_PIPELINE})"
+            )
+        passes.append(_build_pass(cls, options))
+    return passes

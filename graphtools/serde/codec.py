@@ -1,0 +1,387 @@
+"""The NetDef codec: NetDef messages and bytes <-> the IR (``graphtools.ir``), losslessly.
+
+Loading keeps what the IR does not model. Each op of a loaded net decodes its fields beyond
+``type``/``inputs``/``outputs`` from a *source* on first access: the bytes a file was loaded
+from (``_RawSource``; the parsed message can then be freed, which is most of a big net's
+memory), or the messages of a NetDef the caller handed over (``_MessageSource``). Writing
+back, an op nothing changed is its source message, or its loaded bytes; a changed op is its
+source message with the changed fields rewritten, so unknown fields, argument order and
+nested nets survive and an unchanged net re-serialises byte for byte.
+
+One parse of the net's bytes through ``netdef_lite_pb2.NetDefMergedProbe`` tells whether any
+op holds a nested net or lists control inputs, so that a million-op net needs no per-op probe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from google.protobuf import unknown_fields
+
+from graphtools._gc import paused_gc
+from graphtools.ir import LAZY_OP_FIELDS, Argument, DeviceOption, Model, Net, NetDef, Op
+from graphtools.proto import caffe2_pb2, netdef_lite_pb2
+
+__all__ = [
+    "argument_from_proto",
+    "argument_to_proto",
+    "as_net",
+    "model_from_netdefs",
+    "net_from_netdef",
+    "net_to_netdef",
+    "op_from_proto",
+    "op_to_proto",
+    "serialize_net",
+]
+
+OperatorDef = caffe2_pb2.OperatorDef
+
+_SCALAR_OP_FIELDS = frozenset(
+    ("name", "engine", "is_gradient_op", "debug_info", "domain", "op_version")
+)
+# Net-level fields kept as they were loaded unless a rewrite replaces them.
+_NET_HEADER_FIELDS = ("name", "type", "num_workers", "device_option", "arg", "partition_info")
+
+
+# -- arguments --------------------------------------------------------------------------------
+
+
+def argument_from_proto(msg: caffe2_pb2.Argument, parent: Net | None = None) -> Argument:
+    """Decode an Argument message; nested nets become IR nets owned by ``parent``."""
+    return Argument(
+        name=msg.name if msg.HasField("name") else None,
+        f=msg.f if msg.HasField("f") else None,
+        i=msg.i if msg.HasField("i") else None,
+        s=msg.s if msg.HasField("s") else None,
+        t=msg.t if msg.HasField("t") else None,
+        n=net_from_netdef(msg.n, parent) if msg.HasField("n") else None,
+        floats=tuple(msg.floats),
+        ints=tuple(msg.ints),
+        strings=tuple(msg.strings),
+        tensors=tuple(msg.tensors),
+        nets=tuple(net_from_netdef(n, parent) for n in msg.nets),
+        qtensors=tuple(msg.qtensors),
+    )
+
+
+def argument_to_proto(
+    argument: Argument, msg: caffe2_pb2.Argument | None = None
+) -> caffe2_pb2.Argument:
+    """Encode ``argument`` into ``msg`` (a new message when ``None``) and return it."""
+    msg = caffe2_pb2.Argument() if msg is None else msg
+    for name in ("name", "f", "i", "s"):
+        value = getattr(argument, name)
+        if value is not None:
+            setattr(msg, name, value)
+    if argument.t is not None:
+        msg.t.CopyFrom(argument.t)
+    if argument.n is not None:
+        msg.n.CopyFrom(net_to_netdef(argument.n))
+    msg.floats.extend(argument.floats)
+    msg.ints.extend(argument.ints)
+    msg.strings.extend(argument.strings)
+    msg.tensors.extend(argument.tensors)
+    msg.nets.extend(net_to_netdef(net) for net in argument.nets)
+    msg.qtensors.extend(argument.qtensors)
+    return msg
+
+
+# -- op sources -------------------------------------------------------------------------------
+
+
+def _decode_field(msg: OperatorDef, key: str, parent: Net | None) -> Any:
+    """One of ``LAZY_OP_FIELDS`` of ``msg``, as the IR holds it."""
+    if key in _SCALAR_OP_FIELDS:
+        return getattr(msg, key) if msg.HasField(key) else None
+    if key == "device_option":
+        return DeviceOption.from_proto(msg.device_option) if msg.HasField(key) else None
+    if key == "control_inputs":
+        return tuple(msg.control_input)
+    if key == "args":
+        return tuple(argument_from_proto(a, parent) for a in msg.arg)
+    raise KeyError(key)
+
+
+def _holds_nets(msg: OperatorDef) -> bool:
+    return any(a.HasField("n") or len(a.nets) for a in msg.arg)
+
+
+class _MessageSource:
+    """The ops of a NetDef the caller handed over: each decodes from its own message, which
+    is kept (not copied) as the caller's code expects."""
+
+    __slots__ = ("_messages",)
+
+    def __init__(self, messages: list[OperatorDef]) -> None:
+        self._messages = messages
+
+    def message(self, index: int) -> OperatorDef:
+        return self._messages[index]
+
+    def decode(self, index: int, key: str, parent: Net | None) -> Any:
+        return _decode_field(self._messages[index], key, parent)
+
+    def has_nested_nets(self, index: int) -> bool:
+        return _holds_nets(self._messages[index])
+
+
+class _RawSource:
+    """The bytes a net was loaded from, split into each op's bytes when first needed.
+
+    An op nothing changed is saved as its bytes instead of being serialised again, and an op
+    decodes its message from them when first asked for a field the IR does not keep.
+    """
+
+    __slots__ = ("_data", "_messages", "_ops")
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._ops: list[bytes] | None = None
+        self._messages: dict[int, OperatorDef] = {}
+
+    def op_bytes(self) -> list[bytes]:
+        """Each op's bytes, in order (split on first call; the whole is then let go)."""
+        if self._ops is None:
+            self._ops = list(netdef_lite_pb2.NetDefWithRawOps.FromString(self._data).op)
+            self._data = b""
+        return self._ops
+
+    def decoded(self, index: int) -> bool:
+        """Whether op ``index``'s message has been decoded (and is kept)."""
+        return index in self._messages
+
+    def message(self, index: int) -> OperatorDef:
+        found = self._messages.get(index)
+        if found is None:
+            found = self._messages[index] = OperatorDef.FromString(self.op_bytes()[index])
+        return found
+
+    def decode(self, index: int, key: str, parent: Net | None) -> Any:
+        return _decode_field(self.message(index), key, parent)
+
+    def has_nested_nets(self, index: int) -> bool:
+        return _holds_nets(self.message(index))
+
+
+_Source = _MessageSource | _RawSource
+
+
+def _source_message(op: Op) -> OperatorDef | None:
+    found = op.source()
+    if found is None:
+        return None
+    source, index = found
+    assert isinstance(source, _MessageSource | _RawSource)  # only this codec makes sources
+    return source.message(index)
+
+
+# -- ops ----------------------------------------------------------------------------------------
+
+
+def op_from_proto(msg: OperatorDef, parent: Net | None = None) -> Op:
+    """Wrap an OperatorDef as an IR op; the message is kept (not copied) as its source."""
+    (op,) = Op.wrap_loaded((msg,), parent, _MessageSource([msg]), nested=None, control=None)
+    return op
+
+
+def op_to_proto(op: Op) -> OperatorDef:
+    """The OperatorDef for ``op`` (its source message itself when nothing changed)."""
+    source = _source_message(op)
+    changed = op.changed_fields()
+    if source is not None and not changed:
+        return source
+    msg = OperatorDef()
+    if source is not None:
+        msg.CopyFrom(source)
+    if "type" in changed:
+        msg.type = op.type
+    if "inputs" in changed:
+        del msg.input[:]
+        msg.input.extend(op.inputs)
+    if "outputs" in changed:
+        del msg.output[:]
+        msg.output.extend(op.outputs)
+    for key in LAZY_OP_FIELDS:
+        if key not in changed:
+            continue
+        value = getattr(op, key)
+        if key in _SCALAR_OP_FIELDS:
+            if value is None:
+                msg.ClearField(key)
+            else:
+                setattr(msg, key, value)
+        elif key == "device_option":
+            msg.ClearField("device_option")
+            if value is not None:
+                value.to_proto(msg.device_option)
+        elif key == "control_inputs":
+            del msg.control_input[:]
+            msg.control_input.extend(value)
+        else:
+            del msg.arg[:]
+            for argument in value:
+                argument_to_proto(argument, msg.arg.add())
+    return msg
+
+
+def _op_bytes(ops: Iterable[Op]) -> list[bytes]:
+    """Each op's serialised OperatorDef: its loaded bytes when unchanged, else serialised."""
+    found: list[bytes] = []
+    append = found.append
+    current: _RawSource | None = None
+    current_ops: list[bytes] = []
+    for op in ops:
+        loaded = op.loaded_flat()
+        if loaded is not None and isinstance(loaded[0], _RawSource):
+            if loaded[0] is not current:
+                current = loaded[0]
+                current_ops = current.op_bytes()
+            append(current_ops[loaded[1]])
+        else:
+            append(op_to_proto(op).SerializeToString())
+    return found
+
+
+# -- nets ---------------------------------------------------------------------------------------
+
+
+def _probe_flags(netdef: NetDef, serialized: bytes | None) -> tuple[bool | None, bool | None]:
+    """The "holds nested nets" and "lists control inputs" flags the ops of ``netdef`` start
+    with: ``False`` when no op does (which is certain), ``None`` when some op does (each op
+    then finds out for itself when first asked)."""
+    if not netdef.op:
+        return False, False
+    data = netdef.SerializeToString() if serialized is None else serialized
+    merged = netdef_lite_pb2.NetDefMergedProbe.FromString(data).op
+    nested = merged.arg.HasField("n") or len(merged.arg.nets) > 0
+    control = len(merged.control_input) > 0
+    return (None if nested else False), (None if control else False)
+
+
+def _header_of(netdef: NetDef) -> NetDef:
+    """``netdef`` without its ops and external lists, unknown fields included."""
+    header = NetDef()
+    if len(unknown_fields.UnknownFieldSet(netdef)):
+        # Rare: fields this schema does not know survive only through a copy of the message.
+        header.CopyFrom(netdef)
+        for name in ("op", "external_input", "external_output"):
+            header.ClearField(name)
+        return header
+    for name in _NET_HEADER_FIELDS:
+        if name in ("arg", "partition_info"):
+            getattr(header, name).extend(getattr(netdef, name))
+        elif netdef.HasField(name):
+            if name == "device_option":
+                header.device_option.CopyFrom(netdef.device_option)
+            else:
+                setattr(header, name, getattr(netdef, name))
+    return header
+
+
+def net_from_netdef(
+    netdef: NetDef, parent: Net | None = None, *, serialized: bytes | None = None
+) -> Net:
+    """Build the IR of ``netdef``; without ``serialized``, the ops keep its messages.
+
+    ``serialized``, when given, must be the bytes ``netdef`` was parsed from: loaders pass
+    them so that nothing is serialised again to probe the ops. The net then keeps no
+    reference to ``netdef``: its ops decode their messages from those bytes when first
+    needed, and unchanged ops are saved as their bytes (so a loader's parsed message, most
+    of the memory a big net takes, is freed once the net is built). ``parent`` is the net
+    holding this one in an argument (its revision follows this net's edits).
+    """
+    nested, control = _probe_flags(netdef, serialized)
+    source: _Source
+    records: Iterable[OperatorDef]
+    if serialized is None:  # the caller's message: keep its ops' messages, as given
+        messages = netdef.op[:]
+        source, records = _MessageSource(messages), messages
+    else:  # the loader's message: ops decode theirs from the bytes when needed
+        source, records = _RawSource(serialized), netdef.op
+    header = _header_of(netdef)
+    return Net.loaded(
+        lambda net: Op.wrap_loaded(records, net, source, nested=nested, control=control),
+        netdef.external_input[:],
+        netdef.external_output[:],
+        header,
+        lambda net: tuple(argument_from_proto(a, net) for a in header.arg),
+        parent,
+    )
+
+
+def _header_bytes(net: Net) -> bytes:
+    """The net's header, serialised; net-level arguments re-encoded when they hold nets."""
+    header = net.header
+    if not any(argument.nested_nets() for argument in net.args):
+        return header.SerializeToString()
+    rebuilt = NetDef()
+    rebuilt.CopyFrom(header)
+    del rebuilt.arg[:]
+    for argument in net.args:
+        argument_to_proto(argument, rebuilt.arg.add())
+    return rebuilt.SerializeToString()
+
+
+def serialize_net(net: Net) -> bytes:
+    """The binary NetDef of ``net``: the message ``net_to_netdef`` gives, serialised.
+
+    Ops are joined as raw bytes instead of being copied into a new NetDef message, and an op
+    loaded from a binary file that nothing changed is written as the bytes it was loaded
+    with (so an unchanged net re-saves byte for byte, even where its writer encoded fields
+    in a non-canonical way).
+    """
+    raw = netdef_lite_pb2.NetDefWithRawOps.FromString(_header_bytes(net))
+    with paused_gc():
+        raw.op.extend(_op_bytes(net))
+    raw.external_input.extend(net.external_inputs)
+    raw.external_output.extend(net.external_outputs)
+    return raw.SerializeToString()
+
+
+def _undecoded_loaded_op(net: Net) -> bool:
+    for op in net:
+        found = op.source()
+        if found is not None:
+            source, index = found
+            if isinstance(source, _RawSource) and not source.decoded(index):
+                return True
+    return False
+
+
+def net_to_netdef(net: Net) -> NetDef:
+    """A new NetDef message holding ``net``; unchanged parts are copied as loaded."""
+    if _undecoded_loaded_op(net):
+        # Loaded ops not decoded yet: parsing the saved bytes once is faster than decoding
+        # each op, and leaves the ops as lean as they were.
+        return NetDef.FromString(serialize_net(net))
+    netdef = NetDef.FromString(_header_bytes(net))
+    with paused_gc():
+        netdef.op.extend([op_to_proto(op) for op in net])
+    netdef.external_input.extend(net.external_inputs)
+    netdef.external_output.extend(net.external_outputs)
+    return netdef
+
+
+# -- what drop-in functions accept --------------------------------------------------------------
+
+
+def model_from_netdefs(predict_net: NetDef, init_net: NetDef | None = None) -> Model:
+    """Wrap NetDef messages as a ``Model`` (they are referenced, not copied, until a rewrite)."""
+    return Model(
+        net_from_netdef(predict_net),
+        None if init_net is None else net_from_netdef(init_net),
+    )
+
+
+def as_net(net: Net | NetDef | Any) -> Net:
+    """The IR of ``net``: an IR ``Net`` as is, a ``NetDef`` converted, a Caffe2 ``core.Net``
+    through its ``Proto()``. Lets the drop-in functions accept what upstream accepted."""
+    if isinstance(net, Net):
+        return net
+    if isinstance(net, NetDef):
+        return net_from_netdef(net)
+    proto = getattr(net, "Proto", None)
+    if callable(proto):
+        return as_net(proto())
+    raise TypeError(f"expected a graphtools Net or a NetDef, got {type(net).__name__}")
