@@ -22,12 +22,13 @@ from graphtools.onnx import (  # noqa: E402
     ir_version_for,
 )
 from graphtools.onnx.importer import fill_message  # noqa: E402
+from graphtools.serde.codec import op_from_proto  # noqa: E402
 
 FLOAT = TensorProto.FLOAT
 
 
 def _pair(ops: list[Op], inputs: list[str], outputs: list[str], params: dict) -> Model:
-    init = Net([Op.from_proto(fill_message(n, v, n)) for n, v in params.items()], name="init")
+    init = Net([op_from_proto(fill_message(n, v, n)) for n, v in params.items()], name="init")
     return Model(Net(ops, [*inputs, *params], outputs, name="net"), init)
 
 
@@ -117,7 +118,7 @@ def test_per_blob_comparison_names_the_first_diverging_op() -> None:
     assert broken.init_net is not None
     index = next(i for i, op in enumerate(broken.init_net) if op.outputs == ("fc_b",))
     broken.init_net.replace_op(
-        index, Op.from_proto(fill_message("fc_b", params["fc_b"] * 3, "fc_b"))
+        index, op_from_proto(fill_message("fc_b", params["fc_b"] * 3, "fc_b"))
     )
     assert not np.allclose(run_model(broken, {"x": x})["prob"], run_model(pair, {"x": x})["prob"])
     report = compare_blobs_with_onnxruntime(exported, broken, {"x": x})

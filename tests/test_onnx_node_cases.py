@@ -30,7 +30,7 @@ from graphtools.testing import compare_outputs  # noqa: E402
 REFUSALS = Path(__file__).resolve().parents[1] / "fixtures" / "onnx" / "node_refusals.txt"
 
 #: Caffe2 op types the importer emits whose executor kernels another branch is writing.
-PENDING_KERNELS = {"If": "gradients", "Negative": "kernels"}
+PENDING_KERNELS = {"If": "gradients"}
 
 _MODULES = {
     "BatchNormalization": "batch_normalization",

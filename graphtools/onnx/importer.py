@@ -37,6 +37,7 @@ from graphtools.onnx.dtypes import fill_op_for
 from graphtools.onnx.external import ModelSource, load_onnx
 from graphtools.onnx.registry import CONVERTERS
 from graphtools.proto import caffe2_pb2
+from graphtools.serde.codec import net_from_netdef, op_from_proto
 
 __all__ = ["MIN_OPSET", "GraphImporter", "fill_message", "import_onnx", "max_opset"]
 
@@ -90,7 +91,7 @@ def fill_message(name: str, value: np.ndarray, where: str) -> caffe2_pb2.Operato
 
 def _fill_op(name: str, value: np.ndarray, where: str) -> Op:
     """``fill_message`` as an IR op (for fills inside nested nets, which are small)."""
-    return Op.from_proto(fill_message(name, value, where))
+    return op_from_proto(fill_message(name, value, where))
 
 
 def _tensor_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
@@ -353,7 +354,7 @@ def import_onnx(model_or_path: ModelSource, *, base_dir: str | Path | None = Non
         outputs,
         name=f"{graph.name}_predict",
     )
-    return Model(predict, Net.from_netdef(init))
+    return Model(predict, net_from_netdef(init))
 
 
 def _reads(net: Net) -> Iterable[str]:
