@@ -125,3 +125,45 @@ def test_per_blob_comparison_names_the_first_diverging_op() -> None:
     assert not report.ok
     assert report.first_divergence is not None
     assert report.first_divergence.op_type == "FC" and report.first_divergence.op_index == 2
+
+
+def test_if_exports_as_onnx_if_with_ssa_branches() -> None:
+    """An imported ONNX If goes back out as an If; onnxruntime agrees on both branches.
+
+    Our executor's If kernel comes with the gradients work, so the pair itself is not run here.
+    """
+    from onnx import helper
+
+    from graphtools.onnx import import_onnx, run_onnxruntime
+
+    then_graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["t"]), helper.make_node("Relu", ["t"], ["t2"])],
+        "then",
+        [],
+        [onnx.ValueInfoProto(name="t2")],
+    )
+    else_graph = helper.make_graph(
+        [
+            helper.make_node("Constant", [], ["c"], value_floats=[2.0]),
+            helper.make_node("Mul", ["x", "c"], ["e"]),
+        ],
+        "else",
+        [],
+        [onnx.ValueInfoProto(name="e")],
+    )
+    cond = helper.make_tensor_value_info("cond", TensorProto.BOOL, [1])
+    x_info = helper.make_tensor_value_info("x", FLOAT, [3])
+    node = helper.make_node("If", ["cond"], ["y"], then_branch=then_graph, else_branch=else_graph)
+    graph = helper.make_graph([node], "g", [cond, x_info], [onnx.ValueInfoProto(name="y")])
+    original = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    original.ir_version = 8
+    pair = import_onnx(original)
+    exported = export_onnx(pair, value_info={"cond": (TensorProto.BOOL, [1]), "x": (FLOAT, [3])})
+    (if_node,) = exported.graph.node
+    assert if_node.op_type == "If"
+    x = np.array([-1.0, 0.5, 2.0], dtype=np.float32)
+    for flag in (True, False):
+        feeds = {"cond": np.array([flag]), "x": x}
+        assert np.array_equal(
+            run_onnxruntime(original, feeds)["y"], run_onnxruntime(exported, feeds)["y"]
+        )

@@ -50,6 +50,8 @@ class ExportContext:
     index: int = -1
     net_label: str = ""
     missing_rank: bool = False
+    outer_names: frozenset[str] = frozenset()
+    rewritten: frozenset[str] = frozenset()
 
     def refuse(self, reason: str) -> UnsupportedOpError:
         """An ``UnsupportedOpError`` naming the op being exported."""
@@ -79,6 +81,20 @@ class ExportContext:
         name = self.fresh(hint)
         self.constants.append(numpy_helper.from_array(array, name))
         return name
+
+    def child(self, read: set[str], label: str) -> ExportContext:
+        """A context for a sub-graph: same names, types and constants, its own nodes."""
+        return ExportContext(
+            self.opset,
+            self.names,
+            self.types,
+            read,
+            constants=self.constants,
+            node_names=self.node_names,
+            net_label=label,
+            outer_names=self.outer_names,
+            rewritten=self.rewritten,
+        )
 
     def info(self, name: str) -> TypeInfo | None:
         """What is known of blob ``name``."""

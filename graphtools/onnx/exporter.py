@@ -12,6 +12,7 @@ shape inference over the exported graph. The result passes
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -22,7 +23,7 @@ from onnx import ModelProto, helper, numpy_helper
 from graphtools.errors import GraphToolsError, InvalidNetError, UnsupportedOpError
 from graphtools.executor import Workspace, run_net
 from graphtools.ir import Model, Net
-from graphtools.onnx import export_math, export_nn, export_tensor  # noqa: F401
+from graphtools.onnx import export_control, export_math, export_nn, export_tensor  # noqa: F401
 from graphtools.onnx.context import NameGen
 from graphtools.onnx.dtypes import numpy_of_onnx, onnx_dtype_of_numpy
 from graphtools.onnx.export_context import EXPORTERS, ExportContext, TypeInfo
@@ -140,6 +141,7 @@ def _convert(
     types: dict[str, TypeInfo],
     read: set[str],
     params: Mapping[str, Any],
+    rewritten: frozenset[str],
     *,
     final: bool,
 ) -> ExportContext:
@@ -147,7 +149,10 @@ def _convert(
     rank stops the conversion early (``missing_rank`` is set) so the caller can learn more
     shapes and convert again."""
     names = NameGen([*read, *params, *(n for op in net.ops for n in op.outputs)])
-    cx = ExportContext(opset, names, types, read)
+    outer = frozenset(n for op in net.ops for n in (*op.inputs, *op.outputs))
+    cx = ExportContext(
+        opset, names, types, read, outer_names=outer | frozenset(params), rewritten=rewritten
+    )
     for index, op in enumerate(net.ops):
         fn = EXPORTERS.get(op.type)
         cx.op, cx.index = op, index
@@ -195,6 +200,10 @@ def export_onnx(
     work = model.copy()
     params = _init_values(work)
     net = work.predict_net
+    writes = Counter(name for op in net.ops for name in op.outputs)
+    rewritten = frozenset(
+        n for n, count in writes.items() if count > 1 or n in params or n in net.external_inputs
+    )
     ssa_rewrite(net, None, dict.fromkeys(params))
     declared = list(net.external_inputs) or _free_reads(net)
     inputs = [name for name in declared if name not in params]
@@ -220,7 +229,7 @@ def export_onnx(
         numpy_helper.from_array(value, name) for name, value in params.items() if name in read
     ]
     graph_inputs = [_value_info(name, types.get(name)) for name in inputs]
-    cx = _convert(net, opset, types, read, params, final=False)
+    cx = _convert(net, opset, types, read, params, rewritten, final=False)
     while cx.missing_rank:
         # An exporter wanted a rank nobody knew: learn the shapes ONNX inference finds for
         # the graph converted so far, then convert again with them.
@@ -228,7 +237,7 @@ def export_onnx(
             cx.nodes, "probe", graph_inputs, [], [*initializers, *cx.constants]
         )
         learned = _learn_types(types, _output_types(partial, opset, ir))
-        cx = _convert(net, opset, types, read, params, final=not learned)
+        cx = _convert(net, opset, types, read, params, rewritten, final=not learned)
         if not learned:
             break
     graph = helper.make_graph(
