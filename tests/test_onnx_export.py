@@ -167,3 +167,26 @@ def test_if_exports_as_onnx_if_with_ssa_branches() -> None:
         assert np.array_equal(
             run_onnxruntime(original, feeds)["y"], run_onnxruntime(exported, feeds)["y"]
         )
+
+
+@pytest.mark.parametrize("size", [6, 7, 8])
+@pytest.mark.parametrize("op_type", ["MaxPool", "AveragePool"])
+def test_caffe_legacy_pooling_exports_as_ceil_mode(op_type: str, size: int) -> None:
+    args = {"kernel": 3, "stride": 2, "pad": 1, "legacy_pad": 3}
+    pair = _pair([Op(op_type, ["x"], ["y"], args=args)], ["x"], ["y"], {})
+    exported = export_onnx(pair, value_info={"x": (FLOAT, [1, 2, size, size])})
+    assert exported.graph.node[0].attribute[0].name in {"ceil_mode", "kernel_shape", "pads"}
+    x = np.random.default_rng(size).standard_normal((1, 2, size, size), dtype=np.float32)
+    diffs = compare_with_onnxruntime(exported, pair, {"x": x})
+    assert diffs[0].ok, diffs
+
+
+def test_a_blob_named_in_value_info_is_an_input_even_if_the_init_net_fills_it() -> None:
+    pair = _pair([Op("Relu", ["data"], ["y"])], [], ["y"], {"data": np.zeros(1, np.float32)})
+    exported = export_onnx(pair, value_info={"data": (FLOAT, [2, 3])})
+    assert [i.name for i in exported.graph.input] == ["data"]
+    assert not exported.graph.initializer
+    with pytest.raises(InvalidNetError, match="no external outputs"):
+        export_onnx(
+            _pair([Op("Relu", ["x"], ["y"])], ["x"], [], {}), value_info={"x": (FLOAT, [1])}
+        )

@@ -8,7 +8,6 @@ from graphtools.analysis.op_args import (
     NOTSET,
     SAME,
     VALID,
-    geometry,
     order,
     window_args,
 )
@@ -63,12 +62,11 @@ def _window_attrs(cx: ExportContext, op: Op) -> dict[str, object]:
         attrs["auto_pad"] = "SAME_UPPER"
         return attrs
     if legacy == CAFFE_LEGACY_POOLING:
-        info = cx.info(op.inputs[0])
-        sizes = None if info is None or info.shape is None else info.shape[2:]
-        if sizes is None or not all(isinstance(s, int) for s in sizes):
-            raise cx.refuse("legacy_pad CAFFE_LEGACY_POOLING needs the input's spatial sizes")
-        geo = geometry(op, tuple(int(s) for s in sizes if isinstance(s, int)))
-        pads = [*geo.pads_head, *geo.pads_tail]
+        # Caffe's ceil rule, dropping a last window that starts in the padding: ONNX ceil_mode
+        # (onnxruntime applies the same drop).
+        if op.type.startswith("Conv"):
+            raise cx.refuse("legacy_pad CAFFE_LEGACY_POOLING on a convolution")
+        attrs["ceil_mode"] = 1
     elif legacy != NOTSET:
         raise cx.refuse(f"unknown legacy_pad {legacy}")
     if any(pads):

@@ -198,7 +198,8 @@ def export_onnx(
         )
     ir = ir_version_for(opset) if ir_version is None else int(ir_version)
     work = model.copy()
-    params = _init_values(work)
+    # A blob the init_net fills but value_info names is fed (a feed overrides the init value).
+    params = {k: v for k, v in _init_values(work).items() if k not in (value_info or {})}
     net = work.predict_net
     writes = Counter(name for op in net.ops for name in op.outputs)
     rewritten = frozenset(
@@ -208,10 +209,14 @@ def export_onnx(
     declared = list(net.external_inputs) or _free_reads(net)
     inputs = [name for name in declared if name not in params]
     undeclared = [n for n in _free_reads(net) if n not in params and n not in declared]
-    if undeclared:
+    # Exported nets often read their data blob without declaring it (the predictor feeds
+    # it): with value_info for it, it is an input like a declared one.
+    inputs += [n for n in undeclared if value_info is not None and n in value_info]
+    unknown = [n for n in undeclared if value_info is None or n not in value_info]
+    if unknown:
         raise InvalidNetError(
-            f"blobs {undeclared} are read before any op writes them and are neither external "
-            "inputs nor init_net outputs"
+            f"blobs {unknown} are read before any op writes them and are neither external "
+            "inputs nor init_net outputs; give their types in value_info to make them inputs"
         )
     types = _input_types(value_info, inputs, dynamic_batch)
     for name, value in params.items():
@@ -224,6 +229,8 @@ def export_onnx(
             "{name: (onnx elem_type, shape)}"
         )
     outputs = list(net.external_outputs)
+    if not outputs:
+        raise InvalidNetError(f"net {net.name!r} declares no external outputs: nothing to export")
     read = set(_reads(net)) | set(outputs)
     initializers = [
         numpy_helper.from_array(value, name) for name, value in params.items() if name in read
