@@ -16,17 +16,21 @@ re-serialises byte for byte.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
-from itertools import chain, compress
+from itertools import chain
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
 from graphtools._gc import paused_gc
+from graphtools.analysis.nested import NestedAccess, nested_access, nested_accesses
+from graphtools.errors import IllegalRewriteError
 from graphtools.proto import caffe2_pb2
+from graphtools.ssa import VersionedBlob
 from graphtools.ssa_view import SSAView
+from graphtools.usedef import Layout, Overlay, Use, check_edit, written_differently
 
 NetDef = caffe2_pb2.NetDef
 
@@ -738,37 +742,51 @@ class Net:
     def ssa(self) -> SSAView:
         """The versioned-blob view of this net, computed once per revision.
 
-        After ``edit_ops``, ``remove_ops`` or ``set_external_*`` on a net whose view was
-        current, the new view is derived from the old one instead of built from scratch.
+        After an edit (``edit``, ``remove_ops``, ``edit_ops``, ``set_external_*``) of a net
+        whose view was current, the new view is derived from the old one instead of built
+        from scratch.
         """
         return self.cached("ssa", _build_ssa)
 
     def ssa_is_cheap(self) -> bool:
         """Whether ``ssa()`` would come from the cache or be derived from the previous
-        revision's view (no full build): lets a check use the view only when it is cheap."""
-        return any(
-            entry is not None and entry[0] == self.revision
-            for entry in (self._memo.get("ssa"), self._memo.get(_SSA_CARRY))
-        )
+        revision's (no full build): lets a check use the view only when it is cheap."""
+        return self._current_usedef() is not None or self._current(_SSA_CARRY) is not None
 
-    def _current_ssa(self) -> SSAView | None:
-        """The cached view if it is for this revision (what an edit can carry forward)."""
-        entry = self._memo.get("ssa")
+    # -- use-def --------------------------------------------------------------------------------
+
+    def producer(self, blob: VersionedBlob) -> int | None:
+        """Index of the op writing ``blob`` (``(name, version)`` as ``ssa()`` numbers them);
+        ``None`` for version 0 (a net input) or a version no op writes."""
+        return self._usedef().producer(blob)
+
+    def uses(self, blob: VersionedBlob) -> list[Use]:
+        """Every read of exactly ``blob`` by a top-level op: ``Use(op, position)`` in op and
+        input order. After an edit this costs what the edit touched, not a rebuild."""
+        return self._usedef().uses(blob)
+
+    def edit(self) -> Edit:
+        """Open one transaction: ``with net.edit() as e: e.remove(3); ...``.
+
+        Indices and versioned blobs given to the transaction refer to the net as it is when
+        it opens; nothing changes until the ``with`` block ends without an exception, then
+        everything is checked and applied at once (or nothing is, and ``IllegalRewriteError``
+        says why). ``e.changed`` then tells whether the net changed. See ``Edit``.
+        """
+        return Edit(self)
+
+    def _current(self, key: str) -> Any:
+        entry = self._memo.get(key)
         return entry[1] if entry is not None and entry[0] == self.revision else None
 
-    def _ssa_derivation(self) -> Callable[[Net], SSAView] | None:
-        """How to derive the view after an edit that keeps the ops (external lists only): from
-        the current view, or by the derivation still pending for this revision (it reads the
-        external lists when it runs)."""
-        view = self._current_ssa()
-        if view is not None:
-            return view.with_externals
-        carry = self._memo.get(_SSA_CARRY)
-        return carry[1] if carry is not None and carry[0] == self.revision else None
+    def _current_usedef(self) -> SSAView | Overlay | None:
+        """The view, or the overlay an edit left, for this revision (``None``: neither)."""
+        found: SSAView | Overlay | None = self._current("ssa")
+        return found if found is not None else self._current(_USEDEF)
 
-    def _carry_ssa(self, derive: Callable[[Net], SSAView]) -> None:
-        """Remember how to derive this revision's view from the previous one (lazily)."""
-        self._memo[_SSA_CARRY] = (self.revision, derive)
+    def _usedef(self) -> SSAView | Overlay:
+        found = self._current_usedef()
+        return found if found is not None else self.ssa()
 
     def nested_op_indices(self) -> frozenset[int]:
         """Indices of the ops that hold nets in their arguments (computed once per revision)."""
@@ -809,21 +827,85 @@ class Net:
             self._ops_shared = False
         return self._ops
 
-    def _replace_ops(self, ops: list[Op]) -> None:
-        """Install a new op list after an edit that changes no op's nested nets or control
-        inputs: analyses that found none stay valid for the new revision."""
-        empty = [
+    def _install(self, ops: list[Op], new_ops: Iterable[Op]) -> None:
+        """Install a new op list whose only new ops are ``new_ops`` (adopted here), and bump.
+
+        When no new op holds nested nets or lists control inputs, the cached "no op does"
+        facts of the old revision stay valid for the new one.
+        """
+        new_ops = list(new_ops)
+        self._adopt(new_ops)
+        keep = [
             key
             for key in ("nested_op_indices", "control_op_indices")
-            if (entry := self._memo.get(key)) is not None
-            and entry[0] == self.revision
-            and not entry[1]
+            if self._current(key) == frozenset()
+            and not any(
+                op.has_nested_nets() if key == "nested_op_indices" else op.has_control_inputs()
+                for op in new_ops
+            )
         ]
         self._ops = ops
         self._ops_shared = False
         self._bump()
-        for key in empty:
+        for key in keep:
             self._memo[key] = (self.revision, frozenset())
+
+    def _apply(
+        self,
+        removed: Set[int],
+        replaced: Mapping[int, Op],
+        inserted: Mapping[int, Sequence[Op]],
+    ) -> None:
+        """Remove, replace and insert ops (positions in the net as it is), in one step.
+
+        ``inserted`` maps a position (``len(self)`` for the end) to the ops going before it.
+        When the net's use-def was current, the new revision's is an overlay of it
+        (``graphtools.usedef``): nothing is rebuilt.
+        """
+        ops = self._ops
+        before = self._current_usedef()
+        new_list: list[Op] = []
+        previous = 0
+        for position in sorted(set(removed) | set(replaced) | set(inserted)):
+            if position > previous:
+                new_list.extend(ops[previous:position])
+            new_list.extend(inserted.get(position, ()))
+            if position < len(ops):
+                if position not in removed:
+                    new_list.append(replaced.get(position, ops[position]))
+                previous = position + 1
+            else:
+                previous = position
+        new_list.extend(ops[previous:])
+        new_ops = [*replaced.values(), *(op for group in inserted.values() for op in group)]
+        affected = _affected_names(ops, removed, replaced, inserted)
+        self._install(new_list, new_ops)
+        if before is not None:
+            self._carry_usedef(before, removed, replaced, inserted, affected)
+
+    def _carry_usedef(
+        self,
+        before: SSAView | Overlay,
+        removed: Set[int],
+        replaced: Mapping[int, Op],
+        inserted: Mapping[int, Sequence[Op]],
+        names: Iterable[str],
+    ) -> None:
+        """Remember the use-def of this (just edited) revision as an overlay of ``before``,
+        or derive the whole view now when the overlays have grown big (amortised: a view
+        costs about as much as ``len(self) / 32`` new ops' bookkeeping)."""
+        counts = {position: len(group) for position, group in inserted.items()}
+        affected: frozenset[str]
+        if isinstance(before, SSAView):
+            base, layout, affected = before, Layout.identity(before.size), frozenset()
+        else:
+            base, layout, affected = before.base, before.layout, before.affected
+        layout = layout.edited(set(removed), replaced, counts)
+        affected = affected.union(names)
+        if layout.size - layout.base_count() > max(_OVERLAY_OPS, len(self) // 32):
+            self._memo["ssa"] = (self.revision, SSAView.derive(base, self, layout))
+        else:
+            self._memo[_USEDEF] = (self.revision, Overlay(base, layout, self._ops, affected))
 
     def append_op(self, op: Op) -> None:
         """Add ``op`` at the end."""
@@ -844,7 +926,7 @@ class Net:
         self._bump()
 
     def set_ops(self, ops: Iterable[Op]) -> None:
-        """Replace the whole op list (how a pass commits a batch of rewrites in one step)."""
+        """Replace the whole op list (nothing of the old use-def is carried over)."""
         new_ops = [_checked_op(op) for op in ops]
         self._adopt(new_ops)
         self._ops = new_ops
@@ -852,62 +934,60 @@ class Net:
         self._bump()
 
     def remove_ops(self, indices: Iterable[int]) -> None:
-        """Remove the ops at ``indices`` in one linear sweep."""
+        """Remove the ops at ``indices`` (unchecked: ``edit`` refuses removing a value still
+        read; this does not)."""
         drop = set(indices)
-        if not drop:
-            return
-        view = self._current_ssa()
-        self._replace_ops(_without(self._ops, drop))
-        if view is not None:
-            self._carry_ssa(lambda net: view.edited(net, drop, {}))
+        if drop:
+            self._check_indices(drop)
+            self._apply(drop, {}, {})
 
     def edit_ops(
         self, removed: Iterable[int] = (), new_inputs: Mapping[int, Sequence[str]] | None = None
     ) -> None:
-        """Drop the ops at ``removed`` and give ops new inputs, in one linear sweep.
+        """Drop the ops at ``removed`` and give ops new inputs, in one step (unchecked).
 
         ``new_inputs`` maps an op index (in the net as it is now) to that op's whole new input
         list. Nothing happens, and the revision stays, when both are empty.
         """
         drop = set(removed)
-        for index in new_inputs or {}:
-            if not 0 <= index < len(self._ops):
-                raise IndexError(f"op index {index} out of range for a net of {len(self._ops)} ops")
+        self._check_indices(drop | set(new_inputs or {}))
         rewired = {
             index: self._ops[index].replace(inputs=inputs)
             for index, inputs in (new_inputs or {}).items()
             if index not in drop
         }
-        if not drop and not rewired:
-            return
-        # Only the rewired ops are new: the kept ones are already this net's, checked and adopted.
-        self._adopt(rewired.values())
-        view = self._current_ssa()
-        ops = self._ops
-        if rewired:
-            ops = [rewired.get(index, op) for index, op in enumerate(ops)]
-        self._replace_ops(_without(ops, drop) if drop else ops)
-        if view is not None:
-            inputs = {index: op.inputs for index, op in rewired.items()}
-            self._carry_ssa(lambda net: view.edited(net, drop, inputs))
+        if drop or rewired:
+            self._apply(drop, rewired, {})
+
+    def _check_indices(self, indices: Iterable[int]) -> None:
+        for index in indices:
+            if not 0 <= index < len(self._ops):
+                raise IndexError(f"op index {index} out of range for a net of {len(self._ops)} ops")
 
     def set_external_inputs(self, names: Iterable[str]) -> None:
         """Replace the declared external inputs."""
-        new_names = list(_names(names, "external_inputs"))
-        derive = self._ssa_derivation()
-        self._external_inputs = new_names
-        self._bump()
-        if derive is not None:
-            self._carry_ssa(derive)
+        self._set_externals(list(_names(names, "external_inputs")), None)
 
     def set_external_outputs(self, names: Iterable[str]) -> None:
         """Replace the declared external outputs."""
-        new_names = list(_names(names, "external_outputs"))
-        derive = self._ssa_derivation()
-        self._external_outputs = new_names
+        self._set_externals(None, list(_names(names, "external_outputs")))
+
+    def _set_externals(self, inputs: list[str] | None, outputs: list[str] | None) -> None:
+        """Replace external lists; the ops' use-def stays valid, and the view is derived."""
+        view: SSAView | None = self._current("ssa")
+        carry = self._current(_SSA_CARRY)
+        usedef = self._current_usedef()
+        if inputs is not None:
+            self._external_inputs = inputs
+        if outputs is not None:
+            self._external_outputs = outputs
         self._bump()
-        if derive is not None:
-            self._carry_ssa(derive)
+        if view is not None:
+            self._memo[_SSA_CARRY] = (self.revision, view.with_externals)
+        elif carry is not None:
+            self._memo[_SSA_CARRY] = (self.revision, carry)
+        if usedef is not None:
+            self._memo[_USEDEF] = (self.revision, usedef)
 
     def set_device_option(self, device_option: DeviceOption | None) -> None:
         """Set (or with ``None`` clear) the net-wide DeviceOption."""
@@ -965,17 +1045,10 @@ class Net:
 
 
 _SSA_CARRY = "ssa-carry"
+_USEDEF = "usedef"
+_OVERLAY_OPS = 4096
+"""New ops an overlay may hold before an edit derives the whole view instead."""
 _OUTPUTS = operator.attrgetter("outputs")
-
-
-def _without(ops: list[Op], drop: set[int]) -> list[Op]:
-    """``ops`` without the indices in ``drop`` (in C: a keep-mask and ``compress``)."""
-    keep = bytearray(b"\x01") * len(ops)
-    for index in drop:
-        if not 0 <= index < len(ops):
-            raise IndexError(f"op index {index} out of range for a net of {len(ops)} ops")
-        keep[index] = 0
-    return list(compress(ops, keep))
 
 
 _NESTED_FLAG = operator.attrgetter("_nested")
@@ -1000,14 +1073,279 @@ def _control_op_indices(net: Net) -> frozenset[int]:
     return frozenset(i for i, op in enumerate(net._ops) if op.has_control_inputs())
 
 
+def _affected_names(
+    ops: Sequence[Op],
+    removed: Iterable[int],
+    replaced: Mapping[int, Op],
+    inserted: Mapping[int, Sequence[Op]],
+) -> set[str]:
+    """Names whose versions an edit may change: those removed and inserted ops write, and
+    those a replacement writes differently from the op it replaces."""
+    names = {name for index in removed for name in ops[index].outputs}
+    names.update(name for group in inserted.values() for op in group for name in op.outputs)
+    for index, op in replaced.items():
+        if written_differently(ops[index], op):
+            names.update(ops[index].outputs)
+            names.update(op.outputs)
+    return names
+
+
 def _build_ssa(net: Net) -> SSAView:
     """``net``'s view: derived from the previous revision's when an edit left a way to, else
     built from scratch."""
-    carry = net._memo.pop(_SSA_CARRY, None)
-    if carry is not None and carry[0] == net.revision:
-        derived: SSAView = carry[1](net)
+    carry = net._current(_SSA_CARRY)
+    if carry is not None:
+        derived: SSAView = carry(net)
         return derived
+    overlay: Overlay | None = net._current(_USEDEF)
+    if overlay is not None:
+        return SSAView.derive(overlay.base, net, overlay.layout)
     return SSAView.build(net)
+
+
+class Edit:
+    """One transaction on a net: open it with ``Net.edit()``.
+
+    Every index and versioned blob refers to the net as it was when the edit opened; the
+    changes are recorded, then checked and applied together when the ``with`` block ends
+    (an exception inside the block discards them).
+
+    * ``remove(index)``: drop an op.
+    * ``insert(index, ops)``: put ops before the op at ``index`` (``len(net)``: at the end);
+      several inserts at one index keep their order and go before a replacement of that op.
+    * ``set_op(index, op)``: replace an op; the new op keeps its place and identity, so its
+      readers keep reading "its" outputs.
+    * ``replace_all_uses_with(old, new)``: every read of versioned blob ``old`` reads ``new``
+      (a blob of the same net, ``(name, version)``) instead, and when ``old`` is the final
+      version of an external output, the output becomes ``new``'s name.
+    * ``set_external_inputs(names)`` / ``set_external_outputs(names)``.
+
+    The check refuses, with ``IllegalRewriteError`` and the net untouched, an edit that would
+    change a value an op reads without being asked to: removing an op whose value is still
+    read, inserting a write over a value still read, rewiring a read to a version it would not
+    see where it stands, touching a blob written inside a nested net. Removing an op and
+    rewiring or replacing it, or rewiring one read twice, is a conflict. After the block,
+    ``changed`` tells whether the net changed: a pass returns it as ``modified``.
+    """
+
+    def __init__(self, net: Net) -> None:
+        self._net = net
+        self._revision = net.revision
+        self._removed: set[int] = set()
+        self._replaced: dict[int, Op] = {}
+        self._inserted: dict[int, list[Op]] = {}
+        self._rewires: list[tuple[VersionedBlob, VersionedBlob]] = []
+        self._external_inputs: list[str] | None = None
+        self._external_outputs: list[str] | None = None
+        self.changed = False
+        self._open = True
+
+    def __enter__(self) -> Edit:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if kind is None:
+            self.commit()
+        self._open = False
+
+    # -- reading the net as it was --------------------------------------------------------------
+
+    def uses(self, blob: VersionedBlob) -> list[Use]:
+        """``Net.uses`` of the net as it was when the edit opened."""
+        return self._net.uses(blob)
+
+    def producer(self, blob: VersionedBlob) -> int | None:
+        """``Net.producer`` of the net as it was when the edit opened."""
+        return self._net.producer(blob)
+
+    # -- recording ------------------------------------------------------------------------------
+
+    def _index(self, index: int, what: str, *, end_ok: bool = False) -> int:
+        if not self._open:
+            raise IllegalRewriteError("this edit is closed; open a new one with net.edit()")
+        size = len(self._net)
+        if not isinstance(index, int) or not 0 <= index < size + end_ok:
+            raise IndexError(f"{what}: op index {index} out of range for a net of {size} ops")
+        return index
+
+    def remove(self, index: int) -> None:
+        """Remove the op at ``index``."""
+        self._removed.add(self._index(index, "remove"))
+
+    def insert(self, index: int, ops: Iterable[Op]) -> None:
+        """Insert ``ops`` before the op at ``index`` (``len(net)``: append)."""
+        group = [_checked_op(op) for op in ops]
+        index = self._index(index, "insert", end_ok=True)
+        if group:
+            self._inserted.setdefault(index, []).extend(group)
+
+    def set_op(self, index: int, op: Op) -> None:
+        """Replace the op at ``index`` with ``op``."""
+        self._replaced[self._index(index, "set_op")] = _checked_op(op)
+
+    def replace_all_uses_with(self, old: VersionedBlob, new: VersionedBlob) -> None:
+        """Make every read of ``old`` read ``new`` (see the class docstring)."""
+        self._index(0, "replace_all_uses_with", end_ok=True)
+        self._rewires.append((tuple(old), tuple(new)))  # type: ignore[arg-type]
+
+    def set_external_inputs(self, names: Iterable[str]) -> None:
+        """Replace the declared external inputs."""
+        self._external_inputs = list(_names(names, "external_inputs"))
+
+    def set_external_outputs(self, names: Iterable[str]) -> None:
+        """Replace the declared external outputs."""
+        self._external_outputs = list(_names(names, "external_outputs"))
+
+    # -- committing -----------------------------------------------------------------------------
+
+    def commit(self) -> bool:
+        """Check and apply the recorded changes (``with`` does this); returns ``changed``."""
+        net = self._net
+        if not self._open:
+            raise IllegalRewriteError("this edit was already committed")
+        self._open = False
+        if net.revision != self._revision:
+            raise IllegalRewriteError(
+                "the net changed while an edit was open: make every change through the edit"
+            )
+        conflict = self._removed.intersection(self._replaced)
+        if conflict:
+            raise IllegalRewriteError(f"op #{min(conflict)} is both removed and replaced")
+        replaced = dict(self._replaced)
+        rewired, final_outputs, outputs = self._resolve_rewires(replaced)
+        inputs = self._external_inputs
+        ops_change = bool(self._removed or replaced or self._inserted)
+        if ops_change or rewired or final_outputs:
+            self._check(replaced, rewired, final_outputs, outputs)
+        if ops_change:
+            net._apply(self._removed, replaced, self._inserted)
+        if inputs == list(net.external_inputs):
+            inputs = None
+        if outputs == list(net.external_outputs):
+            outputs = None
+        if inputs is not None or outputs is not None:
+            net._set_externals(inputs, outputs)
+        self.changed = net.revision != self._revision
+        return self.changed
+
+    def _resolve_rewires(
+        self, replaced: dict[int, Op]
+    ) -> tuple[dict[tuple[int, int], VersionedBlob], dict[str, VersionedBlob], list[str] | None]:
+        """Turn ``replace_all_uses_with`` calls into replacements of the reading ops (added to
+        ``replaced``); returns the rewired reads, the external outputs whose final value is
+        checked, and the new external outputs (``None``: unchanged)."""
+        net = self._net
+        rewired: dict[tuple[int, int], VersionedBlob] = {}
+        new_inputs: dict[int, list[str]] = {}
+        renamed: dict[str, VersionedBlob] = {}
+        nested = nested_accesses(net) if self._rewires else {}
+        for old, new in self._rewires:
+            for use in net.uses(old):
+                if use.op in self._removed:
+                    continue
+                if use.op in replaced:
+                    raise IllegalRewriteError(
+                        f"op #{use.op} ({net[use.op].type}) reads {old}, which the edit rewires, "
+                        "and is replaced by set_op: rewire it in the op given to set_op"
+                    )
+                if (use.op, use.position) in rewired:
+                    raise IllegalRewriteError(
+                        f"input {use.position} of op #{use.op} ({net[use.op].type}) is rewired "
+                        "twice in one edit"
+                    )
+                rewired[(use.op, use.position)] = new
+                new_inputs.setdefault(use.op, list(net[use.op].inputs))[use.position] = new[0]
+            self._refuse_nested_reads(old, nested)
+            final = net._usedef().final_version(old[0])
+            if old[0] in net.external_outputs and old[1] == final and old != new:
+                renamed[old[0]] = new
+        for index, inputs in new_inputs.items():
+            replaced[index] = net[index].replace(inputs=inputs)
+        outputs = self._external_outputs
+        final_outputs: dict[str, VersionedBlob] = {}
+        if outputs is None and renamed:
+            outputs = [
+                renamed[name][0] if name in renamed else name for name in net.external_outputs
+            ]
+            final_outputs = {blob[0]: blob for blob in renamed.values()}
+        return rewired, final_outputs, outputs
+
+    def _refuse_nested_reads(self, old: VersionedBlob, nested: Mapping[int, NestedAccess]) -> None:
+        """A nested net reading ``old`` by name cannot be rewired: refuse."""
+        net = self._net
+        usedef = net._usedef()
+        for holder, access in nested.items():
+            if old[0] in access.reads and _version_at(usedef, old[0], holder) == old[1]:
+                raise IllegalRewriteError(
+                    f"cannot rewire {old}: the nested net of op #{holder} ({net[holder].type}) "
+                    "reads it by name, and graphtools does not rewrite inside nested nets"
+                )
+
+    def _check(
+        self,
+        replaced: dict[int, Op],
+        rewired: Mapping[tuple[int, int], VersionedBlob],
+        final_outputs: Mapping[str, VersionedBlob],
+        outputs: list[str] | None,
+    ) -> None:
+        """``usedef.check_edit`` on this edit (see the class docstring); ``outputs`` are the
+        edited net's external outputs when the edit changes them."""
+        net = self._net
+        ops = net._ops
+        counts = {index: len(group) for index, group in self._inserted.items()}
+        layout = Layout.identity(len(ops)).edited(self._removed, replaced, counts)
+        order: list[Op] = []
+        for index in sorted(set(replaced) | set(self._inserted)):
+            order.extend(self._inserted.get(index, ()))
+            if index in replaced:
+                order.append(replaced[index])
+        new_ops = dict(zip(layout.new_positions(), order, strict=True))
+        replacement_at = {index: position for position, index in layout.replaced.items()}
+        moved_rewires = {
+            (replacement_at[index], slot): blob for (index, slot), blob in rewired.items()
+        }
+        nested_before = nested_accesses(net)
+        nested_after = {
+            position: nested_access(op) for position, op in new_ops.items() if op.has_nested_nets()
+        }
+        for index in self._removed | set(replaced):
+            access = nested_before.get(index)
+            if access is None or not access.writes:
+                continue
+            if index in self._removed or nested_after.get(replacement_at[index]) != access:
+                raise IllegalRewriteError(
+                    f"op #{index} ({ops[index].type}) holds nested nets that write "
+                    f"{sorted(access.writes)[:5]}; removing or changing it is not supported"
+                )
+        kept_nested = {
+            index: access for index, access in nested_before.items() if index not in self._removed
+        }
+        names = chain(
+            _affected_names(ops, self._removed, replaced, self._inserted),
+            (blob[0] for blob in rewired.values()),
+            final_outputs,
+        )
+        outputs_now = dict(final_outputs)
+        if self._external_outputs is None:  # else the author chose the outputs: no check
+            usedef = net._usedef()
+            for name in net.external_outputs if outputs is None else outputs:
+                outputs_now.setdefault(name, (name, usedef.final_version(name)))
+        check_edit(
+            net._usedef(),
+            layout,
+            ops,
+            new_ops,
+            names,
+            moved_rewires,
+            kept_nested,
+            nested_after,
+            outputs_now,
+        )
+
+
+def _version_at(usedef: SSAView | Overlay, name: str, index: int) -> int:
+    """The version of ``name`` op ``index`` reads."""
+    return sum(count for position, count in usedef.writes(name) if position < index)
 
 
 @dataclass

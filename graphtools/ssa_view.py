@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import operator
 from collections import defaultdict
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Sequence
 from itertools import chain, count, repeat
 from typing import TYPE_CHECKING
 
@@ -36,13 +36,17 @@ import numpy as np
 
 from graphtools._gc import paused_gc
 from graphtools.ssa import OpSSA, VersionedBlob, get_consumer_map, get_producer_map
+from graphtools.usedef import Use
 
 if TYPE_CHECKING:
     from graphtools.ir import Net, Op
+    from graphtools.usedef import Layout
 
 __all__ = ["SSAView"]
 
 _INPUTS = operator.attrgetter("inputs")
+_PREFETCH_MIN = 16
+"""Names below which ``prefetch_reads`` leaves each name to the per-key index."""
 _OUTPUTS = operator.attrgetter("outputs")
 
 
@@ -81,24 +85,25 @@ def _versions(
 class _CarriedVersions:
     """Versions an edit left valid, for the view derived from the edit.
 
-    Removing ops changes the versions of the names they wrote and of nothing else, and a
-    rewired read needs its own; every other read and write keeps its version. Only those are
-    recomputed, which spares a sort and four binary searches over the whole net per edit.
+    Removing or adding ops changes the versions of the names they write and of nothing else,
+    and a new op's reads need their own; every other read and write keeps its version. Only
+    those are recomputed, which spares a sort and four binary searches over the whole net per
+    edit.
     """
 
-    __slots__ = ("in_stale", "in_version", "out_version", "written_by_removed")
+    __slots__ = ("changed_names", "in_stale", "in_version", "out_version")
 
     def __init__(
         self,
         in_version: np.ndarray,
         in_stale: np.ndarray,
         out_version: np.ndarray,
-        written_by_removed: np.ndarray,
+        changed_names: np.ndarray,
     ) -> None:
         self.in_version = in_version
         self.in_stale = in_stale
         self.out_version = out_version
-        self.written_by_removed = written_by_removed
+        self.changed_names = changed_names
 
     def completed(
         self,
@@ -110,7 +115,7 @@ class _CarriedVersions:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Every read's and write's version in the edited net's columns."""
         changed = np.zeros(num_names, dtype=bool)
-        changed[self.written_by_removed] = True
+        changed[self.changed_names] = True
         in_stale = self.in_stale | changed[in_name]
         needed = changed  # from here on, also the names of the reads to recompute
         needed[in_name[in_stale]] = True
@@ -121,6 +126,42 @@ class _CarriedVersions:
                 in_name[in_stale], in_op[in_stale], out_name[writes], out_op[writes]
             )
         return in_version, out_version
+
+
+def _derived_column(
+    base_ptr: np.ndarray,
+    base_op: np.ndarray,
+    base_name: np.ndarray,
+    base_version: np.ndarray,
+    keep: np.ndarray,
+    position_of: np.ndarray,
+    size: int,
+    new_positions: list[int],
+    new_ids: list[np.ndarray],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One CSR column (inputs or outputs) of a derived view: the kept base ops' slots copied
+    to their new places, the new ops' names put at theirs. Returns ``(ptr, names, versions,
+    stale)``: versions are the base's for copied slots; ``stale`` marks the new ops' slots."""
+    base_counts = np.diff(base_ptr)
+    counts = np.zeros(size, dtype=np.int64)
+    kept_positions = position_of[keep]
+    counts[kept_positions] = base_counts[keep]
+    for position, ids in zip(new_positions, new_ids, strict=True):
+        counts[position] = len(ids)
+    ptr = _offsets(counts)
+    names = np.empty(int(ptr[-1]), dtype=np.int64)
+    versions = np.zeros(len(names), dtype=np.int64)
+    stale = np.ones(len(names), dtype=bool)
+    slots = np.repeat(keep, base_counts)
+    slot_op = base_op[slots]
+    copied_to = ptr[position_of[slot_op]] + (np.flatnonzero(slots) - base_ptr[slot_op])
+    names[copied_to] = base_name[slots]
+    versions[copied_to] = base_version[slots]
+    stale[copied_to] = False
+    for position, ids in zip(new_positions, new_ids, strict=True):
+        start = int(ptr[position])
+        names[start : start + len(ids)] = ids
+    return ptr, names, versions, stale
 
 
 class _NameTable:
@@ -186,6 +227,7 @@ class SSAView:
         "_out_vid",
         "_producer",
         "_producers",
+        "_read_cache",
         "_readers",
         "_ssa",
         "_table",
@@ -247,6 +289,7 @@ class SSAView:
         self._external_source: tuple[list[str], np.ndarray] | None = None
         self._key_name: np.ndarray | None = None
         self._readers: tuple[np.ndarray, np.ndarray] | None = None
+        self._read_cache: dict[str, list[tuple[int, int]]] = {}
         self._ssa: list[OpSSA] | None = None
         self._versions: dict[str, int] | None = None
         self._producers: dict[VersionedBlob, tuple[int, int]] | None = None
@@ -280,58 +323,92 @@ class SSAView:
                 ids[~is_input],
             )
 
-    def edited(
-        self, net: Net, removed: Iterable[int], new_inputs: Mapping[int, Sequence[str]]
-    ) -> SSAView:
-        """The view of ``net`` after ``Net.edit_ops(removed, new_inputs)`` on this view's net.
+    @classmethod
+    def derive(cls, base: SSAView, net: Net, layout: Layout) -> SSAView:
+        """The view of ``net``, an edit of ``base``'s net whose ops ``layout`` places.
 
-        ``removed`` and the keys of ``new_inputs`` are op indices in this view; ``net`` is the
-        edited net. No name is hashed again but the rewired inputs.
+        The base ops' columns are copied in numpy, only the new ops' names are interned, and
+        only the versions of names a removed or new op writes (and of the new ops' reads)
+        are recomputed: no name of an untouched op is hashed again.
         """
         with paused_gc():
-            num_ops = len(self._ops)
-            keep = np.ones(num_ops, dtype=bool)
-            drop = np.fromiter(removed, np.int64)
-            keep[drop] = False
-            in_counts = np.diff(self._in_ptr)
-            out_counts = np.diff(self._out_ptr)
-            rewired = {index: names for index, names in new_inputs.items() if keep[index]}
-            copied = keep.copy()
-            new_counts = in_counts.copy()
-            for index, names in rewired.items():
-                copied[index] = False
-                new_counts[index] = len(names)
-            new_index = np.cumsum(keep) - 1
-            in_ptr = _offsets(new_counts[keep])
-            in_name = np.empty(int(in_ptr[-1]), dtype=np.int64)
-            in_version = np.empty(len(in_name), dtype=np.int64)
-            in_stale = np.ones(len(in_name), dtype=bool)
-            slots = np.repeat(copied, in_counts)
-            slot_op = self._in_op[slots]
-            offset_in_op = np.flatnonzero(slots) - self._in_ptr[slot_op]
-            copied_to = in_ptr[new_index[slot_op]] + offset_in_op
-            in_name[copied_to] = self._in_name[slots]
-            in_version[copied_to] = self._in_version[slots]
-            in_stale[copied_to] = False
-            for index, names in rewired.items():
-                start = int(in_ptr[new_index[index]])
-                in_name[start : start + len(names)] = self._table.ids_of(list(names))
-            out_kept = np.repeat(keep, out_counts)
-            carried = _CarriedVersions(
-                in_version, in_stale, self._out_version[out_kept], self._out_name[~out_kept]
+            size = len(net)
+            origin = np.full(size, -1, dtype=np.int64)
+            for start, lo, hi in zip(layout.start, layout.lo, layout.hi, strict=True):
+                origin[start : start + hi - lo] = np.arange(lo, hi, dtype=np.int64)
+            is_base = origin >= 0
+            new_positions = np.flatnonzero(~is_base).tolist()
+            kept = origin[is_base]
+            base_size = len(base._ops)
+            keep = np.zeros(base_size, dtype=bool)
+            keep[kept] = True
+            position_of = np.full(base_size, -1, dtype=np.int64)
+            position_of[kept] = np.flatnonzero(is_base)
+            table = base._table
+            new_ops = [net[p] for p in new_positions]
+            in_ptr, in_name, in_version, in_stale = _derived_column(
+                base._in_ptr,
+                base._in_op,
+                base._in_name,
+                base._in_version,
+                keep,
+                position_of,
+                size,
+                new_positions,
+                [table.ids_of(list(op.inputs)) for op in new_ops],
             )
-            out_name = self._out_name[out_kept]
-            out_ptr = _offsets(out_counts[keep])
-            view = SSAView(net, self._table, in_ptr, in_name, out_ptr, out_name, carried)
-            view._external_source = self._external_ids_source()
+            out_ptr, out_name, out_version, _ = _derived_column(
+                base._out_ptr,
+                base._out_op,
+                base._out_name,
+                base._out_version,
+                keep,
+                position_of,
+                size,
+                new_positions,
+                [table.ids_of(list(op.outputs)) for op in new_ops],
+            )
+            # A replacement writing what the op it replaced wrote keeps that op's versions;
+            # other versions change only for names a dropped base op or a new op writes.
+            for position, index in layout.replaced.items():
+                if net[position].outputs == base._ops[index].outputs:
+                    is_base[position] = True
+                    keep[index] = True
+                    start, end = int(out_ptr[position]), int(out_ptr[position + 1])
+                    first = int(base._out_ptr[index])
+                    out_version[start:end] = base._out_version[first : first + end - start]
+            dropped_writes = base._out_name[np.repeat(~keep, np.diff(base._out_ptr))]
+            new_writes = out_name[np.repeat(~is_base, np.diff(out_ptr))]
+            carried = _CarriedVersions(
+                in_version, in_stale, out_version, np.concatenate((dropped_writes, new_writes))
+            )
+            view = SSAView(net, table, in_ptr, in_name, out_ptr, out_name, carried)
+            view._external_source = base._external_ids_source()
             return view
+
+    @property
+    def size(self) -> int:
+        """Number of ops of the net at this view's revision."""
+        return len(self._ops)
 
     def with_externals(self, net: Net) -> SSAView:
         """The view of ``net``, which differs from this view's net only in its external
-        inputs or outputs."""
+        inputs or outputs (no version changes: the columns are shared)."""
         with paused_gc():
+            unchanged = _CarriedVersions(
+                self._in_version,
+                np.zeros(len(self._in_name), dtype=bool),
+                self._out_version,
+                np.zeros(0, dtype=np.int64),
+            )
             view = SSAView(
-                net, self._table, self._in_ptr, self._in_name, self._out_ptr, self._out_name
+                net,
+                self._table,
+                self._in_ptr,
+                self._in_name,
+                self._out_ptr,
+                self._out_name,
+                unchanged,
             )
             view._external_source = self._external_ids_source()
             return view
@@ -475,14 +552,80 @@ class SSAView:
 
     def readers(self, key: int) -> list[tuple[int, int]]:
         """``(op index, input position)`` of every read of ``key``, in op and position order."""
+        return self._reads_in_keys(key, key + 1)
+
+    def _reads_in_keys(self, first: int, end: int) -> list[tuple[int, int]]:
+        """Reads of keys ``first .. end - 1`` (one name's versions are consecutive keys), in
+        op and position order. The first call sorts every read by key, once per view."""
         if self._readers is None:
             order = np.argsort(self._in_vid, kind="stable")
             bounds = _offsets(np.bincount(self._in_vid, minlength=self.num_keys))
             self._readers = (bounds, order)
         bounds, order = self._readers
-        slots = order[bounds[key] : bounds[key + 1]]
+        slots = np.sort(order[bounds[first] : bounds[end]])
         ops = self._in_op[slots]
         return list(zip(ops.tolist(), (slots - self._in_ptr[ops]).tolist(), strict=True))
+
+    # -- one name, for rewriters (graphtools.usedef) ---------------------------------------------
+
+    def _key_range(self, name: str) -> tuple[int, int] | None:
+        name_id = self._table.ids.get(name)
+        if name_id is None or name_id >= len(self._used) or not self._used[name_id]:
+            return None
+        first = int(self._first_key[name_id])
+        return first, first + int(self._write_counts[name_id]) + 1
+
+    def writes(self, name: str) -> list[tuple[int, int]]:
+        """``(op index, count)`` of every op writing ``name``, in op order (``count`` > 1 for
+        an op listing it several times among its outputs)."""
+        found = self._key_range(name)
+        if found is None:
+            return []
+        first, end = found
+        writes = []
+        reached = first
+        for key, producer in enumerate(self._producer[first + 1 : end].tolist(), first + 1):
+            if producer >= 0:
+                writes.append((producer, key - reached))
+                reached = key
+        return writes
+
+    def reads(self, name: str) -> list[tuple[int, int]]:
+        """``(op index, input position)`` of every read of ``name`` (any version), in order."""
+        cached = self._read_cache.get(name)
+        if cached is not None:
+            return cached
+        found = self._key_range(name)
+        return [] if found is None else self._reads_in_keys(*found)
+
+    def prefetch_reads(self, names: Iterable[str]) -> None:
+        """Find the reads of many names in one vectorised scan, for ``reads``: cheaper than
+        the per-key index (a sort of every read) when that is not built yet."""
+        if self._readers is not None:
+            return
+        wanted_names = [name for name in set(names) if name not in self._read_cache]
+        if len(wanted_names) < _PREFETCH_MIN:
+            return
+        ids = self._lookup_ids(wanted_names)
+        wanted = np.zeros(len(self._table.names), dtype=bool)
+        wanted[ids[ids >= 0]] = True
+        slots = np.flatnonzero(wanted[self._in_name])
+        ops = self._in_op[slots]
+        found: dict[int, list[tuple[int, int]]] = {}
+        for name_id, op, position in zip(
+            self._in_name[slots].tolist(),
+            ops.tolist(),
+            (slots - self._in_ptr[ops]).tolist(),
+            strict=True,
+        ):
+            found.setdefault(name_id, []).append((op, position))
+        for name, name_id in zip(wanted_names, ids.tolist(), strict=True):
+            self._read_cache[name] = found.get(name_id, [])
+
+    def uses(self, blob: VersionedBlob) -> list[Use]:
+        """Every read of exactly ``blob``, as ``Use(op, position)``, in op and input order."""
+        key = self.key(blob)
+        return [] if key is None else [Use(op, position) for op, position in self.readers(key)]
 
     def next_write(self, key: int) -> int | None:
         """Index of the first op writing ``key``'s name at a later version, or ``None``.

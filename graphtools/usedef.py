@@ -1,0 +1,504 @@
+"""Use-def of a net right after an edit, without rebuilding its SSA view.
+
+An edit (``Net.edit``) removes, replaces and inserts a few ops of a net whose ``SSAView`` was
+built. The ops it did not touch keep their order, so the edited net is *runs* of the base
+view's ops with the new ops between them: a ``Layout``. ``Overlay`` answers the questions
+rewriters ask (``producer``, ``uses``, versions of one blob name) from the base view and the
+layout, at a cost proportional to the edit and to the uses of the names asked about, not to
+the net; the whole view is derived from it only when something needs all of it
+(``SSAView.derive``).
+
+Versions are Caffe2's (``get_ssa``): a read at op ``p`` sees the writes at ops before ``p``,
+and an op listing an output ``k`` times advances its version ``k`` times (the intermediate
+versions have no producer).
+
+Positions are op indices in the edited net; *base indices* are op indices in the net the base
+view was built for. A new op that replaced a base op (``Edit.set_op``) takes that op's place
+and identity: readers of its outputs still read "the same op".
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import pairwise
+from typing import TYPE_CHECKING, NamedTuple
+
+from graphtools.errors import IllegalRewriteError
+from graphtools.ssa import VersionedBlob
+
+if TYPE_CHECKING:
+    from graphtools.analysis.nested import NestedAccess as Nested
+    from graphtools.ir import Op
+    from graphtools.ssa_view import SSAView
+
+__all__ = ["Layout", "Overlay", "Use", "check_edit"]
+
+
+class Use(NamedTuple):
+    """One read of a versioned blob: op index and input position.
+
+    ``position`` is -1 for a read from inside the op's nested nets (an ``If`` branch reading
+    the blob by name).
+    """
+
+    op: int
+    position: int
+
+
+class Layout:
+    """Where each op of an edited net comes from: runs of base ops, new ops in the gaps.
+
+    Run ``r`` puts base ops ``lo[r] .. hi[r] - 1`` at positions ``start[r] ..``; runs are in
+    position order, hence also in base order (an edit never reorders kept ops). ``replaced``
+    maps the position of a new op that took a base op's place to that base index.
+    """
+
+    __slots__ = ("_by_base", "hi", "lo", "replaced", "size", "start")
+
+    def __init__(
+        self,
+        start: list[int],
+        lo: list[int],
+        hi: list[int],
+        size: int,
+        replaced: dict[int, int],
+    ) -> None:
+        self.start = start
+        self.lo = lo
+        self.hi = hi
+        self.size = size
+        self.replaced = replaced
+        self._by_base: dict[int, int] | None = None
+
+    @classmethod
+    def identity(cls, size: int) -> Layout:
+        """The layout of the base net itself."""
+        return cls([0], [0], [size], size, {}) if size else cls([], [], [], 0, {})
+
+    def base_index(self, position: int) -> int | None:
+        """The base op at ``position``, ``None`` for a new op."""
+        run = bisect_right(self.start, position) - 1
+        if run >= 0 and position - self.start[run] < self.hi[run] - self.lo[run]:
+            return self.lo[run] + position - self.start[run]
+        return None
+
+    def identity_of(self, position: int) -> int | tuple[str, int]:
+        """What makes the op at ``position`` "the same op" across the edit: its base index
+        (a replacement's is the one it replaced), or ``("new", position)``."""
+        base = self.base_index(position)
+        if base is not None:
+            return base
+        replaced = self.replaced.get(position)
+        return ("new", position) if replaced is None else replaced
+
+    def position(self, base: int) -> int | None:
+        """Where base op ``base`` is now, ``None`` when the edit removed or replaced it."""
+        run = bisect_right(self.lo, base) - 1
+        if run >= 0 and base < self.hi[run]:
+            return self.start[run] + base - self.lo[run]
+        return None
+
+    def slot_of(self, base: int) -> int | None:
+        """Where base op ``base`` or the op that replaced it is now (``None``: removed)."""
+        found = self.position(base)
+        if found is None:
+            found = self._replacements().get(base)
+        return found
+
+    def _replacements(self) -> dict[int, int]:
+        if self._by_base is None:
+            self._by_base = {base: position for position, base in self.replaced.items()}
+        return self._by_base
+
+    def new_positions(self) -> list[int]:
+        """Positions of the ops that are not base ops, in order."""
+        found: list[int] = []
+        end = 0
+        for start, lo, hi in zip(self.start, self.lo, self.hi, strict=True):
+            found.extend(range(end, start))
+            end = start + hi - lo
+        found.extend(range(end, self.size))
+        return found
+
+    def base_count(self) -> int:
+        """How many base ops the net still holds unchanged."""
+        return sum(hi - lo for lo, hi in zip(self.lo, self.hi, strict=True))
+
+    def edited(
+        self,
+        removed: set[int],
+        replaced: Iterable[int],
+        inserted: Mapping[int, int],
+    ) -> Layout:
+        """The layout after an edit of the net this layout describes.
+
+        ``removed`` and ``replaced`` are positions in that net; ``inserted`` maps a position
+        (``size`` for the end) to how many new ops go before it. Linear in the number of runs
+        plus the size of the edit (times its log).
+        """
+        replaced = set(replaced)
+        cuts = sorted(removed | replaced)
+        inserts = sorted(inserted)
+        insert_counts = [inserted[p] for p in inserts]
+        cumulative = [0]
+        for count in insert_counts:
+            cumulative.append(cumulative[-1] + count)
+        dropped = sorted(removed)
+
+        def moved(position: int) -> int:
+            """New position of a kept op at ``position``."""
+            before = cumulative[bisect_right(inserts, position)]
+            return position + before - bisect_left(dropped, position)
+
+        start: list[int] = []
+        lo: list[int] = []
+        hi: list[int] = []
+        for run_start, run_lo, run_hi in zip(self.start, self.lo, self.hi, strict=True):
+            run_end = run_start + run_hi - run_lo
+            # Split the run at every cut (before and after it) and wherever ops go in.
+            splits = {run_start, run_end}
+            inside = cuts[bisect_left(cuts, run_start) : bisect_left(cuts, run_end)]
+            splits.update(inside)
+            splits.update(p + 1 for p in inside)
+            splits.update(inserts[bisect_right(inserts, run_start) : bisect_left(inserts, run_end)])
+            bounds = sorted(splits)
+            for piece_start, piece_end in pairwise(bounds):
+                if piece_start >= piece_end or piece_start in removed or piece_start in replaced:
+                    continue
+                start.append(moved(piece_start))
+                lo.append(run_lo + piece_start - run_start)
+                hi.append(run_lo + piece_end - run_start)
+        new_replaced: dict[int, int] = {}
+        for position, base in self.replaced.items():
+            if position not in removed:
+                new_replaced[moved(position)] = base
+        for position in replaced:
+            found = self.base_index(position)
+            if found is None:
+                found = self.replaced.get(position)
+            if found is not None:
+                new_replaced[moved(position)] = found
+        size = self.size - len(removed) + cumulative[-1]
+        return Layout(start, lo, hi, size, new_replaced)
+
+
+class _Names:
+    """Reads and writes of each name among a net's new ops (and of nested nets' holders)."""
+
+    __slots__ = ("reads", "writes")
+
+    def __init__(self) -> None:
+        self.reads: dict[str, list[tuple[int, int]]] = {}
+        self.writes: dict[str, list[tuple[int, int]]] = {}
+
+    def add_op(self, position: int, op: Op) -> None:
+        for slot, name in enumerate(op.inputs):
+            self.reads.setdefault(name, []).append((position, slot))
+        counts: dict[str, int] = {}
+        for name in op.outputs:
+            counts[name] = counts.get(name, 0) + 1
+        for name, count in counts.items():
+            self.writes.setdefault(name, []).append((position, count))
+
+
+class Overlay:
+    """Point queries on an edited net: its base view plus its layout (see the module doc).
+
+    ``ops`` is the edited net's op list (a snapshot: the overlay is for one revision), and
+    ``affected`` the names whose versions the edits may have changed: every name a removed or
+    inserted op writes, and those a replacement writes differently from the op it replaced.
+    A name not in ``affected`` has the base view's writes, at moved positions.
+    """
+
+    __slots__ = ("_affected", "_base", "_layout", "_new", "_ops")
+
+    def __init__(
+        self, base: SSAView, layout: Layout, ops: Sequence[Op], affected: frozenset[str]
+    ) -> None:
+        self._base = base
+        self._layout = layout
+        self._ops = ops
+        self._affected = affected
+        self._new = _Names()
+        for position in layout.new_positions():
+            self._new.add_op(position, ops[position])
+
+    @property
+    def base(self) -> SSAView:
+        """The view the overlay builds on."""
+        return self._base
+
+    @property
+    def layout(self) -> Layout:
+        """Where each op comes from."""
+        return self._layout
+
+    @property
+    def affected(self) -> frozenset[str]:
+        """Names whose versions the edits may have changed."""
+        return self._affected
+
+    def writes(self, name: str) -> list[tuple[int, int]]:
+        """``(position, count)`` of every op writing ``name``, in order."""
+        if name not in self._affected:  # written where it was, by the same ops or their stand-ins
+            slot_of = self._layout.slot_of
+            return [
+                (now, count)
+                for base, count in self._base.writes(name)
+                if (now := slot_of(base)) is not None
+            ]
+        return _merged(self._moved(self._base.writes(name)), self._new.writes.get(name, []))
+
+    def reads(self, name: str) -> list[tuple[int, int]]:
+        """``(position, input slot)`` of every read of ``name``, in order."""
+        return _merged(self._moved(self._base.reads(name)), self._new.reads.get(name, []))
+
+    def prefetch_reads(self, names: Iterable[str]) -> None:
+        """Let the base view find the reads of many names at once (``SSAView``'s)."""
+        self._base.prefetch_reads(names)
+
+    def _moved(self, items: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        position = self._layout.position
+        found = []
+        for base, extra in items:
+            now = position(base)
+            if now is not None:
+                found.append((now, extra))
+        return found
+
+    def final_version(self, name: str) -> int:
+        """The version of ``name`` at the end of the net."""
+        return sum(count for _, count in self.writes(name))
+
+    def producer(self, blob: VersionedBlob) -> int | None:
+        """Position of the op writing ``blob``; ``None`` for version 0, a version no op
+        writes, or a version beyond the final one."""
+        return _producer(self.writes(blob[0]), blob[1])
+
+    def uses(self, blob: VersionedBlob) -> list[Use]:
+        """Every read of exactly ``blob``, in op and input order."""
+        return _uses(self.writes(blob[0]), self.reads(blob[0]), blob[1])
+
+
+def _merged(first: list[tuple[int, int]], second: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    if not second:
+        return first
+    if not first:
+        return list(second)
+    return sorted(first + second)
+
+
+def _producer(writes: list[tuple[int, int]], version: int) -> int | None:
+    reached = 0
+    for position, count in writes:
+        reached += count
+        if reached == version:
+            return position
+        if reached > version:
+            return None
+    return None
+
+
+def _uses(writes: list[tuple[int, int]], reads: list[tuple[int, int]], version: int) -> list[Use]:
+    # Reads of `version` sit after its producer and up to the next writer (an op reads before
+    # it writes): walk both sorted lists once.
+    found = []
+    reached = 0
+    index = 0
+    for position, slot in reads:
+        while index < len(writes) and writes[index][0] < position:
+            reached += writes[index][1]
+            index += 1
+        if reached == version:
+            found.append(Use(position, slot))
+        elif reached > version:
+            break
+    return found
+
+
+class _Reader(NamedTuple):
+    position: int  # in the edited net
+    slot: int  # input position; -1 for a read inside the op's nested nets
+    expected: int | None  # base index of the op whose write it must see; None: no write
+
+
+def written_differently(old: Op, new: Op) -> bool:
+    """Whether a replacement writes other blobs than the op it replaces (an op's versions
+    depend on its outputs only: one that writes the same ones changes nobody's versions)."""
+    return old.outputs != new.outputs
+
+
+def check_edit(
+    before: SSAView | Overlay,
+    layout: Layout,
+    old_ops: Sequence[Op],
+    new_ops: Mapping[int, Op],
+    names: Iterable[str],
+    rewired: Mapping[tuple[int, int], VersionedBlob],
+    nested_before: Mapping[int, Nested],
+    nested_after: Mapping[int, Nested],
+    final_outputs: Mapping[str, VersionedBlob],
+) -> None:
+    """Refuse an edit that changes a value some op reads without being asked to.
+
+    ``before`` is the use-def of the net as it was, ``layout`` places the edited net's ops
+    relative to it (an edit-local layout: base indices are positions before the edit), and
+    ``new_ops`` holds the edited net's new ops (inserted, and replacements) by position.
+    For every name in ``names`` (those the edit writes, drops writes of, or rewires), every
+    read of the name in the edited net must see the write of the same op as before: an
+    untouched op's read, the same slot of a replacement reading the same name, a nested
+    read of a holder op; a read rewired by ``replace_all_uses_with`` (``rewired``: (position,
+    slot) -> the blob it must now see, numbered as before the edit) sees that blob's
+    producer; ``final_outputs`` maps an external output name of the edited net to the blob
+    (numbered as before) its final value must be. Reads of inserted ops, and new slots of
+    replacements, are the author's and not checked. Names written inside a nested net are
+    refused outright: the versioned view cannot tell which write a later op sees.
+
+    Raises:
+        IllegalRewriteError: naming the reader, the blob, and the writer before and after.
+    """
+    names = list(dict.fromkeys(names))
+    before.prefetch_reads(names)
+    for name in names:
+        writers = [
+            f"op #{index} ({old_ops[index].type})"
+            for index, access in nested_before.items()
+            if name in access.writes
+        ]
+        writers += [
+            f"the new op ({new_ops[position].type})"
+            for position, access in nested_after.items()
+            if name in access.writes
+        ]
+        if writers:
+            raise IllegalRewriteError(
+                f"edit refused: {name!r} is written inside the nested net of {writers[0]}, "
+                "which the versioned view cannot follow; the edit could change which value "
+                "later ops read"
+            )
+        _check_name(
+            name,
+            before,
+            layout,
+            old_ops,
+            new_ops,
+            rewired,
+            nested_before,
+            nested_after,
+            final_outputs,
+        )
+
+
+def _check_name(
+    name: str,
+    before: SSAView | Overlay,
+    layout: Layout,
+    old_ops: Sequence[Op],
+    new_ops: Mapping[int, Op],
+    rewired: Mapping[tuple[int, int], VersionedBlob],
+    nested_before: Mapping[int, Nested],
+    nested_after: Mapping[int, Nested],
+    final_outputs: Mapping[str, VersionedBlob],
+) -> None:
+    writes_before = before.writes(name)
+    old_writers = [position for position, _ in writes_before]
+
+    def writer_before(position: int) -> int | None:
+        index = bisect_left(old_writers, position)
+        return old_writers[index - 1] if index else None
+
+    def producer_before(blob: VersionedBlob) -> int | None:
+        return _producer(before.writes(blob[0]), blob[1])
+
+    readers: list[_Reader] = []
+    for old_position, slot in before.reads(name):
+        now = layout.position(old_position)
+        if now is not None:
+            readers.append(_Reader(now, slot, writer_before(old_position)))
+    for holder, access in nested_before.items():
+        now = layout.position(holder)
+        if now is not None and name in access.reads:
+            readers.append(_Reader(now, -1, writer_before(holder)))
+    writes_after = [
+        (now, count) for old, count in writes_before if (now := layout.position(old)) is not None
+    ]
+    for position, op in new_ops.items():
+        count = sum(1 for output in op.outputs if output == name)
+        if count:
+            writes_after.append((position, count))
+        replaced = layout.replaced.get(position)
+        old_inputs = old_ops[replaced].inputs if replaced is not None else ()
+        for slot, input_name in enumerate(op.inputs):
+            target = rewired.get((position, slot))
+            if target is not None and target[0] == name:
+                readers.append(_Reader(position, slot, producer_before(target)))
+            elif (
+                target is None
+                and input_name == name
+                and replaced is not None
+                and slot < len(old_inputs)
+                and old_inputs[slot] == name
+            ):
+                readers.append(_Reader(position, slot, writer_before(replaced)))
+        inner = nested_after.get(position)
+        if inner is not None and replaced is not None and name in inner.reads:
+            was = nested_before.get(replaced)
+            if was is not None and name in was.reads:
+                readers.append(_Reader(position, -1, writer_before(replaced)))
+    writes_after.sort()
+    new_writers = [position for position, _ in writes_after]
+    for reader in readers:
+        index = bisect_left(new_writers, reader.position)
+        actual = layout.identity_of(new_writers[index - 1]) if index else None
+        if actual != reader.expected:
+            raise IllegalRewriteError(_refusal(name, reader, actual, old_ops, new_ops, layout))
+    target = final_outputs.get(name)
+    if target is not None:
+        expected = producer_before(target)
+        actual = layout.identity_of(new_writers[-1]) if new_writers else None
+        if actual != expected:
+            end = _Reader(layout.size, -2, expected)
+            raise IllegalRewriteError(_refusal(name, end, actual, old_ops, new_ops, layout))
+
+
+def _describe(
+    identity: int | tuple[str, int] | None,
+    old_ops: Sequence[Op],
+    new_ops: Mapping[int, Op],
+) -> str:
+    if identity is None:
+        return "no op (the value the net starts with)"
+    if isinstance(identity, int):
+        return f"op #{identity} ({old_ops[identity].type})"
+    return f"the inserted op {new_ops[identity[1]].type}"
+
+
+def _refusal(
+    name: str,
+    reader: _Reader,
+    actual: int | tuple[str, int] | None,
+    old_ops: Sequence[Op],
+    new_ops: Mapping[int, Op],
+    layout: Layout,
+) -> str:
+    """Why a read would change, with ops named by their index before the edit."""
+    if reader.slot == -2:
+        who = f"external output {name!r}"
+    else:
+        inside = " inside its nested net" if reader.slot == -1 else ""
+        identity = layout.identity_of(reader.position)
+        who = f"{_describe(identity, old_ops, new_ops)}, reading {name!r}{inside},"
+    gone = ""
+    if (
+        isinstance(reader.expected, int)
+        and layout.position(reader.expected) is None
+        and reader.expected not in layout.replaced.values()
+    ):
+        gone = ", which the edit removes"
+    return (
+        f"edit refused: {who} would see the value of "
+        f"{_describe(actual, old_ops, new_ops)} instead of that of "
+        f"{_describe(reader.expected, old_ops, new_ops)}{gone}; "
+        "rewire its readers (replace_all_uses_with) or keep the op"
+    )

@@ -1,0 +1,382 @@
+"""The rewriter: use-def queries, ``net.edit()`` transactions, their checks, and the SSA they
+leave behind (derived, not rebuilt, and equal to a fresh build)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from graphtools.errors import IllegalRewriteError
+from graphtools.ir import Net, Op
+from graphtools.serde.codec import serialize_net
+from graphtools.ssa import get_ssa
+from graphtools.ssa_view import SSAView
+from graphtools.usedef import Overlay, Use
+
+
+def _net() -> Net:
+    return Net(
+        [
+            Op("Relu", ["x"], ["a"]),
+            Op("Dropout", ["a"], ["b", "mask"], args={"is_test": 1}),
+            Op("Sigmoid", ["b"], ["c"]),
+            Op("Add", ["c", "b"], ["y"]),
+        ],
+        ["x"],
+        ["y"],
+    )
+
+
+def _shape(net: Net) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    return [(op.type, op.inputs, op.outputs) for op in net]
+
+
+# -- use-def -------------------------------------------------------------------------------------
+
+
+def test_producer_and_uses_follow_caffe2_versions() -> None:
+    net = Net(
+        [
+            Op("Relu", ["x"], ["x"]),
+            Op("Relu", ["x"], ["x"]),
+            Op("Add", ["x", "x"], ["y"]),
+            Op("Twice", ["y"], ["z", "z"]),
+        ],
+        ["x"],
+        ["z"],
+    )
+    assert net.producer(("x", 0)) is None
+    assert net.producer(("x", 2)) == 1
+    assert net.uses(("x", 0)) == [Use(0, 0)]
+    assert net.uses(("x", 2)) == [Use(2, 0), Use(2, 1)]
+    assert net.uses(("x", 3)) == [] and net.producer(("x", 3)) is None
+    # An op listing an output twice makes two versions; only the last has a producer.
+    assert net.producer(("z", 1)) is None and net.producer(("z", 2)) == 3
+
+
+# -- edits ---------------------------------------------------------------------------------------
+
+
+def test_remove_with_replace_all_uses_with_drops_an_identity() -> None:
+    net = _net()
+    with net.edit() as e:
+        e.replace_all_uses_with(("b", 1), ("a", 1))
+        e.remove(1)
+    assert e.changed
+    assert _shape(net) == [
+        ("Relu", ("x",), ("a",)),
+        ("Sigmoid", ("a",), ("c",)),
+        ("Add", ("c", "a"), ("y",)),
+    ]
+
+
+def test_insert_set_op_and_external_lists() -> None:
+    net = _net()
+    with net.edit() as e:
+        e.insert(0, [Op("Exp", ["x"], ["e"])])
+        e.insert(4, [Op("Tanh", ["y"], ["t"])])
+        e.set_op(2, net[2].replace(type="Tanh"))
+        e.set_external_outputs(["y", "t"])
+    assert _shape(net) == [
+        ("Exp", ("x",), ("e",)),
+        ("Relu", ("x",), ("a",)),
+        ("Dropout", ("a",), ("b", "mask")),
+        ("Tanh", ("b",), ("c",)),
+        ("Add", ("c", "b"), ("y",)),
+        ("Tanh", ("y",), ("t",)),
+    ]
+    assert list(net.external_outputs) == ["y", "t"]
+
+
+def test_several_inserts_at_one_index_keep_their_order_before_a_replacement() -> None:
+    net = _net()
+    with net.edit() as e:
+        e.insert(2, [Op("A", ["x"], ["p"])])
+        e.set_op(2, net[2].replace(type="Tanh"))
+        e.insert(2, [Op("B", ["p"], ["q"])])
+    assert [op.type for op in net] == ["Relu", "Dropout", "A", "B", "Tanh", "Add"]
+
+
+def test_an_edit_that_changes_nothing_keeps_the_revision() -> None:
+    net = _net()
+    revision = net.revision
+    with net.edit() as e:
+        e.set_external_outputs(["y"])
+    assert not e.changed and net.revision == revision
+
+
+def test_an_exception_inside_the_block_discards_the_edit() -> None:
+    net = _net()
+    before = serialize_net(net)
+    with pytest.raises(RuntimeError), net.edit() as e:
+        e.remove(3)
+        raise RuntimeError("changed my mind")
+    assert serialize_net(net) == before and not e.changed
+
+
+def test_indices_refer_to_the_net_as_the_edit_opened() -> None:
+    net = _net()
+    with net.edit() as e:
+        e.insert(0, [Op("Exp", ["x"], ["e"])])
+        e.set_op(0, net[0].replace(type="Tanh"))  # the Relu, not the Exp
+        e.insert(1, [Op("Log", ["e"], ["f"])])
+    assert [op.type for op in net] == ["Exp", "Tanh", "Log", "Dropout", "Sigmoid", "Add"]
+
+
+def test_replace_all_uses_with_renames_an_external_output_at_its_final_version() -> None:
+    net = Net([Op("Relu", ["x"], ["a"]), Op("Copy", ["a"], ["y"])], ["x"], ["y"])
+    with net.edit() as e:
+        e.replace_all_uses_with(("y", 1), ("a", 1))
+        e.remove(1)
+    assert list(net.external_outputs) == ["a"]
+    assert _shape(net) == [("Relu", ("x",), ("a",))]
+
+
+# -- refusals ------------------------------------------------------------------------------------
+
+
+def _refused(net: Net, edit: Any, *words: str) -> None:
+    before, revision = serialize_net(net), net.revision
+    with pytest.raises(IllegalRewriteError) as info, net.edit() as e:
+        edit(e)
+    for word in words:
+        assert word in str(info.value), str(info.value)
+    assert serialize_net(net) == before and net.revision == revision
+
+
+def test_removing_a_value_still_read_is_refused() -> None:
+    _refused(_net(), lambda e: e.remove(0), "op #1 (Dropout)", "'a'", "op #0 (Relu)", "removes")
+
+
+def test_removing_the_producer_of_an_external_output_is_refused() -> None:
+    _refused(_net(), lambda e: e.remove(3), "external output 'y'")
+
+
+def test_inserting_a_write_over_a_value_still_read_is_refused() -> None:
+    def edit(e: Any) -> None:
+        e.insert(1, [Op("Tanh", ["x"], ["a"])])
+
+    _refused(_net(), edit, "op #1 (Dropout)", "inserted op Tanh", "op #0 (Relu)")
+
+
+def test_rewiring_to_a_version_the_reader_cannot_see_is_refused() -> None:
+    net = Net(
+        [
+            Op("Relu", ["x"], ["a"]),
+            Op("Sigmoid", ["x"], ["b"]),
+            Op("Tanh", ["x"], ["a"]),  # overwrites a before b's reader
+            Op("Exp", ["b"], ["y"]),
+        ],
+        ["x"],
+        ["y"],
+    )
+
+    def edit(e: Any) -> None:
+        e.replace_all_uses_with(("b", 1), ("a", 1))
+        e.remove(1)
+
+    _refused(net, edit, "op #3 (Exp)", "op #2 (Tanh)", "op #0 (Relu)")
+
+
+def test_conflicting_changes_are_refused() -> None:
+    def remove_and_replace(e: Any) -> None:
+        e.remove(2)
+        e.set_op(2, Op("Tanh", ["b"], ["c"]))
+
+    def rewire_and_replace(e: Any) -> None:
+        e.replace_all_uses_with(("b", 1), ("a", 1))
+        e.set_op(2, Op("Tanh", ["b"], ["c"]))
+
+    def rewire_twice(e: Any) -> None:
+        e.replace_all_uses_with(("b", 1), ("a", 1))
+        e.replace_all_uses_with(("b", 1), ("x", 0))
+
+    _refused(_net(), remove_and_replace, "both removed and replaced")
+    _refused(_net(), rewire_and_replace, "replaced by set_op")
+    _refused(_net(), rewire_twice, "rewired twice")
+
+
+def test_blobs_touched_by_nested_nets_are_refused() -> None:
+    then_net = Net([Op("Relu", ["b"], ["z"])], ["b"], ["z"])
+    net = Net(
+        [
+            Op("Relu", ["x"], ["a"]),
+            Op("Copy", ["a"], ["b"]),
+            Op("If", ["cond"], [], args={"then_net": then_net}),
+            Op("Sigmoid", ["z"], ["y"]),
+        ],
+        ["x", "cond"],
+        ["y"],
+    )
+
+    def rewire_read_inside(e: Any) -> None:
+        e.replace_all_uses_with(("b", 1), ("a", 1))
+        e.remove(1)
+
+    _refused(net, rewire_read_inside, "nested net of op #2 (If)")
+    _refused(net, lambda e: e.insert(3, [Op("Exp", ["x"], ["z"])]), "'z'", "nested net")
+
+
+def test_a_net_changed_while_an_edit_was_open_refuses_the_edit() -> None:
+    net = _net()
+    e = net.edit()
+    e.remove(2)
+    net.set_name("other")
+    with pytest.raises(IllegalRewriteError, match="changed while an edit was open"):
+        e.commit()
+
+
+def test_bad_indices_raise_index_error_at_once() -> None:
+    net = _net()
+    with net.edit() as e:
+        with pytest.raises(IndexError, match="out of range"):
+            e.remove(4)
+        with pytest.raises(IndexError):
+            e.set_op(-1, Op("Relu", [], []))
+        e.insert(4, [])  # len(net) appends
+    assert not e.changed
+
+
+# -- incremental SSA -----------------------------------------------------------------------------
+
+
+def test_queries_after_an_edit_do_not_rebuild_the_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    net = _net()
+    net.ssa()
+    with net.edit() as e:
+        e.insert(2, [Op("Exp", ["a"], ["n"])])
+        e.replace_all_uses_with(("b", 1), ("a", 1))
+        e.remove(1)
+
+    def no_build(cls: type, net: Net) -> SSAView:
+        raise AssertionError("the view was rebuilt")
+
+    monkeypatch.setattr(SSAView, "build", classmethod(no_build))
+    assert isinstance(net._current_usedef(), Overlay)
+    assert net.uses(("a", 1)) == [Use(1, 0), Use(2, 0), Use(3, 1)]
+    assert net.producer(("n", 1)) == 1
+    assert net.ssa().ssa == get_ssa(net)[0]  # derived from the overlay, equal to Caffe2's
+
+
+NAMES = ["a", "b", "c", "d"]
+
+
+@st.composite
+def _nets(draw: st.DrawFn) -> Net:
+    size = draw(st.integers(1, 12))
+    ops = []
+    for index in range(size):
+        inputs = draw(st.lists(st.sampled_from(NAMES), max_size=3))
+        outputs = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=2))
+        ops.append(Op(draw(st.sampled_from(["Identity", "F", "G"])), inputs, outputs))
+        ops[-1] = ops[-1].replace(name=f"op{index}")
+    inputs = draw(st.lists(st.sampled_from(NAMES), max_size=2, unique=True))
+    outputs = draw(st.lists(st.sampled_from(NAMES), max_size=2, unique=True))
+    return Net(ops, inputs, outputs)
+
+
+@st.composite
+def _raw_edits(draw: st.DrawFn, net: Net) -> tuple[set[int], dict[int, Op], dict[int, list[Op]]]:
+    positions = st.integers(0, len(net) - 1)
+    names = st.sampled_from(NAMES)
+    removed = set(draw(st.lists(positions, max_size=3)))
+    replaced = {}
+    for p in draw(st.lists(positions, max_size=3)):
+        if p in removed:
+            continue
+        inputs = draw(st.lists(names, max_size=2))
+        # Half the replacements write what the op wrote (its versions stay), half do not.
+        same = draw(st.booleans())
+        replaced[p] = (
+            net[p].replace(type="R", inputs=inputs) if same else Op("R", inputs, [draw(names)])
+        )
+    inserted = {
+        p: [Op("N", [draw(names)], [draw(names)])]
+        for p in draw(st.lists(st.integers(0, len(net)), max_size=3))
+    }
+    return removed, replaced, inserted
+
+
+def _assert_same_usedef(net: Net) -> None:
+    fresh = SSAView.build(net)
+    current = net._current_usedef()
+    assert current is not None, "the edit left no use-def to query"
+    for name in NAMES:
+        final = fresh.final_version(name)
+        assert current.final_version(name) == final
+        for version in range(final + 2):
+            blob = (name, version)
+            assert current.producer(blob) == fresh.producer(blob), blob
+            assert current.uses(blob) == fresh.uses(blob), blob
+    assert net.ssa().ssa == get_ssa(net)[0]
+    assert net.ssa().versions == get_ssa(net)[1]
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_overlays_and_derived_views_equal_a_fresh_build(data: st.DataObject) -> None:
+    net = data.draw(_nets())
+    net.ssa()
+    for _ in range(data.draw(st.integers(1, 3))):  # overlays of overlays
+        removed, replaced, inserted = data.draw(_raw_edits(net))
+        if not (removed or replaced or inserted) or len(removed) == len(net):
+            continue
+        net._apply(removed, replaced, inserted)
+        _assert_same_usedef(net)
+
+
+def _symbolic(net: Net) -> tuple[list[Any], dict[str, list[Any]]]:
+    """Run ``net`` on symbols: each op's output is a term of its inputs (an Identity passes
+    its input through). Returns the final values and what each named op read."""
+    values: dict[str, Any] = {}
+    reads: dict[str, list[Any]] = {}
+    for op in net:
+        args = [values.get(name, ("in", name)) for name in op.inputs]
+        reads[op.name or ""] = args
+        for slot, name in enumerate(op.outputs):
+            values[name] = args[0] if op.type == "Identity" and args else (op.name, slot, *args)
+    return [values.get(name, ("in", name)) for name in net.external_outputs], reads
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_accepted_edits_keep_every_untouched_read(data: st.DataObject) -> None:
+    net = data.draw(_nets())
+    outputs_before, reads_before = _symbolic(net)
+    saved = serialize_net(net)
+    identities = [i for i, op in enumerate(net) if op.type == "Identity" and op.inputs]
+    removed = set(data.draw(st.lists(st.integers(0, len(net) - 1), max_size=2)))
+    rewires = []
+    for index in data.draw(st.lists(st.sampled_from(identities), max_size=2)) if identities else ():
+        view = net.ssa()
+        rewires.append((view.outputs_of(index)[0], view.inputs_of(index)[0]))
+        removed.add(index)
+    try:
+        with net.edit() as e:
+            for old, new in rewires:
+                e.replace_all_uses_with(old, new)
+            for index in removed:
+                e.remove(index)
+    except IllegalRewriteError:
+        assert serialize_net(net) == saved
+        return
+    outputs_after, reads_after = _symbolic(net)
+    assert outputs_after == outputs_before
+    for op in net:
+        assert reads_after[op.name or ""] == reads_before[op.name or ""]
+
+
+def test_prefetched_reads_equal_the_per_key_index() -> None:
+    names = [f"n{i}" for i in range(40)]
+    ops = [
+        Op("F", [names[i % 40], names[(i * 7) % 40], names[i % 40]], [names[(i + 1) % 40]])
+        for i in range(80)
+    ]
+    net = Net(ops, names[:3], names[-2:])
+    batched, indexed = SSAView.build(net), SSAView.build(net)
+    batched.prefetch_reads(names)
+    assert all(batched.reads(name) == indexed.reads(name) for name in names)
+    assert batched.reads("n5") == [(5, 0), (5, 2), (35, 1), (45, 0), (45, 2), (75, 1)]
