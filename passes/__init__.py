@@ -19,6 +19,7 @@ from graphtools.passes.remove_reshape_for_fc import (
     identify_reshape_sub_graph,
     remove_reshape_for_fc,
 )
+from graphtools.passes.remove_unused_params import RemoveUnusedParams, unused_params
 from graphtools.passes.rename import Rename, rename_op_input, rename_op_output
 from graphtools.passes.ssa_rewrite import SSARewrite, ssa_rewrite
 
@@ -28,6 +29,7 @@ __all__ = [
     "Int8Tensor",
     "RemoveDeadEnds",
     "RemoveReshapeForFC",
+    "RemoveUnusedParams",
     "Rename",
     "SSARewrite",
     "assign_device_option",
@@ -41,4 +43,5 @@ __all__ = [
     "rename_op_input",
     "rename_op_output",
     "ssa_rewrite",
+    "unused_params",
 ]
