@@ -5,6 +5,7 @@ users know the transformation from Caffe2 or detectron2, the drop-in function wi
 name and signature, which takes and returns ``NetDef`` messages as upstream did.
 """
 
+from graphtools.passes.fold_constants import FoldConstants
 from graphtools.passes.fuse_copy_ops import FuseCopyOps, fuse_copy_between_cpu_and_gpu
 from graphtools.passes.infer_devices import InferDevices, assign_device_option
 from graphtools.passes.params import (
@@ -24,6 +25,7 @@ from graphtools.passes.rename import Rename, rename_op_input, rename_op_output
 from graphtools.passes.ssa_rewrite import SSARewrite, ssa_rewrite
 
 __all__ = [
+    "FoldConstants",
     "FuseCopyOps",
     "InferDevices",
     "Int8Tensor",
