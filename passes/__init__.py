@@ -7,6 +7,7 @@ name and signature, which takes and returns ``NetDef`` messages as upstream did.
 
 from graphtools.passes.fold_constants import FoldConstants
 from graphtools.passes.fuse_copy_ops import FuseCopyOps, fuse_copy_between_cpu_and_gpu
+from graphtools.passes.in_branches import InBranches
 from graphtools.passes.infer_devices import InferDevices, assign_device_option
 from graphtools.passes.params import (
     Int8Tensor,
@@ -27,6 +28,7 @@ from graphtools.passes.ssa_rewrite import SSARewrite, ssa_rewrite
 __all__ = [
     "FoldConstants",
     "FuseCopyOps",
+    "InBranches",
     "InferDevices",
     "Int8Tensor",
     "RemoveDeadEnds",
