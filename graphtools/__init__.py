@@ -5,6 +5,7 @@ Caffe2's and detectron2's names, graph views, the pass machinery and the canonic
 themselves live in ``graphtools.passes``.
 """
 
+from graphtools.compat.graph import get_sub_graph_external_input_output, to_networkx
 from graphtools.errors import (
     GraphToolsError,
     IllegalRewriteError,
@@ -15,7 +16,6 @@ from graphtools.errors import (
     SerdeError,
     UnsupportedOpError,
 )
-from graphtools.graph import get_sub_graph_external_input_output, to_networkx
 from graphtools.ir import Argument, DeviceOption, Model, Net, Op, make_arg
 from graphtools.pass_infra import (
     DEFAULT_PIPELINE,

@@ -35,6 +35,30 @@ class InvalidNetError(GraphToolsError):
     """A net is malformed, or an analysis found a contradiction in it."""
 
 
+class MissingBlobError(InvalidNetError, KeyError):
+    """A net names a blob nothing provides (an external output no op writes, say).
+
+    Also a ``KeyError``, which Caffe2's and detectron2's helpers raised in these cases.
+    """
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return Exception.__str__(self)
+
+
+class StatusConflictError(InvalidNetError, RuntimeError):
+    """Status (device) inference found two statuses for one blob, or an op mixing them.
+
+    Also a ``RuntimeError``, which detectron2's ``_generic_status_identifier`` raised.
+    """
+
+
+class UnknownStatusError(InvalidNetError, NotImplementedError):
+    """Status (device) inference left blobs whose status cannot be known.
+
+    Also a ``NotImplementedError``, which detectron2's ``_generic_status_identifier`` raised.
+    """
+
+
 class ExecutionError(InvalidNetError):
     """An op could not run: a missing blob, or its kernel rejected the inputs or arguments.
 

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
-
-import networkx as nx
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from graphtools._gc import paused_gc
-from graphtools.ir import Net, Op
-from graphtools.proto import caffe2_pb2
-from graphtools.serde.codec import as_net
+from graphtools.ir import Net
 from graphtools.ssa import OpSSA, VersionedBlob
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = [
     "get_sub_graph_external_input_output",
-    "names_in_nested_nets",
     "next_write_index",
     "next_writes",
     "to_networkx",
@@ -23,7 +22,7 @@ __all__ = [
 
 
 def get_sub_graph_external_input_output(
-    net: Net | caffe2_pb2.NetDef, op_indices: Iterable[int]
+    net: Net, op_indices: Iterable[int]
 ) -> tuple[list[VersionedBlob], list[VersionedBlob]]:
     """detectron2's helper: the versioned blobs entering and leaving a set of ops.
 
@@ -32,7 +31,7 @@ def get_sub_graph_external_input_output(
     by an op outside it or declared as the net's external outputs (order of the outputs). Linear
     in the size of the sub-graph plus its consumers, unlike detectron2's quadratic scan.
     """
-    view = as_net(net).ssa()
+    view = net.ssa()
     chosen = list(dict.fromkeys(op_indices))
     inside = set(chosen)
     produced = {blob for index in chosen for blob in view.ssa[index][1]}
@@ -52,15 +51,17 @@ def get_sub_graph_external_input_output(
     return ext_inputs, list(dict.fromkeys(ext_outputs))
 
 
-def to_networkx(net: Net | caffe2_pb2.NetDef) -> nx.MultiDiGraph:
+def to_networkx(net: Net) -> nx.MultiDiGraph:
     """A networkx graph with a node per op (``int`` index) and per versioned blob (tuple).
 
     Op nodes carry ``type``; blob nodes carry ``name`` and ``version``. Edges run blob -> op for
     reads (``position`` = input slot) and op -> blob for writes (``position`` = output slot), so
     an op reading one blob twice has two parallel edges.
     """
-    view = as_net(net).ssa()
-    graph: nx.MultiDiGraph = nx.MultiDiGraph()
+    import networkx  # here, not at the top: importing it costs a third of a CLI start
+
+    view = net.ssa()
+    graph: nx.MultiDiGraph = networkx.MultiDiGraph()
     for index, op in enumerate(view.net):
         graph.add_node(index, kind="op", type=op.type)
         ins, outs = view.ssa[index]
@@ -73,30 +74,6 @@ def to_networkx(net: Net | caffe2_pb2.NetDef) -> nx.MultiDiGraph:
                 graph.add_node(blob, kind="blob", name=blob[0], version=blob[1])
             graph.add_edge(index, blob, position=position)
     return graph
-
-
-def names_in_nested_nets(net: Net) -> set[str]:
-    """Every blob name used inside the nets held by ``net``'s ops, recursively.
-
-    Nested nets (``If``'s ``then_net``, ``RecurrentNetwork``'s ``step_net``) read and write the
-    enclosing workspace by name, invisibly to the versioned view: rewrites leave those names be.
-    """
-    names: set[str] = set()
-    for index in sorted(net.nested_op_indices()):
-        names.update(_nested_names(net[index]))
-    return names
-
-
-def _nested_names(op: Op) -> Iterator[str]:
-    for _, nested in op.nested_nets():
-        yield from nested.external_inputs
-        yield from nested.external_outputs
-        for inner in nested:
-            yield from inner.inputs
-            yield from inner.outputs
-            yield from inner.control_inputs
-            if inner.has_nested_nets():
-                yield from _nested_names(inner)
 
 
 def next_write_index(ssa: Sequence[OpSSA]) -> dict[VersionedBlob, int]:

@@ -1322,6 +1322,7 @@ class Edit:
         }
         names = chain(
             _affected_names(ops, self._removed, replaced, self._inserted),
+            (name for access in nested_after.values() for name in access.writes),
             (blob[0] for blob in rewired.values()),
             final_outputs,
         )

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from math import gcd, lcm, prod, sqrt
+from math import prod, sqrt
 from typing import Any
 
 import numpy as np
 
-from graphtools.analysis.op_args import channel_axis, order, window_args
+from graphtools.analysis.channels import ParamSpec, param_spec, plan_channels
 from graphtools.errors import InvalidNetError
 from graphtools.executor import Int8Tensor, Workspace, run_model, run_op
 from graphtools.ir import Model, Net, Op
@@ -290,249 +290,9 @@ def assert_models_equivalent(
 
 # -- random parameters for nets without an init_net ---------------------------------------------
 
-_CONVS = frozenset({"Conv", "ConvTranspose"})
-_DENSE = frozenset({"FC", "FCTransposed"})
-_ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "Sum"})
-_CONCATS = frozenset({"Concat", "DepthConcat"})
-# Ops whose first output has their first input's shape, so its channel count.
-_SAME_CHANNELS = frozenset(
-    {
-        *("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Softplus", "Elu", "PRelu", "Softmax"),
-        *("Abs", "Neg", "Exp", "Log", "Sqr", "Sqrt", "Scale", "Clip", "StopGradient"),
-        *("Dropout", "SpatialBN", "InstanceNorm", "LRN", "ChannelShuffle", "PadImage"),
-        *("MaxPool", "AveragePool", "MaxPool2D", "AveragePool2D", "ResizeNearest"),
-        *("Copy", "CopyCPUToGPU", "CopyGPUToCPU", "Alias", "EnsureCPUOutput"),
-    }
-)
-# Ops with one parameter value per channel of their first input (a forced shape fixes it).
-_PER_CHANNEL = frozenset({"SpatialBN", "InstanceNorm"})
-
-
-class _Lin:
-    """A channel count ``const + sum(coef * v)`` over free channel variables ``v`` (ints)."""
-
-    __slots__ = ("const", "terms")
-
-    def __init__(self, const: int = 0, terms: Mapping[int, int] | None = None) -> None:
-        self.const = const
-        self.terms = {v: c for v, c in (terms or {}).items() if c}
-
-    def plus(self, other: _Lin, scale: int = 1) -> _Lin:
-        terms = dict(self.terms)
-        for v, c in other.terms.items():
-            terms[v] = terms.get(v, 0) + scale * c
-        return _Lin(self.const + scale * other.const, terms)
-
-    def __str__(self) -> str:
-        parts = [f"{c}*c{v}" if c != 1 else f"c{v}" for v, c in sorted(self.terms.items())]
-        return " + ".join([*parts, str(self.const)] if self.const or not parts else parts)
-
-
-class _ChannelPlan:
-    """Output channel counts of a net's Conv, ConvTranspose and FC ops, from the net itself.
-
-    One walk over the ops gives every blob's channel count as a ``_Lin`` expression: inputs
-    are constants, each Conv/ConvTranspose/FC output a new variable (a constant when
-    ``param_shapes`` fixes its weight or bias), shape-keeping ops pass it on, a channel Concat
-    adds its operands. Constraints are collected on the way: Sum operands are equal, and so
-    are Add/Sub/Mul/Div ones where that can hold (else numpy broadcasting is left to decide);
-    the newest variable, preferably one alone on its side, is solved for and substituted. A
-    grouped conv's input and output and a ChannelShuffle's input are divisible by the group, a
-    forced conv weight or SpatialBN scale fixes a count. Then each free variable takes the
-    smallest multiple of what its divisibility constraints need that is at least ``channels``.
-
-    Blobs from other ops are unknown and constrain nothing; a divisibility constraint on a sum
-    is met by making every term divisible (sufficient, not necessary). Cost: one pass over the
-    ops, times the size of the expressions (the variables a Concat chain adds up).
-    """
-
-    def __init__(self, net: Net, channels: int, forced: Mapping[str, tuple[int, ...]]) -> None:
-        self.net = net
-        self.channels = channels
-        self.forced = forced
-        self.variables = 0
-        self.bound: dict[int, _Lin] = {}
-        self.divisible: list[tuple[_Lin, int, int]] = []
-        self.outputs: dict[int, _Lin] = {}
-
-    def _where(self, index: int) -> str:
-        return f"op #{index} ({self.net[index].type}) in net {self.net.name!r}"
-
-    def resolve(self, lin: _Lin) -> _Lin:
-        """``lin`` over free variables only (bound ones substituted, with path compression)."""
-        out = _Lin(lin.const)
-        for v, c in lin.terms.items():
-            if v in self.bound:
-                self.bound[v] = self.resolve(self.bound[v])
-                out = out.plus(self.bound[v], c)
-            else:
-                out = out.plus(_Lin(0, {v: c}))
-        return out
-
-    def equate(self, a: _Lin, b: _Lin, index: int, strict: bool = True) -> None:
-        """Record ``a == b`` by solving for one variable with a unit coefficient.
-
-        When that is impossible, raise if ``strict``, else leave it to numpy broadcasting.
-        """
-        diff = self.resolve(a).plus(self.resolve(b), -1)
-        if not diff.terms and not diff.const:
-            return
-        signs = [c > 0 for c in diff.terms.values()]
-        units = [(signs.count(c > 0) == 1, v, c) for v, c in diff.terms.items() if c in (1, -1)]
-        if not units and not strict:
-            return
-        if not units:
-            raise InvalidNetError(
-                f"{self._where(index)}: operand channel counts {self.resolve(a)} and "
-                f"{self.resolve(b)} cannot be made equal; give the weights in param_shapes"
-            )
-        _, v, c = max(units)  # diff = c*v + rest = 0, so v = -c * rest
-        self.bound[v] = _Lin(-c * diff.const, {w: -c * k for w, k in diff.terms.items() if w != v})
-
-    def _new(self) -> _Lin:
-        self.variables += 1
-        return _Lin(0, {self.variables - 1: 1})
-
-    def _conv(self, index: int, op: Op, x: _Lin | None) -> _Lin:
-        group = int(op.arg("group", 1))
-        nhwc = order(op) == "NHWC"
-        w = self.forced.get(op.inputs[1]) if len(op.inputs) > 1 else None
-        b = self.forced.get(op.inputs[2]) if len(op.inputs) > 2 else None
-        out = in_count = None
-        if w is not None and op.type == "Conv":  # (M, C/group, *kernel), NHWC (M, *kernel, C/g)
-            out, in_count = _Lin(w[0]), w[-1 if nhwc else 1] * group
-        elif w is not None:  # (C, M/group, *kernel), NHWC (C, *kernel, M/group)
-            out, in_count = _Lin(w[-1 if nhwc else 1] * group), w[0]
-        if b is not None:
-            if out is not None:
-                self.equate(out, _Lin(b[0]), index)
-            out = _Lin(b[0])
-        if x is not None:
-            self.divisible.append((x, group, index))
-            if in_count is not None:
-                self.equate(x, _Lin(in_count), index)
-        out = out if out is not None else self._new()
-        if group > 1:
-            self.divisible.append((out, group, index))
-        return out
-
-    def _dense(self, index: int, op: Op) -> _Lin | None:
-        if int(op.arg("axis", 1)) != 1:
-            return None
-        w = self.forced.get(op.inputs[1]) if len(op.inputs) > 1 else None
-        b = self.forced.get(op.inputs[2]) if len(op.inputs) > 2 else None
-        if b is not None:
-            return _Lin(b[0])
-        if w is None:
-            return self._new()
-        axis_w = int(op.arg("axis_w", 1))
-        return _Lin(prod(w[:axis_w]) if op.type == "FC" else prod(w[axis_w:]))
-
-    def _on_channels(self, op: Op) -> bool:
-        if op.arg("add_axis", 0):
-            return False
-        axis = op.arg("axis")
-        if axis is None:
-            return True
-        return int(axis) in ((3, -1) if order(op) == "NHWC" else (1,))
-
-    def step(self, index: int, op: Op, operands: list[_Lin | None]) -> _Lin | None:
-        """Record ``op``'s constraints; the channel count of its first output (or ``None``)."""
-        kind, x = op.type, operands[0] if operands else None
-        if kind in _CONVS:
-            self.outputs[index] = self._conv(index, op, x)
-            return self.outputs[index]
-        if kind in _DENSE:
-            out = self._dense(index, op)
-            if out is not None:
-                self.outputs[index] = out
-            return out
-        if kind in _SAME_CHANNELS:
-            if x is not None and kind == "ChannelShuffle":
-                self.divisible.append((x, int(op.arg("group", 1)), index))
-            if x is not None and kind in _PER_CHANNEL:
-                for name in op.inputs[1:]:
-                    if name in self.forced:
-                        self.equate(x, _Lin(self.forced[name][0]), index)
-            return x
-        if kind in _ELEMENTWISE:
-            known = [lin for lin in operands if lin is not None]
-            if op.arg("broadcast", 0) or not known:
-                return x
-            for other in known[1:]:
-                self.equate(known[0], other, index, strict=kind == "Sum")
-            return self.resolve(known[0])
-        known = [lin for lin in operands if lin is not None]
-        if kind in _CONCATS and self._on_channels(op) and len(known) == len(operands):
-            total = _Lin()
-            for lin in known:
-                total = total.plus(lin)
-            return self.resolve(total)
-        return None
-
-    def solve(self) -> dict[int, int]:
-        """Output channel count by op index, meeting every recorded constraint."""
-        need: dict[int, int] = {}
-        resolved = [(self.resolve(lin), g, index) for lin, g, index in self.divisible]
-        for lin, g, _ in resolved:
-            for v, c in lin.terms.items():
-                need[v] = lcm(need.get(v, 1), g // gcd(g, c))
-        values = {}
-        for v in range(self.variables):
-            if v not in self.bound:
-                step = need.get(v, 1)
-                values[v] = step * max(1, -(-self.channels // step))
-
-        def value(lin: _Lin) -> int:
-            lin = self.resolve(lin)
-            return lin.const + sum(c * values[v] for v, c in lin.terms.items())
-
-        for lin, g, index in resolved:
-            if value(lin) % g:
-                raise InvalidNetError(
-                    f"{self._where(index)}: group {g} does not divide the {value(lin)} "
-                    "channels the net gives it; give the weights in param_shapes"
-                )
-        counts = {index: value(lin) for index, lin in self.outputs.items()}
-        for index, count in counts.items():
-            if count <= 0:
-                raise InvalidNetError(
-                    f"{self._where(index)}: the net's constraints leave it {count} output "
-                    "channels; give the weights in param_shapes"
-                )
-        return counts
-
-
-def _plan_channels(
-    net: Net,
-    input_shapes: Mapping[str, Sequence[int]],
-    channels: int,
-    forced: Mapping[str, tuple[int, ...]],
-) -> dict[int, int]:
-    """Output channel count of each Conv/ConvTranspose/FC of ``net`` (see ``_ChannelPlan``).
-
-    Inputs' channels are on axis 1, or on the last axis when the first op with an ``order``
-    argument says NHWC.
-    """
-    plan = _ChannelPlan(net, channels, forced)
-    nhwc = next((order(op) == "NHWC" for op in net if op.has_arg("order")), False)
-    blobs: dict[str, _Lin | None] = {
-        name: _Lin(int(shape[-1] if nhwc else shape[1]))
-        for name, shape in input_shapes.items()
-        if len(shape) >= 2
-    }
-    for index, op in enumerate(net):
-        out = plan.step(index, op, [blobs.get(name) for name in op.inputs])
-        for name in op.outputs:
-            blobs[name] = None
-        if op.outputs and out is not None:
-            blobs[op.outputs[0]] = out
-    return plan.solve()
-
 
 class _ParamMaker:
-    """Shapes and values of the parameters an op reads, from its first input, its args and
-    the planned output channel counts."""
+    """Values for the parameter shapes of ``analysis.channels.param_spec``."""
 
     def __init__(self, rng: np.random.Generator, counts: Mapping[int, int], channels: int) -> None:
         self.rng = rng
@@ -543,58 +303,20 @@ class _ParamMaker:
         std = 1.0 / sqrt(max(fan_in, 1))
         return (self.rng.standard_normal(shape) * std).astype(np.float32)
 
-    def small(self, shape: tuple[int, ...]) -> np.ndarray:
-        return (self.rng.standard_normal(shape) * 0.1).astype(np.float32)
-
-    def positive(self, shape: tuple[int, ...]) -> np.ndarray:
-        return self.rng.uniform(0.5, 1.5, shape).astype(np.float32)
+    def value(self, spec: ParamSpec) -> np.ndarray:
+        """Random values of the shape and kind ``spec`` says."""
+        if spec.init == "weight":
+            return self.weight(spec.shape, spec.fan_in)
+        if spec.init == "positive":
+            return self.rng.uniform(0.5, 1.5, spec.shape).astype(np.float32)
+        if spec.init == "slope":
+            return self.rng.uniform(0.0, 0.3, spec.shape).astype(np.float32)
+        return (self.rng.standard_normal(spec.shape) * 0.1).astype(np.float32)
 
     def make(self, index: int, op: Op, position: int, x: np.ndarray) -> np.ndarray | None:
         """The value of input ``position`` of op #``index``, or ``None`` when no rule applies."""
-        kind = op.type
-        if kind in _CONVS:
-            return self._conv(index, op, position, x)
-        if kind in ("FC", "FCTransposed", "MatMul"):
-            k = prod(x.shape[int(op.arg("axis", op.arg("axis_a", 1))) :])
-            n = self.counts.get(index, self.channels)
-            if position == 2:
-                return self.small((n,))
-            lead = (1,) * (int(op.arg("axis_w", 1)) - 1)  # legacy Caffe weights: (1, 1, N, K)
-            shape = (*lead, k, n) if kind != "FC" else (*lead, n, k)
-            return self.weight(shape, k)
-        c = x.shape[channel_axis(op, x.ndim)] if x.ndim >= 2 else x.size
-        if kind == "SpatialBN":
-            return self.positive((c,)) if position in (1, 4) else self.small((c,))
-        if kind == "InstanceNorm":
-            return self.positive((c,)) if position == 1 else self.small((c,))
-        if kind == "PRelu":
-            return self.rng.uniform(0.0, 0.3, (c,)).astype(np.float32)
-        if kind in _ELEMENTWISE and position >= 1:
-            shape = x.shape
-            if op.arg("broadcast", 0):
-                axis = op.arg("axis")
-                shape = (x.shape[-1],) if axis is None else (x.shape[int(axis)],)
-            return self.positive(shape) if kind in ("Div", "Mul") else self.small(shape)
-        return None
-
-    def _conv(self, index: int, op: Op, position: int, x: np.ndarray) -> np.ndarray:
-        layout = order(op)
-        nd = x.ndim - 2
-        c = x.shape[channel_axis(op, x.ndim)]
-        group = int(op.arg("group", 1))
-        m = self.counts[index]
-        if position == 2:
-            return self.small((m,))
-        kernel, _, _, _ = window_args(op, nd)
-        if kernel is None:
-            raise InvalidNetError(f"{op.type} has no kernel argument; pass its weight shape")
-        if c % group:
-            raise InvalidNetError(
-                f"op #{index} ({op.type}): group {group} does not divide {c} input channels"
-            )
-        per = (m, c // group) if op.type == "Conv" else (c, m // group)
-        shape = (per[0], *kernel, per[1]) if layout == "NHWC" else (*per, *kernel)
-        return self.weight(shape, c // group * prod(kernel))
+        spec = param_spec(op, index, position, tuple(x.shape), self.counts, self.channels)
+        return None if spec is None else self.value(spec)
 
 
 def random_params(
@@ -608,13 +330,15 @@ def random_params(
     """Random parameters for a predict net that ships without its init_net.
 
     Output channel counts are not in a Caffe2 net's arguments, so they are first derived from
-    the net's own constraints (``_ChannelPlan``): a Sum/Add makes its operands' channel counts
-    equal, a grouped conv (depthwise included) needs its input and output divisible by its
-    group, a ChannelShuffle its input divisible by its group, a channel Concat adds its
-    operands, and a forced conv weight or SpatialBN scale fixes a count. Each Conv,
+    the net's own constraints (``graphtools.analysis.channels.plan_channels``): a Sum/Add
+    makes its operands' channel counts equal, a grouped conv (depthwise included) needs its
+    input and output divisible by its group, a ChannelShuffle its input divisible by its
+    group, a channel Concat adds its operands, and a forced conv weight or SpatialBN scale
+    fixes a count. Each Conv,
     ConvTranspose and FC otherwise outputs the least count its constraints allow that is at
     least ``channels``. Then ``net`` runs once on standard-normal inputs of ``input_shapes``;
-    whenever an op reads a blob that does not exist yet, the blob is made from the op's shapes:
+    whenever an op reads a blob that does not exist yet, the blob is made from the op's shapes
+    (``graphtools.analysis.channels.param_spec``):
 
     * Conv / ConvTranspose: weights for the planned output count, following the op's
       ``order``; biases match.
@@ -640,7 +364,7 @@ def random_params(
     """
     rng = np.random.default_rng(seed)
     forced = {name: tuple(int(d) for d in shape) for name, shape in (param_shapes or {}).items()}
-    maker = _ParamMaker(rng, _plan_channels(net, input_shapes, channels, forced), channels)
+    maker = _ParamMaker(rng, plan_channels(net, input_shapes, channels, forced), channels)
     ws = Workspace(seed=seed)
     for name, shape in input_shapes.items():
         ws.feed(name, rng.standard_normal(tuple(shape)).astype(np.float32))

@@ -352,8 +352,10 @@ def check_edit(
     slot) -> the blob it must now see, numbered as before the edit) sees that blob's
     producer; ``final_outputs`` maps an external output name of the edited net to the blob
     (numbered as before) its final value must be. Reads of inserted ops, and new slots of
-    replacements, are the author's and not checked. Names written inside a nested net are
-    refused outright: the versioned view cannot tell which write a later op sees.
+    replacements, are the author's and not checked. A new op's nested nets write where the
+    op stands (an appended backward ``If`` writing gradients nobody read before is fine);
+    names written inside the nested nets of an op the edit keeps are refused outright: the
+    versioned view cannot tell which write a later op sees.
 
     Raises:
         IllegalRewriteError: naming the reader, the blob, and the writer before and after.
@@ -364,11 +366,6 @@ def check_edit(
         writers = [
             f"op #{index} ({old_ops[index].type})"
             for index, access in nested_before.items()
-            if name in access.writes
-        ]
-        writers += [
-            f"the new op ({new_ops[position].type})"
-            for position, access in nested_after.items()
             if name in access.writes
         ]
         if writers:
@@ -425,6 +422,9 @@ def _check_name(
     ]
     for position, op in new_ops.items():
         count = sum(1 for output in op.outputs if output == name)
+        inner = nested_after.get(position)
+        if inner is not None and name in inner.writes:
+            count += 1  # a new op's nested nets write it where the op stands
         if count:
             writes_after.append((position, count))
         replaced = layout.replaced.get(position)
@@ -441,7 +441,6 @@ def _check_name(
                 and old_inputs[slot] == name
             ):
                 readers.append(_Reader(position, slot, writer_before(replaced)))
-        inner = nested_after.get(position)
         if inner is not None and replaced is not None and name in inner.reads:
             was = nested_before.get(replaced)
             if was is not None and name in was.reads:

@@ -1,29 +1,37 @@
 """Rewrite passes, one per module, installed as ``graphtools.passes``.
 
-Each module holds one ``Pass`` for pipelines (registered under its kebab-case name) and, where
-users know the transformation from Caffe2 or detectron2, the drop-in function with the upstream
-name and signature, which takes and returns ``NetDef`` messages as upstream did.
+Each module holds one ``Pass`` (published as an entry point under its kebab-case name, see
+``pyproject.toml``). Pass modules see the IR, the analyses and the pass infrastructure only.
+This package also re-exports the Caffe2/detectron2 drop-in functions of
+``graphtools.compat``, since that is where users' scripts import them from.
 """
 
 from graphtools.passes.fold_constants import FoldConstants
-from graphtools.passes.fuse_copy_ops import FuseCopyOps, fuse_copy_between_cpu_and_gpu
+from graphtools.passes.fuse_copy_ops import FuseCopyOps
 from graphtools.passes.in_branches import InBranches
-from graphtools.passes.infer_devices import InferDevices, assign_device_option
-from graphtools.passes.params import (
+from graphtools.passes.infer_devices import InferDevices
+from graphtools.passes.remove_dead_ends import RemoveDeadEnds
+from graphtools.passes.remove_reshape_for_fc import RemoveReshapeForFC
+from graphtools.passes.remove_unused_params import RemoveUnusedParams
+from graphtools.passes.rename import Rename
+from graphtools.passes.ssa_rewrite import SSARewrite
+
+# isort: split
+# After the pass modules: `ssa_rewrite` names a module and, for users, this function.
+from graphtools.compat import (
     Int8Tensor,
+    assign_device_option,
     construct_init_net_from_params,
     export_pair,
+    fuse_copy_between_cpu_and_gpu,
     get_params_from_init_net,
-)
-from graphtools.passes.remove_dead_ends import RemoveDeadEnds, remove_dead_end_ops
-from graphtools.passes.remove_reshape_for_fc import (
-    RemoveReshapeForFC,
     identify_reshape_sub_graph,
+    remove_dead_end_ops,
     remove_reshape_for_fc,
+    rename_op_input,
+    rename_op_output,
+    ssa_rewrite,
 )
-from graphtools.passes.remove_unused_params import RemoveUnusedParams, unused_params
-from graphtools.passes.rename import Rename, rename_op_input, rename_op_output
-from graphtools.passes.ssa_rewrite import SSARewrite, ssa_rewrite
 
 __all__ = [
     "FoldConstants",
@@ -47,5 +55,4 @@ __all__ = [
     "rename_op_input",
     "rename_op_output",
     "ssa_rewrite",
-    "unused_params",
 ]

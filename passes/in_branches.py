@@ -5,10 +5,11 @@ those on import) keep their Reshape chains, copies and dead ends. This pass runs
 (``default`` unless told otherwise) on each branch as a model of its own, recursively through
 nested Ifs. A branch writes into the enclosing workspace, so while its pipeline runs, the
 names it writes that the enclosing net reads after the If (or declares as outputs) count as
-the branch's outputs too; its declared outputs are restored afterwards, and the If's declared
-inputs the branches no longer read are dropped. The passes get a copy
+the branch's outputs too; its declared outputs are restored afterwards. The passes get a copy
 of the init_net, so they know the params, but params they would drop stay (the enclosing net
-may read them): ``remove-unused-params`` at the top level removes those nobody reads.
+may read them). The If's own declared inputs stay as they are (the rewriter refuses to edit an
+op whose nested nets write blobs), so params only a removed branch chain read stay declared
+there, and ``remove-unused-params`` keeps them.
 
 Example (``default`` in the then-branch of an If writing ``y``)::
 
@@ -45,17 +46,6 @@ def _read_after(net: Net, index: int) -> set[str]:
 
 def _written(net: Net) -> list[str]:
     return list(dict.fromkeys(name for op in net for name in op.outputs))
-
-
-def _drop_stale_declarations(net: Net, index: int) -> None:
-    """Drop the If's declared inputs (after the condition) its branches no longer read, so
-    params only a removed chain read are seen as unused."""
-    op = net[index]
-    reads = nested_access(op).reads
-    kept = [op.inputs[0], *(n for n in op.inputs[1:] if n in reads)]
-    if len(kept) != len(op.inputs):
-        with net.edit() as edit:
-            edit.set_op(index, op.replace(inputs=kept))
 
 
 @register_pass
@@ -108,4 +98,3 @@ class InBranches(Pass):
                 self._visit(branch, init, manager, stats)
                 if branch.revision != revision:
                     stats["branches_modified"] += 1
-            _drop_stale_declarations(net, index)

@@ -2,12 +2,12 @@
 
 ONNX-exported nets carry no device options; detectron2 assigned them from the devices of the
 example inputs. This pass does the same from an option: the devices of predict_net's inputs
-are given, ``graphtools.analysis.devices.infer_device_type`` propagates them through the copy ops
-(``CopyCPUToGPU``/``CopyGPUToCPU`` move a blob, every other op keeps one device), and each op
-that is not already on its device gets ``DeviceOption(device_type=1, device_id=0)`` (GPU, and
-both copy ops) or ``DeviceOption(device_type=0)`` (CPU op whose effective device was CUDA).
-init_net ops get the device predict_net reads their blob on; init ops whose blobs predict_net
-never reads are left alone. See ``plan_device_options`` for the exact rules.
+are given, ``graphtools.analysis.devices.infer_device_type`` propagates them through the copy
+ops (``CopyCPUToGPU``/``CopyGPUToCPU`` move a blob, every other op keeps one device), and each
+op that is not already on its device gets ``DeviceOption(device_type=1, device_id=0)`` (GPU,
+and both copy ops) or ``DeviceOption(device_type=0)`` (CPU op whose effective device was
+CUDA). init_net ops get the device predict_net reads their blob on; init ops whose blobs
+predict_net never reads are left alone. See ``plan_device_options`` for the exact rules.
 
 Example (``infer-devices{inputs=x=cpu}``)::
 
@@ -31,10 +31,8 @@ from graphtools.analysis.devices import device_names, plan_device_options
 from graphtools.errors import InvalidArgumentError
 from graphtools.ir import DeviceOption, Model, Net
 from graphtools.pass_infra import Pass, PassResult
-from graphtools.proto import caffe2_pb2
-from graphtools.serde.codec import net_from_netdef, net_to_netdef
 
-__all__ = ["InferDevices", "assign_device_option", "parse_input_devices"]
+__all__ = ["InferDevices", "parse_input_devices"]
 
 
 def parse_input_devices(items: tuple[str, ...], style: str = "caffe2") -> dict[str, str]:
@@ -86,47 +84,16 @@ class InferDevices(Pass):
         """Infer devices, then write the needed device options into both nets."""
         devices = parse_input_devices(self.inputs, self.style)
         predict_plan, init_plan = plan_device_options(model.predict_net, model.init_net, devices)
-        _apply_plan(model.predict_net, predict_plan)
+        changed = place(model.predict_net, predict_plan)
         if model.init_net is not None:
-            _apply_plan(model.init_net, init_plan)
-        return PassResult(
-            model,
-            bool(predict_plan or init_plan),
-            {"predict_ops_placed": len(predict_plan), "init_ops_placed": len(init_plan)},
-        )
+            changed = place(model.init_net, init_plan) or changed
+        stats = {"predict_ops_placed": len(predict_plan), "init_ops_placed": len(init_plan)}
+        return PassResult(model, changed, stats)
 
 
-def _apply_plan(net: Net, plan: Mapping[int, DeviceOption]) -> None:
-    if plan:
-        net.set_ops(
-            op.replace(device_option=plan[i]) if i in plan else op for i, op in enumerate(net.ops)
-        )
-
-
-def assign_device_option(
-    predict_net: Net | caffe2_pb2.NetDef,
-    init_net: Net | caffe2_pb2.NetDef | None,
-    input_device_types: Mapping[str, str],
-) -> None:
-    """Write device options into both nets, in place (detectron2's ``_assign_device_option``).
-
-    ``input_device_types`` maps predict_net input names to ``"cpu"``, ``"gpu"`` or ``"cuda"``
-    (upstream derived it from the example tensors). The rules are those of
-    ``plan_device_options``; unlike upstream, ops already on their device are left untouched
-    and CPU ops under a CUDA net-wide option are moved back to CPU. NetDefs are rewritten in
-    place. Nothing is changed when inference fails.
-    """
-    predict_ir = predict_net if isinstance(predict_net, Net) else net_from_netdef(predict_net)
-    init_ir = (
-        init_net if init_net is None or isinstance(init_net, Net) else net_from_netdef(init_net)
-    )
-    predict_plan, init_plan = plan_device_options(predict_ir, init_ir, input_device_types)
-    for original, ir_net, plan in (
-        (predict_net, predict_ir, predict_plan),
-        (init_net, init_ir, init_plan),
-    ):
-        if ir_net is None or not plan:
-            continue
-        _apply_plan(ir_net, plan)
-        if isinstance(original, caffe2_pb2.NetDef):
-            original.CopyFrom(net_to_netdef(ir_net))
+def place(net: Net, plan: Mapping[int, DeviceOption]) -> bool:
+    """Give the ops of ``plan`` their DeviceOption, in one edit; whether the net changed."""
+    with net.edit() as edit:
+        for index, option in plan.items():
+            edit.set_op(index, net[index].replace(device_option=option))
+    return edit.changed

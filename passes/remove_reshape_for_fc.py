@@ -1,38 +1,10 @@
 """Remove the Reshape (and the ops computing its shape) that PyTorch exports before ``FC``.
 
 ``x.view(x.size(0), -1)`` before a ``Linear`` exports as ``Shape -> Gather -> ExpandDims/
-Unsqueeze -> Concat -> Reshape -> FC``. Caffe2's ``FC`` flattens its input itself, so the whole
-sub-graph can go and the ``FC`` read the Reshape's data input directly. With ``FC``'s default
-``axis=1`` this is exact: both nets give the same result whenever the original runs, and a net
-whose Reshape was not a flatten fails loudly in ``FC``'s size check instead.
-
-A Reshape ``(data, shape) -> (out, old_shape)`` is removed when:
-
-* its shape input comes from a *shape chain*: the ops found by walking producers backward from
-  the shape input, stopping at the data blob (same version) and at params (blobs no op
-  produces, which must be known params); or it is a param itself; or the Reshape has a single
-  input and a ``shape`` argument (ONNX exporters write ``x.view(-1, 800)`` so; detectron2
-  asserts two inputs);
-* every op reading ``out`` is an ``FC`` reading it as its data input with ``axis`` unset or 1,
-  and there is at least one (detectron2 also removes a Reshape nothing reads);
-* ``out`` is not an external output (detectron2 removes it and renames the net's output),
-  ``old_shape`` is unused, and neither is named inside a nested net;
-* ``data`` is not at version 0 (nothing shows it is not a param; detectron2 skips it too), and
-  no op overwrites ``data`` before the last ``FC`` (the FC must read the same value);
-* every chain op's outputs are read only by the chain or as the Reshape's shape, and are not
-  external outputs; a chain shared with another Reshape's is skipped (ops are never kept
-  half-used: the candidate is skipped instead).
-
-The params only removed ops read are dropped from ``external_input``, from ``params`` (the
-function) or from the init_net (the pass: its fill ops and external outputs). Which blobs are
-params: the keys of ``params`` for the function (detectron2 takes every version-0 blob and
-raises ``KeyError`` on the others; here such a chain is skipped), the init_net's outputs for the
-pass (with no init_net no blob is a param).
-
-Differences from detectron2 (semantics.md 6.6-6.8) besides the above: the caller's net is not
-mutated, and chains are found by walking the SSA producers, not in a window of 15 ops around
-the Reshape (which wraps to negative indices in longer nets and then misses the chain). Linear:
-each op is walked by at most one Reshape's chain.
+Unsqueeze -> Concat -> Reshape -> FC``; Caffe2's ``FC`` flattens its input itself, so the whole
+sub-graph can go and the ``FC`` read the Reshape's data input directly. Which sub-graphs can
+go, and how this differs from detectron2: ``graphtools.analysis.reshape``. The params only
+the removed chains read leave the predict_net's external inputs and the init_net.
 
 Example::
 
@@ -47,278 +19,19 @@ Example::
 
 from __future__ import annotations
 
-import itertools
-import logging
-import operator
-from collections.abc import Callable, Container
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from graphtools.graph import names_in_nested_nets
-from graphtools.ir import Model, Net
+from graphtools.analysis.reshape import find_reshape_removal, init_ops_only_filling, written_by
+from graphtools.ir import Model
 from graphtools.pass_infra import Pass, PassResult
-from graphtools.proto import caffe2_pb2
-from graphtools.serde.codec import net_from_netdef, net_to_netdef
-from graphtools.ssa import VersionedBlob
-from graphtools.ssa_view import SSAView
 
-__all__ = [
-    "RemoveReshapeForFC",
-    "ReshapeRemoval",
-    "find_reshape_removal",
-    "identify_reshape_sub_graph",
-    "remove_reshape_for_fc",
-]
-
-logger = logging.getLogger(__name__)
-
-_TYPE = operator.attrgetter("type")
-_INPUTS = operator.attrgetter("inputs")
-_OUTPUTS = operator.attrgetter("outputs")
-
-
-@dataclass(frozen=True)
-class _Chain:
-    """The shape chain of one Reshape, as walked; ``leaves`` are SSA view keys."""
-
-    reshape: int
-    ops: list[int]
-    leaves: list[int]
-    shared: bool
-
-
-def _shape_chains(net: Net, view: SSAView) -> list[_Chain]:
-    """The shape chain of every Reshape with one or two inputs, in op order.
-
-    An op reached by an earlier Reshape's walk (or a Reshape itself) is not walked again: the
-    later chain is marked ``shared``. So every op is walked once and the whole is linear.
-    """
-    claimed: set[int] = set()
-    chains: list[_Chain] = []
-    for index in itertools.compress(itertools.count(), map("Reshape".__eq__, map(_TYPE, net))):
-        if len(net[index].inputs) not in (1, 2):
-            continue
-        claimed.add(index)
-        ops: list[int] = []
-        leaves: list[int] = []
-        shared = False
-        if len(net[index].inputs) == 2:
-            data, shape = view.input_keys(index)
-            pending = [shape]
-            seen = {shape}
-            mine: set[int] = set()
-            while pending:
-                key = pending.pop()
-                if key == data:
-                    continue
-                producer = view.producer_of(key)
-                if producer is None:
-                    leaves.append(key)
-                    continue
-                if producer in claimed:
-                    shared = shared or producer not in mine
-                    continue
-                claimed.add(producer)
-                mine.add(producer)
-                ops.append(producer)
-                for item in view.input_keys(producer):
-                    if item not in seen:
-                        seen.add(item)
-                        pending.append(item)
-        chains.append(_Chain(index, sorted(ops), leaves, shared))
-    return chains
-
-
-def identify_reshape_sub_graph(predict_net: caffe2_pb2.NetDef) -> list[list[int]]:
-    """detectron2's helper: ``[*shape chain ops, reshape]`` for every Reshape, in op order.
-
-    The chain is every op the shape input depends on back to the data blob and to blobs no op
-    produces (detectron2 keeps only ops on a path from the data blob, found in a 15-op window).
-    A Reshape with a ``shape`` argument and one input gives ``[reshape]`` (detectron2 asserts
-    two inputs); an op shared by two chains is listed under the first Reshape only.
-    """
-    net = net_from_netdef(predict_net)
-    return [[*chain.ops, chain.reshape] for chain in _shape_chains(net, net.ssa())]
-
-
-@dataclass(frozen=True)
-class ReshapeRemoval:
-    """What ``find_reshape_removal`` found.
-
-    Attributes:
-        reshapes: indices of the removed Reshape ops.
-        removed: every op to drop (Reshapes and their chains).
-        new_inputs: new inputs of the rewired FC ops.
-        params: params no remaining op reads, to drop (first-seen order).
-    """
-
-    reshapes: list[int]
-    removed: frozenset[int]
-    new_inputs: dict[int, tuple[str, ...]]
-    params: list[str]
-
-    def apply(self, net: Net) -> None:
-        """Drop the ops and unused params from ``net``, rewire the FCs."""
-        if not self.removed:
-            return
-        net.edit_ops(self.removed, self.new_inputs)
-        dropped = set(self.params)
-        if not dropped.isdisjoint(net.external_inputs):
-            kept = itertools.filterfalse(dropped.__contains__, net.external_inputs)
-            net.set_external_inputs(kept)
-
-
-def _fc_readers(net: Net, readers: list[tuple[int, int]]) -> bool:
-    """Whether every reader is an FC reading the blob as its data input, with axis 1."""
-    return bool(readers) and all(
-        position == 0 and net[index].type == "FC" and net[index].arg("axis", 1) == 1
-        for index, position in readers
-    )
-
-
-def find_reshape_removal(net: Net, is_param: Callable[[str], bool]) -> ReshapeRemoval:
-    """Find the Reshape sub-graphs of ``net`` to remove (rules in the module docstring).
-
-    Args:
-        net: the predict_net.
-        is_param: whether a blob name that no op produces is a param (filled by the init_net).
-    """
-    view = net.ssa()
-    external = {key for key in map(view.key, view.external_outputs) if key is not None}
-    nested = names_in_nested_nets(net)
-    reshapes: list[int] = []
-    removed: set[int] = set()
-    new_inputs: dict[int, tuple[str, ...]] = {}
-    params: dict[str, None] = {}
-    for chain in _shape_chains(net, view):
-        index = chain.reshape
-        op = net[index]
-        data = view.input_keys(index)[0]
-        outs = view.output_keys(index)
-        if chain.shared or not view.version_of(data) or len(outs) not in (1, 2):
-            continue
-        if len(op.inputs) == 1 and not op.has_arg("shape"):
-            continue
-        output = outs[0]
-        readers = view.readers(output)
-        if not _fc_readers(net, readers) or any(
-            key in external or view.name_of(key) in nested or view.readers(key) for key in outs[1:]
-        ):
-            continue
-        if output in external or view.name_of(output) in nested:
-            continue
-        overwritten_at = view.next_write(data)
-        if overwritten_at is not None and any(reader > overwritten_at for reader, _ in readers):
-            continue
-        if not all(
-            not view.version_of(leaf) and is_param(view.name_of(leaf)) for leaf in chain.leaves
-        ):
-            continue
-        inside = set(chain.ops)
-        if not _chain_is_private(net, chain, inside, index, view, external, nested):
-            continue
-        reshapes.append(index)
-        removed.update(inside)
-        removed.add(index)
-        data_name = view.name_of(data)
-        for reader, _ in readers:
-            new_inputs[reader] = (data_name, *net[reader].inputs[1:])
-        params.update(dict.fromkeys(view.name_of(leaf) for leaf in chain.leaves))
-    outputs = set(net.external_outputs)
-    unused = [
-        name
-        for name in params
-        if name not in outputs
-        and name not in nested
-        and all(reader in removed for reader, _ in _readers_of(view, (name, 0)))
-    ]
-    return ReshapeRemoval(reshapes, frozenset(removed), new_inputs, unused)
-
-
-def _readers_of(view: SSAView, blob: VersionedBlob) -> list[tuple[int, int]]:
-    key = view.key(blob)
-    return [] if key is None else view.readers(key)
-
-
-def _chain_is_private(
-    net: Net,
-    chain: _Chain,
-    inside: set[int],
-    reshape: int,
-    view: SSAView,
-    external: Container[int],
-    nested: Container[str],
-) -> bool:
-    """Whether the chain's outputs feed only the chain and the Reshape's shape input."""
-    for index in chain.ops:
-        if net[index].has_nested_nets():
-            return False
-        for key in view.output_keys(index):
-            if key in external or view.name_of(key) in nested:
-                return False
-            for reader, position in view.readers(key):
-                if reader not in inside and (reader != reshape or position != 1):
-                    return False
-    return True
-
-
-def remove_reshape_for_fc(
-    predict_net: caffe2_pb2.NetDef, params: dict[str, Any]
-) -> tuple[caffe2_pb2.NetDef, dict[str, Any]]:
-    """detectron2's helper: remove Reshape sub-graphs before FC ops.
-
-    Returns a new NetDef (``predict_net`` is not changed, unlike detectron2) and ``params``
-    itself with the dropped params deleted (in place, as detectron2 does). A param is a key of
-    ``params``.
-    """
-    net = net_from_netdef(predict_net)
-    removal = find_reshape_removal(net, params.__contains__)
-    removal.apply(net)
-    result = net_to_netdef(net)
-    for name in removal.params:
-        logger.info("remove-reshape-for-fc: dropping param %s", name)
-        params.pop(name, None)
-    return result, params
-
-
-def _written_by(init: Net | None) -> Callable[[str], bool]:
-    """Whether ``init`` writes a name. Its set of outputs (as costly as the pass on a big
-    model) is built on the first question: a net with no Reshape left asks none."""
-    if init is None:
-        return lambda name: False
-    return lambda name: name in init.written_names()  # cached by the net per revision
-
-
-def _drop_init_outputs(init: Net, names: set[str]) -> int:
-    """Remove the init_net ops that only fill ``names`` (and nothing kept reads); returns count.
-
-    One backward sweep by blob name (no SSA view: init nets are flat lists of fills, and a
-    name-level rule is the conservative one when a param is written twice).
-    """
-    ops = list(init)
-    outputs = list(map(_OUTPUTS, ops))
-    if names.isdisjoint(itertools.chain.from_iterable(map(_INPUTS, ops))):
-        # No init op reads a dropped name (fill-only nets): no sweep needed.
-        filling = itertools.compress(itertools.count(), map(names.issuperset, outputs))
-        dropped = {index for index in filling if outputs[index]}
-    else:
-        read_by_kept: set[str] = set()
-        dropped = set()
-        for index in range(len(ops) - 1, -1, -1):
-            outs = outputs[index]
-            if outs and names.issuperset(outs) and read_by_kept.isdisjoint(outs):
-                dropped.add(index)
-            else:
-                read_by_kept.update(ops[index].inputs)
-    init.remove_ops(dropped)
-    if not names.isdisjoint(init.external_outputs):
-        init.set_external_outputs(itertools.filterfalse(names.__contains__, init.external_outputs))
-    return len(dropped)
+__all__ = ["RemoveReshapeForFC"]
 
 
 @dataclass(frozen=True)
 class RemoveReshapeForFC(Pass):
-    """Remove Reshape sub-graphs whose output only ``FC`` ops read (see the module docstring).
+    """Remove Reshape sub-graphs whose output only ``FC`` ops read.
 
     Changes the interface: params only the removed chains read leave the predict_net's
     external inputs (and the init_net). Stats: ``reshapes_removed``, ``ops_removed``,
@@ -331,19 +44,26 @@ class RemoveReshapeForFC(Pass):
 
     def call(self, model: Model) -> PassResult:
         """Remove every removable sub-graph found in one sweep."""
-        init = model.init_net
-        net = model.predict_net
-        removal = find_reshape_removal(net, _written_by(init))
-        removal.apply(net)
-        init_ops = 0
-        if init is not None and removal.params:
-            init_ops = _drop_init_outputs(init, set(removal.params))
+        init, net = model.init_net, model.predict_net
+        removal = find_reshape_removal(net, written_by(init))
+        dropped = set(removal.params)
+        with net.edit() as edit:
+            for reshaped, data in removal.rewires:
+                edit.replace_all_uses_with(reshaped, data)
+            for index in removal.removed:
+                edit.remove(index)
+            edit.set_external_inputs(n for n in net.external_inputs if n not in dropped)
+        fills: set[int] = set()
+        if init is not None and dropped:
+            fills = init_ops_only_filling(init, dropped)
+            with init.edit() as init_edit:
+                for index in fills:
+                    init_edit.remove(index)
+                init_edit.set_external_outputs(n for n in init.external_outputs if n not in dropped)
         stats = {
             "reshapes_removed": len(removal.reshapes),
             "ops_removed": len(removal.removed),
             "params_removed": len(removal.params),
-            "init_ops_removed": init_ops,
+            "init_ops_removed": len(fills),
         }
-        if removal.removed:
-            logger.info("remove-reshape-for-fc: removed %d reshapes", len(removal.reshapes))
-        return PassResult(model, bool(removal.removed), stats)
+        return PassResult(model, edit.changed, stats)

@@ -7,23 +7,9 @@ version. ``rename_op_input`` seeds predict_net's versions from where the init_ne
 renames in the init_net too when the blob comes from it. Later versions of ``x`` keep the name
 ``x`` (an in-place chain splits).
 
-detectron2 silently corrupts the net when the new name ``y`` already holds another value that
-is still needed. Here a rename is refused (``IllegalRewriteError`` naming the op, the versioned
-blob and the colliding blob) when the renamed value would overlap another value of ``y``. With
-``P`` the op writing the renamed value (or the start of the net for an input) and ``L`` its last
-reader (the end of the net when it is an external output, or flows on into the predict_net):
-
-* an op at ``P``, or strictly between ``P`` and ``L``, writes ``y`` (it would clobber the value);
-* an op after ``P`` reads a value of ``y`` written at or before ``P`` (it would now read ours);
-* ``y`` is an external output whose final value is written at or before ``P``;
-* the renamed value is a net input and ``y`` is an input too (declared, or left by the
-  init_net);
-* ``x`` or ``y`` is referenced inside a nested net (``If``, ``RecurrentNetwork``): those read
-  enclosing blobs by name at run time, which the versioned view cannot see.
-
-This is exact for the ops the versioned view sees, and accepts detectron2's own uses such as
-``fuse_alias_placeholder`` (an op renamed to read and write the same name). Each rename is one
-linear pass over the net.
+detectron2 silently corrupts the net when the new name already holds another value that is
+still needed; here such a rename is refused with ``IllegalRewriteError`` (the rules:
+``graphtools.analysis.rename``).
 
 Example (``rename{op=1,input=0,to=y}``)::
 
@@ -34,143 +20,33 @@ Example (``rename{op=1,input=0,to=y}``)::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import ClassVar
 
+from graphtools.analysis.rename import RenamePlan, op_slot, plan_rename
 from graphtools.errors import IllegalRewriteError, NoProducerError, PreconditionError
-from graphtools.graph import names_in_nested_nets
-from graphtools.ir import Model, Net, Op
+from graphtools.ir import Model, Net
 from graphtools.pass_infra import Pass, PassResult
-from graphtools.proto import caffe2_pb2
-from graphtools.serde.codec import model_from_netdefs, net_to_netdef
-from graphtools.ssa import OpSSA, VersionedBlob, get_ssa
+from graphtools.ssa import VersionedBlob, get_ssa
 
 __all__ = [
-    "NoProducerError",
     "Rename",
     "rename_model_input",
     "rename_model_output",
-    "rename_op_input",
-    "rename_op_output",
     "rename_versioned_blob",
 ]
 
 
-@dataclass
-class _RenamePlan:
-    """The edits of one rename, computed (and checked) before anything is written."""
-
-    net: Net
-    count: int = 0
-    ops: dict[int, Op] = field(default_factory=dict)
-    external_inputs: list[str] | None = None
-    external_outputs: list[str] | None = None
-
-    def apply(self) -> None:
-        net = self.net
-        if self.ops:
-            net.set_ops(self.ops.get(index, op) for index, op in enumerate(net.ops))
-        if self.external_inputs is not None:
-            net.set_external_inputs(self.external_inputs)
-        if self.external_outputs is not None:
-            net.set_external_outputs(self.external_outputs)
-
-
-def _where(net: Net, index: int) -> str:
-    return "the net's start" if index < 0 else f"op #{index} ({net[index].type})"
-
-
-def _plan_rename(
-    net: Net,
-    blob: VersionedBlob,
-    new_name: str,
-    *,
-    start_versions: Mapping[str, int] | None,
-    flows_on: bool,
-    label: str,
-) -> _RenamePlan:
-    """Check and plan renaming ``blob`` to ``new_name`` in ``net`` (see the module docstring)."""
-    old, version = blob
-    plan = _RenamePlan(net)
-    if new_name == old:
-        return plan
-    if start_versions is None:
-        view = net.ssa()
-        ssa, end_versions = view.ssa, view.versions
-        starts: Mapping[str, int] = {}
-    else:
-        ssa, end_versions = get_ssa(net, dict(start_versions))
-        starts = start_versions
-    size = len(ssa)
-    producer = -1
-    last_use = -1
-    for index, (ins, outs) in enumerate(ssa):
-        if blob in outs:
-            producer = index
-        if blob in ins:
-            last_use = index
-    renames_start = producer < 0 and starts.get(old, 0) == version
-    renames_end = end_versions.get(old, 0) == version
-    declared_out = renames_end and old in net.external_outputs
-    if flows_on or declared_out:
-        last_use = size
-
-    def refuse(reason: str) -> IllegalRewriteError:
-        return IllegalRewriteError(
-            f"cannot rename {blob} ({label}, written by {_where(net, producer)}) to "
-            f"{new_name!r}: {reason}; pick a name not in use"
-        )
-
-    nested = names_in_nested_nets(net)
-    if old in nested or new_name in nested:
-        which = old if old in nested else new_name
-        raise refuse(f"a nested net reads or writes {which!r} by name")
-    if renames_start and (new_name in net.external_inputs or new_name in starts):
-        raise refuse(f"({new_name!r}, {starts.get(new_name, 0)}) is already an input of the net")
-    writer: dict[int, int] = {}
-    for index, (ins, outs) in enumerate(ssa):
-        new_ins: list[str] | None = None
-        for position, item in enumerate(ins):
-            if item == blob:
-                new_ins = new_ins if new_ins is not None else list(net[index].inputs)
-                new_ins[position] = new_name
-            elif item[0] == new_name and index > producer and writer.get(item[1], -1) <= producer:
-                raise refuse(
-                    f"op #{index} ({net[index].type}) reads {item}, which the rename would "
-                    f"replace with the renamed value"
-                )
-        new_outs: list[str] | None = None
-        for position, item in enumerate(outs):
-            if item == blob:
-                new_outs = new_outs if new_outs is not None else list(net[index].outputs)
-                new_outs[position] = new_name
-            elif item[0] == new_name:
-                if index == producer or producer < index < last_use:
-                    raise refuse(
-                        f"op #{index} ({net[index].type}) writes {item} while the renamed value "
-                        f"is still needed"
-                    )
-                writer[item[1]] = index
-        if new_ins is not None or new_outs is not None:
-            op = net[index]
-            plan.ops[index] = op.replace(
-                inputs=op.inputs if new_ins is None else new_ins,
-                outputs=op.outputs if new_outs is None else new_outs,
-            )
-            plan.count += sum(1 for item in ins if item == blob)
-            plan.count += sum(1 for item in outs if item == blob)
-    if new_name in net.external_outputs:
-        final = (new_name, end_versions.get(new_name, 0))
-        if writer.get(final[1], -1) <= producer:
-            raise refuse(f"{final} is an external output the rename would replace")
-    if renames_start and old in net.external_inputs:
-        plan.external_inputs = [new_name if n == old else n for n in net.external_inputs]
-        plan.count += net.external_inputs.count(old)
-    if declared_out:
-        plan.external_outputs = [new_name if n == old else n for n in net.external_outputs]
-        plan.count += net.external_outputs.count(old)
-    return plan
+def _apply(plan: RenamePlan) -> None:
+    """Say what a rename changes, in one edit of its net."""
+    with plan.net.edit() as edit:
+        for index, op in plan.ops.items():
+            edit.set_op(index, op)
+        if plan.external_inputs is not None:
+            edit.set_external_inputs(plan.external_inputs)
+        if plan.external_outputs is not None:
+            edit.set_external_outputs(plan.external_outputs)
 
 
 def rename_versioned_blob(
@@ -202,7 +78,7 @@ def rename_versioned_blob(
         IllegalRewriteError: the rename would collide with another value of ``new_name``
             (see the module docstring); the net is left untouched.
     """
-    plan = _plan_rename(
+    plan = plan_rename(
         net,
         blob,
         new_name,
@@ -210,18 +86,8 @@ def rename_versioned_blob(
         flows_on=flows_on,
         label="versioned blob",
     )
-    plan.apply()
+    _apply(plan)
     return plan.count
-
-
-def _op_slot(ssa: Sequence[OpSSA], op_id: int, slot: int, outputs: bool) -> VersionedBlob:
-    kind = "output" if outputs else "input"
-    if not 0 <= op_id < len(ssa):
-        raise IndexError(f"op #{op_id} does not exist: the net has {len(ssa)} ops")
-    blobs = ssa[op_id][1 if outputs else 0]
-    if not 0 <= slot < len(blobs):
-        raise IndexError(f"op #{op_id} has no {kind} #{slot} (it has {len(blobs)})")
-    return blobs[slot]
 
 
 def rename_model_output(model: Model, op_id: int, output_id: int, new_name: str) -> int:
@@ -230,8 +96,8 @@ def rename_model_output(model: Model, op_id: int, output_id: int, new_name: str)
     Returns how many places were renamed.
     """
     net = model.predict_net
-    blob = _op_slot(net.ssa().ssa, op_id, output_id, outputs=True)
-    plan = _plan_rename(
+    blob = op_slot(net.ssa().ssa, op_id, output_id, outputs=True)
+    plan = plan_rename(
         net,
         blob,
         new_name,
@@ -239,7 +105,7 @@ def rename_model_output(model: Model, op_id: int, output_id: int, new_name: str)
         flows_on=False,
         label=f"output #{output_id} of op #{op_id} ({net[op_id].type})",
     )
-    plan.apply()
+    _apply(plan)
     return plan.count
 
 
@@ -262,7 +128,7 @@ def rename_model_input(
     predict, init = model.predict_net, model.init_net
     init_versions = {} if init is None else dict(init.ssa().versions)
     ssa, _ = get_ssa(predict, dict(init_versions))
-    blob = _op_slot(ssa, op_id, input_id, outputs=False)
+    blob = op_slot(ssa, op_id, input_id, outputs=False)
     op_label = f"input #{input_id} of op #{op_id} ({predict[op_id].type})"
     if from_producer:
         producer = next(
@@ -284,7 +150,7 @@ def rename_model_input(
     plans = []
     if init is not None and init_versions.get(blob[0]) == blob[1]:
         plans.append(
-            _plan_rename(
+            plan_rename(
                 init,
                 blob,
                 new_name,
@@ -294,46 +160,13 @@ def rename_model_input(
             )
         )
     plans.append(
-        _plan_rename(
+        plan_rename(
             predict, blob, new_name, start_versions=init_versions, flows_on=False, label=op_label
         )
     )
     for plan in plans:
-        plan.apply()
+        _apply(plan)
     return sum(plan.count for plan in plans)
-
-
-def rename_op_output(
-    predict_net: caffe2_pb2.NetDef, op_id: int, output_id: int, new_name: str
-) -> None:
-    """detectron2's ``rename_op_output``: rename an op's output and all its readers, in place.
-
-    Refuses (``IllegalRewriteError``) renames that collide with another value of ``new_name``.
-    """
-    model = model_from_netdefs(predict_net)
-    rename_model_output(model, op_id, output_id, new_name)
-    predict_net.CopyFrom(net_to_netdef(model.predict_net))
-
-
-def rename_op_input(
-    predict_net: caffe2_pb2.NetDef,
-    init_net: caffe2_pb2.NetDef,
-    op_id: int,
-    input_id: int,
-    new_name: str,
-    from_producer: bool = False,
-) -> None:
-    """detectron2's ``rename_op_input``: rename an op's input in both nets, in place.
-
-    Same refusals as detectron2 (the input is read by other ops and ``from_producer`` is
-    false; ``from_producer`` with no producer raises ``NoProducerError``, a
-    ``NotImplementedError`` as before), plus the collision check of ``rename_versioned_blob``.
-    """
-    model = model_from_netdefs(predict_net, init_net)
-    rename_model_input(model, op_id, input_id, new_name, from_producer)
-    predict_net.CopyFrom(net_to_netdef(model.predict_net))
-    if model.init_net is not None:
-        init_net.CopyFrom(net_to_netdef(model.init_net))
 
 
 @dataclass(frozen=True)

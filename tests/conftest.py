@@ -64,7 +64,10 @@ def publish_passes(
 
     def with_plugins(**kwargs: Any) -> Any:
         found = _own_entry_points(**kwargs)
-        return [*found, *extra] if kwargs.get("group") == ENTRY_POINT_GROUP else found
+        if kwargs.get("group") != ENTRY_POINT_GROUP:
+            return found
+        named = [ep for ep in extra if kwargs.get("name") in (None, ep.name)]
+        return [*found, *named]
 
     monkeypatch.setattr(importlib.metadata, "entry_points", with_plugins)
 

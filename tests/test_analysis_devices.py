@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from graphtools.analysis.devices import (
+from graphtools.analysis.devices import plan_device_options
+
+# The drop-in forms take NetDefs as well as IR nets, as upstream's did.
+from graphtools.compat import get_external_blob_names, infer_device_type, infer_status
+from graphtools.errors import (
     InvalidArgumentError,
-    get_external_blob_names,
-    infer_device_type,
-    infer_status,
-    plan_device_options,
+    InvalidNetError,
 )
-from graphtools.errors import InvalidNetError
 from graphtools.ir import DeviceOption, Net, Op
 from graphtools.serde.codec import net_to_netdef
 

@@ -1,5 +1,5 @@
 """Fill kernels: given tensors of every dtype, ConstantFill's shape and dtype rules, RangeFill,
-int8 fills, random fills, and the op-type sets ``graphtools.passes.params`` relies on."""
+int8 fills, random fills, and the op-type sets ``graphtools.compat.params`` relies on."""
 
 from __future__ import annotations
 

@@ -8,7 +8,8 @@ import networkx as nx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphtools.graph import get_sub_graph_external_input_output, to_networkx
+# The drop-in forms, which take NetDefs as well as IR nets.
+from graphtools.compat import get_sub_graph_external_input_output, to_networkx
 from graphtools.ir import Net, Op
 from graphtools.serde.codec import net_to_netdef
 from graphtools.ssa import VersionedBlob, get_op_ids_in_path, get_ssa

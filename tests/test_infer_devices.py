@@ -7,11 +7,8 @@ import pytest
 from graphtools.errors import InvalidArgumentError, InvalidNetError
 from graphtools.ir import DeviceOption, Model, Net, Op
 from graphtools.pass_infra import available_passes
-from graphtools.passes.infer_devices import (
-    InferDevices,
-    assign_device_option,
-    parse_input_devices,
-)
+from graphtools.passes import assign_device_option
+from graphtools.passes.infer_devices import InferDevices, parse_input_devices
 from graphtools.serde.codec import net_to_netdef
 
 GPU0 = DeviceOption(device_type=1, device_id=0)

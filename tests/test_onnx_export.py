@@ -58,6 +58,12 @@ def test_exported_model_is_valid_and_computes_the_same(opset: int) -> None:
     assert kinds == ["Conv", "Relu", "Flatten", "Gemm", "Softmax"]
     outputs = [n.output[0] for n in exported.graph.node]
     assert len(set(outputs)) == len(outputs)  # SSA
+    # value info from our shape analysis (the checker's inference agreed with it)
+    shapes = {
+        v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+        for v in exported.graph.value_info
+    }
+    assert shapes["c_1"] == [2, 4, 2, 2] and shapes["y"] == [2, 5]
     x = np.random.default_rng(1).standard_normal((2, 3, 3, 3), dtype=np.float32)
     diffs = compare_with_onnxruntime(exported, pair, {"x": x})
     assert diffs[0].ok, diffs

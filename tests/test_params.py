@@ -11,6 +11,12 @@ import pytest
 
 import graphtools.executor
 import graphtools.passes
+from graphtools.compat.params import (
+    Int8Tensor,
+    construct_init_net_from_params,
+    export_pair,
+    get_params_from_init_net,
+)
 from graphtools.errors import (
     ExecutionError,
     InvalidArgumentError,
@@ -18,12 +24,6 @@ from graphtools.errors import (
     UnsupportedOpError,
 )
 from graphtools.ir import DeviceOption, Net, Op
-from graphtools.passes.params import (
-    Int8Tensor,
-    construct_init_net_from_params,
-    export_pair,
-    get_params_from_init_net,
-)
 from graphtools.proto import caffe2_pb2
 from graphtools.serde import load_net
 from graphtools.serde.codec import net_to_netdef
@@ -212,7 +212,16 @@ def test_device_options_come_from_the_final_producer() -> None:
         fill("GivenTensorFill", "c", values=[3.0]),
     ]
     params, devices = get_params_from_init_net(net_to_netdef(Net(ops)))
-    assert devices == {"a": GPU0, "b": DeviceOption(), "c": DeviceOption()}
+    # Messages, as upstream: scripts copy them into ops' device options.
+    assert all(isinstance(d, caffe2_pb2.DeviceOption) for d in devices.values())
+    assert devices == {
+        "a": GPU0.to_proto(),
+        "b": DeviceOption().to_proto(),
+        "c": DeviceOption().to_proto(),
+    }
+    op = caffe2_pb2.OperatorDef()
+    op.device_option.CopyFrom(devices["a"])
+    assert op.device_option.device_type == 1
     assert params["b"].tolist() == [1.0]
 
 
@@ -269,7 +278,7 @@ def test_round_trip_of_every_supported_dtype() -> None:
     devices = {name: DeviceOption() for name in params}
     back, back_devices = get_params_from_init_net(construct_init_net_from_params(params, devices))
     assert_params_equal(params, back)
-    assert back_devices == devices
+    assert {k: DeviceOption.from_proto(v) for k, v in back_devices.items()} == devices
 
 
 def real_init_nets(root: Path) -> list[Path]:

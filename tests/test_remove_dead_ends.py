@@ -10,14 +10,12 @@ from google.protobuf import text_format
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from graphtools.analysis.liveness import dead_end_op_indices
 from graphtools.errors import SerdeError
 from graphtools.ir import Model, Net, Op
 from graphtools.pass_infra import PassManager
-from graphtools.passes.remove_dead_ends import (
-    RemoveDeadEnds,
-    dead_end_op_indices,
-    remove_dead_end_ops,
-)
+from graphtools.passes import remove_dead_end_ops
+from graphtools.passes.remove_dead_ends import RemoveDeadEnds
 from graphtools.proto import caffe2_pb2
 from graphtools.serde import load_net
 from graphtools.serde.codec import model_from_netdefs, net_to_netdef

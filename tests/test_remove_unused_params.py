@@ -9,7 +9,8 @@ import pytest
 
 from graphtools.ir import Model, Net, Op
 from graphtools.pass_infra import PassManager
-from graphtools.passes import RemoveUnusedParams, unused_params
+from graphtools.passes import RemoveUnusedParams
+from graphtools.passes.remove_unused_params import unused_params
 from graphtools.testing import assert_models_equivalent
 
 

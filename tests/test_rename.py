@@ -8,18 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphtools.errors import IllegalRewriteError, PreconditionError
+from graphtools.errors import IllegalRewriteError, NoProducerError, PreconditionError
 from graphtools.graph import next_write_index
 from graphtools.ir import Model, Net, Op, make_arg
 from graphtools.pass_infra import PassManager
-from graphtools.passes.rename import (
-    NoProducerError,
-    Rename,
-    rename_model_input,
-    rename_op_input,
-    rename_op_output,
-    rename_versioned_blob,
-)
+from graphtools.passes import rename_op_input, rename_op_output
+from graphtools.passes.rename import Rename, rename_model_input, rename_versioned_blob
 from graphtools.proto import caffe2_pb2
 from graphtools.serde.codec import net_from_netdef, net_to_netdef
 from graphtools.ssa import get_ssa

@@ -380,3 +380,21 @@ def test_prefetched_reads_equal_the_per_key_index() -> None:
     batched.prefetch_reads(names)
     assert all(batched.reads(name) == indexed.reads(name) for name in names)
     assert batched.reads("n5") == [(5, 0), (5, 2), (35, 1), (45, 0), (45, 2), (75, 1)]
+
+
+def test_appending_an_op_whose_nested_net_writes_new_blobs_is_accepted() -> None:
+    net = _net()
+    branch = Net([Op("Relu", ["y"], ["g"])], ["y"], ["g"])
+    with net.edit() as e:
+        e.insert(4, [Op("If", ["x"], [], args={"then_net": branch})])
+    assert e.changed and net[4].type == "If"
+
+
+def test_inserting_an_op_whose_nested_net_overwrites_a_read_value_is_refused() -> None:
+    branch = Net([Op("Relu", ["x"], ["b"])], ["x"], ["b"])
+    _refused(
+        _net(),
+        lambda e: e.insert(2, [Op("If", ["x"], [], args={"then_net": branch})]),
+        "op #2 (Sigmoid)",
+        "inserted op If",
+    )

@@ -8,10 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphtools.errors import InvalidArgumentError, InvalidNetError, UnsupportedOpError
+from graphtools.errors import (
+    IllegalRewriteError,
+    InvalidArgumentError,
+    InvalidNetError,
+    UnsupportedOpError,
+)
 from graphtools.ir import Model, Net, Op
 from graphtools.pass_infra import available_passes
-from graphtools.passes.ssa_rewrite import SSARewrite, ssa_rewrite
+from graphtools.passes import ssa_rewrite
+from graphtools.passes.ssa_rewrite import SSARewrite
 from graphtools.serde.codec import net_to_netdef
 from graphtools.ssa import get_ssa
 
@@ -177,7 +183,7 @@ def test_pass_with_style_all_reaches_a_fixpoint() -> None:
 
 
 def test_nested_net_names_are_not_reused() -> None:
-    inner = Net([Op("Relu", ["x"], ["x_1"])])
+    inner = Net([Op("Relu", ["c"], ["x_1"])])
     net = Net(
         [Op("Relu", ["x"], ["x"]), Op("If", ["c"], [], args={"then_net": inner})],
         ["x", "c"],
@@ -185,6 +191,21 @@ def test_nested_net_names_are_not_reused() -> None:
     )
     ssa_rewrite(net)
     assert list(net[0].outputs) == ["x_1_1"]
+
+
+def test_renaming_a_blob_a_nested_net_reads_is_refused() -> None:
+    # Upstream renames x@1 to x_1 and leaves the If's branch reading "x", which then reads
+    # the net's input instead of the Relu's output: a silently different net.
+    inner = Net([Op("Relu", ["x"], ["z"])])
+    net = Net(
+        [Op("Relu", ["x"], ["x"]), Op("If", ["c"], [], args={"then_net": inner})],
+        ["x", "c"],
+        ["x"],
+    )
+    before = net_to_netdef(net)
+    with pytest.raises(IllegalRewriteError, match="inside its nested net"):
+        ssa_rewrite(net)
+    assert net_to_netdef(net) == before
 
 
 BLOBS = st.sampled_from(["a", "b", "c", "a_1", "b_2"])

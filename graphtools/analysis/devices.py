@@ -14,10 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from graphtools.errors import InvalidArgumentError, InvalidNetError
+from graphtools.errors import (
+    InvalidArgumentError,
+    InvalidNetError,
+    StatusConflictError,
+    UnknownStatusError,
+)
 from graphtools.ir import DeviceOption, Net, Op
-from graphtools.proto import caffe2_pb2
-from graphtools.serde.codec import as_net
 from graphtools.ssa import VersionedBlob, get_undefined_blobs
 
 __all__ = [
@@ -51,7 +54,7 @@ def _net_label(net: Net) -> str:
 
 
 def infer_status(
-    net: Net | caffe2_pb2.NetDef,
+    net: Net,
     updater: StatusUpdater,
     known_status: Mapping[VersionedBlob, Any],
     *,
@@ -69,7 +72,8 @@ def infer_status(
     every op's updater agrees with the result, since the last round re-checked all of them.
 
     Args:
-        net: an IR ``Net`` or a ``NetDef`` (nested nets are opaque, as upstream).
+        net: the net (nested nets are opaque, as upstream; ``graphtools.compat`` takes a
+            NetDef).
         updater: what an op implies about its blobs.
         known_status: starting facts; keys must be versioned blobs of the net (op inputs and
             outputs, ``(name, 0)`` for external inputs, versioned external outputs).
@@ -80,14 +84,15 @@ def infer_status(
         ``{versioned blob: status}`` including the known ones.
 
     Raises:
-        InvalidNetError: a known key is not a blob of the net; an updater result contradicts a
-            known status (names the blob, the op index and type, both statuses); the updater
-            refuses an op; or (without ``allow_unknown``) some blobs stay unknown (listed).
+        InvalidNetError: a known key is not a blob of the net, or the updater refuses an op.
+        StatusConflictError: an updater result contradicts a known status (names the blob,
+            the op index and type, both statuses); also a ``RuntimeError``, as upstream.
+        UnknownStatusError: (without ``allow_unknown``) some blobs stay unknown (listed);
+            also a ``NotImplementedError``, as upstream.
         InvalidArgumentError: a known status is ``None``, or the updater returns lists of the
             wrong lengths.
     """
-    ir_net = as_net(net)
-    view = ir_net.ssa()
+    view = net.ssa()
     ssa = view.ssa
     seen: dict[VersionedBlob, None] = {}
     for ins, outs in ssa:
@@ -98,13 +103,13 @@ def infer_status(
         if key not in allowed:
             raise InvalidNetError(
                 f"known status given for {key!r}, which is not a versioned blob of "
-                f"{_net_label(ir_net)} (use (name, version) as get_ssa numbers them)"
+                f"{_net_label(net)} (use (name, version) as get_ssa numbers them)"
             )
         if value is None:
             raise InvalidArgumentError(f"known status of {key!r} is None; leave unknowns out")
 
     status: dict[VersionedBlob, Any] = dict(known_status)
-    ops = ir_net.ops
+    ops = net.ops
 
     def update(index: int) -> bool:
         op = ops[index]
@@ -114,7 +119,8 @@ def infer_status(
                 op, [status.get(b) for b in ins], [status.get(b) for b in outs]
             )
         except InvalidNetError as exc:
-            raise InvalidNetError(
+            kind = StatusConflictError if isinstance(exc, StatusConflictError) else InvalidNetError
+            raise kind(
                 f"op {index} ({op.type}) with inputs {ins} and outputs {outs}: {exc}"
             ) from exc
         if len(new_ins) != len(ins) or len(new_outs) != len(outs):
@@ -131,7 +137,7 @@ def infer_status(
                 status[blob] = value
                 learnt = True
             elif old != value:
-                raise InvalidNetError(
+                raise StatusConflictError(
                     f"conflicting status for {blob!r} at op {index} ({op.type}): "
                     f"known {old!r}, the op implies {value!r}"
                 )
@@ -150,8 +156,8 @@ def infer_status(
     if unknown and not allow_unknown:
         listed = ", ".join(repr(b) for b in unknown[:_LISTED])
         more = f" and {len(unknown) - _LISTED} more" if len(unknown) > _LISTED else ""
-        raise InvalidNetError(
-            f"cannot infer the status of {len(unknown)} blob(s) of {_net_label(ir_net)}: "
+        raise UnknownStatusError(
+            f"cannot infer the status of {len(unknown)} blob(s) of {_net_label(net)}: "
             f"{listed}{more}; give more known statuses or pass allow_unknown=True"
         )
     return status
@@ -168,7 +174,7 @@ def device_names(style: str) -> tuple[str, str]:
 
 
 def infer_device_type(
-    predict_net: Net | caffe2_pb2.NetDef,
+    predict_net: Net,
     known_status: Mapping[VersionedBlob, str],
     device_name_style: str = "caffe2",
     *,
@@ -182,8 +188,9 @@ def infer_device_type(
 
     Raises:
         InvalidArgumentError: unknown style, or a known status that is not a device name of it.
-        InvalidNetError: as ``infer_status``; an op other than a copy that touches blobs on two
-            devices is named with its index, type and blobs.
+        StatusConflictError / UnknownStatusError: as ``infer_status``; an op other than a
+            copy that touches blobs on two devices is a conflict named with its index, type
+            and blobs.
     """
     cpu, gpu = device_names(device_name_style)
     for key, value in known_status.items():
@@ -200,7 +207,7 @@ def infer_device_type(
             return [gpu] * len(ins), [cpu] * len(outs)
         devices = {d for d in (*ins, *outs) if d is not None}
         if len(devices) > 1:
-            raise InvalidNetError(
+            raise StatusConflictError(
                 f"the op mixes devices {sorted(devices)} (input devices {ins}, output devices "
                 f"{outs}); only {_CPU_TO_GPU} and {_GPU_TO_CPU} move blobs between devices"
             )
@@ -278,9 +285,7 @@ def plan_device_options(
     return predict_plan, _plan_net(init_net, init_devices)
 
 
-def get_external_blob_names(
-    net: Net | caffe2_pb2.NetDef, lexical_scope: Iterable[str]
-) -> tuple[set[str], set[str]]:
+def get_external_blob_names(net: Net, lexical_scope: Iterable[str]) -> tuple[set[str], set[str]]:
     """The blobs a net reads from and writes to its enclosing scope (Caffe2's control-flow helper).
 
     Inputs are the blobs the net reads before writing them (``get_undefined_blobs``); each must
@@ -290,14 +295,13 @@ def get_external_blob_names(
         InvalidNetError: naming every input that is not in ``lexical_scope`` (upstream's
             ``AssertionError "Input blob X is undefined"``).
     """
-    ir_net = as_net(net)
     scope = set(lexical_scope)
-    inputs = get_undefined_blobs(ir_net.ssa().ssa)
+    inputs = get_undefined_blobs(net.ssa().ssa)
     missing = sorted(inputs - scope)
     if missing:
         raise InvalidNetError(
-            f"input blob(s) {', '.join(repr(m) for m in missing)} of {_net_label(ir_net)} are "
+            f"input blob(s) {', '.join(repr(m) for m in missing)} of {_net_label(net)} are "
             "undefined: not in the lexical scope"
         )
-    outputs = {name for op in ir_net.ops for name in op.outputs if name in scope}
+    outputs = {name for op in net.ops for name in op.outputs if name in scope}
     return inputs, outputs

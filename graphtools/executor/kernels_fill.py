@@ -5,7 +5,7 @@ values when ``input_as_shape=1``) followed by ``extra_shape``. Random fills (``R
 draw from ``OpContext.rng``, so they are deterministic given the op's ``random_seed`` or the
 workspace seed (the generator is numpy's, not Caffe2's: the values differ from Caffe2's, their
 distribution does not). ``FILL_OPS`` lists every type registered here, which is what
-``graphtools.passes.params`` accepts in an init_net.
+``graphtools.compat.params`` accepts in an init_net.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from graphtools.analysis.dtypes import GIVEN_FILL_DTYPES, dtype_of
 from graphtools.errors import UnsupportedOpError
-from graphtools.executor.kernels_tensor import dtype_of
 from graphtools.executor.registry import KERNELS, OpContext, kernel
 from graphtools.executor.workspace import Int8Tensor
 from graphtools.ir import Op
@@ -40,19 +40,6 @@ def fill_shape(op: Op, inputs: list[Any]) -> tuple[int, ...]:
     shape = op.arg("shape", ())
     return tuple(int(v) for v in (shape if isinstance(shape, tuple) else (shape,)))
 
-
-#: ``GivenTensor*Fill`` type -> numpy dtype of its output (``GivenTensorFill`` may override it
-#: with a ``dtype`` argument).
-GIVEN_FILL_DTYPES: dict[str, Any] = {
-    "GivenTensorFill": np.float32,
-    "GivenTensorDoubleFill": np.float64,
-    "GivenTensorFp16Fill": np.float16,
-    "GivenTensorIntFill": np.int32,
-    "GivenTensorInt64Fill": np.int64,
-    "GivenTensorInt16Fill": np.int16,
-    "GivenTensorBoolFill": np.bool_,
-    "GivenTensorStringFill": object,
-}
 
 #: Fills whose values are drawn from ``OpContext.rng`` rather than stored in the op.
 RANDOM_FILLS = frozenset(

@@ -7,49 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from graphtools.analysis.dtypes import dtype_of
 from graphtools.analysis.op_args import canonical_axis, order
 from graphtools.executor.registry import kernel
 from graphtools.ir import Op
-
-# caffe2.proto TensorProto.DataType -> numpy dtype.
-DTYPES: dict[int, Any] = {
-    1: np.float32,
-    2: np.int32,
-    3: np.uint8,
-    4: object,
-    5: np.bool_,
-    6: np.uint8,
-    7: np.int8,
-    8: np.uint16,
-    9: np.int16,
-    10: np.int64,
-    12: np.float16,
-    13: np.float64,
-}
-_DTYPE_NAMES = {
-    b"FLOAT": 1,
-    b"INT32": 2,
-    b"BYTE": 3,
-    b"STRING": 4,
-    b"BOOL": 5,
-    b"UINT8": 6,
-    b"INT8": 7,
-    b"UINT16": 8,
-    b"INT16": 9,
-    b"INT64": 10,
-    b"FLOAT16": 12,
-    b"DOUBLE": 13,
-}
-
-
-def dtype_of(value: Any) -> Any:
-    """The numpy dtype of a ``TensorProto.DataType`` number (or its name as bytes)."""
-    if isinstance(value, bytes):
-        value = _DTYPE_NAMES.get(value.upper(), -1)
-    dtype = DTYPES.get(int(value))
-    if dtype is None:
-        raise ValueError(f"unsupported TensorProto data type {value!r}")
-    return dtype
 
 
 def _axis_from_order(op: Op) -> int:

@@ -5,9 +5,10 @@ What Caffe2's frontend did, with its gaps closed: blobs are renamed to SSA form 
 every op is converted by the table in ``export_context.EXPORTERS`` (``export_nn``,
 ``export_math``, ``export_tensor``), and the IR version is pinned to the lowest one the chosen
 opset needs (the newest IR is refused by older runtimes). Graph input types come from
-``value_info`` or our shape analysis; output types from the shape analysis, else from ONNX
-shape inference over the exported graph. The result passes
-``onnx.checker.check_model(full_check=True)``.
+``value_info``; output types and the graph's value info from our shape analysis
+(``graphtools.analysis.shapes``), with ONNX shape inference over the exported graph for what it
+leaves unknown (and for ranks an op's conversion needs). The result passes
+``onnx.checker.check_model(full_check=True)``, whose own inference must agree with ours.
 """
 
 from __future__ import annotations
@@ -60,13 +61,24 @@ def _init_values(model: Model) -> dict[str, np.ndarray]:
 def _shape_info(
     model: Model, inputs: Mapping[str, TypeInfo], dynamic_batch: bool
 ) -> dict[str, TypeInfo]:
-    """Types and shapes our shape analysis derives for the predict_net's blobs.
+    """Types and shapes our shape analysis derives for the predict_net's blobs (by name: the
+    net is in SSA form here). With ``dynamic_batch`` the inputs' batch dim is the symbol
+    ``N``, so what depends on it stays symbolic. The analysis is a help: when it fails on a
+    net, the exporter relies on ``value_info`` and ONNX shape inference alone."""
+    from graphtools.analysis.shapes import TensorType, infer_model_shapes
 
-    The one call into ``graphtools.analysis.shapes``; until that analysis exists, nothing is
-    derived and the exporter relies on ``value_info`` and ONNX shape inference.
-    """
-    del model, inputs, dynamic_batch
-    return {}
+    del dynamic_batch  # already in the inputs' shapes
+    given = {name: TensorType(t.dtype, t.shape) for name, t in inputs.items()}
+    try:
+        info = infer_model_shapes(model, given)
+    except GraphToolsError:
+        return {}
+    found = {}
+    for name in info.versions:
+        t = info.final(name)
+        if t.dtype is not None and not t.quantized:
+            found[name] = TypeInfo(t.dtype, t.shape)
+    return found
 
 
 def _reads(net: Net) -> Iterable[str]:
@@ -263,6 +275,11 @@ def export_onnx(
             output.type.CopyFrom(inferred[output.name])
         else:
             raise InvalidNetError(f"the type of graph output {output.name!r} cannot be inferred")
+    produced = {name for node in cx.nodes for name in node.output}
+    for name in sorted(produced - set(outputs)):
+        known = types.get(name)
+        if known is not None and known.dtype is not None and known.shape is not None:
+            graph.value_info.append(_value_info(name, known))
     result = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="graphtools"
     )

@@ -15,7 +15,7 @@ from typing import TypeVar
 from graphtools.errors import PipelineSpecError
 from graphtools.pass_infra.base import Pass
 
-__all__ = ["ENTRY_POINT_GROUP", "available_passes", "register_pass"]
+__all__ = ["ENTRY_POINT_GROUP", "available_passes", "get_pass", "register_pass"]
 
 ENTRY_POINT_GROUP = "graphtools.passes"
 
@@ -84,3 +84,16 @@ def available_passes() -> dict[str, type[Pass]]:
             )
         passes[name] = cls
     return dict(sorted(passes.items()))
+
+
+def get_pass(name: str) -> type[Pass]:
+    """The pass class called ``name``, loading only the entry points of that name (so one
+    pass can be fetched without importing every plugin installed)."""
+    found = _REGISTRY.get(name)
+    if found is not None:
+        return found
+    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP, name=name):
+        cls = entry_point.load()
+        if isinstance(cls, type) and issubclass(cls, Pass) and cls.name == name:
+            return cls
+    raise PipelineSpecError(f"no pass is called {name!r}")

@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from graphtools.errors import InvalidArgumentError, InvalidNetError, UnsupportedOpError
+from graphtools.errors import InvalidArgumentError, MissingBlobError, UnsupportedOpError
 from graphtools.executor import Int8Tensor, Workspace, run_net
 from graphtools.executor.kernels_fill import FILL_OPS, GIVEN_FILL_DTYPES, RANDOM_FILLS
 from graphtools.ir import Argument, DeviceOption, Net, Op
 from graphtools.proto import caffe2_pb2
-from graphtools.serde.codec import net_from_netdef, net_to_netdef
+from graphtools.serde.codec import as_net, net_to_netdef
 
 __all__ = [
     "Int8Tensor",
@@ -71,7 +71,7 @@ def _check_op_types(net: Net, seed: int | None) -> None:
 
 def get_params_from_init_net(
     init_net: Net | caffe2_pb2.NetDef, *, seed: int | None = None
-) -> tuple[dict[str, Param], dict[str, DeviceOption]]:
+) -> tuple[dict[str, Param], dict[str, caffe2_pb2.DeviceOption]]:
     """Run an init_net's fill ops in the executor: detectron2's ``get_params_from_init_net``.
 
     The parameters are the init_net's external outputs or, when it declares none (every real
@@ -89,15 +89,16 @@ def get_params_from_init_net(
 
     Returns:
         ``(params, device_options)``: ``{name: ndarray | Int8Tensor}`` and
-        ``{name: DeviceOption}``.
+        ``{name: caffe2_pb2.DeviceOption}`` (messages, as upstream: scripts do
+        ``op.device_option.CopyFrom(device_options[name])``).
 
     Raises:
         UnsupportedOpError: an op that is not a fill or copy, a random fill without seed (both
             checked before any op runs), or a fill ``dtype`` the executor does not know.
-        InvalidNetError: an external output no op writes; its subclass ``ExecutionError`` for
-            a malformed fill or an input read before any op wrote it.
+        MissingBlobError: an external output no op writes (a ``KeyError``, as upstream).
+        ExecutionError: a malformed fill, or an input read before any op wrote it.
     """
-    net = init_net if isinstance(init_net, Net) else net_from_netdef(init_net)
+    net = as_net(init_net)
     _check_op_types(net, seed)
     workspace = Workspace(seed=0 if seed is None else seed)
     run_net(net, workspace)
@@ -105,15 +106,15 @@ def get_params_from_init_net(
     names = list(net.external_outputs) or workspace.local_blobs()
     view = net.ssa()
     params: dict[str, Param] = {}
-    device_options: dict[str, DeviceOption] = {}
+    device_options: dict[str, caffe2_pb2.DeviceOption] = {}
     for name in names:
         producer = view.producer(view.latest(name))
         if producer is None:
-            raise InvalidNetError(f"init_net external output {name!r} is written by no op")
+            raise MissingBlobError(f"init_net external output {name!r} is written by no op")
         op = net.ops[producer]
         params[name] = workspace.fetch(name)
         device = DeviceOption() if op.type == "CopyGPUToCPU" else net.op_device(op)
-        device_options[name] = DeviceOption() if device is None else device
+        device_options[name] = (DeviceOption() if device is None else device).to_proto()
     return params, device_options
 
 
@@ -239,7 +240,7 @@ def export_pair(
     Returns:
         ``(init_net, predict_net)``, IR nets for an IR net and NetDefs for a NetDef.
     """
-    ir_net = net if isinstance(net, Net) else net_from_netdef(net)
+    ir_net = as_net(net)
     view = ir_net.ssa()
     read = {name for ins, _ in view.ssa for name, _ in ins}
     inputs = [n for n, v in view.versions.items() if v == 0 and n not in params]
