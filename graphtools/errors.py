@@ -136,3 +136,28 @@ class PassError(GraphToolsError):
         self.previous = list(previous)
         after = f" (after {', '.join(previous)})" if previous else ""
         super().__init__(f"pass '{pass_name}' failed{after}: {reason}")
+
+
+class GradientError(GraphToolsError, RuntimeError):
+    """A backward pass cannot be built as asked: a gradient needs a blob version that a later
+    op overwrote, or several gradients of one blob cannot be summed.
+
+    Subclasses ``RuntimeError``, which Caffe2's gradient IR raised in these cases.
+    """
+
+
+class GradientMakerError(GraphToolsError):
+    """No gradient could be made for an op: no maker is registered for its type, the op does
+    not match its schema, or the maker refused it (a missing output gradient it needs).
+
+    Caffe2 raised a bare ``Exception("Exception when creating gradient for [T]: ...")``;
+    the message keeps that form.
+    """
+
+
+class ControlFlowError(GraphToolsError, AssertionError):
+    """A Do, If or While op is malformed for its gradient (bad bindings, missing subnet).
+
+    Subclasses ``AssertionError``, which Caffe2's ``control_ops_grad`` raised (its checks were
+    ``assert`` statements); here they hold even under ``python -O``.
+    """

@@ -2,7 +2,8 @@
 
 ``assert_models_equivalent(before, after)`` runs both models with the numpy reference executor
 on the same feeds and fails with a table of the largest differences per external output;
-``compare_models`` returns the same findings as data (the CLI prints them). For zoo predict
+``compare_models`` returns the same findings as data (the CLI prints them).
+``check_gradients`` compares a net's backward pass with central finite differences. For zoo predict
 nets shipped without their weights, ``random_params`` makes a consistent set of parameters.
 """
 
@@ -18,14 +19,17 @@ import numpy as np
 from graphtools.analysis.channels import ParamSpec, param_spec, plan_channels
 from graphtools.errors import InvalidNetError
 from graphtools.executor import Int8Tensor, Workspace, run_model, run_op
+from graphtools.gradient_check import GradientCheck, check_gradients
 from graphtools.ir import Model, Net, Op
 from graphtools.pass_infra import PassManager
 
 __all__ = [
     "BisectResult",
+    "GradientCheck",
     "OutputDiff",
     "assert_models_equivalent",
     "bisect_pipeline",
+    "check_gradients",
     "compare_models",
     "compare_outputs",
     "format_diffs",

@@ -6,6 +6,7 @@ This package also re-exports the Caffe2/detectron2 drop-in functions of
 ``graphtools.compat``, since that is where users' scripts import them from.
 """
 
+from graphtools.passes.add_gradients import AddGradients
 from graphtools.passes.fold_constants import FoldConstants
 from graphtools.passes.fuse_copy_ops import FuseCopyOps
 from graphtools.passes.in_branches import InBranches
@@ -34,6 +35,7 @@ from graphtools.compat import (
 )
 
 __all__ = [
+    "AddGradients",
     "FoldConstants",
     "FuseCopyOps",
     "InBranches",

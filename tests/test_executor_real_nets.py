@@ -18,13 +18,9 @@ from graphtools.executor import KERNELS, run_model
 from graphtools.ir import Net
 from graphtools.serde import load_ir_net, load_model
 
-#: Op types with no kernel yet, and why. If/EQ/DotProduct are written on the ``gradients``
-#: branch (see /work/wt/kernel-claims.txt); drop them here once it has landed.
+#: Op types with no kernel yet, and why.
 NOT_YET: dict[str, str] = {
     "RecurrentNetwork": "recurrent nets are a later issue",
-    "If": "control flow, claimed by the gradients branch",
-    "EQ": "comparison ops, claimed by the gradients branch",
-    "DotProduct": "claimed by the gradients branch",
 }
 
 

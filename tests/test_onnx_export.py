@@ -134,10 +134,8 @@ def test_per_blob_comparison_names_the_first_diverging_op() -> None:
 
 
 def test_if_exports_as_onnx_if_with_ssa_branches() -> None:
-    """An imported ONNX If goes back out as an If; onnxruntime agrees on both branches.
-
-    Our executor's If kernel comes with the gradients work, so the pair itself is not run here.
-    """
+    """An imported ONNX If goes back out as an If; onnxruntime on the export, onnxruntime on
+    the original and our executor on the pair agree on both branches."""
     from onnx import helper
 
     from graphtools.onnx import import_onnx, run_onnxruntime
@@ -170,9 +168,9 @@ def test_if_exports_as_onnx_if_with_ssa_branches() -> None:
     x = np.array([-1.0, 0.5, 2.0], dtype=np.float32)
     for flag in (True, False):
         feeds = {"cond": np.array([flag]), "x": x}
-        assert np.array_equal(
-            run_onnxruntime(original, feeds)["y"], run_onnxruntime(exported, feeds)["y"]
-        )
+        expected = run_onnxruntime(original, feeds)["y"]
+        assert np.array_equal(run_onnxruntime(exported, feeds)["y"], expected)
+        assert np.array_equal(run_model(pair, feeds)["y"], expected)
 
 
 @pytest.mark.parametrize("size", [6, 7, 8])

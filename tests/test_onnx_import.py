@@ -164,3 +164,7 @@ def test_if_becomes_caffe2_if_with_branches_writing_the_outputs() -> None:
     assert [o.type for o in else_net] == ["GivenTensorFill", "Add"]
     assert else_net[-1].outputs == ("y",)
     assert list(then_net.external_inputs) == ["x"] and list(else_net.external_outputs) == ["y"]
+    x = np.array([-1.0, 2.0], dtype=np.float32)
+    for flag, expected in ((True, [0.0, 2.0]), (False, [0.0, 3.0])):
+        out = run_model(pair, {"cond": np.array([flag]), "x": x})
+        np.testing.assert_array_equal(out["y"], np.asarray(expected, dtype=np.float32))

@@ -6,8 +6,8 @@ cases' inputs; outputs must equal the cases' reference outputs (dtype and shape 
 the cases' tolerances. A case the importer refuses must raise ``UnsupportedOpError`` naming the
 node and the opset, and the refused cases are listed in ``fixtures/onnx/node_refusals.txt``
 (rewrite it with ``--update-goldens`` and review the diff): a case that starts or stops being
-refused fails the test. Cases whose Caffe2 ops have no kernel in this branch yet (another
-branch writes them) are listed in ``PENDING_KERNELS`` and must fail exactly that way.
+refused fails the test. Caffe2 ops whose executor kernels another branch is still writing
+would be listed in ``PENDING_KERNELS`` (none now); their cases must fail exactly that way.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from graphtools.testing import compare_outputs  # noqa: E402
 REFUSALS = Path(__file__).resolve().parents[1] / "fixtures" / "onnx" / "node_refusals.txt"
 
 #: Caffe2 op types the importer emits whose executor kernels another branch is writing.
-PENDING_KERNELS = {"If": "gradients"}
+PENDING_KERNELS: dict[str, str] = {}
 
 _MODULES = {
     "BatchNormalization": "batch_normalization",

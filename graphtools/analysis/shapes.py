@@ -120,6 +120,15 @@ RULES_TO_WRITE: frozenset[str] = frozenset(
         *("SparseLengthsSum8BitsRowwise", "SparseLengthsWeightedSum8BitsRowwise"),
         *("SparseLengthsSumFused8BitRowwise", "SparseLengthsWeightedSumFused8BitRowwise"),
         *("SparseLengthsSumFused4BitRowwise", "SparseToDenseMask"),
+        # The gradients branch's kernels (control flow, comparisons, losses, gradient ops).
+        *("CreateScope", "HasScope", "Do", "If", "While"),
+        *("LT", "LE", "GT", "GE", "EQ", "NE", "Not", "And", "Or", "Xor"),
+        *("AveragedLoss", "SoftmaxWithLoss", "SquaredL2Distance", "DotProduct", "LSTMUnit"),
+        *("WeightedSum", "LearningRate", "ZeroGradient"),
+        *("AddGradient", "SubGradient", "MulGradient", "DivGradient", "FCGradient"),
+        *("ReluGradient", "SigmoidGradient", "TanhGradient", "SoftmaxGradient"),
+        *("AveragedLossGradient", "SoftmaxWithLossGradient", "SquaredL2DistanceGradient"),
+        *("DotProductGradient", "LSTMUnitGradient"),
     }
 )
 
