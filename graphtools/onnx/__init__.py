@@ -18,8 +18,7 @@ from graphtools.onnx.exporter import (
     ir_version_for,
 )
 from graphtools.onnx.external import load_onnx, save_onnx
-from graphtools.onnx.importer import MIN_OPSET, import_onnx, max_opset
-from graphtools.onnx.registry import supported_ops
+from graphtools.onnx.importer import MIN_OPSET, import_onnx, max_opset, supported_ops
 
 __all__ = [
     "BATCH_DIM",

@@ -39,13 +39,25 @@ from graphtools.onnx.registry import CONVERTERS
 from graphtools.proto import caffe2_pb2
 from graphtools.serde.codec import net_from_netdef, op_from_proto
 
-__all__ = ["MIN_OPSET", "GraphImporter", "fill_message", "import_onnx", "max_opset"]
+__all__ = [
+    "MIN_OPSET",
+    "GraphImporter",
+    "fill_message",
+    "import_onnx",
+    "max_opset",
+    "supported_ops",
+]
 
 MIN_OPSET = 7
 """The oldest default-domain opset imported (numpy broadcasting in arithmetic starts at 7)."""
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 _RECURRENT = frozenset({"LSTM", "GRU", "RNN"})
+
+
+def supported_ops() -> dict[str, tuple[int, ...]]:
+    """``{ONNX op type: schema versions the importer implements}``, sorted by op type."""
+    return {name: CONVERTERS[name].since for name in sorted(CONVERTERS)}
 
 
 def max_opset() -> int:

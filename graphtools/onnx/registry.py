@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from graphtools.onnx.context import NodeContext
 
-__all__ = ["CONVERTERS", "Converter", "converter", "supported_ops"]
+__all__ = ["CONVERTERS", "Converter", "converter"]
 
 
 @dataclass(frozen=True)
@@ -53,10 +53,3 @@ def converter(
         return fn
 
     return register
-
-
-def supported_ops() -> dict[str, tuple[int, ...]]:
-    """``{ONNX op type: schema versions the importer implements}``, sorted by op type."""
-    from graphtools.onnx import import_control, import_math, import_nn, import_tensor  # noqa: F401
-
-    return {name: CONVERTERS[name].since for name in sorted(CONVERTERS)}
