@@ -12,6 +12,7 @@ from graphtools.passes.fuse_copy_ops import FuseCopyOps
 from graphtools.passes.in_branches import InBranches
 from graphtools.passes.infer_devices import InferDevices
 from graphtools.passes.remove_dead_ends import RemoveDeadEnds
+from graphtools.passes.remove_identity_ops import RemoveIdentityOps
 from graphtools.passes.remove_reshape_for_fc import RemoveReshapeForFC
 from graphtools.passes.remove_unused_params import RemoveUnusedParams
 from graphtools.passes.rename import Rename
@@ -42,6 +43,7 @@ __all__ = [
     "InferDevices",
     "Int8Tensor",
     "RemoveDeadEnds",
+    "RemoveIdentityOps",
     "RemoveReshapeForFC",
     "RemoveUnusedParams",
     "Rename",
