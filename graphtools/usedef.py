@@ -368,7 +368,9 @@ def check_edit(
             for index, access in nested_before.items()
             if name in access.writes
         ]
-        if writers:
+        if writers and not _appended_after_every_read(
+            name, before, layout, old_ops, new_ops, nested_before, nested_after, final_outputs
+        ):
             raise IllegalRewriteError(
                 f"edit refused: {name!r} is written inside the nested net of {writers[0]}, "
                 "which the versioned view cannot follow; the edit could change which value "
@@ -385,6 +387,36 @@ def check_edit(
             nested_after,
             final_outputs,
         )
+
+
+def _appended_after_every_read(
+    name: str,
+    before: SSAView | Overlay,
+    layout: Layout,
+    old_ops: Sequence[Op],
+    new_ops: Mapping[int, Op],
+    nested_before: Mapping[int, Nested],
+    nested_after: Mapping[int, Nested],
+    final_outputs: Mapping[str, int | None],
+) -> bool:
+    """Whether the edit only adds writes of ``name`` after its last read (an appended
+    backward pass, say): no value an op reads can change then, nested writes or not. (An
+    external output's final value is a read at the end, unless the edit sets the outputs.)"""
+    if name in final_outputs or any(name in old_ops[b].outputs for b in layout.replaced.values()):
+        return False
+    writes = [b for b, _ in before.writes(name)]
+    if any(layout.position(b) is None for b in writes):  # a writer was removed
+        return False
+    reads = [layout.position(p) for p, _ in before.reads(name)]
+    reads += [layout.position(h) for h, access in nested_before.items() if name in access.reads]
+    last_read = max((r for r in reads if r is not None), default=-1)
+    added = [
+        position
+        for position, op in new_ops.items()
+        if name in op.outputs
+        or (position in nested_after and name in nested_after[position].writes)
+    ]
+    return all(position > last_read for position in added)
 
 
 def _check_name(

@@ -434,3 +434,30 @@ def test_a_rename_colliding_with_a_value_still_read_is_refused() -> None:
         ["y"],
     )
     _refused(net, lambda e: e.rename(("a", 1), "t"), "op #2 (Add)", "'t'", "op #1 (Tanh)")
+
+
+def _net_with_a_branch_writing_z() -> Net:
+    branch = Net([Op("Relu", ["x"], ["z"])], ["x"], ["z"])
+    return Net(
+        [
+            Op("If", ["c"], [], args={"then_net": branch}),
+            Op("Sigmoid", ["z"], ["y"]),
+        ],
+        ["x", "c", "z"],
+        ["y"],
+    )
+
+
+def test_appending_a_write_of_a_blob_a_kept_branch_writes_is_accepted_after_its_reads() -> None:
+    net = _net_with_a_branch_writing_z()
+    with net.edit() as e:
+        e.insert(2, [Op("Tanh", ["y"], ["z"])])  # after every read of z
+    assert [op.type for op in net] == ["If", "Sigmoid", "Tanh"]
+
+
+def test_a_write_of_a_blob_a_kept_branch_writes_before_its_reads_is_refused() -> None:
+    _refused(
+        _net_with_a_branch_writing_z(),
+        lambda e: e.insert(1, [Op("Tanh", ["x"], ["z"])]),
+        "'z' is written inside the nested net of op #0 (If)",
+    )

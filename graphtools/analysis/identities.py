@@ -81,8 +81,11 @@ def find_identity_ops(net: Net, types: Iterable[str] = ()) -> IdentityRemoval:
         if not names.isdisjoint(nested):
             continue
         overwritten_at = view.next_write(source)
-        if overwritten_at == index:  # an in-place identity: its own write is the one dropped
-            overwritten_at = view.next_write(output)
+        if overwritten_at == index:  # the op writes the source's name itself (in place, or
+            # as its mask): that write goes with it, the next one is what matters
+            source_name = view.name_of(source)
+            here = max(k for k in (output, *mask) if view.name_of(k) == source_name)
+            overwritten_at = view.next_write(here)
         limit = end if overwritten_at is None else overwritten_at
         if any(reader > limit for reader, _ in view.readers(output)):
             continue
