@@ -30,7 +30,7 @@ from graphtools.errors import IllegalRewriteError
 from graphtools.proto import caffe2_pb2
 from graphtools.ssa import VersionedBlob
 from graphtools.ssa_view import SSAView
-from graphtools.usedef import Layout, Overlay, Use, check_edit, written_differently
+from graphtools.usedef import Layout, NameScan, Overlay, Use, check_edit, written_differently
 
 NetDef = caffe2_pb2.NetDef
 
@@ -1230,10 +1230,15 @@ class Edit:
         if conflict:
             raise IllegalRewriteError(f"op #{min(conflict)} is both removed and replaced")
         replaced = dict(self._replaced)
-        rewired, final_outputs, inputs, outputs = self._resolve_values(replaced)
+        usedef: SSAView | Overlay | NameScan | None = net._current_usedef()
+        if usedef is None and (
+            replaced or self._removed or self._inserted or self._rewires or self._renames
+        ):
+            usedef = NameScan(net._ops, self._names_to_check(), net._external_outputs)
+        rewired, final_outputs, inputs, outputs = self._resolve_values(replaced, usedef)
         ops_change = bool(self._removed or replaced or self._inserted)
         if ops_change or rewired or final_outputs:
-            self._check(replaced, rewired, final_outputs, outputs)
+            self._check(replaced, rewired, final_outputs, outputs, usedef)
         if ops_change:
             net._apply(self._removed, replaced, self._inserted)
         if inputs is not None and inputs == net._external_inputs:
@@ -1245,11 +1250,25 @@ class Edit:
         self.changed = net.revision != self._revision
         return self.changed
 
+    def _names_to_check(self) -> set[str]:
+        """Every blob name this edit's check may ask about (for a scan of only those)."""
+        net = self._net
+        ops = net._ops
+        names = {name for index in (*self._removed, *self._replaced) for name in ops[index].outputs}
+        for op in (*self._replaced.values(), *chain.from_iterable(self._inserted.values())):
+            names.update(op.outputs)
+            names.update(op.inputs)
+            if op.has_nested_nets():
+                names.update(nested_access(op).names)
+        names.update(name for old, new in self._rewires for name in (old[0], new[0]))
+        names.update(
+            name for blob, new_name in self._renames.items() for name in (blob[0], new_name)
+        )
+        return names
+
     def _resolve_values(
-        self, replaced: dict[int, Op]
-    ) -> tuple[
-        dict[tuple[int, int], int | None], dict[str, int | None], list[str] | None, list[str] | None
-    ]:
+        self, replaced: dict[int, Op], usedef: SSAView | Overlay | NameScan | None
+    ) -> _Resolved:
         """Turn ``rename`` and ``replace_all_uses_with`` into replacements of the ops they
         touch (added to ``replaced``).
 
@@ -1264,8 +1283,9 @@ class Edit:
         new_outputs: dict[int, list[str]] = {}
         finals: dict[str, tuple[str, int | None]] = {}  # output name -> (new name, producer)
         renamed_inputs: dict[str, str] = {}
+        if usedef is None:  # nothing to resolve
+            return {}, {}, self._external_inputs, self._external_outputs
         nested = nested_accesses(net) if self._rewires or self._renames else {}
-        usedef = net._usedef()
 
         def rewire(use: Use, blob: VersionedBlob, name: str, producer: int | None) -> None:
             if use.op in self._removed:
@@ -1287,7 +1307,7 @@ class Edit:
             return blob[0] in net.external_outputs and blob[1] == usedef.final_version(blob[0])
 
         for blob, name in self._renames.items():
-            self._refuse_nested_reads(blob, nested)
+            self._refuse_nested_reads(blob, nested, usedef)
             producer = usedef.producer(blob)
             if producer is None and blob[1] != 0:
                 raise IllegalRewriteError(f"cannot rename {blob}: no op writes that version")
@@ -1308,7 +1328,7 @@ class Edit:
             if at_the_end(blob):
                 finals[blob[0]] = (name, producer)
         for old, new in self._rewires:
-            self._refuse_nested_reads(old, nested)
+            self._refuse_nested_reads(old, nested, usedef)
             name = self._renames.get(new, new[0])
             producer = usedef.producer(new)
             for use in usedef.uses(old):
@@ -1330,10 +1350,14 @@ class Edit:
             final_outputs = dict(finals.values())
         return expected, final_outputs, inputs, outputs
 
-    def _refuse_nested_reads(self, old: VersionedBlob, nested: Mapping[int, NestedAccess]) -> None:
+    def _refuse_nested_reads(
+        self,
+        old: VersionedBlob,
+        nested: Mapping[int, NestedAccess],
+        usedef: SSAView | Overlay | NameScan,
+    ) -> None:
         """A nested net reading ``old`` by name cannot be rewired or renamed: refuse."""
         net = self._net
-        usedef = net._usedef()
         for holder, access in nested.items():
             if old[0] in access.reads and _version_at(usedef, old[0], holder) == old[1]:
                 raise IllegalRewriteError(
@@ -1347,9 +1371,11 @@ class Edit:
         rewired: Mapping[tuple[int, int], int | None],
         final_outputs: Mapping[str, int | None],
         outputs: list[str] | None,
+        usedef: SSAView | Overlay | NameScan | None,
     ) -> None:
         """``usedef.check_edit`` on this edit (see the class docstring); ``outputs`` are the
-        edited net's external outputs when the edit changes them."""
+        edited net's external outputs when the edit changes them, ``usedef`` the net's use-def
+        as the edit opened."""
         net = self._net
         ops = net._ops
         counts = {index: len(group) for index, group in self._inserted.items()}
@@ -1380,23 +1406,26 @@ class Edit:
         kept_nested = {
             index: access for index, access in nested_before.items() if index not in self._removed
         }
-        names = chain(
-            _affected_names(ops, self._removed, replaced, self._inserted),
-            (name for access in nested_after.values() for name in access.writes),
-            (replaced[index].inputs[slot] for index, slot in rewired),
-            final_outputs,
-        )
+        written = _affected_names(ops, self._removed, replaced, self._inserted)
+        written.update(name for access in nested_after.values() for name in access.writes)
+        names = set(written)
+        names.update(replaced[index].inputs[slot] for index, slot in rewired)
+        names.update(final_outputs)
+        assert usedef is not None  # made by _commit whenever there is something to check
         outputs_now = dict(final_outputs)
         if self._external_outputs is None:  # else the author chose the outputs: no check
-            usedef = net._usedef()
-            for name in net.external_outputs if outputs is None else outputs:
-                outputs_now.setdefault(name, usedef.producer((name, usedef.final_version(name))))
+            for name in net._external_outputs if outputs is None else outputs:
+                if name in names:  # the others keep their final value
+                    final = (name, usedef.final_version(name))
+                    outputs_now.setdefault(name, usedef.producer(final))
         check_edit(
-            net._usedef(),
+            usedef,
             layout,
+            sorted(self._removed),
             ops,
             new_ops,
             names,
+            written,
             moved_rewires,
             kept_nested,
             nested_after,
@@ -1404,7 +1433,7 @@ class Edit:
         )
 
 
-def _version_at(usedef: SSAView | Overlay, name: str, index: int) -> int:
+def _version_at(usedef: SSAView | Overlay | NameScan, name: str, index: int) -> int:
     """The version of ``name`` op ``index`` reads."""
     return sum(count for position, count in usedef.writes(name) if position < index)
 

@@ -234,6 +234,7 @@ class SSAView:
         "_used",
         "_versions",
         "_write_counts",
+        "_write_order",
         "net",
         "revision",
     )
@@ -290,6 +291,7 @@ class SSAView:
         self._key_name: np.ndarray | None = None
         self._readers: tuple[np.ndarray, np.ndarray] | None = None
         self._read_cache: dict[str, list[tuple[int, int]]] = {}
+        self._write_order: tuple[np.ndarray, np.ndarray] | None = None
         self._ssa: list[OpSSA] | None = None
         self._versions: dict[str, int] | None = None
         self._producers: dict[VersionedBlob, tuple[int, int]] | None = None
@@ -621,6 +623,40 @@ class SSAView:
             found.setdefault(name_id, []).append((op, position))
         for name, name_id in zip(wanted_names, ids.tolist(), strict=True):
             self._read_cache[name] = found.get(name_id, [])
+
+    def removal_keeps_reads(self, removed: Sequence[int], replaced: Sequence[int] = ()) -> bool:
+        """Whether removing the ops at ``removed`` leaves every other read (but those of the
+        ``replaced`` ops, checked apart) and every external output with the value it had: no
+        such op reads a version the removed ops write, and no external output ends with one.
+        One pass of numpy over the columns (for bulk removals)."""
+        gone = np.zeros(len(self._ops), dtype=bool)
+        gone[np.fromiter(removed, np.int64, len(removed))] = True
+        written = np.zeros(self.num_keys, dtype=bool)
+        written[self._out_vid[np.repeat(gone, np.diff(self._out_ptr))]] = True
+        gone[np.fromiter(replaced, np.int64, len(replaced))] = True
+        if (written[self._in_vid] & ~gone[self._in_op]).any():
+            return False
+        finals = [key for key in map(self.key, self.external_outputs) if key is not None]
+        return not written[finals].any()
+
+    def last_writers(self, names: Sequence[str], ops: Sequence[int]) -> list[int]:
+        """For each ``(name, op index)`` pair, the index of the last op before it writing the
+        name (-1: none), in one vectorised lookup (the edit check asks it for bulk rewires)."""
+        if self._write_order is None:
+            stride = len(self._ops) + 1
+            order = np.argsort(self._out_name * stride + self._out_op, kind="stable")
+            self._write_order = (self._out_name[order] * stride + self._out_op[order], order)
+        sorted_at, order = self._write_order
+        stride = len(self._ops) + 1
+        ids = self._lookup_ids(list(names))
+        at = np.fromiter(ops, np.int64, len(ops))
+        slot = np.searchsorted(sorted_at, ids * stride + at, "left") - 1
+        hit = (ids >= 0) & (slot >= 0)
+        hit[hit] = sorted_at[slot[hit]] // stride == ids[hit]
+        writers = np.full(len(at), -1, dtype=np.int64)
+        writers[hit] = self._out_op[order[slot[hit]]]
+        found: list[int] = writers.tolist()
+        return found
 
     def uses(self, blob: VersionedBlob) -> list[Use]:
         """Every read of exactly ``blob``, as ``Use(op, position)``, in op and input order."""

@@ -19,9 +19,11 @@ and identity: readers of its outputs still read "the same op".
 
 from __future__ import annotations
 
+import operator
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import pairwise
+from collections.abc import Set as AbstractSet
+from itertools import compress, pairwise
 from typing import TYPE_CHECKING, NamedTuple
 
 from graphtools.errors import IllegalRewriteError
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     from graphtools.ir import Op
     from graphtools.ssa_view import SSAView
 
-__all__ = ["Layout", "Overlay", "Use", "check_edit"]
+__all__ = ["Layout", "NameScan", "Overlay", "Use", "check_edit"]
 
 
 class Use(NamedTuple):
@@ -258,6 +260,14 @@ class Overlay:
         """Let the base view find the reads of many names at once (``SSAView``'s)."""
         self._base.prefetch_reads(names)
 
+    def removal_keeps_reads(self, removed: Sequence[int], replaced: Sequence[int] = ()) -> bool:
+        """No vectorised answer here: ``False`` lets the caller check name by name."""
+        return False
+
+    def last_writers(self, names: Sequence[str], ops: Sequence[int]) -> list[int]:
+        """No vectorised answer here: -2 (no op index) lets the caller check name by name."""
+        return [-2] * len(names)
+
     def _moved(self, items: list[tuple[int, int]]) -> list[tuple[int, int]]:
         position = self._layout.position
         found = []
@@ -317,6 +327,79 @@ def _uses(writes: list[tuple[int, int]], reads: list[tuple[int, int]], version: 
     return found
 
 
+class NameScan:
+    """The use-def of a few names of a net, from one scan of its ops: what an edit's check
+    needs when the net has no current SSA view (building one would hash every name of the
+    net, where the scan only tests each op's names against the set, in C)."""
+
+    __slots__ = ("_ops", "_outputs", "_reads", "_writes")
+
+    def __init__(self, ops: Sequence[Op], names: Iterable[str], outputs: Iterable[str]) -> None:
+        wanted = frozenset(names)
+        self._ops = ops
+        self._outputs = frozenset(outputs)
+        self._reads: dict[str, list[tuple[int, int]]] = {}
+        self._writes: dict[str, list[tuple[int, int]]] = {}
+        names_of_ops = map(operator.add, map(_INPUTS, ops), map(_OUTPUTS, ops))
+        apart = map(wanted.isdisjoint, names_of_ops)  # all in C: no Python call per op
+        touched = compress(range(len(ops)), map(operator.not_, apart))
+        for index in touched:
+            op = ops[index]
+            for slot, name in enumerate(op.inputs):
+                if name in wanted:
+                    self._reads.setdefault(name, []).append((index, slot))
+            counts: dict[str, int] = {}
+            for name in op.outputs:
+                if name in wanted:
+                    counts[name] = counts.get(name, 0) + 1
+            for name, found in counts.items():
+                self._writes.setdefault(name, []).append((index, found))
+
+    def writes(self, name: str) -> list[tuple[int, int]]:
+        """``(op index, count)`` of every op writing ``name`` (a scanned name), in order."""
+        return self._writes.get(name, [])
+
+    def reads(self, name: str) -> list[tuple[int, int]]:
+        """``(op index, input position)`` of every read of ``name``, in order."""
+        return self._reads.get(name, [])
+
+    def prefetch_reads(self, names: Iterable[str]) -> None:
+        """Nothing to do: the scan found every read."""
+
+    def removal_keeps_reads(self, removed: Sequence[int], replaced: Sequence[int] = ()) -> bool:
+        """Whether no other op (but the ``replaced`` ones) reads a blob name the removed ops
+        write, and none is an external output (stricter than needed: any version counts;
+        init_nets of fills pass it at once)."""
+        gone = {*removed, *replaced}
+        for index in removed:
+            for name in self._ops[index].outputs:
+                if name in self._outputs or any(i not in gone for i, _ in self.reads(name)):
+                    return False
+        return True
+
+    def last_writers(self, names: Sequence[str], ops: Sequence[int]) -> list[int]:
+        """No vectorised answer here: -2 (no op index) lets the caller check name by name."""
+        return [-2] * len(names)
+
+    def final_version(self, name: str) -> int:
+        """The version of ``name`` at the end of the net."""
+        return sum(found for _, found in self.writes(name))
+
+    def producer(self, blob: VersionedBlob) -> int | None:
+        """Index of the op writing ``blob``, or ``None``."""
+        return _producer(self.writes(blob[0]), blob[1])
+
+    def uses(self, blob: VersionedBlob) -> list[Use]:
+        """Every read of exactly ``blob``."""
+        return _uses(self.writes(blob[0]), self.reads(blob[0]), blob[1])
+
+
+_INPUTS = operator.attrgetter("inputs")
+_OUTPUTS = operator.attrgetter("outputs")
+_VECTORISE_FROM = 64
+"""Names only removals touch above which the check tests them all at once in numpy."""
+
+
 class _Reader(NamedTuple):
     position: int  # in the edited net
     slot: int  # input position; -1 for a read inside the op's nested nets
@@ -330,11 +413,13 @@ def written_differently(old: Op, new: Op) -> bool:
 
 
 def check_edit(
-    before: SSAView | Overlay,
+    before: SSAView | Overlay | NameScan,
     layout: Layout,
+    removed: Sequence[int],
     old_ops: Sequence[Op],
     new_ops: Mapping[int, Op],
     names: Iterable[str],
+    written: AbstractSet[str],
     rewired: Mapping[tuple[int, int], int | None],
     nested_before: Mapping[int, Nested],
     nested_after: Mapping[int, Nested],
@@ -343,7 +428,8 @@ def check_edit(
     """Refuse an edit that changes a value some op reads without being asked to.
 
     ``before`` is the use-def of the net as it was, ``layout`` places the edited net's ops
-    relative to it (an edit-local layout: base indices are positions before the edit), and
+    relative to it (an edit-local layout: base indices are positions before the edit; the ops
+    in ``removed`` are gone), and
     ``new_ops`` holds the edited net's new ops (inserted, and replacements) by position.
     For every name in ``names`` (those the edit writes, drops writes of, or rewires), every
     read of the name in the edited net must see the write of the same op as before: an
@@ -357,10 +443,26 @@ def check_edit(
     nobody read before is fine); names written inside the nested nets of an op the edit keeps
     are refused outright: the versioned view cannot tell which write a later op sees.
 
+    ``written`` are the names whose writes the edit changes (removed, inserted, or replaced
+    ops writing differently).
+
     Raises:
         IllegalRewriteError: naming the reader, the blob, and the writer before and after.
     """
     names = list(dict.fromkeys(names))
+    removed_only = _removal_only(names, layout, old_ops, new_ops, rewired, nested_after)
+    # Bulk removals (dead ops, fused copies): one vectorised test covers every name only a
+    # removal touches; only if it fails are they looked at one by one, for the message.
+    # A replacement's reads are its own (checked by name): they do not count here.
+    if (
+        len(removed_only) >= _VECTORISE_FROM
+        and before.removal_keeps_reads(removed, sorted(layout.replaced.values()))
+        and not any(name in a.reads for a in nested_before.values() for name in removed_only)
+    ):
+        names = [name for name in names if name not in removed_only]
+    names = _unless_rewires_see_their_writers(
+        names, before, layout, new_ops, rewired, written, final_outputs
+    )
     before.prefetch_reads(names)
     index = _NewOps(new_ops, nested_before, nested_after)
     for name in names:
@@ -382,9 +484,64 @@ def check_edit(
         )
 
 
+def _unless_rewires_see_their_writers(
+    names: list[str],
+    before: SSAView | Overlay | NameScan,
+    layout: Layout,
+    new_ops: Mapping[int, Op],
+    rewired: Mapping[tuple[int, int], int | None],
+    written: AbstractSet[str],
+    final_outputs: Mapping[str, int | None],
+) -> list[str]:
+    """``names`` without those whose only change is reads rewired to them, when every such
+    read sees the writer it must, tested at once (``last_writers``): nothing else changes
+    what such a name holds, so its untouched reads are safe."""
+    if len(rewired) < _VECTORISE_FROM:
+        return names
+    queries: list[tuple[str, int, int]] = []
+    for (position, slot), expected in rewired.items():
+        name = new_ops[position].inputs[slot]
+        if name not in written and name not in final_outputs:
+            queries.append((name, layout.replaced[position], -1 if expected is None else expected))
+    found = before.last_writers([q[0] for q in queries], [q[1] for q in queries])
+    safe = {name for name, _, _ in queries}
+    safe.difference_update(
+        name
+        for (name, _, expected), writer in zip(queries, found, strict=True)
+        if writer != expected
+    )
+    return [name for name in names if name not in safe]
+
+
+def _removal_only(
+    names: list[str],
+    layout: Layout,
+    old_ops: Sequence[Op],
+    new_ops: Mapping[int, Op],
+    rewired: Mapping[tuple[int, int], int | None],
+    nested_after: Mapping[int, Nested],
+) -> set[str]:
+    """Those of ``names`` no change but a removal touches (nothing new writes or reads them
+    in a checked way)."""
+    if not names:
+        return set()
+    others: set[str] = set()
+    for position, op in new_ops.items():
+        others.update(op.outputs)
+        replaced = layout.replaced.get(position)
+        if replaced is not None:
+            others.update(old_ops[replaced].outputs)
+            others.update(op.inputs)
+    for position, _ in rewired:
+        others.update(new_ops[position].inputs)
+    for access in nested_after.values():
+        others.update(access.writes)
+    return set(names) - others
+
+
 def _appended_after_every_read(
     name: str,
-    before: SSAView | Overlay,
+    before: SSAView | Overlay | NameScan,
     layout: Layout,
     old_ops: Sequence[Op],
     new_ops: Mapping[int, Op],
@@ -440,7 +597,7 @@ def _by_name(accesses: Mapping[int, Nested], field: str) -> dict[str, list[int]]
 
 def _check_name(
     name: str,
-    before: SSAView | Overlay,
+    before: SSAView | Overlay | NameScan,
     layout: Layout,
     old_ops: Sequence[Op],
     new_ops: Mapping[int, Op],
@@ -481,7 +638,9 @@ def _check_name(
                 readers.append(_Reader(position, slot, writer_before(replaced)))
     for position in index.nested_reads_after.get(name, ()):
         replaced = layout.replaced.get(position)
-        was = None if replaced is None else nested_before.get(replaced)
+        if replaced is None:
+            continue
+        was = nested_before.get(replaced)
         if was is not None and name in was.reads:
             readers.append(_Reader(position, -1, writer_before(replaced)))
     writes_after.sort()

@@ -39,7 +39,6 @@ class FuseCopyOps(Pass):
         """Fuse every round trip found in one sweep."""
         net = model.predict_net
         fusion = find_copy_fusion(net)
-        consumers = {use.op for result, _ in fusion.rewires for use in net.uses(result)}
         with net.edit() as edit:
             for result, source in fusion.rewires:
                 edit.replace_all_uses_with(result, source)
@@ -47,6 +46,6 @@ class FuseCopyOps(Pass):
                 edit.remove(index)
         stats = {
             "copies_removed": len(fusion.removed),
-            "consumers_rewired": len(consumers - fusion.removed),
+            "consumers_rewired": len(fusion.consumers),
         }
         return PassResult(model, edit.changed, stats)

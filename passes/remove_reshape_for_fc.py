@@ -52,14 +52,17 @@ class RemoveReshapeForFC(Pass):
                 edit.replace_all_uses_with(reshaped, data)
             for index in removal.removed:
                 edit.remove(index)
-            edit.set_external_inputs(n for n in net.external_inputs if n not in dropped)
+            if not dropped.isdisjoint(net.external_inputs):
+                edit.set_external_inputs(n for n in net.external_inputs if n not in dropped)
         fills: set[int] = set()
         if init is not None and dropped:
             fills = init_ops_only_filling(init, dropped)
             with init.edit() as init_edit:
                 for index in fills:
                     init_edit.remove(index)
-                init_edit.set_external_outputs(n for n in init.external_outputs if n not in dropped)
+                if not dropped.isdisjoint(init.external_outputs):
+                    kept = [n for n in init.external_outputs if n not in dropped]
+                    init_edit.set_external_outputs(kept)
         stats = {
             "reshapes_removed": len(removal.reshapes),
             "ops_removed": len(removal.removed),

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from graphtools import usedef
 from graphtools.errors import IllegalRewriteError
 from graphtools.ir import Net, Op
 from graphtools.serde.codec import serialize_net
@@ -341,9 +342,19 @@ def _symbolic(net: Net) -> tuple[list[Any], dict[str, list[Any]]]:
     return [values.get(name, ("in", name)) for name in net.external_outputs], reads
 
 
+@pytest.mark.parametrize("vectorise_from", [1, 10**9], ids=["vectorised", "by-name"])
 @settings(max_examples=200, deadline=None)
 @given(data=st.data())
-def test_accepted_edits_keep_every_untouched_read(data: st.DataObject) -> None:
+def test_accepted_edits_keep_every_untouched_read(data: st.DataObject, vectorise_from: int) -> None:
+    # Both ways of checking removals: the numpy test of bulk removals, and name by name.
+    usedef._VECTORISE_FROM = vectorise_from
+    try:
+        _accepted_edits_keep_every_untouched_read(data)
+    finally:
+        usedef._VECTORISE_FROM = 64
+
+
+def _accepted_edits_keep_every_untouched_read(data: st.DataObject) -> None:
     net = data.draw(_nets())
     outputs_before, reads_before = _symbolic(net)
     saved = serialize_net(net)

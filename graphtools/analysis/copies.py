@@ -51,15 +51,13 @@ class CopyFusion:
         removed: the copies to drop (reverse copies, and forward copies nothing else reads).
         rewires: ``(c, a)`` pairs: every read of versioned blob ``c`` (a reverse copy's
             result) reads ``a`` (the forward copy's source) instead.
+        consumers: the ops, other than removed ones, that will read a round trip's source.
     """
 
     removed: frozenset[int]
     rewires: tuple[tuple[VersionedBlob, VersionedBlob], ...]
-
-    @property
-    def readers_rewired(self) -> int:
-        """How many reverse copy results get new readers."""
-        return len(self.rewires)
+    consumers: frozenset[int]
+    """The ops, other than removed ones, that will read a round trip's source."""
 
 
 def _is_copy(op: Op, op_type: str) -> bool:
@@ -78,6 +76,7 @@ def find_copy_fusion(net: Net) -> CopyFusion:
     end = len(net)
     removed: set[int] = set()
     rewires: list[tuple[VersionedBlob, VersionedBlob]] = []
+    consumers: set[int] = set()
     same_as: dict[int, int] = {}  # a fused result's key -> the key of what it copies
     for forward in compress(count(), map(REVERSE_COPY.__contains__, map(_TYPE, net))):
         op = net[forward]
@@ -115,6 +114,7 @@ def find_copy_fusion(net: Net) -> CopyFusion:
             fused_any = True
             same_as[result] = source
             rewires.append((view.blob(result), view.blob(source)))
+            consumers.update(index for index, _ in readers)
         if fused_any and not kept_reader:
             removed.add(forward)
-    return CopyFusion(frozenset(removed), tuple(rewires))
+    return CopyFusion(frozenset(removed), tuple(rewires), frozenset(consumers - removed))
