@@ -339,6 +339,7 @@ def check_edit(
     nested_before: Mapping[int, Nested],
     nested_after: Mapping[int, Nested],
     final_outputs: Mapping[str, VersionedBlob],
+    takeovers: Mapping[tuple[int, str], int] | None = None,
 ) -> None:
     """Refuse an edit that changes a value some op reads without being asked to.
 
@@ -355,7 +356,9 @@ def check_edit(
     replacements, are the author's and not checked. A new op's nested nets write where the
     op stands (an appended backward ``If`` writing gradients nobody read before is fine);
     names written inside the nested nets of an op the edit keeps are refused outright: the
-    versioned view cannot tell which write a later op sees.
+    versioned view cannot tell which write a later op sees. ``takeovers`` maps ``(position,
+    name)`` to the base op whose write of ``name`` the new op at ``position`` stands for (an
+    expanded op).
 
     Raises:
         IllegalRewriteError: naming the reader, the blob, and the writer before and after.
@@ -384,6 +387,7 @@ def check_edit(
             nested_before,
             nested_after,
             final_outputs,
+            takeovers or {},
         )
 
 
@@ -397,8 +401,14 @@ def _check_name(
     nested_before: Mapping[int, Nested],
     nested_after: Mapping[int, Nested],
     final_outputs: Mapping[str, VersionedBlob],
+    takeovers: Mapping[tuple[int, str], int],
 ) -> None:
     writes_before = before.writes(name)
+
+    def identity(position: int) -> int | tuple[str, int]:
+        taken = takeovers.get((position, name))
+        return layout.identity_of(position) if taken is None else taken
+
     old_writers = [position for position, _ in writes_before]
 
     def writer_before(position: int) -> int | None:
@@ -449,13 +459,13 @@ def _check_name(
     new_writers = [position for position, _ in writes_after]
     for reader in readers:
         index = bisect_left(new_writers, reader.position)
-        actual = layout.identity_of(new_writers[index - 1]) if index else None
+        actual = identity(new_writers[index - 1]) if index else None
         if actual != reader.expected:
             raise IllegalRewriteError(_refusal(name, reader, actual, old_ops, new_ops, layout))
     target = final_outputs.get(name)
     if target is not None:
         expected = producer_before(target)
-        actual = layout.identity_of(new_writers[-1]) if new_writers else None
+        actual = identity(new_writers[-1]) if new_writers else None
         if actual != expected:
             end = _Reader(layout.size, -2, expected)
             raise IllegalRewriteError(_refusal(name, end, actual, old_ops, new_ops, layout))

@@ -9,7 +9,10 @@ and treats a holder op as reading ``reads`` and writing ``writes`` where it stan
 
 The sets are conservative: a name an inner op reads counts as read from outside even when an
 earlier inner op wrote it, and every name an inner op writes or a nested net declares as an
-output counts as written outside.
+output counts as written outside. Except for ``RecurrentNetwork`` and
+``RecurrentNetworkGradient``: their step nets run in step workspaces of their own, so what they
+write stays there (Caffe2 writes a name outside only when the enclosing workspace already holds
+it, which nets built by ``recurrent_net`` never do); the op's outputs are its only writes.
 
 This is the one analysis the core itself needs, so it sits beside the IR (layer 2) and reads
 ops only through their fields; it imports nothing from graphtools but the error types.
@@ -25,6 +28,9 @@ if TYPE_CHECKING:
     from graphtools.ir import Net, Op
 
 __all__ = ["NestedAccess", "names_in_nested_nets", "nested_access", "nested_accesses"]
+
+#: Ops whose nested nets run in workspaces of their own (their writes stay there).
+_STEP_WORKSPACE_OPS = frozenset({"RecurrentNetwork", "RecurrentNetworkGradient"})
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,8 @@ def nested_access(op: Op) -> NestedAccess:
     writes: set[str] = set()
     for _, net in op.nested_nets():
         _collect(net, reads, writes)
+    if op.type in _STEP_WORKSPACE_OPS:
+        writes.clear()
     return NestedAccess(frozenset(reads), frozenset(writes))
 
 

@@ -59,6 +59,7 @@ from graphtools.analysis import (  # noqa: F401  (importing registers the rules)
     shape_rules_math,
     shape_rules_misc,
     shape_rules_nn,
+    shape_rules_recurrent,
     shape_rules_tensor,
 )
 from graphtools.analysis.shape_types import (
@@ -108,6 +109,7 @@ DATA_DEPENDENT: dict[str, str] = {
     "SparseToDense": "the first dim is max(indices) + 1 unless DATA_TO_INFER_DIM is given",
     "OneHot": "the row length is the value of the index-size input",
     "Load": "the blobs and their shapes are those stored in the db file it reads",
+    "RecurrentNetworkBlobFetcher": "one name per blob the step workspaces hold after a run",
 }
 
 #: Op types whose kernels landed (from the ``kernels`` branch) after these rules were written:
