@@ -335,10 +335,10 @@ def check_edit(
     old_ops: Sequence[Op],
     new_ops: Mapping[int, Op],
     names: Iterable[str],
-    rewired: Mapping[tuple[int, int], VersionedBlob],
+    rewired: Mapping[tuple[int, int], int | None],
     nested_before: Mapping[int, Nested],
     nested_after: Mapping[int, Nested],
-    final_outputs: Mapping[str, VersionedBlob],
+    final_outputs: Mapping[str, int | None],
     takeovers: Mapping[tuple[int, str], int] | None = None,
 ) -> None:
     """Refuse an edit that changes a value some op reads without being asked to.
@@ -349,16 +349,16 @@ def check_edit(
     For every name in ``names`` (those the edit writes, drops writes of, or rewires), every
     read of the name in the edited net must see the write of the same op as before: an
     untouched op's read, the same slot of a replacement reading the same name, a nested
-    read of a holder op; a read rewired by ``replace_all_uses_with`` (``rewired``: (position,
-    slot) -> the blob it must now see, numbered as before the edit) sees that blob's
-    producer; ``final_outputs`` maps an external output name of the edited net to the blob
-    (numbered as before) its final value must be. Reads of inserted ops, and new slots of
-    replacements, are the author's and not checked. A new op's nested nets write where the
-    op stands (an appended backward ``If`` writing gradients nobody read before is fine);
-    names written inside the nested nets of an op the edit keeps are refused outright: the
-    versioned view cannot tell which write a later op sees. ``takeovers`` maps ``(position,
-    name)`` to the base op whose write of ``name`` the new op at ``position`` stands for (an
-    expanded op).
+    read of a holder op; a read rewired by ``replace_all_uses_with`` or ``rename``
+    (``rewired``: (position, slot) -> the base index of the op whose write it must now see,
+    ``None`` for the value the net starts with) sees that; ``final_outputs`` maps an external
+    output name of the edited net to the op whose write its final value must be. Reads of
+    inserted ops, and new slots of replacements, are the author's and not checked. A new
+    op's nested nets write where the op stands (an appended backward ``If`` writing gradients
+    nobody read before is fine); names written inside the nested nets of an op the edit keeps
+    are refused outright: the versioned view cannot tell which write a later op sees.
+    ``takeovers`` maps ``(position, name)`` to the base op whose write of ``name`` the new op
+    at ``position`` stands for (an expanded op).
 
     Raises:
         IllegalRewriteError: naming the reader, the blob, and the writer before and after.
@@ -371,7 +371,9 @@ def check_edit(
             for index, access in nested_before.items()
             if name in access.writes
         ]
-        if writers:
+        if writers and not _appended_after_every_read(
+            name, before, layout, old_ops, new_ops, nested_before, nested_after, final_outputs
+        ):
             raise IllegalRewriteError(
                 f"edit refused: {name!r} is written inside the nested net of {writers[0]}, "
                 "which the versioned view cannot follow; the edit could change which value "
@@ -391,16 +393,46 @@ def check_edit(
         )
 
 
+def _appended_after_every_read(
+    name: str,
+    before: SSAView | Overlay,
+    layout: Layout,
+    old_ops: Sequence[Op],
+    new_ops: Mapping[int, Op],
+    nested_before: Mapping[int, Nested],
+    nested_after: Mapping[int, Nested],
+    final_outputs: Mapping[str, int | None],
+) -> bool:
+    """Whether the edit only adds writes of ``name`` after its last read (an appended
+    backward pass, say): no value an op reads can change then, nested writes or not. (An
+    external output's final value is a read at the end, unless the edit sets the outputs.)"""
+    if name in final_outputs or any(name in old_ops[b].outputs for b in layout.replaced.values()):
+        return False
+    writes = [b for b, _ in before.writes(name)]
+    if any(layout.position(b) is None for b in writes):  # a writer was removed
+        return False
+    reads = [layout.position(p) for p, _ in before.reads(name)]
+    reads += [layout.position(h) for h, access in nested_before.items() if name in access.reads]
+    last_read = max((r for r in reads if r is not None), default=-1)
+    added = [
+        position
+        for position, op in new_ops.items()
+        if name in op.outputs
+        or (position in nested_after and name in nested_after[position].writes)
+    ]
+    return all(position > last_read for position in added)
+
+
 def _check_name(
     name: str,
     before: SSAView | Overlay,
     layout: Layout,
     old_ops: Sequence[Op],
     new_ops: Mapping[int, Op],
-    rewired: Mapping[tuple[int, int], VersionedBlob],
+    rewired: Mapping[tuple[int, int], int | None],
     nested_before: Mapping[int, Nested],
     nested_after: Mapping[int, Nested],
-    final_outputs: Mapping[str, VersionedBlob],
+    final_outputs: Mapping[str, int | None],
     takeovers: Mapping[tuple[int, str], int],
 ) -> None:
     writes_before = before.writes(name)
@@ -414,9 +446,6 @@ def _check_name(
     def writer_before(position: int) -> int | None:
         index = bisect_left(old_writers, position)
         return old_writers[index - 1] if index else None
-
-    def producer_before(blob: VersionedBlob) -> int | None:
-        return _producer(before.writes(blob[0]), blob[1])
 
     readers: list[_Reader] = []
     for old_position, slot in before.reads(name):
@@ -440,12 +469,11 @@ def _check_name(
         replaced = layout.replaced.get(position)
         old_inputs = old_ops[replaced].inputs if replaced is not None else ()
         for slot, input_name in enumerate(op.inputs):
-            target = rewired.get((position, slot))
-            if target is not None and target[0] == name:
-                readers.append(_Reader(position, slot, producer_before(target)))
+            if (position, slot) in rewired:
+                if input_name == name:
+                    readers.append(_Reader(position, slot, rewired[(position, slot)]))
             elif (
-                target is None
-                and input_name == name
+                input_name == name
                 and replaced is not None
                 and slot < len(old_inputs)
                 and old_inputs[slot] == name
@@ -462,9 +490,8 @@ def _check_name(
         actual = identity(new_writers[index - 1]) if index else None
         if actual != reader.expected:
             raise IllegalRewriteError(_refusal(name, reader, actual, old_ops, new_ops, layout))
-    target = final_outputs.get(name)
-    if target is not None:
-        expected = producer_before(target)
+    if name in final_outputs:
+        expected = final_outputs[name]
         actual = identity(new_writers[-1]) if new_writers else None
         if actual != expected:
             end = _Reader(layout.size, -2, expected)
