@@ -107,6 +107,26 @@ def _accumulate_outside_gradients(backward: NetDef) -> None:
                 total.output.append(output)
 
 
+def _cell_backward_pass(
+    cell: NetDef, outputs_map: dict[str, str]
+) -> tuple[list[OperatorDef], dict[str, str]]:
+    """``GetBackwardPass(cell ops, {output: output_grad})`` as Caffe2's gradient IR gave it.
+
+    Caffe2 dropped a given gradient of an output that cell ops also read, when those readers
+    give it a gradient (named ``<output>_grad`` too); the backward step then adds the gradient
+    from outside through ``<output>_grad_accum``. graphtools' registry sums a given gradient
+    with the readers' instead (and refuses the clash of names), so such outputs are left out
+    of ``ys``, unless their readers give them no gradient.
+    """
+    read = {name for op in cell.op for name in op.input}
+    ys = {o: g for o, g in outputs_map.items() if o not in read}
+    ops, mapping = GradientRegistry.GetBackwardPass(list(cell.op), ys)
+    ungraded = {o: g for o, g in outputs_map.items() if o in read and o not in mapping}
+    if ungraded:
+        ops, mapping = GradientRegistry.GetBackwardPass(list(cell.op), {**ys, **ungraded})
+    return ops, {str(k): str(v) for k, v in mapping.items()}
+
+
 def _distinct_link_internals(backward: NetDef, links: list[Triple]) -> list[Triple]:
     """Links that bind each internal name once: a name bound to a second window (a gradient a
     ``Sum`` passes to two cell inputs, or the cell output's own gradient passed through) is
@@ -237,9 +257,7 @@ def recurrent_net(
     backward_versions: dict[str, int] = {}
     recompute = _recompute_order(cell, recompute_blobs_on_backward)
     if not forward_only:
-        gradient_ops, backward_mapping = GradientRegistry.GetBackwardPass(
-            list(cell.op), inner_outputs_map
-        )
+        gradient_ops, backward_mapping = _cell_backward_pass(cell, inner_outputs_map)
         backward, backward_versions = _backward_step(cell, gradient_ops, recompute)
 
     all_inputs = [str(i[1]) for i in inputs] + initial_input_blobs + references
