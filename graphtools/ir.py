@@ -1230,6 +1230,10 @@ class Edit:
 
     def commit(self) -> bool:
         """Check and apply the recorded changes (``with`` does this); returns ``changed``."""
+        with paused_gc():  # many small objects, none of them garbage: see graphtools._gc
+            return self._commit()
+
+    def _commit(self) -> bool:
         net = self._net
         if not self._open:
             raise IllegalRewriteError("this edit was already committed")
@@ -1248,9 +1252,9 @@ class Edit:
             self._check(replaced, rewired, final_outputs, outputs)
         if ops_change:
             net._apply(self._removed, replaced, self._inserted)
-        if inputs == list(net.external_inputs):
+        if inputs is not None and inputs == net._external_inputs:
             inputs = None
-        if outputs == list(net.external_outputs):
+        if outputs is not None and outputs == net._external_outputs:
             outputs = None
         if inputs is not None or outputs is not None:
             net._set_externals(inputs, outputs)

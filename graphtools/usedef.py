@@ -365,6 +365,7 @@ def check_edit(
     """
     names = list(dict.fromkeys(names))
     before.prefetch_reads(names)
+    index = _NewOps(new_ops, nested_before, nested_after)
     for name in names:
         writers = [
             f"op #{index} ({old_ops[index].type})"
@@ -385,9 +386,9 @@ def check_edit(
             layout,
             old_ops,
             new_ops,
+            index,
             rewired,
             nested_before,
-            nested_after,
             final_outputs,
             takeovers or {},
         )
@@ -423,15 +424,41 @@ def _appended_after_every_read(
     return all(position > last_read for position in added)
 
 
+class _NewOps:
+    """The edit's new ops and nested-net accesses, indexed by blob name (built once per check,
+    so each name costs what it touches)."""
+
+    def __init__(
+        self,
+        new_ops: Mapping[int, Op],
+        nested_before: Mapping[int, Nested],
+        nested_after: Mapping[int, Nested],
+    ) -> None:
+        self.ops = _Names()
+        for position, op in new_ops.items():
+            self.ops.add_op(position, op)
+        self.nested_reads_before = _by_name(nested_before, "reads")
+        self.nested_reads_after = _by_name(nested_after, "reads")
+        self.nested_writes_after = _by_name(nested_after, "writes")
+
+
+def _by_name(accesses: Mapping[int, Nested], field: str) -> dict[str, list[int]]:
+    found: dict[str, list[int]] = {}
+    for position, access in accesses.items():
+        for name in getattr(access, field):
+            found.setdefault(name, []).append(position)
+    return found
+
+
 def _check_name(
     name: str,
     before: SSAView | Overlay,
     layout: Layout,
     old_ops: Sequence[Op],
     new_ops: Mapping[int, Op],
+    index: _NewOps,
     rewired: Mapping[tuple[int, int], int | None],
     nested_before: Mapping[int, Nested],
-    nested_after: Mapping[int, Nested],
     final_outputs: Mapping[str, int | None],
     takeovers: Mapping[tuple[int, str], int],
 ) -> None:
@@ -444,50 +471,42 @@ def _check_name(
     old_writers = [position for position, _ in writes_before]
 
     def writer_before(position: int) -> int | None:
-        index = bisect_left(old_writers, position)
-        return old_writers[index - 1] if index else None
+        found = bisect_left(old_writers, position)
+        return old_writers[found - 1] if found else None
 
     readers: list[_Reader] = []
     for old_position, slot in before.reads(name):
         now = layout.position(old_position)
         if now is not None:
             readers.append(_Reader(now, slot, writer_before(old_position)))
-    for holder, access in nested_before.items():
+    for holder in index.nested_reads_before.get(name, ()):
         now = layout.position(holder)
-        if now is not None and name in access.reads:
+        if now is not None:
             readers.append(_Reader(now, -1, writer_before(holder)))
     writes_after = [
         (now, count) for old, count in writes_before if (now := layout.position(old)) is not None
     ]
-    for position, op in new_ops.items():
-        count = sum(1 for output in op.outputs if output == name)
-        inner = nested_after.get(position)
-        if inner is not None and name in inner.writes:
-            count += 1  # a new op's nested nets write it where the op stands
-        if count:
-            writes_after.append((position, count))
+    writes_after += index.ops.writes.get(name, [])
+    # A new op's nested nets write the name where the op stands.
+    writes_after += [(position, 1) for position in index.nested_writes_after.get(name, ())]
+    for position, slot in index.ops.reads.get(name, ()):
         replaced = layout.replaced.get(position)
-        old_inputs = old_ops[replaced].inputs if replaced is not None else ()
-        for slot, input_name in enumerate(op.inputs):
-            if (position, slot) in rewired:
-                if input_name == name:
-                    readers.append(_Reader(position, slot, rewired[(position, slot)]))
-            elif (
-                input_name == name
-                and replaced is not None
-                and slot < len(old_inputs)
-                and old_inputs[slot] == name
-            ):
+        if (position, slot) in rewired:
+            readers.append(_Reader(position, slot, rewired[(position, slot)]))
+        elif replaced is not None:
+            old_inputs = old_ops[replaced].inputs
+            if slot < len(old_inputs) and old_inputs[slot] == name:
                 readers.append(_Reader(position, slot, writer_before(replaced)))
-        if inner is not None and replaced is not None and name in inner.reads:
-            was = nested_before.get(replaced)
-            if was is not None and name in was.reads:
-                readers.append(_Reader(position, -1, writer_before(replaced)))
+    for position in index.nested_reads_after.get(name, ()):
+        replaced = layout.replaced.get(position)
+        was = None if replaced is None else nested_before.get(replaced)
+        if was is not None and name in was.reads:
+            readers.append(_Reader(position, -1, writer_before(replaced)))
     writes_after.sort()
     new_writers = [position for position, _ in writes_after]
     for reader in readers:
-        index = bisect_left(new_writers, reader.position)
-        actual = identity(new_writers[index - 1]) if index else None
+        found = bisect_left(new_writers, reader.position)
+        actual = identity(new_writers[found - 1]) if found else None
         if actual != reader.expected:
             raise IllegalRewriteError(_refusal(name, reader, actual, old_ops, new_ops, layout))
     if name in final_outputs:
