@@ -9,19 +9,23 @@ op of a lowered op is unrolled too, so the flat net's gradients can be compared 
 What the unrolling does: ``graphtools.analysis.unroll_recurrent``. Ops whose sequence length
 is unknown, or whose step workspaces or states other ops read, are kept (stat ``kept``).
 
-Example (``lower-recurrent-networks{seq_len=2}``, a cell ``h = Mul(h_prev, w) + x_t``)::
+Example (``lower-recurrent-networks{input_shapes=x:2x3x2;h0:3x2}``, a forward-only tanh RNN;
+``fixtures/golden/lower-recurrent-networks``)::
 
     before
-      #0 h_all@1, h_last@1, rnn/step_workspaces@1 = RecurrentNetwork(x@0, h0@0, w@0)
+      %0 RecurrentNetwork(x@0, h0@0, w@0, b@0) -> h_all@1, h_last@1, rnn/step_workspaces@1
+        (step_net: FC(h_prev, w, b) -> g; Sum(g, x_t) -> s; Tanh(s) -> h)
     after
-      #0 rnn/rnn/h_prev_states/row0@1 = ExpandDims(h0@0)                  dims: [0]
-      #1 rnn/t0/x@1, rnn/t1/x@1 = Split(x@0)                              axis: 0
-      #2 rnn/t0/hw@1 = Mul(rnn/rnn/h_prev_states/row0@1, w@0)
-      #3 rnn/t0/h@1 = Sum(rnn/t0/hw@1, rnn/t0/x@1)
-      #4 rnn/t1/hw@1 = Mul(rnn/t0/h@1, w@0)
-      #5 rnn/t1/h@1 = Sum(rnn/t1/hw@1, rnn/t1/x@1)
-      #6 h_all@1, rnn/h_all_split_info@1 = Concat(rnn/t0/h@1, rnn/t1/h@1)   axis: 0
-      #7 h_last@1 = Copy(rnn/t1/h@1)
+      %0 ExpandDims(h0@0) -> rnn/h_prev_states/row0@1 {dims=[0]}
+      %1 Split(x@0) -> rnn/t0/x@1, rnn/t1/x@1 {axis=0, split=[1, 1]}
+      %2 FC(rnn/h_prev_states/row0@1, w@0, b@0) -> rnn/t0/g@1 {axis=2}
+      %3 Sum(rnn/t0/g@1, rnn/t0/x@1) -> rnn/t0/s@1
+      %4 Tanh(rnn/t0/s@1) -> rnn/t0/h@1
+      %5 FC(rnn/t0/h@1, w@0, b@0) -> rnn/t1/g@1 {axis=2}
+      %6 Sum(rnn/t1/g@1, rnn/t1/x@1) -> rnn/t1/s@1
+      %7 Tanh(rnn/t1/s@1) -> rnn/t1/h@1
+      %8 Concat(rnn/t0/h@1, rnn/t1/h@1) -> h_all@1, rnn/h_all_split_info@1 {axis=0}
+      %9 Copy(rnn/t1/h@1) -> h_last@1
 """
 
 from __future__ import annotations

@@ -149,8 +149,13 @@ class _Unroller:
 
     # -- names and ops ----------------------------------------------------------------------
 
-    def fresh(self, step: int | None, blob: str) -> str:
-        base = f"{self.scope}/t{step}/{blob}" if step is not None else f"{self.scope}/{blob}"
+    def fresh(self, step: int | None, blob: str, *, scoped: bool = False) -> str:
+        """A new name: ``<scope>/t<step>/<blob>``, ``<scope>/<blob>`` (no step), or ``blob``
+        itself when it is already scoped (a state's rows); ``_v<k>`` added when taken."""
+        if scoped:
+            base = blob
+        else:
+            base = f"{self.scope}/t{step}/{blob}" if step is not None else f"{self.scope}/{blob}"
         name, version = base, 0
         while name in self.taken:
             version += 1
@@ -207,7 +212,7 @@ class _Unroller:
             like = buffer.like or next((row for row in buffer.rows if row is not None), None)
             if like is None:
                 raise self.refuse(f"row {r} of {buffer_name!r} is read but no row is known")
-            name = self.fresh(None, f"{buffer_name}/zero{r}")
+            name = self.fresh(None, f"{buffer_name}/zero{r}", scoped=True)
             self.emit(
                 "ConstantFill", [like], [name], value=0.0, dtype=self.dtype_code(buffer.dtype)
             )
@@ -249,21 +254,21 @@ class _Unroller:
         for state in program.states:
             hint = self.hints.get(state.input, StateHint())
             if hint.rank == 2:
-                row = self.fresh(None, f"{state.state}/row0")
+                row = self.fresh(None, f"{state.state}/row0", scoped=True)
                 self.emit("ExpandDims", [state.input], [row], dims=[0])
                 rows = [row]
             elif hint.rank == 3 and hint.dim0 == 1:
                 rows = [state.input]
             elif hint.rank == 3 and hint.dim0 is not None:
-                rows = [self.fresh(None, f"{state.state}/row{r}") for r in range(hint.dim0)]
+                rows = [self.fresh(None, f"{state.state}/row{r}", scoped=True) for r in range(hint.dim0)]
                 self.emit("Split", [state.input], rows, axis=0, split=[1] * hint.dim0)
             elif hint.rank == 1 and hint.batch is not None:
-                ones = self.fresh(None, f"{state.state}/batch_ones")
+                ones = self.fresh(None, f"{state.state}/batch_ones", scoped=True)
                 code = self.dtype_code(hint.dtype)
                 self.emit(
                     "ConstantFill", [], [ones], shape=[1, hint.batch, 1], value=1.0, dtype=code
                 )
-                row = self.fresh(None, f"{state.state}/row0")
+                row = self.fresh(None, f"{state.state}/row0", scoped=True)
                 self.emit("Mul", [ones, state.input], [row])
                 rows = [row]
             else:
