@@ -260,7 +260,9 @@ class _Unroller:
             elif hint.rank == 3 and hint.dim0 == 1:
                 rows = [state.input]
             elif hint.rank == 3 and hint.dim0 is not None:
-                rows = [self.fresh(None, f"{state.state}/row{r}", scoped=True) for r in range(hint.dim0)]
+                rows = [
+                    self.fresh(None, f"{state.state}/row{r}", scoped=True) for r in range(hint.dim0)
+                ]
                 self.emit("Split", [state.input], rows, axis=0, split=[1] * hint.dim0)
             elif hint.rank == 1 and hint.batch is not None:
                 ones = self.fresh(None, f"{state.state}/batch_ones", scoped=True)
