@@ -152,6 +152,10 @@ def test_two_half_sequences_with_the_state_carried_equal_one_full_sequence() -> 
         np.testing.assert_allclose(
             ws.fetch(grads[name]), expected.fetch(whole_grads[name]), rtol=1e-10, err_msg=name
         )
+    all_feeds = {**feeds, "seed": seed, "zero": np.zeros((1, 2, 3))}
+    flat = run(lowered(halves, all_feeds), all_feeds)
+    for name in ["h_all", "second/h_last", *(grads[n] for n in floating(feeds))]:
+        np.testing.assert_array_equal(flat.fetch(name), ws.fetch(name), err_msg=name)
 
 
 def test_a_stateful_rnn_called_twice_continues_the_sequence() -> None:
