@@ -24,7 +24,7 @@ a read of a blob the step (or an earlier step, as a reused workspace would give)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Container, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +47,6 @@ __all__ = [
     "RecurrentUnroll",
     "StateHint",
     "UnrollPlan",
-    "gradient_op_of",
     "plan_recurrent_unrolls",
     "recurrent_scope",
     "unroll_recurrent_network",
@@ -93,17 +92,6 @@ def recurrent_scope(net: Net, index: int) -> str:
     return f"recurrent_{index}"
 
 
-def gradient_op_of(net: Net, index: int) -> int | None:
-    """The index of the ``RecurrentNetworkGradient`` op that reads op ``index``'s step
-    workspaces (its last input), ``None`` when there is none."""
-    scratch = net[index].outputs[-1]
-    for j in range(index + 1, len(net)):
-        op = net[j]
-        if op.type == "RecurrentNetworkGradient" and op.inputs and op.inputs[-1] == scratch:
-            return j
-    return None
-
-
 @dataclass
 class _Buffer:
     """The rows of a state tensor or of a gradient tensor; ``None``: zero (never written)."""
@@ -132,14 +120,14 @@ class _Unroller:
         scope: str,
         taken: set[str],
         hints: Mapping[str, StateHint],
-        outer: Set[str] | None,
+        outer: Container[str] | None,
     ) -> None:
         self.op = op
         self.where = f"op #{index} ({op.type})"
         self.scope = scope
         self.taken = taken
         self.hints = hints
-        self.outer: Set[str] = frozenset() if outer is None else outer
+        self.outer: Container[str] = frozenset() if outer is None else outer
         self.implicit = outer is None
         self.lengths: dict[str, int] = {}
         self.ops: list[Op] = []
@@ -359,7 +347,7 @@ class _Unroller:
         forward: ForwardProgram,
         envs: list[dict[str, str]],
         seq_len: int,
-        outer: Set[str] | None,
+        outer: Container[str] | None,
     ) -> None:
         """Emit the backward steps (``t = T - 1 .. 0``) and the gradient op's outputs."""
         self.where = f"the gradient of {self.where}"
@@ -545,9 +533,9 @@ def unroll_recurrent_network(
     *,
     hints: Mapping[str, StateHint],
     taken: set[str],
-    outer: Set[str] | None,
+    outer: Container[str] | None,
     gradient_index: int | None = None,
-    gradient_outer: Set[str] | None = None,
+    gradient_outer: Container[str] | None = None,
 ) -> RecurrentUnroll:
     """The flat ops replacing RecurrentNetwork op ``index`` of ``net`` (and its gradient op).
 
@@ -560,8 +548,8 @@ def unroll_recurrent_network(
         outer: the blobs of the enclosing net visible to the op (the net's inputs, what
             earlier ops wrote, the init_net's outputs): a step may read them, never write
             them. ``None``: the net declares its inputs implicitly (reads are not checked).
-        gradient_index: the op's ``RecurrentNetworkGradient`` (``gradient_op_of``), unrolled
-            too.
+        gradient_index: the op's ``RecurrentNetworkGradient`` (the op reading its step
+            workspaces), unrolled too.
         gradient_outer: as ``outer``, for the gradient op.
 
     Raises:
@@ -604,6 +592,27 @@ class UnrollPlan:
     kept: dict[int, str]
 
 
+class _VisibleBefore(Container[str]):
+    """The blobs op ``index`` sees in the enclosing net: its inputs, the net's inputs, the
+    init_net's outputs, what earlier ops wrote (one dict for every op, not a set per op)."""
+
+    def __init__(
+        self, index: int, inputs: Sequence[str], known: Set[str], first_writes: Mapping[str, int]
+    ) -> None:
+        self.index = index
+        self.inputs = set(inputs)
+        self.known = known
+        self.first_writes = first_writes
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        first = self.first_writes.get(name)
+        return (
+            name in self.inputs or name in self.known or (first is not None and first < self.index)
+        )
+
+
 def _hint(t: TensorType, batch: int | None) -> StateHint:
     shape = t.shape
     dim0 = shape[0] if shape and isinstance(shape[0], int) else None
@@ -644,30 +653,41 @@ def plan_recurrent_unrolls(
     if not indices:
         return UnrollPlan((), {})
     info = infer_model_shapes(model, inputs or {})
-    gradients = {i: gradient_op_of(net, i) for i in indices}
-    wanted = set(indices) | {j for j in gradients.values() if j is not None}
+    scratches = {net[i].outputs[-1]: i for i in indices if net[i].outputs}
+    gradients: dict[int, int] = {}
     init_names = set() if model.init_net is None else set(model.init_net.written_names())
     implicit = not net.external_inputs
-    visible = set(net.external_inputs) | init_names
+    first_writes: dict[str, int] = {}
     counts: dict[str, int] = {}
     types: dict[int, list[TensorType]] = {}
-    outer: dict[int, frozenset[str]] = {}
     readers: dict[str, list[int]] = {}
+    wanted = set(indices)
     for index, op in enumerate(net):
         for name in op.inputs:
             readers.setdefault(name, []).append(index)
+        forward = scratches.get(op.inputs[-1]) if op.inputs else None
+        gradient_of = forward if op.type == "RecurrentNetworkGradient" else None
+        if gradient_of is not None and gradient_of < index and gradient_of not in gradients:
+            gradients[gradient_of] = index
+            wanted.add(index)
         if index in wanted:
             types[index] = [info.types.get((n, counts.get(n, 0)), TensorType()) for n in op.inputs]
-            outer[index] = frozenset(visible | set(op.inputs))
         for name in op.outputs:
             counts[name] = counts.get(name, 0) + 1
-            visible.add(name)
+            first_writes.setdefault(name, index)
+    known = frozenset(net.external_inputs) | init_names
+
+    def outer(index: int | None) -> _VisibleBefore | None:
+        if implicit or index is None:
+            return None
+        return _VisibleBefore(index, net[index].inputs, known, first_writes)
+
     taken = _all_names(model)
     unrolls = []
     kept: dict[int, str] = {}
     for index in indices:
         op = net[index]
-        gradient = gradients[index]
+        gradient = gradients.get(index)
         sequence = types[index][0].shape
         length = seq_len
         if length is None and sequence and isinstance(sequence[0], int):
@@ -692,9 +712,9 @@ def plan_recurrent_unrolls(
                 length,
                 hints=hints,
                 taken=taken,
-                outer=None if implicit else outer[index],
+                outer=outer(index),
                 gradient_index=gradient,
-                gradient_outer=None if implicit or gradient is None else outer[gradient],
+                gradient_outer=outer(gradient),
             )
         )
     return UnrollPlan(tuple(unrolls), kept)
