@@ -500,7 +500,7 @@ def _check_name(
     for position in index.nested_reads_after.get(name, ()):
         replaced = layout.replaced.get(position)
         was = None if replaced is None else nested_before.get(replaced)
-        if was is not None and name in was.reads:
+        if replaced is not None and was is not None and name in was.reads:
             readers.append(_Reader(position, -1, writer_before(replaced)))
     writes_after.sort()
     new_writers = [position for position, _ in writes_after]
