@@ -39,8 +39,8 @@ from graphtools.analysis.recurrent import (
     backward_program,
     forward_program,
 )
-from graphtools.analysis.shapes import TensorType, TypeLike, infer_model_shapes
-from graphtools.errors import UnsupportedOpError
+from graphtools.analysis.shapes import ShapeInfo, TensorType, TypeLike, infer_model_shapes
+from graphtools.errors import InvalidNetError, UnsupportedOpError
 from graphtools.ir import Model, Net, Op
 
 __all__ = [
@@ -652,7 +652,10 @@ def plan_recurrent_unrolls(
     indices = [i for i, op in enumerate(net) if op.type == "RecurrentNetwork"]
     if not indices:
         return UnrollPlan((), {})
-    info = infer_model_shapes(model, inputs or {})
+    try:
+        info = infer_model_shapes(model, inputs or {})
+    except InvalidNetError:  # shapes are a help: without them only seq_len gives lengths
+        info = ShapeInfo()
     scratches = {net[i].outputs[-1]: i for i in indices if net[i].outputs}
     gradients: dict[int, int] = {}
     init_names = set() if model.init_net is None else set(model.init_net.written_names())
