@@ -163,9 +163,8 @@ def _pattern(cx: ExportContext, op: Op) -> _Pattern:
 class _Body:
     """The step net as a sub-graph: SSA renames, then the ordinary op exporters."""
 
-    def __init__(self, cx: ExportContext, op: Op, pattern: _Pattern, label: str) -> None:
+    def __init__(self, cx: ExportContext, pattern: _Pattern, label: str) -> None:
         self.cx = cx
-        self.op = op
         self.pattern = pattern
         self.label = label
         self.sub = cx.child(set(), f"{cx.net_label}, {label}")
@@ -279,8 +278,8 @@ def _initial_row(cx: ExportContext, state: _State, sequence: str) -> str:
 
 
 def _body_step(body: _Body, pattern: _Pattern, t: str | None, rows: dict[str, str]) -> None:
-    """Bind the sequence rows and the timestep, convert the step, list the next states and
-    the ``_all`` rows as outputs (carried values first)."""
+    """Bind the sequence rows and (from the int64 ``[1]`` iteration ``t``) the timestep, then
+    convert the step's ops into the body."""
     cx = body.cx
     if t is not None and body.reads_timestep():
         ts = cx.fresh(f"{pattern.timestep}_{body.label}")
@@ -292,7 +291,7 @@ def _body_step(body: _Body, pattern: _Pattern, t: str | None, rows: dict[str, st
 
 
 def _loop(cx: ExportContext, op: Op, pattern: _Pattern) -> None:
-    body = _Body(cx, op, pattern, "loop")
+    body = _Body(cx, pattern, "loop")
     iteration = body.value("", "iteration", TensorProto.INT64, [])
     cond = body.value("", "cond", TensorProto.BOOL, [])
     for state in pattern.states:
@@ -324,7 +323,7 @@ def _loop(cx: ExportContext, op: Op, pattern: _Pattern) -> None:
 
 
 def _scan(cx: ExportContext, op: Op, pattern: _Pattern) -> None:
-    body = _Body(cx, op, pattern, "scan")
+    body = _Body(cx, pattern, "scan")
     for state in pattern.states:
         body.value(state.reader, state.reader, _elem_type(cx, state.init), None)
     counter = None
