@@ -161,3 +161,23 @@ class ControlFlowError(GraphToolsError, AssertionError):
     Subclasses ``AssertionError``, which Caffe2's ``control_ops_grad`` raised (its checks were
     ``assert`` statements); here they hold even under ``python -O``.
     """
+
+
+class RecurrentNetError(GraphToolsError, AssertionError):
+    """``recurrent_net`` cannot build the RecurrentNetwork op it was asked for (not exactly one
+    sequence input, a recomputed op writing blobs not declared for recomputation).
+
+    Subclasses ``AssertionError``, which Caffe2's ``recurrent.py`` raised (its checks were
+    ``assert`` statements); here they hold even under ``python -O``.
+    """
+
+
+class RecurrentLinkError(GraphToolsError, KeyError):
+    """``recurrent_net`` found a recurrent input without a link, or a cell input the backward
+    step gives no gradient.
+
+    Also a ``KeyError``, which Caffe2's ``recurrent.py`` raised (a failed dict lookup).
+    """
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return Exception.__str__(self)

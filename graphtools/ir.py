@@ -1115,6 +1115,8 @@ class Edit:
       several inserts at one index keep their order and go before a replacement of that op.
     * ``set_op(index, op)``: replace an op; the new op keeps its place and identity, so its
       readers keep reading "its" outputs.
+    * ``expand(index, ops)``: replace an op by several (a lowering); each blob the old op
+      wrote is taken over by the last of ``ops`` writing that name, so its readers read that.
     * ``replace_all_uses_with(old, new)``: every read of versioned blob ``old`` reads ``new``
       (a blob of the same net, ``(name, version)``) instead, and when ``old`` is the final
       version of an external output, the output becomes ``new``'s name.
@@ -1136,6 +1138,7 @@ class Edit:
         self._removed: set[int] = set()
         self._replaced: dict[int, Op] = {}
         self._inserted: dict[int, list[Op]] = {}
+        self._expanded: dict[int, tuple[int, int]] = {}  # index -> (first, count) in _inserted
         self._rewires: list[tuple[VersionedBlob, VersionedBlob]] = []
         self._renames: dict[VersionedBlob, str] = {}
         self._external_inputs: list[str] | None = None
@@ -1185,6 +1188,19 @@ class Edit:
     def set_op(self, index: int, op: Op) -> None:
         """Replace the op at ``index`` with ``op``."""
         self._replaced[self._index(index, "set_op")] = _checked_op(op)
+
+    def expand(self, index: int, ops: Iterable[Op]) -> None:
+        """Replace the op at ``index`` with ``ops``: for each name the old op writes, the last
+        of ``ops`` writing that name takes over its value (its readers and, for an external
+        output, the net's output read that op's value); the others are new ops."""
+        index = self._index(index, "expand")
+        group = [_checked_op(op) for op in ops]
+        if index in self._expanded:
+            raise IllegalRewriteError(f"op #{index} is expanded twice in one edit")
+        self._removed.add(index)
+        inserted = self._inserted.setdefault(index, [])
+        self._expanded[index] = (len(inserted), len(group))
+        inserted.extend(group)
 
     def replace_all_uses_with(self, old: VersionedBlob, new: VersionedBlob) -> None:
         """Make every read of ``old`` read ``new`` (see the class docstring)."""
@@ -1385,7 +1401,9 @@ class Edit:
             order.extend(self._inserted.get(index, ()))
             if index in replaced:
                 order.append(replaced[index])
-        new_ops = dict(zip(layout.new_positions(), order, strict=True))
+        positions = layout.new_positions()
+        new_ops = dict(zip(positions, order, strict=True))
+        takeovers = self._takeovers(positions, replaced)
         replacement_at = {index: position for position, index in layout.replaced.items()}
         moved_rewires = {
             (replacement_at[index], slot): blob for (index, slot), blob in rewired.items()
@@ -1430,7 +1448,29 @@ class Edit:
             kept_nested,
             nested_after,
             outputs_now,
+            takeovers,
         )
+
+    def _takeovers(self, positions: list[int], replaced: Mapping[int, Op]) -> dict[Any, int]:
+        """``{(position, name): base index}``: the new op at ``position`` stands for the
+        expanded op ``base index`` as the writer of ``name``."""
+        if not self._expanded:
+            return {}
+        starts: dict[int, int] = {}
+        cursor = 0
+        for index in sorted(set(replaced) | set(self._inserted)):
+            starts[index] = cursor
+            cursor += len(self._inserted.get(index, ())) + (index in replaced)
+        takeovers: dict[Any, int] = {}
+        ops = self._net._ops
+        for index, (first, count) in self._expanded.items():
+            group = positions[starts[index] + first : starts[index] + first + count]
+            group_ops = self._inserted[index][first : first + count]
+            for name in set(ops[index].outputs):
+                writers = [p for p, op in zip(group, group_ops, strict=True) if name in op.outputs]
+                if writers:
+                    takeovers[(writers[-1], name)] = index
+        return takeovers
 
 
 def _version_at(usedef: SSAView | Overlay | NameScan, name: str, index: int) -> int:

@@ -424,6 +424,7 @@ def check_edit(
     nested_before: Mapping[int, Nested],
     nested_after: Mapping[int, Nested],
     final_outputs: Mapping[str, int | None],
+    takeovers: Mapping[tuple[int, str], int] | None = None,
 ) -> None:
     """Refuse an edit that changes a value some op reads without being asked to.
 
@@ -442,6 +443,8 @@ def check_edit(
     op's nested nets write where the op stands (an appended backward ``If`` writing gradients
     nobody read before is fine); names written inside the nested nets of an op the edit keeps
     are refused outright: the versioned view cannot tell which write a later op sees.
+    ``takeovers`` maps ``(position, name)`` to the base op whose write of ``name`` the new op
+    at ``position`` stands for (an expanded op).
 
     ``written`` are the names whose writes the edit changes (removed, inserted, or replaced
     ops writing differently).
@@ -480,7 +483,16 @@ def check_edit(
                 "later ops read"
             )
         _check_name(
-            name, before, layout, old_ops, new_ops, index, rewired, nested_before, final_outputs
+            name,
+            before,
+            layout,
+            old_ops,
+            new_ops,
+            index,
+            rewired,
+            nested_before,
+            final_outputs,
+            takeovers or {},
         )
 
 
@@ -605,8 +617,14 @@ def _check_name(
     rewired: Mapping[tuple[int, int], int | None],
     nested_before: Mapping[int, Nested],
     final_outputs: Mapping[str, int | None],
+    takeovers: Mapping[tuple[int, str], int],
 ) -> None:
     writes_before = before.writes(name)
+
+    def identity(position: int) -> int | tuple[str, int]:
+        taken = takeovers.get((position, name))
+        return layout.identity_of(position) if taken is None else taken
+
     old_writers = [position for position, _ in writes_before]
 
     def writer_before(position: int) -> int | None:
@@ -647,12 +665,12 @@ def _check_name(
     new_writers = [position for position, _ in writes_after]
     for reader in readers:
         found = bisect_left(new_writers, reader.position)
-        actual = layout.identity_of(new_writers[found - 1]) if found else None
+        actual = identity(new_writers[found - 1]) if found else None
         if actual != reader.expected:
             raise IllegalRewriteError(_refusal(name, reader, actual, old_ops, new_ops, layout))
     if name in final_outputs:
         expected = final_outputs[name]
-        actual = layout.identity_of(new_writers[-1]) if new_writers else None
+        actual = identity(new_writers[-1]) if new_writers else None
         if actual != expected:
             end = _Reader(layout.size, -2, expected)
             raise IllegalRewriteError(_refusal(name, end, actual, old_ops, new_ops, layout))

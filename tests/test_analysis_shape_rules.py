@@ -15,7 +15,10 @@ import pytest
 from graphtools.analysis.shapes import DATA_DEPENDENT, RULES, TensorType, infer_shapes
 from graphtools.executor import KERNELS, Int8Tensor, Workspace, run_net
 from graphtools.executor.scopes import WorkspaceStack
+from graphtools.gradients import GradientRegistry
 from graphtools.ir import Net, Op
+from graphtools.recurrent import recurrent_net
+from graphtools.serde.codec import op_from_proto
 
 RNG = np.random.default_rng(0)
 
@@ -55,11 +58,13 @@ def q32(*shape: int) -> Int8Tensor:
 
 @dataclass
 class Case:
-    """One op, its fed inputs, and int64 blobs made by a fill op before it (known values)."""
+    """One op, its fed inputs, and int64 blobs made by a fill op before it (known values);
+    ``setup`` ops run between the fills and the op (a gradient op's forward op)."""
 
     op: Op
     feeds: dict[str, Any] = field(default_factory=dict)
     consts: dict[str, list[int]] = field(default_factory=dict)
+    setup: list[Op] = field(default_factory=list)
 
 
 def case(
@@ -618,6 +623,39 @@ def _control_cases() -> list[Case]:
     ]
 
 
+def _recurrent_cases() -> list[Case]:
+    cell = Net(
+        [Op("Sum", ["x_t", "h_prev"], ["s"]), Op("Mul", ["x_t", "s"], ["h"])],
+        ["x_t", "h_prev"],
+        ["h"],
+        name="step",
+    )
+    outer = Net([], ["x", "h0"])
+    recurrent_net(outer, cell, [("x_t", "x")], [("h_prev", "h0")], {"h_prev": "h"}, scope="r")
+    forward = outer[0]
+    x, h0 = f32(3, 2, 4), f32(2, 4)
+    gradient = GradientRegistry.GetGradientForOp(forward, ["g_all", None, None])[0][0]
+    stateful = forward.replace(inputs=["x", "h1"])
+    return [
+        Case(forward, {"x": x, "h0": h0}),
+        Case(stateful, {"x": f32(0, 2, 4), "h1": f32(1, 2, 4)}),
+        Case(op_from_proto(gradient), {"x": x, "h0": h0, "g_all": f32(3, 2, 4)}, {}, [forward]),
+        case(
+            "rnn_internal_apply_link",
+            {"t": np.array([1], np.int32), "e": f32(5, 2, 3)},
+            outputs=["i", "e"],
+            offset=1,
+            window=2,
+        ),
+        case(
+            "rnn_internal_accumulate_gradient_input",
+            {"t": np.array([1], np.int32), "og": f32(3, 2, 3), "g": f32(4, 2, 3)},
+            outputs=["g"],
+            offset=1,
+        ),
+    ]
+
+
 CASES = [
     *_conv_cases(),
     *_pool_cases(),
@@ -634,6 +672,7 @@ CASES = [
     *_train_cases(),
     *_grad_cases(),
     *_control_cases(),
+    *_recurrent_cases(),
 ]
 
 
@@ -650,7 +689,7 @@ def _net(c: Case) -> Net:
         Op("GivenTensorInt64Fill", [], [name], args={"values": values, "shape": [len(values)]})
         for name, values in c.consts.items()
     ]
-    return Net([*fills, c.op], list(c.feeds))
+    return Net([*fills, *c.setup, c.op], list(c.feeds))
 
 
 def _ids() -> list[str]:

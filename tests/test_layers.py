@@ -8,7 +8,7 @@ The layers (README, "Layout guardrails"; STYLE.md's, with the adjustments said t
    ``verify``, ``printer``
 3. ``analysis`` (the rest), ``serde``
 4. ``pass_infra``, ``executor``
-5. ``passes``, ``gradients``
+5. ``passes``, ``gradients``, ``recurrent``
 6. ``compat``, ``onnx``, ``testing`` and the other helpers for users' tests
 7. ``cli``, ``__main__``; the package ``graphtools`` itself (the public facade)
 
@@ -48,6 +48,7 @@ LAYERS: list[tuple[str, int]] = [
     ("graphtools.executor", 4),
     ("graphtools.passes", 5),
     ("graphtools.gradients", 5),
+    ("graphtools.recurrent", 5),
     ("graphtools.compat", 6),
     ("graphtools.onnx", 6),
     ("graphtools.testing", 6),

@@ -9,7 +9,10 @@ and treats a holder op as reading ``reads`` and writing ``writes`` where it stan
 
 The sets are conservative: a name an inner op reads counts as read from outside even when an
 earlier inner op wrote it, and every name an inner op writes or a nested net declares as an
-output counts as written outside.
+output counts as written outside. Except for ``RecurrentNetwork`` and
+``RecurrentNetworkGradient``: their step nets run in step workspaces of their own, so what they
+write stays there (Caffe2 writes a name outside only when the enclosing workspace already holds
+it, which nets built by ``recurrent_net`` never do); the op's outputs are its only writes.
 
 ``do_bindings`` reads which inner name of a ``Do`` stands for which outer blob, checked the way
 Caffe2 checks them (the executor and the shape analysis both need it).
@@ -37,6 +40,9 @@ __all__ = [
     "nested_accesses",
 ]
 
+#: Ops whose nested nets run in workspaces of their own (their writes stay there).
+_STEP_WORKSPACE_OPS = frozenset({"RecurrentNetwork", "RecurrentNetworkGradient"})
+
 
 @dataclass(frozen=True)
 class NestedAccess:
@@ -59,6 +65,8 @@ def nested_access(op: Op) -> NestedAccess:
     writes: set[str] = set()
     for _, net in op.nested_nets():
         _collect(net, reads, writes)
+    if op.type in _STEP_WORKSPACE_OPS:
+        writes.clear()
     return NestedAccess(frozenset(reads), frozenset(writes))
 
 

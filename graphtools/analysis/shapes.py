@@ -72,6 +72,7 @@ from graphtools.analysis import (  # noqa: F401  (importing registers the rules)
     shape_rules_math,
     shape_rules_misc,
     shape_rules_nn,
+    shape_rules_recurrent,
     shape_rules_sparse,
     shape_rules_tensor,
     shape_rules_train,
@@ -125,6 +126,7 @@ DATA_DEPENDENT: dict[str, str] = {
     "SparseToDense": "the first dim is max(indices) + 1 unless DATA_TO_INFER_DIM is given",
     "OneHot": "the row length is the value of the index-size input",
     "Load": "the blobs and their shapes are those stored in the db file it reads",
+    "RecurrentNetworkBlobFetcher": "one name per blob the step workspaces hold after a run",
 }
 
 TypeLike = TensorType | Sequence[int | str | None]

@@ -5,7 +5,8 @@
 with ``@kernel("FC")`` in the family modules (``kernels_nn``, ``kernels_math``,
 ``kernels_tensor``, ``kernels_fill``, ``kernels_int8``, ``kernels_detection``, ``kernels_image``,
 ``kernels_misc``, ``kernels_sparse``, ``kernels_aten``, ``kernels_io``, ``kernels_control``,
-``kernels_logic``, ``kernels_train``, ``kernels_grad``); ``KERNELS`` maps each type to its kernel.
+``kernels_logic``, ``kernels_train``, ``kernels_grad``, ``kernels_recurrent``); ``KERNELS`` maps
+each type to its kernel.
 An op without a kernel raises ``UnsupportedOpError``; a kernel that rejects its inputs raises
 ``ExecutionError`` naming the op and the input shapes.
 """
@@ -25,6 +26,7 @@ from graphtools.executor import (  # noqa: F401  (importing registers the kernel
     kernels_math,
     kernels_misc,
     kernels_nn,
+    kernels_recurrent,
     kernels_sparse,
     kernels_tensor,
     kernels_train,

@@ -2,14 +2,18 @@
 
 ``GradientRegistry.GetBackwardPass(ops, ys)`` builds the gradient ops of a list of ops the way
 Caffe2's gradient IR does; ``add_gradient_operators(net, ys)`` appends them to a net. Built-in
-makers cover the common ops (``makers``); ``Do``, ``If`` and ``While`` are differentiated by
-``gen_do_gradient``, ``gen_if_gradient`` and ``gen_while_gradient``; ``add_if_op`` and
-``add_while_op`` build those control-flow ops. See ``docs/gradients.md``.
+makers cover the common ops (``makers``) and ``RecurrentNetwork`` (``recurrent_grad``); ``Do``,
+``If`` and ``While`` are differentiated by ``gen_do_gradient``, ``gen_if_gradient`` and
+``gen_while_gradient``; ``add_if_op`` and ``add_while_op`` build those control-flow ops. See
+``docs/gradients.md``.
 """
 
 from __future__ import annotations
 
-from graphtools.gradients import makers  # noqa: F401  (importing registers the built-in makers)
+from graphtools.gradients import (  # noqa: F401  (importing registers the built-in makers)
+    makers,
+    recurrent_grad,
+)
 from graphtools.gradients.api import add_gradient_operators
 from graphtools.gradients.control_builders import add_if_op, add_while_op, get_external_blob_names
 from graphtools.gradients.control_grad import (

@@ -146,6 +146,16 @@ def _transpose(ctx: MakerContext) -> list[OperatorDef]:
     return [op]
 
 
+@builtin_gradient("ExpandDims", inputs=ONE, outputs=ONE)
+def _expand_dims(ctx: MakerContext) -> list[OperatorDef]:
+    return [ctx.make("Squeeze", [ctx.GO(0)], [ctx.GI(0)])]
+
+
+@builtin_gradient("Squeeze", inputs=ONE, outputs=ONE)
+def _squeeze(ctx: MakerContext) -> list[OperatorDef]:
+    return [ctx.make("ExpandDims", [ctx.GO(0)], [ctx.GI(0)])]
+
+
 @builtin_gradient("AveragedLoss", inputs=ONE, outputs=ONE)
 def _averaged_loss(ctx: MakerContext) -> list[OperatorDef]:
     return [ctx.make("AveragedLossGradient", [ctx.I(0), ctx.GO(0)], [ctx.GI(0)])]

@@ -37,6 +37,7 @@ class ExportContext:
         read: every blob name some op reads or the graph outputs (to drop unused outputs).
         nodes: the ONNX nodes emitted so far.
         constants: initializers made for constant operands.
+        recurrent: how RecurrentNetwork ops are exported, ``"loop"`` or ``"scan"``.
     """
 
     opset: int
@@ -52,6 +53,7 @@ class ExportContext:
     missing_rank: bool = False
     outer_names: frozenset[str] = frozenset()
     rewritten: frozenset[str] = frozenset()
+    recurrent: str = "loop"
 
     def refuse(self, reason: str) -> UnsupportedOpError:
         """An ``UnsupportedOpError`` naming the op being exported."""
@@ -94,6 +96,7 @@ class ExportContext:
             net_label=label,
             outer_names=self.outer_names,
             rewritten=self.rewritten,
+            recurrent=self.recurrent,
         )
 
     def info(self, name: str) -> TypeInfo | None:

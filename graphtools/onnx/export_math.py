@@ -156,3 +156,18 @@ def _arg_reduce(cx: ExportContext, op: Op) -> None:
         axis=int(op.arg("axis", -1)),
         keepdims=int(op.arg("keepdims", 1)),
     )
+
+
+_COMPARISONS = {"LT": ("Less", 7), "GT": ("Greater", 7), "EQ": ("Equal", 7)}
+_COMPARISONS |= {"LE": ("LessOrEqual", 12), "GE": ("GreaterOrEqual", 12)}
+
+
+@exporter(*_COMPARISONS)
+def _compare(cx: ExportContext, op: Op) -> None:
+    """Caffe2's comparisons broadcast as numpy does, as ONNX's."""
+    onnx_type, since = _COMPARISONS[op.type]
+    if cx.opset < since:
+        raise cx.refuse(f"{onnx_type} needs opset {since}")
+    if op.arg("broadcast", 0) and op.arg("axis") is not None:
+        raise cx.refuse("legacy broadcast with an axis")
+    cx.node(onnx_type, op.inputs[:2], op.outputs[:1])

@@ -24,7 +24,13 @@ from onnx import ModelProto, helper, numpy_helper
 from graphtools.errors import GraphToolsError, InvalidNetError, UnsupportedOpError
 from graphtools.executor import Workspace, run_net
 from graphtools.ir import Model, Net
-from graphtools.onnx import export_control, export_math, export_nn, export_tensor  # noqa: F401
+from graphtools.onnx import (  # noqa: F401  (importing registers the exporters)
+    export_control,
+    export_math,
+    export_nn,
+    export_recurrent,
+    export_tensor,
+)
 from graphtools.onnx.context import NameGen
 from graphtools.onnx.dtypes import numpy_of_onnx, onnx_dtype_of_numpy
 from graphtools.onnx.export_context import EXPORTERS, ExportContext, TypeInfo
@@ -156,6 +162,7 @@ def _convert(
     rewritten: frozenset[str],
     *,
     final: bool,
+    recurrent: str = "loop",
 ) -> ExportContext:
     """Convert every op of ``net``. Unless ``final``, an exporter that refused for want of a
     rank stops the conversion early (``missing_rank`` is set) so the caller can learn more
@@ -163,7 +170,13 @@ def _convert(
     names = NameGen([*read, *params, *(n for op in net.ops for n in op.outputs)])
     outer = frozenset(n for op in net.ops for n in (*op.inputs, *op.outputs))
     cx = ExportContext(
-        opset, names, types, read, outer_names=outer | frozenset(params), rewritten=rewritten
+        opset,
+        names,
+        types,
+        read,
+        outer_names=outer | frozenset(params),
+        rewritten=rewritten,
+        recurrent=recurrent,
     )
     for index, op in enumerate(net.ops):
         fn = EXPORTERS.get(op.type)
@@ -185,6 +198,7 @@ def export_onnx(
     ir_version: int | None = None,
     value_info: ValueInfo | None = None,
     dynamic_batch: bool = False,
+    recurrent: str = "loop",
 ) -> ModelProto:
     """Convert an init_net/predict_net pair into an ONNX model.
 
@@ -197,6 +211,8 @@ def export_onnx(
             needed for every graph input our shape analysis cannot type.
         dynamic_batch: write dim 0 of every graph input (and what follows from it) as the
             free dimension ``N``.
+        recurrent: ``"loop"`` writes each RecurrentNetwork op as an ONNX ``Loop``, ``"scan"``
+            as a ``Scan`` (``graphtools.onnx.export_recurrent``).
 
     Raises:
         UnsupportedOpError: an op without an ONNX form (naming op index and type).
@@ -204,6 +220,10 @@ def export_onnx(
             writes it that is neither an input nor a param.
     """
     opset = DEFAULT_OPSET if opset is None else int(opset)
+    if recurrent not in ("loop", "scan"):
+        raise UnsupportedOpError(
+            f"recurrent={recurrent!r}: RecurrentNetwork exports as 'loop' or 'scan'"
+        )
     if not MIN_EXPORT_OPSET <= opset <= max_opset():
         raise UnsupportedOpError(
             f"cannot export to opset {opset}: supported are {MIN_EXPORT_OPSET} to {max_opset()}"
@@ -248,7 +268,7 @@ def export_onnx(
         numpy_helper.from_array(value, name) for name, value in params.items() if name in read
     ]
     graph_inputs = [_value_info(name, types.get(name)) for name in inputs]
-    cx = _convert(net, opset, types, read, params, rewritten, final=False)
+    cx = _convert(net, opset, types, read, params, rewritten, final=False, recurrent=recurrent)
     while cx.missing_rank:
         # An exporter wanted a rank nobody knew: learn the shapes ONNX inference finds for
         # the graph converted so far, then convert again with them.
@@ -256,7 +276,9 @@ def export_onnx(
             cx.nodes, "probe", graph_inputs, [], [*initializers, *cx.constants]
         )
         learned = _learn_types(types, _output_types(partial, opset, ir))
-        cx = _convert(net, opset, types, read, params, rewritten, final=not learned)
+        cx = _convert(
+            net, opset, types, read, params, rewritten, final=not learned, recurrent=recurrent
+        )
         if not learned:
             break
     graph = helper.make_graph(

@@ -5,7 +5,7 @@ Model level, as Caffe2's ``onnx_graph_to_caffe2_net`` did: initializers become t
 predict_net's external inputs (IR-3 models list their weights as inputs too: those are params,
 not feeds), followed by the params; graph outputs become external outputs. Nodes are converted
 one by one by the table in ``registry`` (families in ``import_nn``, ``import_math``,
-``import_tensor``, ``import_control``).
+``import_tensor``, ``import_control``, ``import_recurrent``).
 
 Choices where upstream was silent or loose:
 
@@ -31,7 +31,13 @@ from onnx import GraphProto, ModelProto, numpy_helper
 
 from graphtools.errors import UnsupportedOpError
 from graphtools.ir import Model, Net, Op
-from graphtools.onnx import import_control, import_math, import_nn, import_tensor  # noqa: F401
+from graphtools.onnx import (  # noqa: F401  (importing registers the converters)
+    import_control,
+    import_math,
+    import_nn,
+    import_recurrent,
+    import_tensor,
+)
 from graphtools.onnx.context import NameGen, NodeContext, Shape
 from graphtools.onnx.dtypes import fill_op_for
 from graphtools.onnx.external import ModelSource, load_onnx
@@ -52,7 +58,6 @@ MIN_OPSET = 7
 """The oldest default-domain opset imported (numpy broadcasting in arithmetic starts at 7)."""
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
-_RECURRENT = frozenset({"LSTM", "GRU", "RNN"})
 
 
 def supported_ops() -> dict[str, tuple[int, ...]]:
@@ -218,11 +223,6 @@ class GraphImporter:
         ctx = NodeContext(node, index, self.opset, since, self)
         if node.domain not in _DEFAULT_DOMAINS:
             raise ctx.refuse(f"op domain {node.domain!r} is not supported (only the default)")
-        if node.op_type in _RECURRENT:
-            raise ctx.refuse(
-                "recurrent nodes (LSTM/GRU/RNN) are not imported yet: their mapping to "
-                "Caffe2's RecurrentNetwork is a separate piece of work"
-            )
         entry = CONVERTERS.get(node.op_type)
         if entry is None:
             raise ctx.refuse("no Caffe2 mapping for this op type in graphtools")

@@ -1,0 +1,150 @@
+"""The pass ``lower-recurrent-networks``: what it unrolls, keeps and refuses, and the LSTM demo
+net of ``../shared/fixtures-real`` (its step nets are text in string arguments)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from recurrent_cells import tanh_rnn
+from test_executor_recurrent import _as_text
+from test_recurrent_numbers import input_shapes, run
+
+from graphtools.errors import UnsupportedOpError
+from graphtools.executor import run_model
+from graphtools.ir import Model, Net, Op
+from graphtools.pass_infra import PassManager
+from graphtools.passes.lower_recurrent import LowerRecurrentNetworks
+from graphtools.recurrent import recurrent_net
+from graphtools.serde import load_model
+from graphtools.verify import verify
+
+DEMO = "breadbread1984-Caffe2-C-LSTM-demo/deploy_models"
+
+
+def test_the_sequence_length_comes_from_the_option_or_the_shapes() -> None:
+    cell = tanh_rnn()
+    kept = Model(cell.net.copy())
+    result = LowerRecurrentNetworks()(kept)
+    assert not result.modified and result.stats["kept"] == 1
+    by_option = Model(cell.net.copy())
+    shapes = tuple(s for s in input_shapes(cell.feeds) if not s.startswith("x:"))
+    result = LowerRecurrentNetworks(seq_len=3, input_shapes=shapes)(by_option)
+    assert result.stats == {"lowered": 1, "gradients_lowered": 0, "ops_added": 12, "kept": 0}
+    expected = run(cell.net, cell.feeds)
+    flat = run(by_option.predict_net, cell.feeds)
+    np.testing.assert_array_equal(flat.fetch("h_all"), expected.fetch("h_all"))
+
+
+def test_the_pass_runs_in_a_pipeline_and_reaches_its_fixpoint() -> None:
+    cell = tanh_rnn()
+    model = Model(cell.net.copy())
+    spec = "lower-recurrent-networks{input_shapes=" + ";".join(input_shapes(cell.feeds)) + "}"
+    PassManager.parse(spec)(model)
+    assert [op.type for op in model.predict_net].count("RecurrentNetwork") == 0
+    assert not LowerRecurrentNetworks(input_shapes=input_shapes(cell.feeds))(model).modified
+
+
+def test_step_nets_given_as_text_are_unrolled() -> None:
+    cell = tanh_rnn()
+    textual = Net([_as_text(cell.net[0])], cell.net.external_inputs)
+    model = Model(textual)
+    assert LowerRecurrentNetworks(input_shapes=input_shapes(cell.feeds))(model).modified
+    flat = run(model.predict_net, cell.feeds)
+    np.testing.assert_array_equal(flat.fetch("h_all"), run(cell.net, cell.feeds).fetch("h_all"))
+
+
+def test_an_op_whose_step_workspaces_other_ops_read_is_kept() -> None:
+    cell = tanh_rnn()
+    net = cell.net.copy()
+    net.append_op(Op("RecurrentNetworkBlobFetcher", ["rnn/step_workspaces"], ["names"]))
+    result = LowerRecurrentNetworks(input_shapes=input_shapes(cell.feeds))(Model(net))
+    assert not result.modified and result.stats["kept"] == 1
+
+
+def test_a_step_writing_a_blob_of_the_enclosing_net_is_refused_and_the_model_kept() -> None:
+    step = Net(
+        [Op("Copy", ["x_t"], ["last_input"]), Op("Copy", ["h_prev"], ["h"])],
+        ["x_t", "h_prev"],
+        ["h"],
+    )
+    net = Net([], ["x", "h0", "last_input"])
+    recurrent_net(net, step, [("x_t", "x")], [("h_prev", "h0")], {"h_prev": "h"}, forward_only=True)
+    model = Model(net)
+    before = model.predict_net.copy()
+    with pytest.raises(
+        UnsupportedOpError, match="writes 'last_input', a blob of the enclosing net"
+    ):
+        LowerRecurrentNetworks(seq_len=2, input_shapes=("h0:2x2",))(model)
+    assert model.predict_net.same_as(before)
+
+
+def test_a_write_to_a_window_of_several_rows_is_refused() -> None:
+    step = Net(
+        [Op("Copy", ["x_t"], ["win"]), Op("Copy", ["h_prev"], ["h"])],
+        ["x_t", "h_prev", "win"],
+        ["h"],
+    )
+    net = Net([], ["x", "h0", "w0"])
+    recurrent_net(net, step, [("x_t", "x")], [("h_prev", "h0")], {"h_prev": "h"}, forward_only=True)
+    op = net[0]
+    op = op.replace(inputs=[*op.inputs, "w0"]).with_arg("recurrent_states", ["rnn_h", "rnn_w"])
+    op = op.with_arg("initial_recurrent_state_ids", [1, 3])
+    links = [
+        ("h_prev", "rnn_h", 0, 1),
+        ("h", "rnn_h", 1, 1),
+        ("x_t", "x", 0, 1),
+        ("win", "rnn_w", 0, 2),
+    ]
+    for k, name in enumerate(("link_internal", "link_external", "link_offset", "link_window")):
+        op = op.with_arg(name, [link[k] for link in links])
+    op = op.with_arg("alias_src", ["rnn_h", "rnn_h"])
+    net = Net([op], net.external_inputs)
+    with pytest.raises(UnsupportedOpError, match="a link window of 2 rows"):
+        LowerRecurrentNetworks(seq_len=2, input_shapes=("h0:2x2", "w0:3x2x2"))(Model(net))
+
+
+def _demo(real_fixtures: Path) -> tuple[Model, dict[str, np.ndarray]]:
+    """The demo's model and random weights of the right shapes: its init_net ``Load``s them
+    from an lmdb DB that is not among the fixtures, so that op is dropped."""
+    directory = real_fixtures / DEMO
+    model = load_model(directory / "lstm_predict_net.pbtxt", directory / "lstm_init_net.pbtxt")
+    init = model.init_net
+    assert init is not None
+    with init.edit() as edit:
+        for index, op in enumerate(init):
+            if op.type == "Load":
+                edit.remove(index)
+    rng = np.random.default_rng(7)
+    shapes = {
+        "LSTM/i2h_w": (400, 62),
+        "LSTM/i2h_b": (400,),
+        "LSTM/gates_t_w": (400, 100),
+        "LSTM/gates_t_b": (400,),
+        "char_rnn_blob_0_w": (62, 100),
+        "char_rnn_blob_0_b": (62,),
+    }
+    weights = {
+        name: (rng.standard_normal(s) * 0.1).astype(np.float32) for name, s in shapes.items()
+    }
+    return model, weights
+
+
+def test_the_lstm_demo_loads_verifies_runs_and_lowers_to_equal_outputs(real_fixtures) -> None:  # type: ignore[no-untyped-def]
+    model, weights = _demo(real_fixtures)
+    op = model.predict_net[1]
+    assert op.type == "RecurrentNetwork" and isinstance(op.arg("step_net"), bytes)
+    assert verify(model) == []
+    expected = run_model(model, weights)
+    assert expected["softmax"].shape == (1, 1, 62)
+    np.testing.assert_allclose(expected["softmax"].sum(), 1.0, rtol=1e-5)
+    lowered = model.copy()
+    result = LowerRecurrentNetworks()(lowered)
+    assert result.stats["lowered"] == 1 and result.stats["kept"] == 0
+    assert "RecurrentNetwork" not in [o.type for o in lowered.predict_net]
+    assert verify(lowered) == []
+    actual = run_model(lowered, weights)
+    assert list(actual) == list(expected)
+    for name in expected:
+        np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
