@@ -632,6 +632,14 @@ def without_init_ops(model: Model, indices: Sequence[int]) -> Model:
     return copy
 
 
+def _fed_up_front(name: str, op: Op, position: int, walk: _Walk) -> bool:
+    """Whether a data input is fed before the walk: given a shape, a placeholder, or read
+    as an image or FC data (whose guessed shape the analysis checks against the whole net)."""
+    if name in walk.shapes or name in walk.placeholders:
+        return True
+    return position == 0 and (op.type in IMAGE_READERS or op.type in DENSE_READERS)
+
+
 class _Retry(Exception):
     """A made-up layer's output count must change: the walk starts again with it."""
 
@@ -667,6 +675,7 @@ class _Walk:
         self.makers: dict[int, tuple[Net, ParamMaker]] = {}
         self.image: tuple[int, int] | None = None
         self.remake: set[str] = set()
+        self.placeholders: set[str] = set()
 
     # init_net ---------------------------------------------------------------------------------
 
@@ -700,6 +709,7 @@ class _Walk:
         net = self.model.predict_net
         readers = first_readers(net)
         placeholders = placeholder_inputs(self.model)
+        self.placeholders = set(placeholders)
         declared = set(net.external_inputs)
         data: list[str] = []
         for name, (_, op, position) in readers.items():
@@ -709,9 +719,8 @@ class _Walk:
                 self.result.placeholders[name] = "an init_net fill"
             if self.ws.has(name) and name not in placeholders:
                 continue
-            if name in self.values or (role is None and (name in self.shapes or position == 0)):
-                if name in self.values or name in self.shapes or name in placeholders or op.type in IMAGE_READERS or op.type in DENSE_READERS:
-                    data.append(name)
+            if name in self.values or (role is None and _fed_up_front(name, op, position, self)):
+                data.append(name)
         data += [n for n in (*self.shapes, *self.values) if n not in data and n not in readers]
         hints = {
             name: (shape, f"the shape of the init_net's placeholder ({fill})")

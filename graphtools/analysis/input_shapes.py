@@ -261,11 +261,11 @@ def placeholder_inputs(model: Model) -> dict[str, tuple[tuple[int, ...] | None, 
     declared = set(model.predict_net.external_inputs)
     found: dict[str, tuple[tuple[int, ...] | None, str]] = {}
     for name, (_, op, position) in first_readers(model.predict_net).items():
-        if name in filled and name in declared and position == 0:
-            if op.type in IMAGE_READERS or op.type in DENSE_READERS:
-                fill = filled[name]
-                raw = fill.arg("shape")
-                shape = None if raw is None else tuple(int(d) for d in raw)
-                dims = "?" if shape is None else "x".join(str(d) for d in shape) or "()"
-                found[name] = (shape, f"{fill.type} of shape {dims}")
+        reads_data = op.type in IMAGE_READERS or op.type in DENSE_READERS
+        if name in filled and name in declared and position == 0 and reads_data:
+            fill = filled[name]
+            raw = fill.arg("shape")
+            shape = None if raw is None else tuple(int(d) for d in raw)
+            dims = "?" if shape is None else "x".join(str(d) for d in shape) or "()"
+            found[name] = (shape, f"{fill.type} of shape {dims}")
     return found

@@ -120,9 +120,7 @@ def _named(found: list[tuple[Path, Path | None]]) -> list[ModelRef]:
     for index, (path, init) in enumerate(found):
         depth = 1
         while depth < len(parts[index]) and any(
-            other[-depth:] == parts[index][-depth:]
-            for j, other in enumerate(parts)
-            if j != index
+            other[-depth:] == parts[index][-depth:] for j, other in enumerate(parts) if j != index
         ):
             depth += 1
         name = "_".join(parts[index][-depth:]) or path.name
