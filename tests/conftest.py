@@ -1,4 +1,8 @@
-"""Shared test fixtures: where the real model files are, and the ``--update-goldens`` option."""
+"""Shared test fixtures: where the real model files are, and how to run the CLI.
+
+``--update-goldens`` and the ``update_goldens`` fixture come from graphtools' own pytest plugin
+(``graphtools.pytest_plugin``, entry point ``pytest11``), which the golden tests use.
+"""
 
 from __future__ import annotations
 
@@ -17,15 +21,6 @@ from graphtools.pass_infra import ENTRY_POINT_GROUP
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
 SHARED_REAL = REPO.parent / "shared" / "fixtures-real"
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--update-goldens",
-        action="store_true",
-        default=False,
-        help="rewrite fixtures/golden/**/expected.txt from the current output (review the diff)",
-    )
 
 
 _REAL_ENTRY_POINTS = importlib.metadata.entry_points
@@ -70,11 +65,6 @@ def publish_passes(
         return [*found, *named]
 
     monkeypatch.setattr(importlib.metadata, "entry_points", with_plugins)
-
-
-@pytest.fixture
-def update_goldens(request: pytest.FixtureRequest) -> bool:
-    return bool(request.config.getoption("--update-goldens"))
 
 
 @pytest.fixture(scope="session")

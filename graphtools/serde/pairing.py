@@ -114,15 +114,24 @@ def discover_models(paths: Iterable[str | Path]) -> list[ModelRef]:
 
 
 def _named(found: list[tuple[Path, Path | None]]) -> list[ModelRef]:
-    """Give each model the shortest trailing path that no other model shares."""
+    """Give each model the shortest trailing part of its path that no other model shares
+    (the file's extension only when a twin in the other format needs it)."""
+    full = [p.resolve().parts for p, _ in found]
     refs: list[ModelRef] = []
-    parts = [p.with_suffix("").parts if p.is_file() else p.parts for p, _ in found]
     for index, (path, init) in enumerate(found):
         depth = 1
-        while depth < len(parts[index]) and any(
-            other[-depth:] == parts[index][-depth:] for j, other in enumerate(parts) if j != index
+        while depth < len(full[index]) and any(
+            other[-depth:] == full[index][-depth:] for j, other in enumerate(full) if j != index
         ):
             depth += 1
-        name = "_".join(parts[index][-depth:]) or path.name
-        refs.append(ModelRef(path, init, name))
+        parts = list(full[index][-depth:])
+        if path.is_file():
+            stem = Path(parts[-1]).stem
+            twins = [
+                other
+                for j, other in enumerate(full)
+                if j != index and other[:-1] == full[index][:-1] and Path(other[-1]).stem == stem
+            ]
+            parts[-1] = parts[-1].replace(".", "_") if twins else stem
+        refs.append(ModelRef(path, init, "_".join(parts)))
     return refs

@@ -122,6 +122,8 @@ class Synthesis:
             parameters, with the reason.
         outputs: the model's outputs on these feeds, by name.
         missing_outputs: outputs the model never writes.
+        init_values: what the init_net left in the workspace, by blob (a rewrite that keeps
+            the init_net's ops can reuse it instead of running the init_net again).
     """
 
     feeds: dict[str, Any] = field(default_factory=dict)
@@ -132,6 +134,7 @@ class Synthesis:
     replaced: dict[str, str] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
     missing_outputs: list[str] = field(default_factory=list)
+    init_values: dict[str, Any] = field(default_factory=dict)
 
     @property
     def param_values(self) -> int:
@@ -491,6 +494,9 @@ def _array(value: Any) -> np.ndarray:
     return value.dequantize() if isinstance(value, Int8Tensor) else np.asarray(value)
 
 
+#: Roles that make a model's input image: an init_net fill of such a declared input is a
+#: placeholder the made-up image replaces.
+PLACEHOLDER_ROLES = frozenset({("PackedInt8BGRANHWCToNCHWCStylizerPreprocess", 0)})
 #: Op types that read their first input quantized (an ``Int8Tensor``).
 _QUANTIZED_READERS = frozenset(
     {"Int8Conv", "Int8ConvRelu", "Int8ConvTranspose", "Int8FC", "Int8SumRelu", "Int8Sum"}
@@ -694,6 +700,10 @@ class _Walk:
                 self.result.skipped_ops.append(
                     SkippedOp("init_net", index, op.type, tuple(op.outputs), reason)
                 )
+        for op in init:
+            for name in op.outputs:
+                if self.ws.has(name):
+                    self.result.init_values[name] = self.ws.fetch(name)
 
     @property
     def params_allowed(self) -> bool:
@@ -714,8 +724,8 @@ class _Walk:
         data: list[str] = []
         for name, (_, op, position) in readers.items():
             role = ROLES.get((op.type, position))
-            if self.ws.has(name) and role is not None and name in declared:
-                self.remake.add(name)  # an init_net placeholder of an input with a role
+            if self.ws.has(name) and (op.type, position) in PLACEHOLDER_ROLES and name in declared:
+                self.remake.add(name)  # an init_net placeholder of an input image
                 self.result.placeholders[name] = "an init_net fill"
             if self.ws.has(name) and name not in placeholders:
                 continue
