@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from graphtools.cli import batch
+from graphtools.cli import batch, onnx_commands
 from graphtools.cli.common import (
     Output,
     UsageError,
@@ -381,6 +381,8 @@ def _settings(options: argparse.Namespace) -> dict[str, Any]:
 def _cmd_verify(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, options.json)
     settings = _settings(options)
+    if options.onnx is not None:
+        return onnx_commands.verify_onnx(options, settings, out)
     PassManager.parse(options.pipeline, steps=options.steps)  # a bad spec fails before any run
     if len(options.inputs) > 1 or is_collection(options.inputs[0]):
         if options.init or options.save_outputs or options.load_outputs or options.print_after_each:
@@ -500,5 +502,6 @@ def register(
         metavar="N",
         help="models verified at once in a batch (default: %(default)s)",
     )
+    onnx_commands.add_verify_options(check)
     check.add_argument("--json", action="store_true", help="write the report as JSON on stdout")
     check.set_defaults(handler=_cmd_verify)

@@ -41,6 +41,7 @@ __all__ = [
     "parse_shape_items",
     "read_shapes",
     "set_outputs",
+    "shapes_file",
 ]
 
 SHAPES_FILE = "shapes.txt"

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from graphtools.analysis.model_diff import diff_models
-from graphtools.cli import batch
+from graphtools.cli import batch, onnx_commands
 from graphtools.cli.common import (
     Output,
     UsageError,
@@ -109,6 +109,9 @@ def printer_after_pass(out: Output) -> Callable[[PassRecord, Model], None]:
 
 def _cmd_run(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, options.json)
+    if onnx_commands.wants_onnx(options):
+        manager = manager_for(options.pipeline, options.steps, tuple(options.device or ()))
+        return onnx_commands.run_onnx(options, manager, out)
     if len(options.inputs) > 1 or is_collection(options.inputs[0]):
         return _run_batch(options, out)
     model = load_input(options.inputs[0], options.init, no_init=options.no_init, out=out)
@@ -295,6 +298,12 @@ def register(
         help="models run at once in a batch (default: %(default)s)",
     )
     run.add_argument("--json", action="store_true", help="write the result as JSON on stdout")
+    onnx_commands.shapes_option(
+        run,
+        "input shapes for an .onnx output, comma-separated or repeated "
+        "(default: the .onnx input's, else shapes.txt beside the model)",
+    )
+    onnx_commands.add_export_options(run)
     fmt = run.add_mutually_exclusive_group()
     fmt.add_argument(
         "--text",
