@@ -37,6 +37,7 @@ from graphtools.analysis.input_shapes import (
     GENERIC_SHAPE,
     GENERIC_SHAPES,
     IMAGE_READERS,
+    IMAGE_SIZES,
     first_readers,
     guess_generic,
     guess_input_shapes,
@@ -647,12 +648,14 @@ def _fed_up_front(name: str, op: Op, position: int, walk: _Walk) -> bool:
 
 
 class _Retry(Exception):
-    """A made-up layer's output count must change: the walk starts again with it."""
+    """The walk starts again: a made-up layer needs another output count, or a guessed image
+    another size (``image``: the input and how many sizes to skip)."""
 
-    def __init__(self, layer: int, count: int) -> None:
-        super().__init__(f"layer {layer} needs {count} outputs")
+    def __init__(self, layer: int, count: int, image: tuple[str, int] | None = None) -> None:
+        super().__init__(f"layer {layer} needs {count} outputs" if image is None else "size")
         self.layer = layer
         self.count = count
+        self.image = image
 
 
 class _Walk:
@@ -665,6 +668,7 @@ class _Walk:
         random_params: bool | None,
         overrides: Mapping[int, int],
         generic: Mapping[str, int],
+        image_skip: Mapping[str, int],
     ) -> None:
         self.model = model
         self.shapes = {name: tuple(int(d) for d in shape) for name, shape in shapes.items()}
@@ -673,6 +677,8 @@ class _Walk:
         self.random_params = random_params
         self.overrides = dict(overrides)
         self.generic = dict(generic)
+        self.image_skip = dict(image_skip)
+        self.image_guesses: dict[str, int] = {}
         self.generic_made: dict[str, int] = {}
         self.result = Synthesis()
         self.ws = Workspace(seed=seed)
@@ -738,7 +744,12 @@ class _Walk:
             if shape is not None
         }
         guessing = [n for n in data if n not in self.shapes and n not in self.values]
-        guesses = guess_input_shapes(self.model, guessing, self.shapes, hints)
+        guesses = guess_input_shapes(self.model, guessing, self.shapes, hints, self.image_skip)
+        self.image_guesses = {
+            name: guess.size_index
+            for name, guess in guesses.items()
+            if guess.size_index is not None
+        }
         rng = np.random.default_rng(self.seed)
         for name in data:
             if name in self.values:
@@ -813,15 +824,28 @@ class _Walk:
                     skipped = SkippedOp("predict_net", index, op.type, tuple(op.outputs), reason)
                     self.result.skipped_ops.append(skipped)
                     continue
+                retry = self._next_image_size()
+                if retry is not None:
+                    raise retry from None
                 if not self._replace_params(index, op, net, str(exc).splitlines()[0]):
                     raise
                 run_op(op, self.ws, index=index, net=net)
 
+    def _next_image_size(self) -> _Retry | None:
+        """Another size for a guessed image the run refused, while untried sizes remain."""
+        for name, index in self.image_guesses.items():
+            if index + 1 < len(IMAGE_SIZES):
+                return _Retry(-1, 0, image=(name, index + 1))
+        return None
+
     def _replace_params(self, index: int, op: Op, net: Net, reason: str) -> bool:
         """Replace the init_net parameters op #``index`` reads that do not fit it by made-up
-        ones; whether any was replaced."""
+        ones (not when the user gave the data, unless ``random_params`` is on); whether any
+        was replaced."""
         if self.random_params is False or self.model.init_net is None:
             return False
+        if self.random_params is None and (self.shapes or self.values):
+            return False  # the user's own data do not fit the init_net: that is their error
         view = float_view(net)
         try:
             counts = plan_channels(view, {}, _PARAM_CHANNELS, {})
@@ -1029,22 +1053,26 @@ def synthesize(
     """
     overrides: dict[int, int] = {}
     generic: dict[str, int] = {}
+    image_skip: dict[str, int] = {}
     first: GraphToolsError | None = None
-    for _ in range(_RETRIES):
-        walk = _Walk(model, shapes or {}, values or {}, seed, random_params, overrides, generic)
+    args = (model, shapes or {}, values or {}, seed, random_params, overrides, generic, image_skip)
+    for _ in range(_RETRIES + len(IMAGE_SIZES)):
+        walk = _Walk(*args)
         try:
             return _finish(walk, model, outputs)
         except _Retry as retry:
-            overrides[retry.layer] = retry.count
+            if retry.image is not None:
+                image_skip[retry.image[0]] = retry.image[1]
+            else:
+                overrides[retry.layer] = retry.count
         except GraphToolsError as exc:
             first = first or exc
             untried = [n for n, i in walk.generic_made.items() if i + 1 < len(GENERIC_SHAPES)]
             if not untried:
                 raise first from None
             generic[untried[0]] = walk.generic_made[untried[0]] + 1
-    walk = _Walk(model, shapes or {}, values or {}, seed, random_params, overrides, generic)
     try:
-        return _finish(walk, model, outputs)
+        return _finish(_Walk(*args), model, outputs)
     except GraphToolsError:
         if first is not None:
             raise first from None

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphtools.errors import InvalidNetError
+from graphtools.errors import ExecutionError, InvalidNetError
 from graphtools.executor import Int8Tensor, run_model
-from graphtools.ir import Model, Net, Op
 from graphtools.feeds import ROLES, synthesize, without_init_ops
+from graphtools.ir import Model, Net, Op
 
 
 def _net(*ops: Op, inputs: tuple[str, ...] = (), outputs: tuple[str, ...] = ()) -> Net:
@@ -121,9 +121,7 @@ def test_parameters_are_not_made_up_for_a_pair_unless_asked() -> None:
 
 
 def test_an_init_op_that_cannot_run_is_skipped_and_its_blobs_made_up(tmp_path: Path) -> None:
-    predict = _net(
-        Op("FC", ["data", "w", "b"], ["y"]), inputs=("data", "w", "b"), outputs=("y",)
-    )
+    predict = _net(Op("FC", ["data", "w", "b"], ["y"]), inputs=("data", "w", "b"), outputs=("y",))
     init = _net(
         Op("ConstantFill", [], ["data"], args={"shape": [1], "value": 0.0}),
         Op("Load", [], ["w", "b"], args={"db": str(tmp_path / "absent"), "db_type": "lmdb"}),
@@ -151,9 +149,13 @@ def test_an_init_parameter_that_does_not_fit_is_replaced_and_said_so() -> None:
         Op("GivenTensorFill", [], ["w"], args={"shape": [1, 1, 2, 2], "values": [1.0] * 4}),
         Op("GivenTensorFill", [], ["b"], args={"shape": [1], "values": [0.0]}),
     )
-    made = synthesize(Model(predict, init), {"x": (1, 5, 5, 2)})
+    model = Model(predict, init)
+    made = synthesize(model)
     assert "w" in made.replaced and "kernel [2, 2]" in made.replaced["w"]
     assert made.params["w"][1:3] == (2, 2)
+    with pytest.raises(ExecutionError, match="kernel"):  # the user's data: their error
+        synthesize(model, {"x": (1, 5, 5, 2)})
+    assert "w" in synthesize(model, {"x": (1, 5, 5, 2)}, random_params=True).replaced
 
 
 def test_quantized_readers_get_int8_data() -> None:

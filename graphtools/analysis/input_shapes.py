@@ -55,8 +55,9 @@ IMAGE_READERS = frozenset(
 )
 #: Op types whose first input is a batch of feature vectors, flattened from ``axis``.
 DENSE_READERS = frozenset({"FC", "FCTransposed", "Int8FC", "FbFCPacked"})
-#: Square image sizes tried, smallest first (28 is MNIST's; 224/227/299 the classifiers').
-IMAGE_SIZES = (28, 32, 64, 96, 128, 160, 192, 224, 227, 256, 299, 320)
+#: Square image sizes tried in order: the usual ones from the smallest (28 is MNIST's, 224,
+#: 227 and 299 the classifiers'), then the tiny ones a test net may need.
+IMAGE_SIZES = (28, 32, 64, 96, 128, 160, 192, 224, 227, 256, 299, 320, 4, 6, 8, 12, 16, 20, 24)
 #: The shape of a data input whose first reader says nothing about its rank.
 GENERIC_SHAPE = (2, 3, 4, 5)
 #: Shapes tried in order for such an input, when the net computes with its dims.
@@ -68,10 +69,12 @@ _PARAM_CHANNELS = 8
 
 @dataclass(frozen=True)
 class InputGuess:
-    """A guessed input shape and why it was chosen (said to the user)."""
+    """A guessed input shape and why it was chosen (said to the user); ``size_index`` is the
+    position in ``IMAGE_SIZES`` of a guessed image's size."""
 
     shape: tuple[int, ...]
     reason: str
+    size_index: int | None = None
 
 
 def first_readers(net: Net) -> dict[str, tuple[int, Op, int]]:
@@ -164,13 +167,15 @@ def guess_input_shapes(
     names: Sequence[str],
     given: Mapping[str, Sequence[int]],
     hints: Mapping[str, tuple[tuple[int, ...], str]] | None = None,
+    skip: Mapping[str, int] | None = None,
 ) -> dict[str, InputGuess]:
     """A shape for each of ``names`` (data inputs of ``model`` with no shape in ``given``).
 
     ``hints`` offers a shape to try first for some names, with its reason (an init_net
-    placeholder's shape); it is taken when the analysis accepts it. Image inputs are sized
-    with ``given`` and the earlier guesses in place, so the analysis checks them together.
-    See the module docstring for the rules.
+    placeholder's shape); it is taken when the analysis accepts it. ``skip`` gives, for image
+    inputs, how many of ``IMAGE_SIZES`` to skip (the sizes a run already refused). Image
+    inputs are sized with ``given`` and the earlier guesses in place, so the analysis checks
+    them together. See the module docstring for the rules.
     """
     net = model.predict_net
     readers = first_readers(net)
@@ -180,8 +185,10 @@ def guess_input_shapes(
     for name in names:
         found = readers.get(name)
         hint = (hints or {}).get(name)
+        skipped = (skip or {}).get(name, 0)
         if (
             hint is not None
+            and not skipped
             and _plausible(found, hint[0])
             and _fits(net, {**known, name: hint[0]}, params)
         ):
@@ -192,7 +199,7 @@ def guess_input_shapes(
             index, op, position = found
             where = f"op #{index} ({op.type}) reads it"
             if position == 0 and op.type in IMAGE_READERS:
-                guess = _guess_image(net, name, op, where, known, params)
+                guess = _guess_image(net, name, op, where, known, params, skipped)
             elif position == 0 and op.type in DENSE_READERS:
                 k, source = _features(op, params)
                 axis = int(op.arg("axis", 1))
@@ -232,19 +239,23 @@ def _guess_image(
     where: str,
     known: Mapping[str, tuple[int, ...]],
     params: Mapping[str, TensorType],
+    skip: int = 0,
 ) -> InputGuess:
     channels, source = _channels(op, params)
     nhwc = _order(op) == "NHWC"
-    for size in IMAGE_SIZES:
+    for index, size in enumerate(IMAGE_SIZES):
         shape = (1, size, size, channels) if nhwc else (1, channels, size, size)
-        if _fits(net, {**known, name: shape}, params):
+        if index >= skip and _fits(net, {**known, name: shape}, params):
             return InputGuess(
                 shape,
                 f"{where} as an image; {channels} channels from {source}, {size}x{size} the "
-                "smallest size the net accepts",
+                "first usual size the net accepts",
+                index,
             )
     shape = (1, 224, 224, channels) if nhwc else (1, channels, 224, 224)
-    return InputGuess(shape, f"{where} as an image; no size fits the shape analysis, 224 tried")
+    return InputGuess(
+        shape, f"{where} as an image; no size fits the shape analysis, 224 tried", len(IMAGE_SIZES)
+    )
 
 
 def placeholder_inputs(model: Model) -> dict[str, tuple[tuple[int, ...] | None, str]]:

@@ -358,6 +358,15 @@ def render(out: Output, report: VerifyReport, manager_steps: int) -> None:
                 f"first pass that changed the outputs: {found} (round {report.bisect['round']})",
                 level=0,
             )
+            table = new_table("output", "ok", "max abs", "max rel")
+            for row in report.bisect["outputs"]:
+                table.add_row(
+                    row["name"],
+                    "yes" if row["ok"] else "NO",
+                    _number(row["max_abs"] if row["max_abs"] is not None else float("nan")),
+                    _number(row["max_rel"] if row["max_rel"] is not None else float("nan")),
+                )
+            out.table(table, level=0)
 
 
 def _settings(options: argparse.Namespace) -> dict[str, Any]:

@@ -238,7 +238,8 @@ def read_shapes(
     model: Model, path: str | Path, items: Sequence[str] | None
 ) -> tuple[dict[str, tuple[int, ...]], str]:
     """Input shapes from ``--shapes``, else from ``shapes.txt`` beside the model, and where
-    they came from; every name must be an input the model reads.
+    they came from; every name must be an input the model reads (a ``shapes.txt`` naming no
+    input at all belongs to another net of the folder and is ignored).
 
     Raises:
         UsageError: a malformed item, or a name the model has no input of.
@@ -257,6 +258,9 @@ def read_shapes(
             raise SerdeError(case_file, f"cannot read: {exc}") from exc
         kept = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
         shapes = parse_shape_items([item for line in kept for item in line.split()], where)
+        data, params = model_input_names(model)
+        if shapes and not set(shapes) & (set(data) | set(params)):
+            return {}, ""  # the case file of another net in the same folder
     check_input_names(model, shapes, where)
     return shapes, where
 

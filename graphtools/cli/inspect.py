@@ -189,7 +189,7 @@ def _cmd_show(options: argparse.Namespace) -> int:
 
 def _show_one(out: Output, options: argparse.Namespace, path: str, model: Model) -> Any:
     if options.full:
-        out.line(print_model(model, full=True), level=0)
+        out.line(print_model(model, full=True).rstrip("\n"), level=0)
         return {"path": path, "dump": print_model(model, full=True)}
     dumps = options.ops is not None or options.params
     data: dict[str, Any] = {"path": path}

@@ -166,7 +166,7 @@ class PassManager:
             findings = findings_after
             if not changed:
                 return records
-        logger.warning(
+        logger.info(
             "pipeline %s stopped after %d rounds without reaching a fixpoint", self, self.steps
         )
         return records
