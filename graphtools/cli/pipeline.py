@@ -22,6 +22,7 @@ from graphtools.cli.common import (
     UsageError,
     add_model_options,
     add_pipeline_options,
+    did_you_mean,
     load_input,
     parse_name_list,
     record_data,
@@ -56,6 +57,18 @@ def manager_for(pipeline: str, steps: int, devices: tuple[str, ...] = ()) -> Pas
         return manager
     parse_input_devices(devices)
     return PassManager([*manager.passes, InferDevices(inputs=devices)], steps=manager.steps)
+
+
+def check_devices(model: Model, devices: tuple[str, ...]) -> None:
+    """``--device NAME=...`` must name external inputs of the predict_net."""
+    declared = list(model.predict_net.external_inputs)
+    for name in parse_input_devices(devices):
+        if name not in declared:
+            raise UsageError(
+                f"--device names {name!r}, which is not an input of the predict_net"
+                f"{did_you_mean(name, declared)}; its inputs are: "
+                + (", ".join(declared[:6]) + (", ..." if len(declared) > 6 else "") or "none")
+            )
 
 
 def warn_no_outputs(out: Output, model: Model, command: str) -> None:
@@ -119,6 +132,7 @@ def _cmd_run(options: argparse.Namespace) -> int:
     if outputs:
         set_outputs(model, outputs)
     warn_no_outputs(out, model, "remove-dead-ends keeps every op then")
+    check_devices(model, tuple(options.device or ()))
     manager = manager_for(options.pipeline, options.steps, tuple(options.device or ()))
     out_dir = _output_plan(model, options)
     before = model.copy() if options.diff else None
