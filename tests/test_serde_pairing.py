@@ -48,14 +48,14 @@ def test_discovery_finds_model_folders_and_loose_pairs(tmp_path: Path) -> None:
     refs = discover_models([tmp_path / "zoo", tmp_path / "loose"])
     found = {(r.path.relative_to(tmp_path).as_posix(), r.init and r.init.name) for r in refs}
     assert found == {
-        ("zoo/resnet/predict_net.pb", "init_net.pb"),
-        ("zoo/vgg/predict_net.pbtxt", None),
+        ("zoo/resnet", None),
+        ("zoo/vgg", None),
         ("loose/a_predict_net.pb", "a_init_net.pb"),
         ("loose/b.pbtxt", None),
         ("loose/c_pred_net.pb", None),
     }
     names = [r.name for r in refs]
-    assert len(set(names)) == len(names) and "resnet_predict_net" in names
+    assert len(set(names)) == len(names) and "resnet" in names
     model_folder = discover_models([tmp_path / "zoo" / "resnet"])
     assert [(r.path, r.init) for r in model_folder] == [(tmp_path / "zoo" / "resnet", None)]
     with pytest.raises(SerdeError, match="no such file"):

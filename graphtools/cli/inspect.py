@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from graphtools.analysis.input_shapes import guess_input_shapes
+from graphtools.analysis.input_shapes import first_readers, guess_input_shapes
 from graphtools.analysis.summary import ModelSummary, dtype_bytes, summarize
 from graphtools.cli.common import (
     Output,
@@ -46,7 +46,12 @@ def _shapes_for(model: Model, path: str, items: Sequence[str] | None) -> tuple[d
     """Input shapes for typing the summary: given, else guessed (cheap, static)."""
     shapes, where = read_shapes(model, path, items)
     data, _ = model_input_names(model)
-    missing = [name for name in data if name not in shapes]
+    readers = first_readers(model.predict_net)
+    missing = [
+        name
+        for name in data
+        if name not in shapes and (name not in readers or readers[name][2] == 0)
+    ]
     if not missing:
         return shapes, where
     guesses = guess_input_shapes(model, missing, shapes)

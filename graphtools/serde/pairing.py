@@ -8,8 +8,8 @@ replaced by the matching ``init`` spelling, or with ``_init``/``_init_net`` appe
 files finds none (the caller then says so and asks for ``--init``).
 
 ``discover_models`` expands folders for batch runs: a model folder (``find_model_files``
-succeeds) is one model; any other folder yields every NetDef-named file under it that is not
-the init partner of another, each with its partner.
+succeeds) is one model; any other folder yields its model sub-folders and every NetDef-named
+file in it that is not the init partner of another (each with its partner), recursively.
 """
 
 from __future__ import annotations
@@ -105,12 +105,22 @@ def discover_models(paths: Iterable[str | Path]) -> list[ModelRef]:
         elif path.is_dir() and _is_model_folder(path):
             found.append((path, None))
         elif path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in _EXTENSIONS)
-            partners = {find_init_beside(p) for p in files} - {None}
-            found += [(p, find_init_beside(p)) for p in files if p not in partners]
+            found += _walk(path)
         else:
             raise SerdeError(path, "no such file or folder")
     return _named(found)
+
+
+def _walk(folder: Path) -> list[tuple[Path, Path | None]]:
+    """The models under a folder that is not a model folder itself: its model sub-folders,
+    and its NetDef-named files that are not another's init_net, each with its partner."""
+    found: list[tuple[Path, Path | None]] = []
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in _EXTENSIONS)
+    partners = {find_init_beside(p) for p in files} - {None}
+    found += [(p, find_init_beside(p)) for p in files if p not in partners]
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+        found += [(sub, None)] if _is_model_folder(sub) else _walk(sub)
+    return found
 
 
 def _named(found: list[tuple[Path, Path | None]]) -> list[ModelRef]:
