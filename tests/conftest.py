@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import sys
 import types
 from collections.abc import Mapping
@@ -20,7 +21,19 @@ from graphtools.pass_infra import ENTRY_POINT_GROUP
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
-SHARED_REAL = REPO.parent / "shared" / "fixtures-real"
+SHARED_REAL = Path(
+    os.environ.get("GRAPHTOOLS_REAL_FIXTURES", REPO.parent / "shared" / "fixtures-real")
+)
+"""The real published model files: ``../shared/fixtures-real``, or ``$GRAPHTOOLS_REAL_FIXTURES``."""
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if SHARED_REAL.is_dir():
+        return f"real model fixtures: {SHARED_REAL}"
+    return (
+        f"real model fixtures: NOT FOUND at {SHARED_REAL}; the tests that use them will skip "
+        "(set GRAPHTOOLS_REAL_FIXTURES=/path/to/fixtures-real)"
+    )
 
 
 _REAL_ENTRY_POINTS = importlib.metadata.entry_points
@@ -72,7 +85,8 @@ def real_fixtures() -> Path:
     """The folder of real published model files; skips the test when it is absent."""
     if not SHARED_REAL.is_dir():
         pytest.skip(
-            f"real model fixtures not found at {SHARED_REAL} (../shared is not beside the repo)"
+            f"real model fixtures not found at {SHARED_REAL} (put ../shared beside the repo or "
+            "set GRAPHTOOLS_REAL_FIXTURES)"
         )
     return SHARED_REAL
 

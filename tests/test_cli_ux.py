@@ -19,6 +19,8 @@ from test_cli_verify import BreakRelu
 
 from graphtools.analysis.model_diff import diff_models
 from graphtools.cli import build_parser
+from graphtools.cli.batch import BatchResult, exit_code, render_batch
+from graphtools.cli.common import Output
 from graphtools.ir import Model, Net, Op
 from graphtools.pass_infra import PassManager
 from graphtools.serde import load_model_dir, save_model
@@ -187,7 +189,8 @@ def test_every_option_has_help_and_says_its_default() -> None:
 
 
 def test_a_closed_pipe_ends_quietly_with_the_commands_exit_code(real_fixtures: Path) -> None:
-    command = [*_cli(), "show", "--full", str(real_fixtures / "caffe2-models/densenet121/predict_net.pbtxt")]
+    densenet = real_fixtures / "caffe2-models/densenet121/predict_net.pbtxt"
+    command = [*_cli(), "show", "--full", str(densenet)]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
         assert process.stdout is not None and process.stderr is not None
         first = process.stdout.readline()
@@ -252,7 +255,8 @@ def test_verify_a_net_without_outputs(capsys: pytest.CaptureFixture[str], tmp_pa
     folder = _no_outputs(tmp_path / "open")
     code, out, err = run_cli(capsys, "verify", str(folder), "--shapes", "x=2x3")
     assert code == 0, err
-    assert "declares no external outputs: comparing the blobs it writes and never reads (b, c)" in err
+    assert "declares no external outputs: comparing the blobs it writes and never reads" in err
+    assert "never reads (b, c)" in err
     assert {line.split()[0] for line in out.splitlines()[-2:]} == {"b", "c"}
     code, out, _ = run_cli(capsys, "verify", str(folder), "--shapes", "x=2x3", "--outputs", "a")
     assert code == 0
@@ -268,11 +272,19 @@ def test_run_and_exec_warn_about_a_net_without_outputs(
     assert "warning: the predict_net declares no external outputs" in err
     feeds = tmp_path / "feeds.npz"
     np.savez(feeds, x=np.ones((2, 3), np.float32))
-    code, out, err = run_cli(capsys, "exec", str(folder), "--feeds", str(feeds), "-o", str(tmp_path / "o.npz"))
+    target = str(tmp_path / "o.npz")
+    code, _, err = run_cli(capsys, "exec", str(folder), "--feeds", str(feeds), "-o", target)
     assert code == 0 and "warning:" in err
-    code, out, _ = run_cli(
-        capsys, "exec", str(folder), "--feeds", str(feeds), "-o", str(tmp_path / "o.npz"),
-        "--outputs", "b,c",
+    code, _, _ = run_cli(
+        capsys,
+        "exec",
+        str(folder),
+        "--feeds",
+        str(feeds),
+        "-o",
+        str(tmp_path / "o.npz"),
+        "--outputs",
+        "b,c",
     )
     assert code == 0
     with np.load(tmp_path / "o.npz") as written:
@@ -283,7 +295,7 @@ def test_verify_makes_up_the_weights_of_a_predict_only_net(
     capsys: pytest.CaptureFixture[str], real_fixtures: Path
 ) -> None:
     path = str(real_fixtures / SQUEEZE)
-    code, out, err = run_cli(capsys, "verify", path)
+    code, _, err = run_cli(capsys, "verify", path)
     assert code == 0, err
     assert "made up 52 parameters" in err
     code, _, err = run_cli(capsys, "verify", path, "--no-random-params")
@@ -319,7 +331,13 @@ def test_run_diff_json_time_and_print_after_each(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     code, out, _ = run_cli(
-        capsys, "run", str(TINY), "-o", str(tmp_path / "o"), "--diff", "--time-passes",
+        capsys,
+        "run",
+        str(TINY),
+        "-o",
+        str(tmp_path / "o"),
+        "--diff",
+        "--time-passes",
         "--print-after-each",
     )
     assert code == 0
@@ -340,7 +358,10 @@ def test_batch_run_and_verify_one_process_per_model(tmp_path: Path, real_fixture
     (models / "broken_predict_net.pb").write_bytes(b"not a net at all")
     done = subprocess.run(
         [*_cli(), "run", str(models), "-o", str(tmp_path / "out"), "-j", "1"],
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert done.returncode == 2, done.stderr
     rows = {line.split()[0]: line.split() for line in done.stdout.splitlines() if line}
@@ -353,7 +374,10 @@ def test_batch_run_and_verify_one_process_per_model(tmp_path: Path, real_fixture
     (models / "broken_predict_net.pb").unlink()
     done = subprocess.run(
         [*_cli(), "verify", "--json", str(models / "tiny"), str(models / "squeeze_predict_net.pb")],
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout)
@@ -363,13 +387,22 @@ def test_batch_run_and_verify_one_process_per_model(tmp_path: Path, real_fixture
     ]
 
 
-def test_batch_verify_exits_1_when_a_model_differs(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, broken_plugin: None
+def test_batch_exit_code_is_the_worst_and_every_model_is_listed(
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    save_model(load_model_dir(TINY), tmp_path / "a")
-    _no_outputs(tmp_path / "b")
-    code, out, _ = run_cli(capsys, "verify", "-p", "break-relu", str(tmp_path / "a"), str(tmp_path / "b"))
-    assert code in (1, 2)
+    """Plugins published for one test do not reach the worker processes, so the summary and
+    the exit code are checked on results (the subprocess test above runs real workers)."""
+    results = [
+        BatchResult("a", "a", "equal", 0, 5, 4, 0.1),
+        BatchResult("b", "b", "differ", 1, 5, 5, 0.2),
+        BatchResult("c", "c", "error", 2, error="c: the file is empty"),
+    ]
+    assert exit_code(results) == 2 and exit_code(results[:2]) == 1 and exit_code([]) == 0
+    render_batch(Output(), results, "verify -p default")
+    out = capsys.readouterr().out
+    assert [line.split()[0] for line in out.splitlines()[2:5]] == ["a", "b", "c"]
+    assert "c: error: c: the file is empty" in out
+    assert out.splitlines()[-1] == "1 differ, 1 equal, 1 error"
 
 
 # -- draw -----------------------------------------------------------------------------------------
@@ -423,13 +456,21 @@ def test_draw_without_graphviz_says_what_to_install(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": str(Path(sys.executable).parent)}
     done = subprocess.run(
         [*_cli(), "draw", str(TINY), "-o", str(tmp_path / "net.svg")],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
     )
     assert done.returncode == 2
     assert_one_error_line(done.stderr, "Graphviz", "apt-get install graphviz", ".dot")
     done = subprocess.run(
         [*_cli(), "draw", str(TINY), "-o", str(tmp_path / "net.dot")],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
     )
     assert done.returncode == 0 and (tmp_path / "net.dot").read_text().startswith("digraph")
 
@@ -442,7 +483,13 @@ def test_draw_without_graphviz_says_what_to_install(tmp_path: Path) -> None:
     [
         ("remove-dead-ends", "ops_removed", None, None, None),
         ("fuse-copy-ops", "copies_removed", None, None, "consumers_rewired"),
-        ("remove-reshape-for-fc", "ops_removed", "init_ops_removed", "params_removed", "reshapes_removed"),
+        (
+            "remove-reshape-for-fc",
+            "ops_removed",
+            "init_ops_removed",
+            "params_removed",
+            "reshapes_removed",
+        ),
     ],
 )
 def test_diff_lists_exactly_what_the_pass_stats_say(

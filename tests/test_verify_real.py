@@ -84,9 +84,7 @@ def _params() -> list[object]:
     if not FILES:
         return [pytest.param("<real fixtures absent>", id="absent")]
     chosen = [f for f in FILES if f not in TWINS.values()]
-    return [
-        pytest.param(f, marks=[pytest.mark.slow] if f in SLOW else [], id=f) for f in chosen
-    ]
+    return [pytest.param(f, marks=[pytest.mark.slow] if f in SLOW else [], id=f) for f in chosen]
 
 
 @pytest.mark.parametrize("relative", _params())
@@ -98,9 +96,7 @@ def test_verify_default_reaches_a_verdict(
         code, _, err = run_cli(capsys, "verify", "-p", "default", str(real_fixtures / relative))
         assert code == 2 and "RecurrentNetwork" in err
         pytest.xfail(why)
-    code, out, err = run_cli(
-        capsys, "verify", "-q", "-p", "default", str(real_fixtures / relative)
-    )
+    code, out, err = run_cli(capsys, "verify", "-q", "-p", "default", str(real_fixtures / relative))
     assert code in (0, 1), err
     assert "outputs equal" in out or "outputs differ" in out
 

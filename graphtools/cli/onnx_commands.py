@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from graphtools.cli.common import (
@@ -18,6 +19,7 @@ from graphtools.cli.common import (
     report_records,
     shapes_file,
 )
+from graphtools.errors import SerdeError
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager
 from graphtools.serde import save_model
@@ -92,7 +94,12 @@ def _export(
     exported = export_onnx(
         model, opset=options.opset, value_info=value_info, dynamic_batch=options.dynamic_batch
     )
-    path = save_onnx(exported, options.output, external_data=options.external_data)
+    target = Path(options.output)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        path = save_onnx(exported, target, external_data=options.external_data)
+    except OSError as exc:
+        raise SerdeError(target, f"cannot write: {exc.strerror or exc}") from exc
     out.line(f"wrote {path} (opset {exported.opset_import[0].version}, IR {exported.ir_version})")
 
 

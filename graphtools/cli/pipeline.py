@@ -238,6 +238,14 @@ def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
     return buffer.getvalue()
 
 
+def _feeds(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The feeds of an ``.npz`` file: its arrays, or the ``inputs/`` of a file that
+    ``verify --save-outputs`` wrote."""
+    if arrays and all(k.startswith(("inputs/", "outputs/")) for k in arrays):
+        return {k.removeprefix("inputs/"): v for k, v in arrays.items() if k.startswith("inputs/")}
+    return arrays
+
+
 def _cmd_exec(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, False)
     model = load_input(options.input, options.init, no_init=options.no_init, out=out)
@@ -250,7 +258,7 @@ def _cmd_exec(options: argparse.Namespace) -> int:
     inputs = (feeds_path, model.predict_path, model.init_path)
     if out_path.resolve() in {p.resolve() for p in inputs if p is not None}:
         raise UsageError(f"refusing to overwrite the input {out_path}; name another -o file")
-    results = run_model(model, load_npz(feeds_path, "feeds"), seed=options.seed)
+    results = run_model(model, _feeds(load_npz(feeds_path, "feeds")), seed=options.seed)
     arrays: dict[str, np.ndarray] = {}
     for name, value in results.items():
         quantized = isinstance(value, Int8Tensor)
@@ -342,7 +350,8 @@ def register(
         formatter_class=formatter,
         help="run a model on named arrays from an .npz file",
         description="Run a model with the numpy reference executor on the arrays of "
-        "FEEDS.npz (numpy.savez(path, data=x)) and write its outputs to OUT.npz.",
+        "FEEDS.npz (numpy.savez(path, data=x), or a verify --save-outputs file) and write its "
+        "outputs to OUT.npz.",
     )
     execute.add_argument("input", metavar="IN", help="model folder or predict_net file")
     execute.add_argument("--feeds", required=True, metavar="FEEDS.npz", help="input arrays by name")

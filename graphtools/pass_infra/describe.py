@@ -1,10 +1,10 @@
 """What a pass is, read off its class: summary, documentation and options.
 
-``describe_pass(cls)`` gives the pass's summary line, the rest of its docstring as plain text
-(``\\`\\`code\\`\\``` spans become ``code``), and one ``OptionInfo`` per dataclass field with its
-type, default and the help its docstring's ``Options:`` section gives. ``list-passes`` prints
-this, and ``pass_markdown`` renders the same as the page ``docs/passes/<name>.md`` (a test
-keeps every page equal to it).
+``describe_pass(cls)`` gives the pass's summary line, the rest of its docstring and its
+module's docstring as plain text (double-backtick code spans become plain text), and one
+``OptionInfo`` per dataclass field with its type, default and the help its docstring's
+``Options:`` section gives. ``list-passes`` prints this, and ``pass_markdown`` renders the
+same as the page ``docs/passes/<name>.md`` (a test keeps every page equal to it).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+import sys
 import typing
 from dataclasses import dataclass
 from typing import Any
@@ -42,13 +43,15 @@ class OptionInfo:
 
 @dataclass(frozen=True)
 class PassDescription:
-    """A pass as ``list-passes`` and its doc page show it."""
+    """A pass as ``list-passes`` and its doc page show it (``module_doc``: its module's
+    docstring, which usually explains the rules with an example)."""
 
     name: str
     summary: str
     body: str
     options: tuple[OptionInfo, ...]
     class_path: str
+    module_doc: str = ""
 
 
 def _type_name(annotation: Any) -> str:
@@ -120,12 +123,15 @@ def describe_pass(cls: type[Pass]) -> PassDescription:
         for field in dataclasses.fields(cls)
         if field.init
     )
+    module = sys.modules.get(cls.__module__)
+    module_doc = inspect.cleandoc(module.__doc__) if module is not None and module.__doc__ else ""
     return PassDescription(
         cls.name,
         plain_text(summary),
         plain_text(body),
         options,
         f"{cls.__module__}.{cls.__qualname__}",
+        plain_text(module_doc),
     )
 
 
@@ -144,6 +150,8 @@ def pass_markdown(cls: type[Pass]) -> str:
     else:
         lines.append("None.")
     example = pass_spec(cls()) if all(o.default != "(required)" for o in info.options) else ""
+    if info.module_doc:
+        lines += ["", "## How it works", "", "```text", info.module_doc, "```"]
     lines += [
         "",
         "## Use",
