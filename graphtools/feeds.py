@@ -222,10 +222,14 @@ def _role(types: Sequence[str], position: int, what: str) -> Callable[[RoleMaker
     return register
 
 
-_SLS = ("SparseLengthsSumFused8BitRowwise", "SparseLengthsSum8BitsRowwise")
-_SLS += ("SparseLengthsSumFused4BitRowwise", "SparseLengthsSum", "SparseLengthsMean")
-_SLWS = ("SparseLengthsWeightedSumFused8BitRowwise", "SparseLengthsWeightedSum8BitsRowwise")
-_SLWS += ("SparseLengthsWeightedSum",)
+_SLS: tuple[str, ...] = (
+    *("SparseLengthsSumFused8BitRowwise", "SparseLengthsSum8BitsRowwise"),
+    *("SparseLengthsSumFused4BitRowwise", "SparseLengthsSum", "SparseLengthsMean"),
+)
+_SLWS: tuple[str, ...] = (
+    *("SparseLengthsWeightedSumFused8BitRowwise", "SparseLengthsWeightedSum8BitsRowwise"),
+    "SparseLengthsWeightedSum",
+)
 
 
 @_role(_SLS, 1, "indices of rows of the data")
@@ -584,13 +588,13 @@ def _fixed_counts(net: Net, counts: dict[int, int]) -> None:
         if kind in ("GenerateProposals", "GenerateProposalsCPP") and len(op.inputs) >= 2:
             scores = _producer_layer(net, index, 0)
             if scores in counts:
-                _set_count(counts, _producer_layer(net, index, 1), 4 * counts[scores])  # type: ignore[index]
+                _set_count(counts, _producer_layer(net, index, 1), 4 * counts[scores])
         elif kind == "BoxWithNMSLimit" and len(op.inputs) >= 2:
             scores = _producer_layer(net, index, 0)
             boxes = view.producer(view.ssa[index][0][1])
             if boxes is None or net[boxes].type != "BBoxTransform" or scores not in counts:
                 continue
-            classes = 1 if op.arg("cls_agnostic_bbox_reg", 0) else counts[scores]  # type: ignore[index]
+            classes = 1 if op.arg("cls_agnostic_bbox_reg", 0) else counts[scores]
             _set_count(counts, _producer_layer(net, boxes, 1), 4 * classes)
         elif kind == "Yolo":
             masked = len(op.arg("anchor_mask", ())) or int(op.arg("numanchors", 9))

@@ -111,9 +111,11 @@ _BINS = 10
 def _diff(name: str, before: Any, after: Any, rtol: float, atol: float) -> OutputDiff:
     if before is after:  # one value (an unchanged model's outputs): nothing to compute
         a = _as_array(before)
-        histogram = ((a.size,), (0.0, 0.0)) if a.size else ((), ())
+        same: tuple[tuple[int, ...], tuple[float, ...]] = ((), ())
+        if a.size:
+            same = ((a.size,), (0.0, 0.0))
         return OutputDiff(
-            name, True, 0.0, 0.0, a.shape, a.shape, "", 0.0, 0.0, 0, a.size, rtol, atol, histogram
+            name, True, 0.0, 0.0, a.shape, a.shape, "", 0.0, 0.0, 0, a.size, rtol, atol, same
         )
     a, b = _as_array(before), _as_array(after)
     nan = float("nan")
@@ -155,7 +157,10 @@ def _diff(name: str, before: Any, after: Any, rtol: float, atol: float) -> Outpu
         rel = np.where(nonzero, delta / np.where(nonzero, np.abs(a64), 1.0), 0.0)
         close = np.isclose(b64, a64, rtol=rtol, atol=atol, equal_nan=True)
     finite = delta[np.isfinite(delta)]
-    counts, edges = np.histogram(finite, bins=_BINS) if finite.size else (np.zeros(0), [])
+    histogram: tuple[tuple[int, ...], tuple[float, ...]] = ((), ())
+    if finite.size:
+        counts, edges = np.histogram(finite, bins=_BINS)
+        histogram = (tuple(int(c) for c in counts), tuple(float(e) for e in edges))
     mismatches = int(a.size - np.count_nonzero(close))
     return OutputDiff(
         name,
@@ -171,7 +176,7 @@ def _diff(name: str, before: Any, after: Any, rtol: float, atol: float) -> Outpu
         a.size,
         rtol,
         atol,
-        (tuple(int(c) for c in counts), tuple(float(e) for e in edges)),
+        histogram,
     )
 
 

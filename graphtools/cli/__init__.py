@@ -154,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stdout = sys.stdout
     guarded = not isinstance(stdout, _PipeGuard)
     if guarded:
-        sys.stdout = _PipeGuard(stdout)  # type: ignore[assignment]
+        sys.stdout = _PipeGuard(stdout)
     handler = _logging(options.verbosity)
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
