@@ -530,3 +530,36 @@ def test_diff_of_a_model_with_itself_and_renames(
     assert code == 1
     assert "~ predict_net %1 -> %1 Relu: output 0 renamed conv1 -> relu1" in out
     assert "(1 renamed blobs)" in out
+
+
+def test_more_flags_as_users_give_them(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run_cli(
+        capsys,
+        "run",
+        str(TINY),
+        "-p",
+        "remove-dead-ends",
+        "--outputs",
+        "prob,fc1",
+        "-o",
+        str(tmp_path / "o"),
+    )
+    assert code == 0, err
+    assert list(load_model_dir(tmp_path / "o").predict_net.external_outputs) == ["prob", "fc1"]
+    code, _, err = run_cli(capsys, "run", str(TINY), "--steps", "1", "-o", str(tmp_path / "s"))
+    assert code == 0
+    assert "warning: pipeline" in err and "did not reach a fixpoint in 1 rounds" in err
+    code, out, _ = run_cli(capsys, "list-passes", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["default"].startswith("remove-identity-ops")
+    rdead = next(p for p in data["passes"] if p["name"] == "remove-dead-ends")
+    assert rdead["options"][0]["name"] == "keep_side_effects"
+    feeds = tmp_path / "feeds.npz"
+    np.savez(feeds, dta=np.ones((1, 1, 6, 6), np.float32))
+    code, _, err = run_cli(
+        capsys, "exec", str(TINY), "--feeds", str(feeds), "-o", str(tmp_path / "x.npz")
+    )
+    assert code == 2
+    assert_one_error_line(err, "names 'dta'", "did you mean 'data'?")
+    code, out, err = run_cli(capsys, "verify", str(TINY), "--random-params", "--seed", "4")
+    assert code == 0 and "outputs equal (rtol=1e-05, atol=1e-06, seed=4)" in out

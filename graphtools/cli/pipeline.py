@@ -22,6 +22,7 @@ from graphtools.cli.common import (
     UsageError,
     add_model_options,
     add_pipeline_options,
+    check_input_names,
     did_you_mean,
     load_input,
     parse_name_list,
@@ -258,7 +259,9 @@ def _cmd_exec(options: argparse.Namespace) -> int:
     inputs = (feeds_path, model.predict_path, model.init_path)
     if out_path.resolve() in {p.resolve() for p in inputs if p is not None}:
         raise UsageError(f"refusing to overwrite the input {out_path}; name another -o file")
-    results = run_model(model, _feeds(load_npz(feeds_path, "feeds")), seed=options.seed)
+    feeds = _feeds(load_npz(feeds_path, "feeds"))
+    check_input_names(model, feeds, f"--feeds {feeds_path}")
+    results = run_model(model, feeds, seed=options.seed)
     arrays: dict[str, np.ndarray] = {}
     for name, value in results.items():
         quantized = isinstance(value, Int8Tensor)
