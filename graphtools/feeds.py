@@ -56,7 +56,6 @@ __all__ = [
     "SkippedOp",
     "Synthesis",
     "float_view",
-    "free_inputs",
     "synthesize",
     "without_init_ops",
 ]
@@ -628,11 +627,6 @@ def _reshape_count(net: Net, index: int, ws: Workspace) -> tuple[int, int] | Non
 
 
 # -- the walk ------------------------------------------------------------------------------------
-
-
-def free_inputs(net: Net) -> list[str]:
-    """Blobs ``net`` reads before any of its ops writes them, in first-read order."""
-    return list(first_readers(net))
 
 
 def without_init_ops(model: Model, indices: Sequence[int]) -> Model:

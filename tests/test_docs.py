@@ -4,13 +4,12 @@ command and Python example of the README runs as written."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, run_cli
 
 from graphtools.pass_infra import available_passes
 from graphtools.pass_infra.describe import describe_pass, pass_markdown
@@ -84,21 +83,19 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def _graphtools() -> list[str]:
-    found = shutil.which("graphtools", path=str(Path(sys.executable).parent))
-    return [found] if found else [sys.executable, "-m", "graphtools"]
-
-
-def test_every_readme_command_runs(workdir: Path) -> None:
+def test_every_readme_command_runs(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In order, as written, from the folder where ``fixtures/`` is (in this process: the
+    console script itself is run by tests/test_cli.py; batch commands still start one
+    process per model)."""
     commands = _commands()
     assert len(commands) > 20
+    monkeypatch.chdir(workdir)
     for line in commands:
-        argv = [*_graphtools(), *_split(line)[1:]]
-        done = subprocess.run(
-            argv, cwd=workdir, capture_output=True, text=True, timeout=300, check=False
-        )
+        code, out, err = run_cli(capsys, *_split(line)[1:])
         allowed = {0, 1} if line.startswith("graphtools diff") else {0}
-        assert done.returncode in allowed, f"{line}\n{done.stdout}\n{done.stderr}"
+        assert code in allowed, f"{line}\n{out}\n{err}"
 
 
 def _split(line: str) -> list[str]:

@@ -6,10 +6,11 @@ The layers (README, "Layout guardrails"; STYLE.md's, with the adjustments said t
 1. ``proto``, ``errors``, ``_gc``
 2. the core: ``ssa``, ``usedef``, ``ssa_view``, ``analysis.nested``, ``ir``, ``graph``,
    ``verify``, ``printer``
-3. ``analysis`` (the rest), ``serde``
+3. ``analysis`` (the rest), ``serde``, ``dot``
 4. ``pass_infra``, ``executor``
 5. ``passes``, ``gradients``
-6. ``compat``, ``onnx``, ``testing`` and the other helpers for users' tests
+6. ``compat``, ``onnx``, ``testing`` and the other helpers for users' tests (``feeds``,
+   ``golden``, ``pytest_plugin``)
 7. ``cli``, ``__main__``; the package ``graphtools`` itself (the public facade)
 
 Imports made only for type checking (``if TYPE_CHECKING:``) are not run and are not counted.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -91,17 +91,11 @@ def run_batch(
         futures: dict[Future[BatchResult], int] = {
             pool.submit(guarded, worker, ref, settings): index for index, ref in enumerate(refs)
         }
-        for future in _as_completed(futures):
+        for future in as_completed(futures):
             index = futures[future]
             results[index] = future.result()
             progress.update(task, advance=1, description=refs[index].name)
     return [results[i] for i in range(len(refs))]
-
-
-def _as_completed(futures: dict[Future[BatchResult], int]) -> Any:
-    from concurrent.futures import as_completed
-
-    return as_completed(futures)
 
 
 def exit_code(results: Sequence[BatchResult]) -> int:

@@ -128,11 +128,10 @@ def _leaves(net: Net) -> list[str]:
     that declares none)."""
     view = net.ssa()
     found: dict[str, None] = {}
-    for index, (_, outs) in enumerate(view.ssa):
+    for _, outs in view.ssa:
         for blob in outs:
             if not view.consumer_ops(blob) and blob == view.latest(blob[0]):
                 found[blob[0]] = None
-        del index
     return list(found)
 
 
@@ -310,7 +309,7 @@ def _histogram(out: Output, d: OutputDiff) -> None:
         out.line(f"  [{edges[i]:.3g}, {edges[i + 1]:.3g}) {count:>8} {bar}")
 
 
-def render(out: Output, report: VerifyReport, manager_steps: int) -> None:
+def render(out: Output, report: VerifyReport) -> None:
     """The text report: rounds, data, notes, verdict, per-output table, histograms."""
     for made in report.inputs:
         dims = ", ".join(map(str, made.shape))
@@ -408,7 +407,7 @@ def _cmd_verify(options: argparse.Namespace) -> int:
     if options.json:
         out.json(report.data())
     else:
-        render(out, report, options.steps)
+        render(out, report)
     return 0 if report.verdict == "equal" else 1
 
 
