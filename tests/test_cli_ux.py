@@ -224,11 +224,11 @@ def test_verify_per_output_tolerances_and_histogram(
     assert code == 1
     assert "|difference| histogram of prob (3 values):" in out
     code, out, _ = run_cli(
-        capsys, "verify", str(TINY), "-p", "break-relu", "--atol", "1e-6", "prob:10"
+        capsys, "verify", str(TINY), "-p", "break-relu", "--atol", "1e-6,prob:10"
     )
     assert code == 0, out
     assert "outputs equal" in out and "1e-05/10" in out
-    code, _, err = run_cli(capsys, "verify", str(TINY), "--rtol", "nope:1")
+    code, _, err = run_cli(capsys, "verify", "--rtol", "nope:1", str(TINY))
     assert code == 2
     assert_one_error_line(err, "'nope'", "not an output compared")
 

@@ -262,7 +262,7 @@ def _save_npz(path: Path, **arrays: Any) -> Path:
         (lambda d: TINY / "predict_net.pbtxt", ["not an .npz archive"]),
         (
             lambda d: _save_npz(d / "f.npz", data=np.ones((1, 1, 6, 6), np.float32), extra=[1]),
-            ["feeds ['extra'] are neither external inputs"],
+            ["names 'extra', which is not an input of the model", "its inputs are: data"],
         ),
         (lambda d: _save_npz(d / "f.npz"), ["['data']", "neither fed"]),
         (

@@ -50,6 +50,20 @@ from graphtools.testing import OutputDiff, bisect_pipeline, compare_outputs, run
 __all__ = ["VerifyReport", "register", "verify_one"]
 
 _INPUTS, _OUTPUTS = "inputs/", "outputs/"
+_DESCRIPTION = """\
+Run a pipeline on a copy of a model and compare the outputs with the reference executor.
+
+The original model runs once on made-up data: --shapes (or shapes.txt) and fed inputs win;
+other input shapes are guessed from how the net reads them and said so; parameters a
+predict_net-only model lacks are made up, seeded and reported; an init_net op that cannot run
+here (a Load from a missing database) is left out and its blobs made up, said so. The
+pipeline's result runs on the same data; every output is compared with its own tolerance
+(--rtol 1e-3,prob:1e-2): max/mean absolute and relative error, mismatches, and a histogram of
+the errors when they differ. --save-outputs keeps the data and the outputs in an .npz file;
+--load-outputs compares against such a file instead of running the original.
+
+Exit codes: 0 outputs equal, 1 outputs differ, 2 bad input or error. Several models (several
+paths, a folder of models) run one process each, -j at a time."""
 
 
 @dataclass
@@ -102,10 +116,11 @@ def _diff_data(d: OutputDiff) -> dict[str, Any]:
 def _tolerances(
     items: Sequence[str] | None, default: float, flag: str
 ) -> tuple[float, dict[str, float]]:
-    """``["1e-5", "prob:1e-3"]`` -> ``(1e-5, {"prob": 1e-3})``."""
+    """``["1e-5,prob:1e-3"]`` (or the items repeated) -> ``(1e-5, {"prob": 1e-3})``."""
     value = default
     per: dict[str, float] = {}
-    for item in items or ():
+    split = [part.strip() for raw in items or () for part in raw.split(",") if part.strip()]
+    for item in split:
         name, sep, number = item.rpartition(":")
         try:
             parsed = float(number)
@@ -435,7 +450,7 @@ def register(
         parents=parents,
         formatter_class=formatter,
         help="prove numerically that a pipeline keeps a model's outputs (exit 1 if not)",
-        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        description=_DESCRIPTION,
     )
     check.add_argument(
         "inputs",
@@ -464,15 +479,17 @@ def register(
     )
     check.add_argument(
         "--rtol",
-        nargs="+",
+        action="append",
         metavar="[NAME:]X",
-        help="relative tolerance, and NAME:X for one output (default: 1e-05)",
+        help="relative tolerance, and NAME:X for one output; comma-separated or repeated "
+        "(default: 1e-05)",
     )
     check.add_argument(
         "--atol",
-        nargs="+",
+        action="append",
         metavar="[NAME:]X",
-        help="absolute tolerance, and NAME:X for one output (default: 1e-06)",
+        help="absolute tolerance, and NAME:X for one output; comma-separated or repeated "
+        "(default: 1e-06)",
     )
     params = check.add_mutually_exclusive_group()
     params.add_argument(
