@@ -53,9 +53,10 @@ def format_device(device: DeviceOption) -> str:
     return ",".join([text, *extras])
 
 
-def _format_list(items: tuple[Any, ...], fmt: Any = repr) -> str:
-    shown = ", ".join(fmt(item) for item in items[:_MAX_ITEMS])
-    if len(items) > _MAX_ITEMS:
+def _format_list(items: tuple[Any, ...], fmt: Any = repr, *, full: bool = False) -> str:
+    limit = len(items) if full else _MAX_ITEMS
+    shown = ", ".join(fmt(item) for item in items[:limit])
+    if len(items) > limit:
         shown += f", ... ({len(items)} items)"
     return f"[{shown}]"
 
@@ -84,8 +85,19 @@ def _net_label(net: Net) -> str:
     return f"<net {net.name}>" if net.name else "<net>"
 
 
-def format_arg_value(arg: Argument) -> str:
-    """An argument's value as the dump shows it (nested nets are shown as ``<net NAME>``)."""
+def format_arg_value(arg: Argument, *, full: bool = False, max_chars: int | None = None) -> str:
+    """An argument's value as the dump shows it (nested nets are shown as ``<net NAME>``).
+
+    ``full`` lists every item of a repeated value (the dump shows the first 8);
+    ``max_chars`` cuts a longer text to that many characters and says how long it was.
+    """
+    text = _arg_value(arg, full)
+    if max_chars is not None and len(text) > max_chars:
+        return f"{text[:max_chars]}... ({len(text)} chars)"
+    return text
+
+
+def _arg_value(arg: Argument, full: bool) -> str:
     if arg.f is not None:
         return _format_float(arg.f)
     if arg.i is not None:
@@ -97,30 +109,40 @@ def format_arg_value(arg: Argument) -> str:
     if arg.n is not None:
         return _net_label(arg.n)
     if arg.floats:
-        return _format_list(arg.floats, _format_float)
+        return _format_list(arg.floats, _format_float, full=full)
     if arg.ints:
-        return _format_list(arg.ints, str)
+        return _format_list(arg.ints, str, full=full)
     if arg.strings:
-        return _format_list(arg.strings, _format_bytes)
+        return _format_list(arg.strings, _format_bytes, full=full)
     if arg.tensors:
-        return _format_list(arg.tensors, _format_tensor)
+        return _format_list(arg.tensors, _format_tensor, full=full)
     if arg.qtensors:
-        return _format_list(arg.qtensors, _format_tensor)
+        return _format_list(arg.qtensors, _format_tensor, full=full)
     if arg.nets:
-        return _format_list(arg.nets, _net_label)
+        return _format_list(arg.nets, _net_label, full=full)
     return "[]"
 
 
 def format_op(
-    op: Op, index: int, ins: list[tuple[str, int]] | None, outs: list[tuple[str, int]] | None
+    op: Op,
+    index: int,
+    ins: list[tuple[str, int]] | None,
+    outs: list[tuple[str, int]] | None,
+    *,
+    full: bool = False,
+    max_chars: int | None = None,
 ) -> str:
-    """One op on one line: ``%3 Conv(x@0, w@0) -> y@1 {kernel=3} engine=CUDNN device=CUDA:0``."""
+    """One op on one line: ``%3 Conv(x@0, w@0) -> y@1 {kernel=3} engine=CUDNN device=CUDA:0``.
+
+    ``full`` and ``max_chars`` apply to argument values (see ``format_arg_value``).
+    """
     in_text = ", ".join(f"{n}@{v}" for n, v in ins) if ins is not None else ", ".join(op.inputs)
     out_text = ", ".join(f"{n}@{v}" for n, v in outs) if outs is not None else ", ".join(op.outputs)
     line = f"%{index} {op.type}({in_text}) -> {out_text or '()'}"
     args = sorted(op.args, key=lambda a: a.name or "")
     if args:
-        line += " {" + ", ".join(f"{a.name}={format_arg_value(a)}" for a in args) + "}"
+        values = (format_arg_value(a, full=full, max_chars=max_chars) for a in args)
+        line += " {" + ", ".join(f"{a.name}={v}" for a, v in zip(args, values, strict=True)) + "}"
     if op.control_inputs:
         line += " control=" + _format_list(op.control_inputs, str)
     if op.engine:
@@ -134,8 +156,18 @@ def format_op(
     return line
 
 
-def print_net(net: Net, label: str = "net", *, indent: int = 0) -> str:
-    """The canonical dump of ``net``; ``label`` names it (``predict_net``, ``init_net``)."""
+def print_net(
+    net: Net,
+    label: str = "net",
+    *,
+    indent: int = 0,
+    full: bool = False,
+    max_chars: int | None = None,
+) -> str:
+    """The canonical dump of ``net``; ``label`` names it (``predict_net``, ``init_net``).
+
+    ``full`` and ``max_chars`` apply to argument values (see ``format_arg_value``).
+    """
     pad = _INDENT * indent
     view = net.ssa()
     header = f"{pad}net {label}"
@@ -158,18 +190,22 @@ def print_net(net: Net, label: str = "net", *, indent: int = 0) -> str:
         lines.append(f"{pad}{_INDENT}external_output: {ext_out}")
     for index, op in enumerate(net):
         ins, outs = view.ssa[index]
-        lines.append(pad + _INDENT + format_op(op, index, ins, outs))
+        lines.append(
+            pad + _INDENT + format_op(op, index, ins, outs, full=full, max_chars=max_chars)
+        )
         for arg_name, nested in op.nested_nets():
-            lines.append(print_net(nested, str(arg_name), indent=indent + 2))
+            lines.append(
+                print_net(nested, str(arg_name), indent=indent + 2, full=full, max_chars=max_chars)
+            )
     return "\n".join(lines)
 
 
-def print_model(model: Model) -> str:
+def print_model(model: Model, *, full: bool = False, max_chars: int | None = None) -> str:
     """The canonical dump of a model: its init_net (when present), then its predict_net."""
     parts = []
     if model.init_net is not None:
-        parts.append(print_net(model.init_net, "init_net"))
-    parts.append(print_net(model.predict_net, "predict_net"))
+        parts.append(print_net(model.init_net, "init_net", full=full, max_chars=max_chars))
+    parts.append(print_net(model.predict_net, "predict_net", full=full, max_chars=max_chars))
     return "\n".join(parts) + "\n"
 
 

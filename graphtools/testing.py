@@ -18,7 +18,7 @@ import numpy as np
 
 from graphtools.analysis.channels import ParamSpec, param_spec, plan_channels
 from graphtools.errors import InvalidNetError
-from graphtools.executor import Int8Tensor, Workspace, run_model, run_op
+from graphtools.executor import Int8Tensor, Workspace, run_model, run_net, run_op
 from graphtools.gradient_check import GradientCheck, check_gradients
 from graphtools.ir import Model, Net, Op
 from graphtools.pass_infra import PassManager
@@ -36,6 +36,7 @@ __all__ = [
     "make_feeds",
     "model_inputs",
     "random_params",
+    "run_after",
     "run_both",
 ]
 
@@ -76,6 +77,12 @@ class OutputDiff:
         max_rel: largest difference relative to the ``before`` value (over non-zero values).
         shape_before / shape_after: shapes, ``None`` when the output is missing on that side.
         reason: why the output is not comparable, empty when it is.
+        mean_abs / mean_rel: mean absolute and relative difference.
+        mismatches: values outside ``atol + rtol * |before|`` (of ``size``).
+        size: values compared.
+        rtol / atol: the tolerances this output was compared with.
+        histogram: ``(counts, edges)`` of the absolute differences in 10 bins (empty when
+            not comparable).
     """
 
     name: str
@@ -85,43 +92,102 @@ class OutputDiff:
     shape_before: tuple[int, ...] | None = None
     shape_after: tuple[int, ...] | None = None
     reason: str = ""
+    mean_abs: float = float("nan")
+    mean_rel: float = float("nan")
+    mismatches: int = 0
+    size: int = 0
+    rtol: float = 1e-5
+    atol: float = 1e-6
+    histogram: tuple[tuple[int, ...], tuple[float, ...]] = ((), ())
 
 
 def _as_array(value: Any) -> np.ndarray:
     return value.dequantize() if isinstance(value, Int8Tensor) else np.asarray(value)
 
 
+_BINS = 10
+
+
 def _diff(name: str, before: Any, after: Any, rtol: float, atol: float) -> OutputDiff:
+    if before is after:  # one value (an unchanged model's outputs): nothing to compute
+        a = _as_array(before)
+        same: tuple[tuple[int, ...], tuple[float, ...]] = ((), ())
+        if a.size:
+            same = ((a.size,), (0.0, 0.0))
+        return OutputDiff(
+            name, True, 0.0, 0.0, a.shape, a.shape, "", 0.0, 0.0, 0, a.size, rtol, atol, same
+        )
     a, b = _as_array(before), _as_array(after)
-
-    def result(ok: bool, max_abs: float, max_rel: float, reason: str = "") -> OutputDiff:
-        return OutputDiff(name, ok, max_abs, max_rel, a.shape, b.shape, reason)
-
     nan = float("nan")
+
+    def failed(reason: str) -> OutputDiff:
+        return OutputDiff(
+            name, False, nan, nan, a.shape, b.shape, reason, rtol=rtol, atol=atol, size=a.size
+        )
+
     if a.shape != b.shape:
-        return result(False, nan, nan, "shape differs")
+        return failed("shape differs")
     if a.dtype != b.dtype:
-        return result(False, nan, nan, f"dtype {a.dtype} != {b.dtype}")
+        return failed(f"dtype {a.dtype} != {b.dtype}")
     if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
-        equal = bool(np.array_equal(a, b))
-        return result(equal, 0.0 if equal else float("inf"), 0.0)
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        unequal = int(np.count_nonzero(a != b)) if a.shape else int(a != b)
+        gap = 0.0 if not unequal else float("inf")
+        return OutputDiff(
+            name,
+            not unequal,
+            gap,
+            0.0,
+            a.shape,
+            b.shape,
+            "",
+            gap,
+            0.0,
+            unequal,
+            a.size,
+            rtol,
+            atol,
+        )
     if a.size == 0:
-        return result(True, 0.0, 0.0)
+        return OutputDiff(name, True, 0.0, 0.0, a.shape, b.shape, "", 0.0, 0.0, 0, 0, rtol, atol)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
     both_nan = np.isnan(a64) & np.isnan(b64)
     with np.errstate(invalid="ignore"):
         delta = np.where(both_nan, 0.0, np.abs(a64 - b64))
         nonzero = a64 != 0
         rel = np.where(nonzero, delta / np.where(nonzero, np.abs(a64), 1.0), 0.0)
-    ok = bool(np.allclose(b64, a64, rtol=rtol, atol=atol, equal_nan=True))
-    return result(ok, float(np.nanmax(delta)), float(np.nanmax(rel)))
+        close = np.isclose(b64, a64, rtol=rtol, atol=atol, equal_nan=True)
+    finite = delta[np.isfinite(delta)]
+    histogram: tuple[tuple[int, ...], tuple[float, ...]] = ((), ())
+    if finite.size:
+        counts, edges = np.histogram(finite, bins=_BINS)
+        histogram = (tuple(int(c) for c in counts), tuple(float(e) for e in edges))
+    mismatches = int(a.size - np.count_nonzero(close))
+    return OutputDiff(
+        name,
+        mismatches == 0,
+        float(np.nanmax(delta)),
+        float(np.nanmax(rel)),
+        a.shape,
+        b.shape,
+        "",
+        float(np.nanmean(delta)),
+        float(np.nanmean(rel)),
+        mismatches,
+        a.size,
+        rtol,
+        atol,
+        histogram,
+    )
 
 
 def _feeds_for(model: Model, feeds: Mapping[str, Any]) -> dict[str, Any]:
+    """The feeds ``model`` takes: its declared external inputs and the blobs its predict_net
+    reads before writing them (all of them when it declares none)."""
     declared = set(model.predict_net.external_inputs)
     if not declared:
         return dict(feeds)
-    return {name: value for name, value in feeds.items() if name in declared}
+    read = set(model.predict_net.ssa().read_names(feeds))
+    return {name: value for name, value in feeds.items() if name in declared or name in read}
 
 
 def compare_models(
@@ -162,22 +228,72 @@ def _run_matched(
     before: Model, after: Model, feeds: Mapping[str, Any], seed: int
 ) -> dict[str, Any]:
     """Run ``after`` on ``before``'s feeds; its outputs carry ``before``'s names (see run_both)."""
+    return run_after(before, after, feeds, seed=seed)
+
+
+def run_after(
+    before: Model,
+    after: Model,
+    feeds: Mapping[str, Any],
+    *,
+    seed: int = 0,
+    names: Sequence[str] | None = None,
+    init_values: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Run ``after`` (a rewrite of ``before``) on ``before``'s feeds; outputs carry
+    ``before``'s names (see ``run_both`` for interfaces renamed by position).
+
+    With ``names`` (``before``'s names of the blobs to fetch), the outputs never written are
+    left out instead of raising, and blobs need not be declared outputs. ``init_values``
+    (what ``before``'s init_net computed) is used instead of running ``after``'s init_net
+    when every op of it is one of ``before``'s init_net ops, unchanged: fills are seeded by
+    their output names, so the values would be the same.
+    """
     old_in, new_in = before.predict_net.external_inputs, after.predict_net.external_inputs
     declared = set(new_in)
     by_position = len(old_in) == len(new_in)
     position = {name: i for i, name in enumerate(old_in)}
     after_feeds: dict[str, Any] = {}
+    read = set(after.predict_net.ssa().read_names(feeds))
     for name, value in feeds.items():
-        if name in declared or not declared:
+        if name in declared or not declared or name in read:
             after_feeds[name] = value
         elif by_position and name in position:
             after_feeds[new_in[position[name]]] = value
-    out_after = run_model(after, after_feeds, seed=seed)
     old_out, new_out = before.predict_net.external_outputs, after.predict_net.external_outputs
-    if len(old_out) == len(new_out):
-        renamed = dict(zip(new_out, old_out, strict=True))
-        out_after = {renamed.get(name, name): value for name, value in out_after.items()}
-    return out_after
+    renamed = dict(zip(old_out, new_out, strict=True)) if len(old_out) == len(new_out) else {}
+    if names is None:
+        out_after = run_model(after, after_feeds, seed=seed)
+        back = {new: old for old, new in renamed.items()}
+        return {back.get(name, name): value for name, value in out_after.items()}
+    ws = Workspace(seed=seed)
+    if after.init_net is not None:
+        if init_values is not None and _kept_init(before, after, init_values):
+            for name in {n for op in after.init_net for n in op.outputs}:
+                ws.feed(name, init_values[name])
+        else:
+            run_net(after.init_net, ws)
+    for name, value in after_feeds.items():
+        ws.feed(name, value)
+    run_net(after.predict_net, ws)
+    fetched = {}
+    for name in names:
+        found = renamed.get(name, name)
+        if ws.has(found):
+            fetched[name] = ws.fetch(found)
+    return fetched
+
+
+def _kept_init(before: Model, after: Model, values: Mapping[str, Any]) -> bool:
+    """Whether every op of ``after``'s init_net is an unchanged op of ``before``'s whose
+    outputs ``values`` holds."""
+    if before.init_net is None or after.init_net is None:
+        return False
+    by_outputs = {tuple(op.outputs): op for op in before.init_net}
+    for op in after.init_net:
+        if by_outputs.get(tuple(op.outputs)) != op or not all(n in values for n in op.outputs):
+            return False
+    return True
 
 
 def compare_outputs(
@@ -186,15 +302,20 @@ def compare_outputs(
     *,
     rtol: float = 1e-5,
     atol: float = 1e-6,
+    per_output: Mapping[str, tuple[float, float]] | None = None,
 ) -> list[OutputDiff]:
-    """Compare two ``{output name: value}`` results; an output in only one is a failed entry."""
+    """Compare two ``{output name: value}`` results; an output in only one is a failed entry.
+
+    ``per_output`` gives ``(rtol, atol)`` for named outputs, overriding ``rtol``/``atol``.
+    """
     diffs = []
     for name, value in out_before.items():
+        tolerances = (per_output or {}).get(name, (rtol, atol))
         if name not in out_after:
             shape = np.shape(_as_array(value))
             diffs.append(OutputDiff(name, False, shape_before=shape, reason="missing after"))
         else:
-            diffs.append(_diff(name, value, out_after[name], rtol, atol))
+            diffs.append(_diff(name, value, out_after[name], *tolerances))
     for name, value in out_after.items():
         if name not in out_before:
             shape = np.shape(_as_array(value))

@@ -23,12 +23,13 @@ Example (``infer-devices{inputs=x=cpu}``)::
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
 from graphtools.analysis.devices import device_names, plan_device_options
-from graphtools.errors import InvalidArgumentError
+from graphtools.errors import InvalidArgumentError, PreconditionError
 from graphtools.ir import DeviceOption, Model, Net
 from graphtools.pass_infra import Pass, PassResult
 
@@ -71,14 +72,28 @@ class InferDevices(Pass):
 
     Stats: ``predict_ops_placed`` and ``init_ops_placed``, the ops given a new DeviceOption.
 
-    Raises ``InvalidNetError`` when a predict_net blob's device cannot be inferred or an op
-    mixes devices; nothing is changed then.
+    Raises ``PreconditionError`` when ``inputs`` names a blob that is not an external input
+    of the predict_net, and ``InvalidNetError`` when a predict_net blob's device cannot be
+    inferred or an op mixes devices; nothing is changed then.
     """
 
     name: ClassVar[str] = "infer-devices"
     reads_ssa: ClassVar[bool] = True
     inputs: tuple[str, ...] = ()
     style: str = "caffe2"
+
+    def requires(self, model: Model) -> None:
+        """Every name in ``inputs`` must be an external input of the predict_net."""
+        declared = list(model.predict_net.external_inputs)
+        for name in parse_input_devices(self.inputs, self.style):
+            if name not in declared:
+                close = difflib.get_close_matches(name, declared, n=1, cutoff=0.6)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                shown = ", ".join(declared[:6]) + (", ..." if len(declared) > 6 else "")
+                raise PreconditionError(
+                    f"input {name!r} given a device is not an external input of the "
+                    f"predict_net{hint}; its inputs are: {shown or 'none'}"
+                )
 
     def call(self, model: Model) -> PassResult:
         """Infer devices, then write the needed device options into both nets."""

@@ -1,8 +1,13 @@
-"""Shared test fixtures: where the real model files are, and the ``--update-goldens`` option."""
+"""Shared test fixtures: where the real model files are, and how to run the CLI.
+
+``--update-goldens`` and the ``update_goldens`` fixture come from graphtools' own pytest plugin
+(``graphtools.pytest_plugin``, entry point ``pytest11``), which the golden tests use.
+"""
 
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import sys
 import types
 from collections.abc import Mapping
@@ -16,15 +21,18 @@ from graphtools.pass_infra import ENTRY_POINT_GROUP
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
-SHARED_REAL = REPO.parent / "shared" / "fixtures-real"
+SHARED_REAL = Path(
+    os.environ.get("GRAPHTOOLS_REAL_FIXTURES", REPO.parent / "shared" / "fixtures-real")
+)
+"""The real published model files: ``../shared/fixtures-real``, or ``$GRAPHTOOLS_REAL_FIXTURES``."""
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--update-goldens",
-        action="store_true",
-        default=False,
-        help="rewrite fixtures/golden/**/expected.txt from the current output (review the diff)",
+def pytest_report_header(config: pytest.Config) -> str:
+    if SHARED_REAL.is_dir():
+        return f"real model fixtures: {SHARED_REAL}"
+    return (
+        f"real model fixtures: NOT FOUND at {SHARED_REAL}; the tests that use them will skip "
+        "(set GRAPHTOOLS_REAL_FIXTURES=/path/to/fixtures-real)"
     )
 
 
@@ -72,17 +80,13 @@ def publish_passes(
     monkeypatch.setattr(importlib.metadata, "entry_points", with_plugins)
 
 
-@pytest.fixture
-def update_goldens(request: pytest.FixtureRequest) -> bool:
-    return bool(request.config.getoption("--update-goldens"))
-
-
 @pytest.fixture(scope="session")
 def real_fixtures() -> Path:
     """The folder of real published model files; skips the test when it is absent."""
     if not SHARED_REAL.is_dir():
         pytest.skip(
-            f"real model fixtures not found at {SHARED_REAL} (../shared is not beside the repo)"
+            f"real model fixtures not found at {SHARED_REAL} (put ../shared beside the repo or "
+            "set GRAPHTOOLS_REAL_FIXTURES)"
         )
     return SHARED_REAL
 

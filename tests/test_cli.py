@@ -11,7 +11,7 @@ import pytest
 from conftest import FIXTURES, assert_one_error_line, run_cli
 
 from graphtools.cli import main
-from graphtools.printer import print_model, print_net, print_ssa_table
+from graphtools.printer import print_model, print_net
 from graphtools.serde import load_model_dir, load_net, parse_netdef
 from graphtools.serde.codec import net_from_netdef
 
@@ -30,31 +30,52 @@ def tiny_copy(tmp_path: Path) -> Path:
 # -- show / ssa -----------------------------------------------------------------------------
 
 
-def test_show_model_folder(capsys: pytest.CaptureFixture[str]) -> None:
+def test_show_summarises_a_model_folder(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "show", str(TINY))
     assert (code, err) == (0, "")
-    assert out == print_model(load_model_dir(TINY))
+    assert out.startswith("net tiny_export: 15 ops (")
+    assert "init_net: 8 ops" in out
+    rows = {tuple(line.split()[:2]): line.split()[2:] for line in out.splitlines() if line}
+    assert rows[("input", "data")] == ["float32[1,", "1,", "6,", "6]"]
+    assert ("output", "prob") in rows
+    assert "parameters: 8 blobs, 73 values" in out
+    assert "devices: CPU 15" in out
+    assert len(out.splitlines()) < 40
+
+
+def test_show_full_is_the_canonical_dump(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "show", "--full", str(TINY))
+    assert (code, err) == (0, "")
+    assert out == print_model(load_model_dir(TINY), full=True)
     assert out.startswith("net init_net 'tiny_export_init'\n")
-    assert "net predict_net 'tiny_export'\n" in out
     assert "  %1 Relu(conv1@1) -> conv1@2\n" in out
 
 
-def test_show_files(capsys: pytest.CaptureFixture[str]) -> None:
+def test_show_files_pair_with_the_init_net_beside_them(capsys: pytest.CaptureFixture[str]) -> None:
     predict = TINY / "predict_net.pbtxt"
-    code, out, _ = run_cli(capsys, "show", str(predict))
+    code, out, err = run_cli(capsys, "show", "--full", str(predict))
     assert code == 0
-    assert out == print_net(net_from_netdef(load_net(predict)), "predict_net.pbtxt") + "\n"
-    code, out, _ = run_cli(capsys, "show", str(predict), str(TINY / "init_net.pbtxt"))
+    assert out == print_model(load_model_dir(TINY), full=True)
+    assert f"note: init_net {TINY / 'init_net.pbtxt'} found beside predict_net.pbtxt" in err
+    code, out, err = run_cli(capsys, "show", "--full", "--no-init", str(predict))
+    assert (code, err) == (0, "")
+    expected = print_net(net_from_netdef(load_net(predict)), "predict_net", full=True)
+    assert out == expected + "\n"
+    code, out, _ = run_cli(capsys, "show", "--no-init", str(predict), str(TINY / "init_net.pbtxt"))
     assert code == 0
-    assert out.startswith(f"# {predict}\nnet predict_net.pbtxt 'tiny_export'\n")
-    assert f"\n\n# {TINY / 'init_net.pbtxt'}\nnet init_net.pbtxt 'tiny_export_init'\n" in out
+    assert out.startswith(f"# {predict}\nnet tiny_export: 15 ops")
+    assert f"\n\n# {TINY / 'init_net.pbtxt'}\nnet tiny_export_init: 8 ops" in out
 
 
-def test_ssa(capsys: pytest.CaptureFixture[str]) -> None:
+def test_ssa_table_is_aligned(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "ssa", str(TINY))
     assert (code, err) == (0, "")
-    assert out == print_ssa_table(load_model_dir(TINY).predict_net)
-    assert "conv1@2  %1  %2\n" in out
+    lines = [line.rstrip() for line in out.splitlines()]
+    assert lines[0].split() == ["blob@version", "written", "by", "read", "by"]
+    column = lines[0].index("written by")
+    assert all(line[column - 2 : column] == "  " for line in lines[1:])
+    row = next(line for line in lines if line.startswith("conv1@2 "))
+    assert row.split() == ["conv1@2", "%1", "%2"]
     code, from_file, _ = run_cli(capsys, "ssa", str(TINY / "predict_net.pbtxt"))
     assert (code, from_file) == (0, out)
 
@@ -178,15 +199,26 @@ def test_run_unknown_pass(capsys: pytest.CaptureFixture[str], tiny_copy: Path) -
     ).read_bytes()
 
 
-def test_list_passes(capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_passes_shows_options_with_types_and_defaults(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     code, out, err = run_cli(capsys, "list-passes")
     assert (code, err) == (0, "")
-    names = [
-        line.split()[0] for line in out.splitlines() if line and not line.startswith("default")
-    ]
-    assert "remove-dead-ends" in names
-    assert names == sorted(names)
-    assert out.splitlines()[-1].startswith("default = ")
+    assert "``" not in out
+    rows = {line.split()[0]: line for line in out.splitlines()[1:] if line and " " in line}
+    assert "keep_side_effects: bool (true/false) = true" in rows["remove-dead-ends"]
+    assert "style: str = multi" in rows["ssa-rewrite"]
+    assert any(line.startswith("default = ") for line in out.splitlines())
+
+
+def test_list_passes_name_shows_the_whole_doc(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "list-passes", "remove-dead-ends")
+    assert (code, err) == (0, "")
+    assert out.startswith("remove-dead-ends: Remove predict_net ops whose outputs never reach")
+    assert "skipped_no_external_outputs" in out and "keep_types" in out
+    code, out, err = run_cli(capsys, "list-passes", "remove-dead-end")
+    assert (code, out) == (2, "")
+    assert_one_error_line(err, "'remove-dead-end'", "did you mean 'remove-dead-ends'?")
 
 
 # -- the installed console script -----------------------------------------------------------
@@ -210,7 +242,7 @@ def test_console_script(tmp_path: Path) -> None:
         check=False,
     )
     assert shown.returncode == 0, shown.stderr
-    assert shown.stdout == print_model(load_model_dir(TINY))
+    assert shown.stdout.startswith("net tiny_export: 15 ops")
     missing = tmp_path / "absent.pb"
     failed = subprocess.run(
         [*command, "ssa", str(missing)],

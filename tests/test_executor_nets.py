@@ -11,13 +11,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import SHARED_REAL
 
 from graphtools.executor import Int8Tensor, Workspace, run_model, run_net
 from graphtools.ir import Model, Net
 from graphtools.serde import load_model
 from graphtools.testing import random_params
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures-real"
+REAL = SHARED_REAL
 SUPER_RES = REAL / "hmc-neural_nets_research" / "super_resolution"
 INT8 = REAL / "caffe2-models" / "mask_rcnn_2go" / "2018-12" / "int8"
 ZOO = REAL / "caffe2-models"

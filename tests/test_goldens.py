@@ -1,7 +1,8 @@
 """Golden pipeline cases under fixtures/golden: dump before/after, modified flag, stats.
 
 Run ``pytest tests/test_goldens.py --update-goldens`` to rewrite the expected files after an
-intended change, then review the diff.
+intended change, then review the diff. The comparison and the option are graphtools' pytest
+plugin's (``graphtools.pytest_plugin``), the one users get for their own fixture nets.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pytest
 from conftest import FIXTURES
 
 from graphtools.golden import EXPECTED, GoldenCase, find_cases, render_case
+from graphtools.pytest_plugin import assert_matches_golden
 
 GOLDEN_ROOT = FIXTURES / "golden"
 CASES = find_cases(GOLDEN_ROOT)
@@ -21,12 +23,7 @@ CASES = find_cases(GOLDEN_ROOT)
 def test_golden_case(folder: Path, update_goldens: bool) -> None:
     case = GoldenCase.load(folder)
     text, after, _ = render_case(case, FIXTURES.parent)
-    expected_path = folder / EXPECTED
-    if update_goldens or not expected_path.exists():
-        expected_path.write_text(text)
-        if not update_goldens:
-            pytest.fail(f"{expected_path} did not exist; it was written: review it and commit it")
-    assert text == expected_path.read_text(), f"golden mismatch for {folder}; see --update-goldens"
+    assert_matches_golden(text, folder / EXPECTED, update=update_goldens)
     if after is not None:
         assert "// second run modified: False" in text, "the pipeline is not at a fixpoint"
     else:

@@ -6,10 +6,11 @@ The layers (README, "Layout guardrails"; STYLE.md's, with the adjustments said t
 1. ``proto``, ``errors``, ``_gc``
 2. the core: ``ssa``, ``usedef``, ``ssa_view``, ``analysis.nested``, ``ir``, ``graph``,
    ``verify``, ``printer``
-3. ``analysis`` (the rest), ``serde``
+3. ``analysis`` (the rest), ``serde``, ``dot``
 4. ``pass_infra``, ``executor``
 5. ``passes``, ``gradients``, ``recurrent``
-6. ``compat``, ``onnx``, ``testing`` and the other helpers for users' tests
+6. ``compat``, ``onnx``, ``testing`` and the other helpers for users' tests (``feeds``,
+   ``golden``, ``pytest_plugin``)
 7. ``cli``, ``__main__``; the package ``graphtools`` itself (the public facade)
 
 Imports made only for type checking (``if TYPE_CHECKING:``) are not run and are not counted.
@@ -42,6 +43,7 @@ LAYERS: list[tuple[str, int]] = [
     ("graphtools.graph", 2),
     ("graphtools.verify", 2),
     ("graphtools.printer", 2),
+    ("graphtools.dot", 3),
     ("graphtools.analysis", 3),
     ("graphtools.serde", 3),
     ("graphtools.pass_infra", 4),
@@ -52,6 +54,7 @@ LAYERS: list[tuple[str, int]] = [
     ("graphtools.compat", 6),
     ("graphtools.onnx", 6),
     ("graphtools.testing", 6),
+    ("graphtools.feeds", 6),
     ("graphtools.gradient_check", 6),
     ("graphtools.golden", 6),
     ("graphtools.pytest_plugin", 6),

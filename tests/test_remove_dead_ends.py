@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_REAL
 from google.protobuf import text_format
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,7 +22,7 @@ from graphtools.serde import load_net
 from graphtools.serde.codec import model_from_netdefs, net_to_netdef
 from graphtools.verify import verify
 
-FIXTURES_REAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures-real"
+FIXTURES_REAL = SHARED_REAL
 
 
 def _run(net: Net, **options: object) -> tuple[list[str], dict[str, int], bool]:

@@ -134,7 +134,7 @@ def _averaged_loss_gradient(op: Op, inputs: list[Any]) -> list[Any]:
 def _squared_l2_gradient(op: Op, inputs: list[Any]) -> list[Any]:
     x, y, dout = (np.asarray(v) for v in inputs[:3])
     rows = squared_l2_rows(x)
-    diff = (x - y).reshape(rows, -1) * dout.reshape(rows, 1)
+    diff = (x - y).reshape(rows, prod(x.shape[1:])) * dout.reshape(rows, 1)
     return [diff.reshape(x.shape), (-diff).reshape(y.shape)]
 
 
@@ -144,8 +144,8 @@ def _dot_product_gradient(op: Op, inputs: list[Any]) -> list[Any]:
     rows = squared_l2_rows(x)
     scale = dout.reshape(rows, 1)
     return [
-        (y.reshape(rows, -1) * scale).reshape(x.shape),
-        (x.reshape(rows, -1) * scale).reshape(y.shape),
+        (y.reshape(rows, prod(y.shape[1:])) * scale).reshape(x.shape),
+        (x.reshape(rows, prod(x.shape[1:])) * scale).reshape(y.shape),
     ]
 
 

@@ -9,6 +9,7 @@ quantize. QNNPACK's fixed-point requantization can differ from this by one unit 
 
 from __future__ import annotations
 
+from math import prod
 from typing import Any
 
 import numpy as np
@@ -107,8 +108,8 @@ def _int8_conv_transpose(op: Op, inputs: list[Any]) -> list[Any]:
 @kernel("Int8FC")
 def _int8_fc(op: Op, inputs: list[Any]) -> list[Any]:
     x, w = _int8(inputs[0], "input"), _int8(inputs[1], "weight")
-    xc = _centered(x).reshape(x.values.shape[0], -1)
-    wc = _centered(w).reshape(w.values.shape[0], -1)
+    xc = _centered(x).reshape(x.values.shape[0], prod(x.values.shape[1:]))
+    wc = _centered(w).reshape(w.values.shape[0], prod(w.values.shape[1:]))
     if xc.shape[1] != wc.shape[1]:
         raise ValueError(f"Int8FC input has {xc.shape[1]} features, weight expects {wc.shape[1]}")
     acc = xc @ wc.T
@@ -173,5 +174,5 @@ def _int8_reshape(op: Op, inputs: list[Any]) -> list[Any]:
 def _int8_flatten(op: Op, inputs: list[Any]) -> list[Any]:
     x = _int8(inputs[0], "input")
     axis = int(op.arg("axis", 1))
-    values = x.values.reshape(int(np.prod(x.shape[:axis])), -1)
+    values = x.values.reshape(prod(x.shape[:axis]), prod(x.shape[axis:]))
     return [Int8Tensor(values, x.scale, x.zero_point)]

@@ -85,7 +85,8 @@ def conv_transpose_nchw(
         y[(slice(None), slice(None), slice(None), *target)] += cols[(..., *offset)]
     crop = tuple(slice(h, h + o) for h, o in zip(pads_head, out_sizes, strict=True))
     y = y[(slice(None), slice(None), slice(None), *crop)]
-    return np.ascontiguousarray(y.transpose(1, 0, 2, *range(3, 3 + nd)).reshape(n, -1, *out_sizes))
+    y = y.transpose(1, 0, 2, *range(3, 3 + nd))
+    return np.ascontiguousarray(y.reshape(n, group * mg, *out_sizes))
 
 
 def _filter_nchw(w: np.ndarray, layout: str) -> np.ndarray:
@@ -264,7 +265,9 @@ def _softplus(op: Op, inputs: list[Any]) -> list[Any]:
 def softmax(x: np.ndarray, axis: int) -> np.ndarray:
     """Caffe2's Softmax: the input is coerced to 2-D at ``axis`` and normalised per row."""
     axis = canonical_axis(axis, x.ndim)
-    rows = x.reshape(prod(x.shape[:axis]), -1)
+    rows = x.reshape(prod(x.shape[:axis]), prod(x.shape[axis:]))
+    if rows.size == 0:  # no rows (an empty detection batch) or rows of nothing
+        return x.copy()
     e = np.exp(rows - rows.max(axis=1, keepdims=True))
     return (e / e.sum(axis=1, keepdims=True)).reshape(x.shape).astype(x.dtype, copy=False)
 

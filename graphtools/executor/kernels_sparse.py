@@ -93,7 +93,8 @@ def _fused_4bit(data: np.ndarray, indices: np.ndarray, inputs: list[Any]) -> np.
         raise ValueError(f"fused 4-bit rows need 4 trailing bytes, got {data.shape[1]} bytes")
     params = np.ascontiguousarray(data[:, -4:]).view(np.float16).astype(np.float64)[indices]
     packed = data[indices, :-4]
-    values = np.stack([packed & 0x0F, packed >> 4], axis=-1).reshape(packed.shape[0], -1)
+    nibbles = np.stack([packed & 0x0F, packed >> 4], axis=-1)
+    values = nibbles.reshape(packed.shape[0], 2 * packed.shape[1])
     return values.astype(np.float64) * params[:, :1] + params[:, 1:]
 
 

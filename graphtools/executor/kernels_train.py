@@ -39,7 +39,7 @@ def _squared_l2(op: Op, inputs: list[Any]) -> list[Any]:
     if x.shape != y.shape:
         raise ValueError(f"SquaredL2Distance needs equal shapes, got {x.shape} and {y.shape}")
     rows = squared_l2_rows(x)
-    diff = (x - y).reshape(rows, -1)
+    diff = (x - y).reshape(rows, prod(x.shape[1:]))
     return [(0.5 * (diff * diff).sum(axis=1)).astype(x.dtype, copy=False)]
 
 
@@ -49,7 +49,8 @@ def _dot_product(op: Op, inputs: list[Any]) -> list[Any]:
     if x.shape != y.shape:
         raise ValueError(f"DotProduct needs equal shapes, got {x.shape} and {y.shape}")
     rows = squared_l2_rows(x)
-    return [(x.reshape(rows, -1) * y.reshape(rows, -1)).sum(axis=1)]
+    cols = prod(x.shape[1:])
+    return [(x.reshape(rows, cols) * y.reshape(rows, cols)).sum(axis=1)]
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def softmax_with_loss_parts(
         raise UnsupportedOpError("SoftmaxWithLoss with spatial=1 is not supported")
     axis = canonical_axis(int(op.arg("axis", 1)), x.ndim)
     rows = prod(x.shape[:axis])
-    logits = x.reshape(rows, -1)
+    logits = x.reshape(rows, prod(x.shape[axis:]))
     if op.arg("label_prob", 0):
         targets = labels.reshape(logits.shape).astype(x.dtype)
     else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,10 +124,19 @@ class PassManager:
     def __repr__(self) -> str:
         return f"PassManager.parse({self.spec!r}, steps={self.steps})"
 
-    def __call__(self, model: Model) -> list[PassRecord]:
-        """Rewrite ``model`` in place and return one record per pass run, in order."""
+    def __call__(
+        self, model: Model, *, after_pass: Callable[[PassRecord, Model], None] | None = None
+    ) -> list[PassRecord]:
+        """Rewrite ``model`` in place and return one record per pass run, in order.
+
+        ``after_pass(record, model)`` is called after each pass that ran (before the round's
+        ``verify``; a round that fails is replayed, so its passes may be reported twice).
+        """
+        self._after_pass = after_pass
         with paused_gc():  # passes build many small objects; see graphtools._gc
             return self._run(model)
+
+    _after_pass: Callable[[PassRecord, Model], None] | None = None
 
     def _run(self, model: Model) -> list[PassRecord]:
         records: list[PassRecord] = []
@@ -201,6 +210,8 @@ class PassManager:
             records.append(record)
             ran_at[position] = _ran_at(model)
             changed = changed or record.modified
+            if self._after_pass is not None:
+                self._after_pass(record, model)
         if strict or not changed:
             return changed, findings
         try:

@@ -1,0 +1,309 @@
+"""A structural diff of two models, matching ops by SSA identity rather than position.
+
+An op of the second net matches an op of the first when it has the same type and reads the
+same values: the same external inputs, or the same outputs of ops already matched (the
+producer/consumer structure, ``net.ssa()``). Ops no such match explains are matched, when they
+can be, by type and output names (a rewired consumer: same op, new inputs); an op with no
+inputs (a fill) matches only an op writing the same names. What stays unmatched was removed or
+added. Matched ops report rewired inputs, renamed outputs, and changed arguments, devices and
+engines. Inserting or removing an op shifts no match, unlike a diff by position.
+
+``diff_models(before, after)`` returns a ``ModelDiff``; ``ModelDiff.same`` says whether
+nothing differs, ``ModelDiff.to_dict()`` gives JSON-ready data.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from graphtools.ir import Model, Net, Op
+from graphtools.printer import format_arg_value, format_device
+
+__all__ = ["ArgChange", "ModelDiff", "NetDiff", "OpChange", "OpRef", "diff_models", "diff_nets"]
+
+
+@dataclass(frozen=True)
+class OpRef:
+    """An op of one side: its index, type and output names."""
+
+    index: int
+    type: str
+    outputs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ArgChange:
+    """An argument that differs (``None``: absent on that side)."""
+
+    name: str
+    before: str | None
+    after: str | None
+
+
+@dataclass
+class OpChange:
+    """A matched op whose inputs, outputs, arguments, device or engine differ.
+
+    Attributes:
+        before / after: the op's index in each net.
+        type: the op type (the same on both sides).
+        rewired: ``(position, before blob, after blob)`` for inputs now reading another value
+            (blobs written ``name@version``).
+        renamed: ``(position, before name, after name)`` for outputs written under a new name.
+        args: the arguments that differ.
+        device: ``(before, after)`` when the device option differs.
+        engine: ``(before, after)`` when the engine differs.
+    """
+
+    before: int
+    after: int
+    type: str
+    rewired: list[tuple[int, str, str]] = field(default_factory=list)
+    renamed: list[tuple[int, str, str]] = field(default_factory=list)
+    args: list[ArgChange] = field(default_factory=list)
+    device: tuple[str, str] | None = None
+    engine: tuple[str, str] | None = None
+
+
+@dataclass
+class NetDiff:
+    """How one net of the pair differs.
+
+    Attributes:
+        label: ``predict_net`` or ``init_net``.
+        removed: ops of the first net with no match.
+        added: ops of the second net with no match.
+        changed: matched ops that differ.
+        matched: ``{before index: after index}`` for every matched op.
+        inputs_removed / inputs_added / outputs_removed / outputs_added: external blobs.
+    """
+
+    label: str
+    removed: list[OpRef] = field(default_factory=list)
+    added: list[OpRef] = field(default_factory=list)
+    changed: list[OpChange] = field(default_factory=list)
+    matched: dict[int, int] = field(default_factory=dict)
+    inputs_removed: list[str] = field(default_factory=list)
+    inputs_added: list[str] = field(default_factory=list)
+    outputs_removed: list[str] = field(default_factory=list)
+    outputs_added: list[str] = field(default_factory=list)
+
+    @property
+    def same(self) -> bool:
+        """Whether nothing differs."""
+        return not (
+            self.removed
+            or self.added
+            or self.changed
+            or self.inputs_removed
+            or self.inputs_added
+            or self.outputs_removed
+            or self.outputs_added
+        )
+
+    @property
+    def renamed_blobs(self) -> list[tuple[str, str]]:
+        """Every ``(before name, after name)`` an output was renamed under, once each."""
+        seen: dict[tuple[str, str], None] = {}
+        for change in self.changed:
+            for _, old, new in change.renamed:
+                seen[(old, new)] = None
+        return list(seen)
+
+
+@dataclass
+class ModelDiff:
+    """How two models differ: their predict_nets, init_nets and parameters.
+
+    Attributes:
+        predict: the predict_net diff.
+        init: the init_net diff (``None`` when neither model has an init_net).
+        params_removed / params_added: blobs only one init_net fills.
+        init_presence: ``(before, after)`` when only one model has an init_net.
+    """
+
+    predict: NetDiff
+    init: NetDiff | None
+    params_removed: list[str] = field(default_factory=list)
+    params_added: list[str] = field(default_factory=list)
+    init_presence: tuple[bool, bool] | None = None
+
+    @property
+    def same(self) -> bool:
+        """Whether the models are structurally the same."""
+        init_same = self.init is None or self.init.same
+        return (
+            self.predict.same
+            and init_same
+            and not self.params_removed
+            and not self.params_added
+            and self.init_presence is None
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (``matched`` maps are left out)."""
+        data = asdict(self)
+        for key in ("predict", "init"):
+            if data[key] is not None:
+                data[key].pop("matched", None)
+        data["same"] = self.same
+        return data
+
+
+_Ident = tuple[Hashable, ...]
+
+
+def _blob_text(blob: tuple[str, int]) -> str:
+    return f"{blob[0]}@{blob[1]}"
+
+
+class _Matcher:
+    """Matches the ops of ``after`` to those of ``before`` (see the module docstring)."""
+
+    def __init__(self, before: Net, after: Net) -> None:
+        self.before = before
+        self.after = after
+        self.view_a = before.ssa()
+        self.view_b = after.ssa()
+        self.b_to_a: dict[int, int] = {}
+        self.free_a: set[int] = set(range(len(before)))
+
+    def ident_a(self, blob: tuple[str, int]) -> _Ident:
+        producer = self.view_a.producer(blob)
+        if producer is None:
+            return ("ext", blob[0])
+        return ("op", producer, self.view_a.ssa[producer][1].index(blob))
+
+    def ident_b(self, blob: tuple[str, int]) -> _Ident:
+        producer = self.view_b.producer(blob)
+        if producer is None:
+            return ("ext", blob[0])
+        position = self.view_b.ssa[producer][1].index(blob)
+        if producer in self.b_to_a:
+            return ("op", self.b_to_a[producer], position)
+        return ("new", producer, position)
+
+    def run(self) -> dict[int, int]:
+        by_key: dict[_Ident, list[int]] = defaultdict(list)
+        by_names: dict[tuple[str, tuple[str, ...]], list[int]] = defaultdict(list)
+        for index, op in enumerate(self.before):
+            ins = tuple(self.ident_a(b) for b in self.view_a.ssa[index][0])
+            by_key[(op.type, ins)].append(index)
+            by_names[(op.type, tuple(op.outputs))].append(index)
+        for index, op in enumerate(self.after):
+            ins = tuple(self.ident_b(b) for b in self.view_b.ssa[index][0])
+            found = self._pick(by_key.get((op.type, ins), []), op, strict=not op.inputs)
+            if found is None:
+                found = self._pick(by_names.get((op.type, tuple(op.outputs)), []), op, True)
+            if found is not None:
+                self.b_to_a[index] = found
+                self.free_a.discard(found)
+        return {a: b for b, a in self.b_to_a.items()}
+
+    def _pick(self, candidates: list[int], op: Op, strict: bool) -> int | None:
+        free = [i for i in candidates if i in self.free_a]
+        for index in free:
+            if tuple(self.before[index].outputs) == tuple(op.outputs):
+                return index
+        return None if strict or not free else free[0]
+
+
+def _args(a: Op, b: Op) -> list[ArgChange]:
+    left = {arg.name or "": format_arg_value(arg) for arg in a.args}
+    right = {arg.name or "": format_arg_value(arg) for arg in b.args}
+    return [
+        ArgChange(name, left.get(name), right.get(name))
+        for name in sorted(set(left) | set(right))
+        if left.get(name) != right.get(name)
+    ]
+
+
+def _device(net: Net, op: Op) -> str:
+    device = op.device_option
+    return "-" if device is None else format_device(device)
+
+
+def diff_nets(before: Net, after: Net, label: str = "predict_net") -> NetDiff:
+    """The structural diff of two nets (see the module docstring)."""
+    matcher = _Matcher(before, after)
+    matched = matcher.run()
+    result = NetDiff(label, matched=matched)
+    for index in sorted(matcher.free_a):
+        op = before[index]
+        result.removed.append(OpRef(index, op.type, tuple(op.outputs)))
+    for index, op in enumerate(after):
+        if index not in matcher.b_to_a:
+            result.added.append(OpRef(index, op.type, tuple(op.outputs)))
+    for a_index, b_index in sorted(matched.items()):
+        change = _op_change(matcher, a_index, b_index)
+        if change is not None:
+            result.changed.append(change)
+    ins_a, ins_b = list(before.external_inputs), list(after.external_inputs)
+    outs_a, outs_b = list(before.external_outputs), list(after.external_outputs)
+    result.inputs_removed = [n for n in ins_a if n not in set(ins_b)]
+    result.inputs_added = [n for n in ins_b if n not in set(ins_a)]
+    result.outputs_removed = [n for n in outs_a if n not in set(outs_b)]
+    result.outputs_added = [n for n in outs_b if n not in set(outs_a)]
+    return result
+
+
+def _op_change(matcher: _Matcher, a_index: int, b_index: int) -> OpChange | None:
+    a, b = matcher.before[a_index], matcher.after[b_index]
+    change = OpChange(a_index, b_index, a.type)
+    ins_a, outs_a = matcher.view_a.ssa[a_index]
+    ins_b, outs_b = matcher.view_b.ssa[b_index]
+    for position in range(max(len(ins_a), len(ins_b))):
+        left = ins_a[position] if position < len(ins_a) else None
+        right = ins_b[position] if position < len(ins_b) else None
+        same = (
+            left is not None
+            and right is not None
+            and matcher.ident_a(left) == matcher.ident_b(right)
+        )
+        if not same:
+            change.rewired.append(
+                (
+                    position,
+                    "-" if left is None else _blob_text(left),
+                    "-" if right is None else _blob_text(right),
+                )
+            )
+    for position in range(max(len(outs_a), len(outs_b))):
+        left_name = a.outputs[position] if position < len(a.outputs) else "-"
+        right_name = b.outputs[position] if position < len(b.outputs) else "-"
+        if left_name != right_name:
+            change.renamed.append((position, left_name, right_name))
+    change.args = _args(a, b)
+    device_a, device_b = _device(matcher.before, a), _device(matcher.after, b)
+    if device_a != device_b:
+        change.device = (device_a, device_b)
+    if (a.engine or "") != (b.engine or ""):
+        change.engine = (a.engine or "-", b.engine or "-")
+    if change.rewired or change.renamed or change.args or change.device or change.engine:
+        return change
+    return None
+
+
+def diff_models(before: Model, after: Model) -> ModelDiff:
+    """The structural diff of two models: predict_nets, init_nets and parameters."""
+    predict = diff_nets(before.predict_net, after.predict_net, "predict_net")
+    init = None
+    if before.init_net is not None and after.init_net is not None:
+        init = diff_nets(before.init_net, after.init_net, "init_net")
+    result = ModelDiff(predict, init)
+    if (before.init_net is None) != (after.init_net is None):
+        result.init_presence = (before.init_net is not None, after.init_net is not None)
+    filled_a = _filled(before.init_net)
+    filled_b = _filled(after.init_net)
+    result.params_removed = [n for n in filled_a if n not in filled_b]
+    result.params_added = [n for n in filled_b if n not in filled_a]
+    return result
+
+
+def _filled(net: Net | None) -> dict[str, None]:
+    if net is None:
+        return {}
+    return {name: None for op in net for name in op.outputs}

@@ -1,0 +1,181 @@
+"""The ``graphtools`` command line.
+
+Commands: ``show`` (a summary, or dumps), ``ssa``, ``list-passes`` (``graphtools.cli.inspect``),
+``run`` and ``exec`` (``graphtools.cli.pipeline``), ``verify`` (``graphtools.cli.check``),
+``draw`` (``graphtools.cli.draw``), ``diff`` (``graphtools.cli.diff``), ``import-onnx`` and
+``export-onnx`` (``graphtools.cli.onnx_commands``, which also serves ``run`` on ``.onnx``
+files and ``verify --onnx``). Each command module
+has a ``register(commands)`` function adding its subparsers; a new command family is a module
+listed in ``COMMAND_MODULES``.
+
+Exit codes follow Polygraphy's: 0 success, 1 ``verify`` found a difference or ``diff`` found
+differences, 2 bad input or an error (one line ``error: ...`` on stderr; ``--traceback``
+anywhere on the line shows the chain). A closed pipe (``graphtools show net.pb | head``) ends
+the output quietly; the exit code is the command's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import logging
+import os
+import sys
+import traceback
+import warnings
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any, TextIO
+
+import numpy as np
+
+from graphtools.cli import check, diff, draw, inspect, onnx_commands, pipeline
+from graphtools.cli.common import UsageError
+from graphtools.errors import GraphToolsError
+
+__all__ = ["COMMAND_MODULES", "UsageError", "build_parser", "main"]
+
+COMMAND_MODULES: tuple[ModuleType, ...] = (inspect, pipeline, check, draw, diff, onnx_commands)
+"""The modules whose ``register(commands)`` adds subcommands, in help order."""
+
+EXIT_OK, EXIT_DIFFERENT, EXIT_ERROR = 0, 1, 2
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("graphtools-caffe2")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """Options accepted before or after the command; a subparser leaves the value alone
+    unless the option is given after the command."""
+    keep: Any = argparse.SUPPRESS
+    parser.add_argument(
+        "--traceback",
+        action="store_true",
+        default=False if top else keep,
+        help="on an error, show the full chain of exceptions",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0 if top else keep,
+        help="say more: rounds that changed nothing, every note (repeatable)",
+    )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="count",
+        default=0 if top else keep,
+        help="say less: verdicts, warnings and errors only",
+    )
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Help that keeps the description's line breaks and is not squeezed narrow."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=32, width=100)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for documentation and tests)."""
+    parser = argparse.ArgumentParser(
+        prog="graphtools",
+        description="Read, analyse, rewrite and verify exported Caffe2 models "
+        "(init_net + predict_net pairs).",
+        epilog="Exit codes: 0 ok, 1 verify/diff found a difference, 2 bad input or error. "
+        "Run 'graphtools COMMAND --help' for a command's options.",
+        formatter_class=_Formatter,
+    )
+    parser.add_argument("--version", action="version", version=f"graphtools {_version()}")
+    _global_options(parser, top=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = argparse.ArgumentParser(add_help=False)
+    _global_options(common, top=False)
+    for module in COMMAND_MODULES:
+        module.register(commands, [common], _Formatter)
+    return parser
+
+
+class _PipeGuard:
+    """stdout that goes quiet once the reader closes the pipe (``... | head``), so the
+    command finishes and returns its own exit code."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._closed = False
+
+    def _close(self) -> None:
+        self._closed = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+        except (OSError, ValueError):
+            pass
+
+    def write(self, text: str) -> int:
+        if not self._closed:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._close()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._closed:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _logging(verbosity: int) -> logging.Handler:
+    """Send graphtools' log records (the manager's convergence warning) to stderr."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    logger = logging.getLogger("graphtools")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO if verbosity >= 2 else logging.WARNING)
+    return handler
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``graphtools`` console script; returns the exit code."""
+    parser = build_parser()
+    options = parser.parse_args(argv)
+    options.verbosity = 1 + options.verbose - options.quiet
+    stdout = sys.stdout
+    guarded = not isinstance(stdout, _PipeGuard)
+    if guarded:
+        sys.stdout = _PipeGuard(stdout)
+    handler = _logging(options.verbosity)
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            # made-up data makes NaNs and overflows on purpose (log of a negative input):
+            # numpy's runtime warnings would only bury the report
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return int(options.handler(options))
+    except GraphToolsError as exc:
+        if options.traceback:
+            traceback.print_exc()
+        message = str(exc).replace("\n", " ")
+        print(f"error: {message}", file=sys.stderr)
+        return EXIT_ERROR
+    finally:
+        logging.getLogger("graphtools").removeHandler(handler)
+        try:
+            sys.stdout.flush()
+        finally:
+            if guarded:
+                sys.stdout = stdout
+
+
+if __name__ == "__main__":
+    sys.exit(main())

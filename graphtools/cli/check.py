@@ -1,0 +1,532 @@
+"""``verify``: run a pipeline on a copy of a model and compare the outputs numerically.
+
+The original model runs once on made-up data (``graphtools.feeds``: ``--shapes`` and fed
+inputs win; other shapes are guessed and said so; parameters a predict_net-only model lacks
+are made up, seeded and reported; an init_net op that cannot run here, a ``Load`` from a
+missing database, is left out and its blobs made up, said so). The pipeline's result runs on
+the same data; every output is compared with its own tolerance (``--rtol 1e-3 prob:1e-2``),
+with max/mean absolute and relative error, the mismatch count and a histogram of the errors.
+``--save-outputs`` keeps the data and the outputs in an ``.npz`` file; ``--load-outputs``
+compares against such a file instead of running the original.
+
+Exit codes: 0 outputs equal, 1 outputs differ, 2 bad input or error. Several models (several
+paths, a folder of models) run one process each, ``-j`` at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from graphtools.cli import batch, onnx_commands
+from graphtools.cli.common import (
+    Output,
+    UsageError,
+    add_model_options,
+    add_pipeline_options,
+    load_input,
+    new_table,
+    parse_name_list,
+    read_shapes,
+    record_data,
+    report_records,
+    set_outputs,
+)
+from graphtools.cli.pipeline import is_collection, load_npz, npz_bytes, printer_after_pass
+from graphtools.errors import GraphToolsError
+from graphtools.executor import Int8Tensor
+from graphtools.feeds import MadeInput, Synthesis, synthesize
+from graphtools.ir import Model, Net
+from graphtools.pass_infra import PassManager, PassRecord
+from graphtools.serde.atomic import atomic_write_bytes
+from graphtools.serde.pairing import ModelRef, discover_models
+from graphtools.testing import OutputDiff, bisect_pipeline, compare_outputs, run_after
+
+__all__ = ["VerifyReport", "register", "verify_one"]
+
+_INPUTS, _OUTPUTS = "inputs/", "outputs/"
+_DESCRIPTION = """\
+Run a pipeline on a copy of a model and compare the outputs with the reference executor.
+
+The original model runs once on made-up data: --shapes (or shapes.txt) and fed inputs win;
+other input shapes are guessed from how the net reads them and said so; parameters a
+predict_net-only model lacks are made up, seeded and reported; an init_net op that cannot run
+here (a Load from a missing database) is left out and its blobs made up, said so. The
+pipeline's result runs on the same data; every output is compared with its own tolerance
+(--rtol 1e-3,prob:1e-2): max/mean absolute and relative error, mismatches, and a histogram of
+the errors when they differ. --save-outputs keeps the data and the outputs in an .npz file;
+--load-outputs compares against such a file instead of running the original.
+
+Exit codes: 0 outputs equal, 1 outputs differ, 2 bad input or error. Several models (several
+paths, a folder of models) run one process each, -j at a time."""
+
+
+@dataclass
+class VerifyReport:
+    """Everything one ``verify`` found, for the text report, JSON and batch summaries."""
+
+    model: str
+    pipeline: str
+    verdict: str = "equal"
+    records: list[PassRecord] = field(default_factory=list)
+    inputs: list[MadeInput] = field(default_factory=list)
+    params: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    outputs_compared: list[str] = field(default_factory=list)
+    diffs: list[OutputDiff] = field(default_factory=list)
+    bisect: dict[str, Any] | None = None
+    ops_before: int = 0
+    ops_after: int = 0
+    tolerance: str = ""
+
+    def data(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "pipeline": self.pipeline,
+            "verdict": self.verdict,
+            "rounds": record_data(self.records),
+            "inputs": [asdict(i) for i in self.inputs],
+            "made_up_params": {k: list(v) for k, v in self.params.items()},
+            "notes": self.notes,
+            "outputs": [_diff_data(d) for d in self.diffs],
+            "bisect": self.bisect,
+            "ops_before": self.ops_before,
+            "ops_after": self.ops_after,
+        }
+
+
+def _diff_data(d: OutputDiff) -> dict[str, Any]:
+    data = asdict(d)
+    counts, edges = d.histogram
+    data["histogram"] = {"counts": list(counts), "edges": list(edges)}
+    for key in ("max_abs", "max_rel", "mean_abs", "mean_rel"):
+        value = data[key]
+        data[key] = None if value != value else value  # NaN is not JSON
+    return data
+
+
+# -- tolerances ---------------------------------------------------------------------------------
+
+
+def _tolerances(
+    items: Sequence[str] | None, default: float, flag: str
+) -> tuple[float, dict[str, float]]:
+    """``["1e-5,prob:1e-3"]`` (or the items repeated) -> ``(1e-5, {"prob": 1e-3})``."""
+    value = default
+    per: dict[str, float] = {}
+    split = [part.strip() for raw in items or () for part in raw.split(",") if part.strip()]
+    for item in split:
+        name, sep, number = item.rpartition(":")
+        try:
+            parsed = float(number)
+        except ValueError:
+            raise UsageError(f"{flag} {item!r} is not a number or NAME:number") from None
+        if parsed < 0:
+            raise UsageError(f"{flag} {item!r} is negative")
+        if sep:
+            per[name] = parsed
+        else:
+            value = parsed
+    return value, per
+
+
+# -- the work ----------------------------------------------------------------------------------
+
+
+def _leaves(net: Net) -> list[str]:
+    """Blobs the top level writes and never reads afterwards, in order (the outputs of a net
+    that declares none)."""
+    view = net.ssa()
+    found: dict[str, None] = {}
+    for _, outs in view.ssa:
+        for blob in outs:
+            if not view.consumer_ops(blob) and blob == view.latest(blob[0]):
+                found[blob[0]] = None
+    return list(found)
+
+
+def _strip(model: Model, synthesis: Synthesis) -> Model:
+    """A copy of ``model`` without the ops that could not run here."""
+    copy = model.copy()
+    for label, net in (("init_net", copy.init_net), ("predict_net", copy.predict_net)):
+        indices = [s.index for s in synthesis.skipped_ops if s.net == label]
+        if net is not None and indices:
+            net.remove_ops(indices)
+    return copy
+
+
+def _array(value: Any) -> np.ndarray:
+    return value.dequantize() if isinstance(value, Int8Tensor) else np.asarray(value)
+
+
+def _notes(synthesis: Synthesis, report: VerifyReport) -> None:
+    for name, fill in synthesis.placeholders.items():
+        report.notes.append(f"input {name!r}: fed instead of the init_net's placeholder ({fill})")
+    for skipped in synthesis.skipped_ops:
+        report.notes.append(
+            f"{skipped.net} op #{skipped.index} ({skipped.type}) cannot run here and is left "
+            f"out; what reads {', '.join(skipped.outputs)} gets made-up values ({skipped.reason})"
+        )
+    for name, why in synthesis.replaced.items():
+        report.notes.append(f"parameter {name!r} replaced by a made-up one: {why}")
+    if synthesis.params:
+        report.notes.append(
+            f"made up {len(synthesis.params)} parameters ({synthesis.param_values} values) "
+            "that nothing provides; the verdict is about the pipeline, not the weights"
+        )
+    for name in synthesis.missing_outputs:
+        report.notes.append(f"output {name!r} is never written by the original model")
+
+
+def verify_one(
+    path: str,
+    settings: Mapping[str, Any],
+    out: Output | None = None,
+    init: str | None = None,
+) -> VerifyReport:
+    """Verify one model (see the module docstring); ``settings`` holds the options."""
+    model = load_input(path, init, no_init=settings["no_init"], out=out)
+    if settings["outputs"]:
+        set_outputs(model, settings["outputs"])
+    manager = PassManager.parse(settings["pipeline"], steps=settings["steps"])
+    report = VerifyReport(path, manager.spec)
+    names = list(model.predict_net.external_outputs)
+    if not names:
+        names = _leaves(model.predict_net)
+        shown = ", ".join(names[:6]) + (f", ... ({len(names)})" if len(names) > 6 else "")
+        report.notes.append(
+            f"the predict_net declares no external outputs: comparing the blobs it writes "
+            f"and never reads ({shown or 'none'}); choose others with --outputs A,B"
+        )
+    report.outputs_compared = names
+    shapes, where = read_shapes(model, path, settings["shapes"])
+    loaded = (
+        load_npz(Path(settings["load_outputs"]), "outputs") if settings["load_outputs"] else None
+    )
+    try:
+        if loaded is None:
+            synthesis = synthesize(
+                model,
+                shapes,
+                seed=settings["seed"],
+                random_params=settings["random_params"],
+                outputs=names,
+            )
+        else:
+            synthesis = _from_file(loaded, names)
+    except GraphToolsError as exc:
+        guessed = [n for n in getattr(exc, "__notes__", []) if "guessed" in n]
+        if guessed:
+            raise UsageError(f"{exc}; {guessed[0]}") from exc
+        raise
+    report.inputs = [
+        MadeInput(i.name, i.shape, i.dtype, i.origin, where if i.reason == "--shapes" else i.reason)
+        for i in synthesis.inputs
+    ]
+    report.params = synthesis.params
+    _notes(synthesis, report)
+    before = _strip(model, synthesis)
+    after = before.copy()
+    report.ops_before = sum(len(net) for net in before.nets())
+    after_pass = (
+        printer_after_pass(out) if out is not None and settings["print_after_each"] else None
+    )
+    report.records = manager(after, after_pass=after_pass)
+    report.ops_after = sum(len(net) for net in after.nets())
+    if loaded is not None or any(record.modified for record in report.records):
+        out_after = run_after(
+            before,
+            after,
+            synthesis.feeds,
+            seed=settings["seed"],
+            names=names,
+            init_values=synthesis.init_values if loaded is None else None,
+        )
+    else:  # nothing changed: the executor is deterministic, the outputs are the original's
+        out_after = dict(synthesis.outputs)
+        report.notes.append("no pass changed the model: its outputs are the original's")
+    rtol, per_rtol = settings["rtol"]
+    atol, per_atol = settings["atol"]
+    per = {
+        name: (per_rtol.get(name, rtol), per_atol.get(name, atol))
+        for name in set(per_rtol) | set(per_atol)
+    }
+    for name in per:
+        if name not in names:
+            raise UsageError(f"--rtol/--atol name {name!r}, which is not an output compared")
+    report.diffs = compare_outputs(
+        synthesis.outputs, out_after, rtol=rtol, atol=atol, per_output=per
+    )
+    report.tolerance = f"rtol={rtol:g}, atol={atol:g}, seed={settings['seed']}"
+    report.verdict = "equal" if all(d.ok for d in report.diffs) else "differ"
+    if settings["save_outputs"]:
+        _save(Path(settings["save_outputs"]), synthesis)
+    if report.verdict == "differ" and settings["bisect"] and loaded is None:
+        found = bisect_pipeline(
+            before, manager, synthesis.feeds, rtol=rtol, atol=atol, seed=settings["seed"]
+        )
+        report.bisect = (
+            {"pass": None}
+            if found is None
+            else {
+                "pass": found.pass_name,
+                "round": found.round,
+                "outputs": [_diff_data(d) for d in found.diffs],
+            }
+        )
+    return report
+
+
+def _from_file(loaded: Mapping[str, np.ndarray], names: Sequence[str]) -> Synthesis:
+    """The feeds and reference outputs of a ``--save-outputs`` file."""
+    result = Synthesis()
+    for key, value in loaded.items():
+        if key.startswith(_INPUTS):
+            name = key[len(_INPUTS) :]
+            result.feeds[name] = value
+            result.inputs.append(
+                MadeInput(name, tuple(value.shape), str(value.dtype), "given", "--load-outputs")
+            )
+        elif key.startswith(_OUTPUTS):
+            result.outputs[key[len(_OUTPUTS) :]] = value
+    missing = [name for name in names if name not in result.outputs]
+    if missing:
+        raise UsageError(f"--load-outputs file has no reference for outputs {missing}")
+    return result
+
+
+def _save(path: Path, synthesis: Synthesis) -> None:
+    arrays = {f"{_INPUTS}{k}": _array(v) for k, v in synthesis.feeds.items()}
+    arrays.update({f"{_OUTPUTS}{k}": _array(v) for k, v in synthesis.outputs.items()})
+    atomic_write_bytes(path, npz_bytes(arrays))
+
+
+# -- the report ---------------------------------------------------------------------------------
+
+
+def _number(value: float) -> str:
+    return "-" if value != value else f"{value:.3g}"
+
+
+def _histogram(out: Output, d: OutputDiff) -> None:
+    counts, edges = d.histogram
+    if not counts:
+        return
+    out.line(f"|difference| histogram of {d.name} ({d.size} values):")
+    top = max(counts) or 1
+    for i, count in enumerate(counts):
+        bar = "#" * round(30 * count / top)
+        out.line(f"  [{edges[i]:.3g}, {edges[i + 1]:.3g}) {count:>8} {bar}")
+
+
+def render(out: Output, report: VerifyReport) -> None:
+    """The text report: rounds, data, notes, verdict, per-output table, histograms."""
+    for made in report.inputs:
+        dims = ", ".join(map(str, made.shape))
+        out.line(f"input {made.name}: {made.dtype}[{dims}] ({made.origin}: {made.reason})")
+    for note in report.notes:
+        out.note(note)
+    verdict = "outputs equal" if report.verdict == "equal" else "outputs differ"
+    out.line(f"pipeline {report.pipeline}: {verdict} ({report.tolerance})", level=0)
+    table = new_table(
+        "output",
+        "ok",
+        "max abs",
+        "mean abs",
+        "max rel",
+        "mean rel",
+        "mismatches",
+        "shape",
+        "rtol/atol",
+        "reason",
+    )
+    for d in report.diffs:
+        shape = d.shape_before if d.shape_before is not None else d.shape_after
+        table.add_row(
+            d.name,
+            "yes" if d.ok else "NO",
+            _number(d.max_abs),
+            _number(d.mean_abs),
+            _number(d.max_rel),
+            _number(d.mean_rel),
+            f"{d.mismatches}/{d.size}",
+            "-" if shape is None else str(list(shape)),
+            f"{d.rtol:g}/{d.atol:g}",
+            d.reason,
+        )
+    out.table(table)
+    for d in report.diffs:
+        if not d.ok or out.verbosity >= 2:
+            _histogram(out, d)
+    if report.bisect is not None:
+        found = report.bisect.get("pass")
+        if found is None:
+            out.line("bisect: no single pass run changed the outputs", level=0)
+        else:
+            out.line(
+                f"first pass that changed the outputs: {found} (round {report.bisect['round']})",
+                level=0,
+            )
+            table = new_table("output", "ok", "max abs", "max rel")
+            for row in report.bisect["outputs"]:
+                table.add_row(
+                    row["name"],
+                    "yes" if row["ok"] else "NO",
+                    _number(row["max_abs"] if row["max_abs"] is not None else float("nan")),
+                    _number(row["max_rel"] if row["max_rel"] is not None else float("nan")),
+                )
+            out.table(table, level=0)
+
+
+def _settings(options: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "pipeline": options.pipeline,
+        "steps": options.steps,
+        "shapes": options.shapes,
+        "seed": options.seed,
+        "rtol": _tolerances(options.rtol, 1e-5, "--rtol"),
+        "atol": _tolerances(options.atol, 1e-6, "--atol"),
+        "random_params": options.random_params,
+        "outputs": parse_name_list(options.outputs),
+        "save_outputs": options.save_outputs,
+        "load_outputs": options.load_outputs,
+        "bisect": options.bisect,
+        "no_init": options.no_init,
+        "print_after_each": options.print_after_each,
+    }
+
+
+def _cmd_verify(options: argparse.Namespace) -> int:
+    out = Output(options.verbosity, options.json)
+    settings = _settings(options)
+    if options.onnx is not None:
+        return onnx_commands.verify_onnx(options, settings, out)
+    PassManager.parse(options.pipeline, steps=options.steps)  # a bad spec fails before any run
+    if len(options.inputs) > 1 or is_collection(options.inputs[0]):
+        if options.init or options.save_outputs or options.load_outputs or options.print_after_each:
+            raise UsageError(
+                "--init, --save-outputs, --load-outputs and --print-after-each take one model"
+            )
+        refs = discover_models(options.inputs)
+        results = batch.run_batch(refs, verify_worker, settings, options.jobs, out)
+        batch.render_batch(out, results, f"verify -p {options.pipeline}")
+        return batch.exit_code(results)
+    report = verify_one(options.inputs[0], settings, out, options.init)
+    manager = PassManager.parse(options.pipeline, steps=options.steps)
+    report_records(out, manager, report.records, options.time_passes)
+    if options.json:
+        out.json(report.data())
+    else:
+        render(out, report)
+    return 0 if report.verdict == "equal" else 1
+
+
+def verify_worker(ref: ModelRef, settings: dict[str, Any]) -> batch.BatchResult:
+    """Verify one model of a batch."""
+    report = verify_one(str(ref.path), settings, None, None if ref.init is None else str(ref.init))
+    code = 0 if report.verdict == "equal" else 1
+    return batch.BatchResult(
+        ref.name,
+        str(ref.path),
+        report.verdict,
+        code,
+        report.ops_before,
+        report.ops_after,
+        data=report.data(),
+    )
+
+
+def register(
+    commands: Any, parents: list[argparse.ArgumentParser], formatter: type[argparse.HelpFormatter]
+) -> None:
+    """Add ``verify``."""
+    check = commands.add_parser(
+        "verify",
+        parents=parents,
+        formatter_class=formatter,
+        help="prove numerically that a pipeline keeps a model's outputs (exit 1 if not)",
+        description=_DESCRIPTION,
+    )
+    check.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="IN",
+        help="model folders, predict_net files, or folders of them",
+    )
+    add_pipeline_options(check)
+    add_model_options(check)
+    check.add_argument(
+        "--shapes",
+        action="append",
+        metavar="NAME=1x3x224x224",
+        help="input shapes, comma-separated or repeated; they win over init_net placeholders "
+        "(default: shapes.txt beside the model, else guessed and said so)",
+    )
+    check.add_argument(
+        "--outputs",
+        action="append",
+        metavar="A,B",
+        help="outputs to compare (default: the declared external outputs, else the blobs the "
+        "net writes and never reads)",
+    )
+    check.add_argument(
+        "--seed", type=int, default=0, help="seed of all made-up data (default: %(default)s)"
+    )
+    check.add_argument(
+        "--rtol",
+        action="append",
+        metavar="[NAME:]X",
+        help="relative tolerance, and NAME:X for one output; comma-separated or repeated "
+        "(default: 1e-05)",
+    )
+    check.add_argument(
+        "--atol",
+        action="append",
+        metavar="[NAME:]X",
+        help="absolute tolerance, and NAME:X for one output; comma-separated or repeated "
+        "(default: 1e-06)",
+    )
+    params = check.add_mutually_exclusive_group()
+    params.add_argument(
+        "--random-params",
+        dest="random_params",
+        action="store_const",
+        const=True,
+        default=None,
+        help="make up every parameter nothing provides (default: only for a predict_net "
+        "without init_net, and for init_net ops that cannot run here)",
+    )
+    params.add_argument(
+        "--no-random-params",
+        dest="random_params",
+        action="store_const",
+        const=False,
+        help="never make up parameters: a missing one is an error",
+    )
+    check.add_argument(
+        "--save-outputs", metavar="FILE.npz", help="save the data fed and the original outputs"
+    )
+    check.add_argument(
+        "--load-outputs",
+        metavar="FILE.npz",
+        help="compare against a --save-outputs file instead of running the original",
+    )
+    check.add_argument(
+        "--bisect", action="store_true", help="on a mismatch, name the first pass that caused it"
+    )
+    check.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="models verified at once in a batch (default: %(default)s)",
+    )
+    onnx_commands.add_verify_options(check)
+    check.add_argument("--json", action="store_true", help="write the report as JSON on stdout")
+    check.set_defaults(handler=_cmd_verify)

@@ -1,0 +1,409 @@
+"""What every command shares: loading models the one way, the options that mean the same
+everywhere, console output (rich tables, notes on stderr, JSON) and the usage error.
+
+One rule for files across commands: a predict_net file (or a file to show) that is empty is an
+error; an empty init_net file is an init_net without ops (a few published pairs ship one), said
+in a warning. A predict_net file given alone gets the init_net beside it
+(``graphtools.serde.pairing``), said in a note; ``--init FILE`` picks another and ``--no-init``
+none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.table import Table
+
+from graphtools.errors import GraphToolsError, SerdeError
+from graphtools.ir import Model
+from graphtools.pass_infra import DEFAULT_STEPS, PassManager, PassRecord
+from graphtools.serde import find_model_files, load_model
+from graphtools.serde.netdef_io import read_bytes
+from graphtools.serde.pairing import find_init_beside
+
+__all__ = [
+    "SHAPES_FILE",
+    "Output",
+    "RecordView",
+    "UsageError",
+    "add_model_options",
+    "add_pipeline_options",
+    "check_input_names",
+    "did_you_mean",
+    "load_input",
+    "model_input_names",
+    "new_table",
+    "parse_name_list",
+    "parse_shape_items",
+    "read_shapes",
+    "record_data",
+    "report_records",
+    "set_outputs",
+    "shapes_file",
+]
+
+SHAPES_FILE = "shapes.txt"
+"""The case file beside a model that gives its input shapes, one ``name=1x3x8x8`` a line."""
+
+
+class UsageError(GraphToolsError):
+    """The command line asks for something that cannot be done (e.g. overwrite the input)."""
+
+
+# -- output ------------------------------------------------------------------------------------
+
+
+class Output:
+    """Where a command writes: results to stdout, notes and warnings to stderr.
+
+    ``verbosity`` is 0 with ``-q`` (verdicts and errors only), 1 by default, 2 with ``-v``.
+    Tables go through rich; when stdout is not a terminal they are plain and wide enough
+    never to wrap a blob name.
+    """
+
+    def __init__(self, verbosity: int = 1, json_mode: bool = False) -> None:
+        self.verbosity = verbosity
+        self.json_mode = json_mode
+        self.stdout = _console(sys.stdout)
+        self.stderr = _console(sys.stderr)
+
+    def line(self, text: str = "", *, level: int = 1) -> None:
+        """A result line on stdout (not in JSON mode, and only at ``level`` or above)."""
+        if not self.json_mode and self.verbosity >= level:
+            self.stdout.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def table(self, table: Table, *, level: int = 1) -> None:
+        if not self.json_mode and self.verbosity >= level:
+            self.stdout.print(table)
+
+    def note(self, text: str, *, level: int = 1) -> None:
+        """An informational line on stderr (``note: ...``)."""
+        if self.verbosity >= level:
+            self.stderr.print(f"note: {text}", markup=False, highlight=False, soft_wrap=True)
+
+    def warn(self, text: str) -> None:
+        """A warning on stderr, shown at every verbosity."""
+        self.stderr.print(f"warning: {text}", markup=False, highlight=False, soft_wrap=True)
+
+    def json(self, data: Any) -> None:
+        """The command's machine-readable result on stdout."""
+        print(json.dumps(data, indent=2, default=_json_default))
+
+
+def _console(stream: TextIO) -> Console:
+    terminal = stream.isatty()
+    return Console(
+        file=stream,
+        width=None if terminal else 200,
+        no_color=not terminal,
+        highlight=False,
+        emoji=False,
+    )
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple | set | frozenset):
+        return list(value)
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, float):
+        return None
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def new_table(*columns: str, title: str | None = None) -> Table:
+    """A plain table with these column headers (no boxes: easy to read and to grep)."""
+    table = Table(*columns, title=title, box=None, pad_edge=False, show_edge=False)
+    for column in table.columns:
+        column.overflow = "fold"
+    return table
+
+
+# -- loading -----------------------------------------------------------------------------------
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """``--init`` and ``--no-init``, for commands that take a model."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--init",
+        metavar="INIT",
+        help="init_net file for a predict_net file (default: the init_net beside it, if any)",
+    )
+    group.add_argument(
+        "--no-init",
+        action="store_true",
+        help="load a predict_net file alone, even when an init_net lies beside it",
+    )
+
+
+def _check_not_empty(path: Path, role: str) -> bool:
+    """Whether ``path`` is empty; raises for an empty predict_net (the one rule)."""
+    data = read_bytes(path)
+    if data.strip():
+        return False
+    if role == "predict_net":
+        raise UsageError(f"{path}: the file is empty; a predict_net file must hold a net")
+    return True
+
+
+def load_input(
+    path: str | Path,
+    init: str | None = None,
+    *,
+    no_init: bool = False,
+    out: Output | None = None,
+) -> Model:
+    """Load a model folder, or a predict_net file with its init_net, by the one rule (see the
+    module docstring); notes go to ``out``."""
+    source = Path(path)
+    if source.is_dir():
+        if init is not None:
+            raise UsageError("--init is only for a predict_net file, not a model folder")
+        predict, found = find_model_files(source)
+        if no_init:
+            found = None
+    else:
+        if not source.exists():
+            raise SerdeError(source, "cannot read: no such file or folder")
+        predict, found = source, None
+        if init is not None:
+            found = Path(init)
+        elif not no_init:
+            found = find_init_beside(source)
+            if found is not None and out is not None:
+                out.note(
+                    f"init_net {found} found beside {source.name} "
+                    "(--init FILE for another, --no-init for none)"
+                )
+    _check_not_empty(predict, "predict_net")
+    if found is not None and _check_not_empty(found, "init_net") and out is not None:
+        out.warn(f"init_net {found} is empty: the model gets no parameters from it")
+    return load_model(predict, found, allow_empty=True)
+
+
+# -- names and shapes ---------------------------------------------------------------------------
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'data'?)`` when a choice is close to ``name``, else ``""``."""
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def parse_name_list(values: Sequence[str] | None) -> list[str]:
+    """``--outputs a,b --outputs c`` -> ``["a", "b", "c"]``."""
+    names: list[str] = []
+    for value in values or ():
+        names += [part.strip() for part in value.split(",") if part.strip()]
+    return names
+
+
+def parse_shape_items(items: Sequence[str], where: str) -> dict[str, tuple[int, ...]]:
+    """``["data=1x3x8x8", "im_info=1x3"]`` -> ``{"data": (1, 3, 8, 8), "im_info": (1, 3)}``;
+    an item may hold several, separated by commas."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for raw in items:
+        for item in (part.strip() for part in raw.split(",")):
+            if not item:
+                continue
+            name, sep, dims = item.rpartition("=")
+            try:
+                if not sep or not name:
+                    raise ValueError
+                shape = tuple(int(d) for d in dims.split("x")) if dims else ()
+            except ValueError:
+                raise UsageError(
+                    f"{where}: shape {item!r} is not of the form name=1x3x224x224"
+                ) from None
+            if any(d < 0 for d in shape):
+                raise UsageError(f"{where}: shape {item!r} has a negative dimension")
+            if name in shapes:
+                raise UsageError(f"{where}: input {name!r} is given a shape twice")
+            shapes[name] = shape
+    return shapes
+
+
+def shapes_file(path: str | Path) -> Path:
+    """Where the case file of a model folder or a predict_net file is (beside the file)."""
+    source = Path(path)
+    return (source if source.is_dir() else source.parent) / SHAPES_FILE
+
+
+def read_shapes(
+    model: Model, path: str | Path, items: Sequence[str] | None
+) -> tuple[dict[str, tuple[int, ...]], str]:
+    """Input shapes from ``--shapes``, else from ``shapes.txt`` beside the model, and where
+    they came from; every name must be an input the model reads (a ``shapes.txt`` naming no
+    input at all belongs to another net of the folder and is ignored).
+
+    Raises:
+        UsageError: a malformed item, or a name the model has no input of.
+    """
+    where = "--shapes"
+    if items:
+        shapes = parse_shape_items(items, where)
+    else:
+        case_file = shapes_file(path)
+        if not case_file.is_file():
+            return {}, ""
+        where = str(case_file)
+        try:
+            text = case_file.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SerdeError(case_file, f"cannot read: {exc}") from exc
+        kept = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+        shapes = parse_shape_items([item for line in kept for item in line.split()], where)
+        data, params = model_input_names(model)
+        if shapes and not set(shapes) & (set(data) | set(params)):
+            return {}, ""  # the case file of another net in the same folder
+    check_input_names(model, shapes, where)
+    return shapes, where
+
+
+def model_input_names(model: Model) -> tuple[list[str], list[str]]:
+    """``(data inputs, parameters)``: blobs the predict_net reads before writing them or
+    declares as inputs, split by whether the init_net fills them."""
+    from graphtools.analysis.input_shapes import first_readers
+
+    net = model.predict_net
+    names = list(net.external_inputs)
+    names += [name for name in first_readers(net) if name not in names]
+    produced = set() if model.init_net is None else {n for op in model.init_net for n in op.outputs}
+    return [n for n in names if n not in produced], [n for n in names if n in produced]
+
+
+def check_input_names(model: Model, names: Iterable[str], where: str) -> None:
+    """Refuse names that are not inputs of the model, listing the real ones."""
+    data, params = model_input_names(model)
+    known = set(data) | set(params)
+    for name in names:
+        if name not in known:
+            listed = ", ".join(data[:8]) + (f", ... ({len(data)} in all)" if len(data) > 8 else "")
+            more = f" and {len(params)} parameters the init_net fills" if params else ""
+            raise UsageError(
+                f"{where} names {name!r}, which is not an input of the model"
+                f"{did_you_mean(name, known)}; its inputs are: {listed or 'none'}{more}"
+            )
+
+
+def set_outputs(model: Model, names: Sequence[str]) -> None:
+    """Declare ``names`` as the predict_net's external outputs (``--outputs``).
+
+    Raises:
+        UsageError: a name the predict_net neither writes nor reads.
+    """
+    net = model.predict_net
+    known = {name for op in net for name in (*op.outputs, *op.inputs)}
+    known |= set(net.external_inputs)
+    for name in names:
+        if name not in known:
+            raise UsageError(
+                f"--outputs names {name!r}, which the predict_net never writes"
+                f"{did_you_mean(name, known)}"
+            )
+    net.set_external_outputs(names)
+
+
+# -- pipelines ---------------------------------------------------------------------------------
+
+
+def add_pipeline_options(parser: argparse.ArgumentParser) -> None:
+    """``-p``, ``--steps``, ``--time-passes`` and ``--print-after-each``."""
+    parser.add_argument(
+        "-p",
+        "--pipeline",
+        default="default",
+        metavar="SPEC",
+        help="passes to run, e.g. 'remove-dead-ends,fuse-copy-ops'; 'default' is the default "
+        "pipeline, '' none (see list-passes) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=DEFAULT_STEPS,
+        metavar="N",
+        help="rounds of the pipeline at most while it still changes the model "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--time-passes",
+        action="store_true",
+        help="print the time each pass took, summed over rounds",
+    )
+    parser.add_argument(
+        "--print-after-each",
+        action="store_true",
+        help="print the canonical dump of the model after each pass that changed it",
+    )
+
+
+@dataclass(frozen=True)
+class RecordView:
+    """A ``PassRecord`` as the CLI prints and writes it."""
+
+    record: PassRecord
+
+    def text(self) -> str:
+        r = self.record
+        state = "skipped" if r.skipped else "modified" if r.modified else "unchanged"
+        stats = f" {r.stats}" if r.stats else ""
+        return (
+            f"round {r.round} {r.name}: {r.ops_before} -> {r.ops_after} ops, {state}, "
+            f"{r.seconds:.3f}s{stats}"
+        )
+
+    def data(self) -> dict[str, Any]:
+        r = self.record
+        return {
+            "round": r.round,
+            "pass": r.name,
+            "ops_before": r.ops_before,
+            "ops_after": r.ops_after,
+            "modified": r.modified,
+            "skipped": r.skipped,
+            "seconds": round(r.seconds, 6),
+            "stats": dict(r.stats),
+        }
+
+
+def report_records(
+    out: Output, manager: PassManager, records: Sequence[PassRecord], time_passes: bool
+) -> None:
+    """Print the rounds (those that changed nothing only with ``-v``), the convergence
+    warning, and with ``--time-passes`` the time per pass."""
+    for record in records:
+        out.line(RecordView(record).text(), level=1 if record.modified else 2)
+    if (
+        records
+        and records[-1].round >= manager.steps
+        and any(r.modified for r in records if r.round == records[-1].round)
+    ):
+        out.warn(
+            f"pipeline {manager} did not reach a fixpoint in {manager.steps} rounds "
+            "(the last round still changed the model); raise --steps to run more"
+        )
+    if time_passes and not out.json_mode:
+        totals: dict[str, list[float]] = {}
+        for record in records:
+            totals.setdefault(record.name, []).append(record.seconds)
+        table = new_table("pass", "runs", "seconds", title="time per pass")
+        for name, times in totals.items():
+            table.add_row(name, str(len(times)), f"{sum(times):.4f}")
+        table.add_row("total", str(len(records)), f"{sum(r.seconds for r in records):.4f}")
+        out.table(table, level=0)
+
+
+def record_data(records: Sequence[PassRecord]) -> list[dict[str, Any]]:
+    """The records as JSON-ready data."""
+    return [RecordView(r).data() for r in records]

@@ -1,0 +1,367 @@
+"""``show`` (a summary by default, dumps on request), ``ssa`` and ``list-passes``."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from graphtools.analysis.input_shapes import first_readers, guess_input_shapes
+from graphtools.analysis.summary import ModelSummary, dtype_bytes, summarize
+from graphtools.cli.common import (
+    Output,
+    UsageError,
+    add_model_options,
+    did_you_mean,
+    load_input,
+    model_input_names,
+    new_table,
+    read_shapes,
+)
+from graphtools.ir import Model, Net
+from graphtools.pass_infra import DEFAULT_PIPELINE, available_passes
+from graphtools.pass_infra.describe import describe_pass
+from graphtools.printer import format_op, print_model, print_net
+
+__all__ = ["parse_slice", "register"]
+
+_VALUE_CHARS = 64
+"""Argument values longer than this are cut in ``--ops`` dumps (``--full`` keeps them)."""
+
+
+def parse_slice(text: str | None) -> slice | None:
+    """``"3:10"`` -> ``slice(3, 10)``; ``"5"`` -> ``slice(5, 6)``; ``None`` -> ``None``."""
+    if text is None or text == "all":
+        return None
+    start, sep, stop = text.partition(":")
+    try:
+        if not sep:
+            return slice(int(start), int(start) + 1)
+        return slice(int(start) if start else None, int(stop) if stop else None)
+    except ValueError:
+        raise UsageError(f"--ops {text!r} is not a range like 10:20, :50 or 7") from None
+
+
+def _shapes_for(model: Model, path: str, items: Sequence[str] | None) -> tuple[dict, str]:
+    """Input shapes for typing the summary: given, else guessed (cheap, static)."""
+    shapes, where = read_shapes(model, path, items)
+    data, _ = model_input_names(model)
+    readers = first_readers(model.predict_net)
+    missing = [
+        name
+        for name in data
+        if name not in shapes and (name not in readers or readers[name][2] == 0)
+    ]
+    if not missing:
+        return shapes, where
+    guesses = guess_input_shapes(model, missing, shapes)
+    shapes.update({name: guess.shape for name, guess in guesses.items()})
+    return shapes, (where + " and " if where else "") + "guessed"
+
+
+def _dims(shape: Sequence[int]) -> str:
+    return "x".join(str(d) for d in shape) or "scalar"
+
+
+def _human(count: float) -> str:
+    for unit in ("", "K", "M", "G"):
+        if abs(count) < 1000:
+            return f"{count:.3g}{unit}"
+        count /= 1000
+    return f"{count:.3g}T"
+
+
+def _summary_data(summary: ModelSummary, path: str, model: Model) -> dict[str, Any]:
+    return {
+        "path": path,
+        "predict_net": str(model.predict_path) if model.predict_path else None,
+        "init_net": str(model.init_path) if model.init_path else None,
+        "name": summary.name,
+        "ops": summary.ops,
+        "init_ops": summary.init_ops,
+        "op_types": dict(summary.op_types),
+        "inputs": [{"name": b.name, "type": b.type} for b in summary.inputs],
+        "input_shapes": {k: list(v) for k, v in summary.input_shapes.items()},
+        "outputs": [{"name": b.name, "type": b.type} for b in summary.outputs],
+        "params": [{"name": b.name, "type": b.type, "size": b.size} for b in summary.params],
+        "param_values": summary.param_values,
+        "missing_params": summary.missing_params,
+        "devices": dict(summary.devices),
+        "nested": [vars(n) for n in summary.nested],
+    }
+
+
+def _print_summary(out: Output, summary: ModelSummary, model: Model, where: str) -> None:
+    files = " + ".join(str(p) for p in (model.predict_path, model.init_path) if p is not None)
+    out.line(
+        f"net {summary.name or '(unnamed)'}: {summary.ops} ops" + (f" ({files})" if files else "")
+    )
+    if summary.init_ops is not None:
+        out.line(f"init_net: {summary.init_ops} ops")
+    table = new_table("", "blob", "type")
+    for blob in summary.inputs:
+        table.add_row("input", blob.name, blob.type)
+    for blob in summary.outputs:
+        table.add_row("output", blob.name, blob.type)
+    if not summary.outputs:
+        table.add_row("output", "(none declared)", "name some with --outputs in run/verify/exec")
+    out.table(table)
+    if where and summary.input_shapes:
+        shapes = ", ".join(f"{n}={_dims(s)}" for n, s in summary.input_shapes.items())
+        out.line(f"types inferred with input shapes {shapes} ({where})")
+    if summary.params:
+        values = summary.param_values
+        size = sum((p.size or 0) * dtype_bytes(p.type) for p in summary.params)
+        out.line(
+            f"parameters: {len(summary.params)} blobs, {_human(values)} values, {_human(size)}B"
+        )
+    if summary.missing_params:
+        out.line(
+            f"parameters nothing provides: {len(summary.missing_params)} "
+            "(a predict_net without its init_net; verify makes them up)"
+        )
+    types = new_table("op type", "count")
+    for name, count in summary.op_types:
+        types.add_row(name, str(count))
+    out.table(types)
+    out.line("devices: " + ", ".join(f"{name} {count}" for name, count in summary.devices))
+    for nested in summary.nested:
+        out.line(
+            f"nested net: op #{nested.op_index} ({nested.op_type}) {nested.argument} "
+            f"{nested.name!r}: {nested.ops} ops"
+        )
+    out.line("(--ops [A:B] lists the ops, --params the parameters, --full the whole dump)", level=2)
+
+
+def _ops_text(net: Net, chosen: slice | None, full: bool) -> list[str]:
+    view = net.ssa()
+    indices = range(len(net))[chosen] if chosen is not None else range(len(net))
+    max_chars = None if full else _VALUE_CHARS
+    lines = []
+    for index in indices:
+        ins, outs = view.ssa[index]
+        lines.append(format_op(net[index], index, ins, outs, full=full, max_chars=max_chars))
+        for argument, nested in net[index].nested_nets():
+            text = print_net(nested, str(argument), indent=1, full=full, max_chars=max_chars)
+            lines.append(text)
+    return lines
+
+
+def _ops_data(net: Net, chosen: slice | None) -> list[dict[str, Any]]:
+    view = net.ssa()
+    indices = range(len(net))[chosen] if chosen is not None else range(len(net))
+    data = []
+    for index in indices:
+        op = net[index]
+        ins, outs = view.ssa[index]
+        data.append(
+            {
+                "index": index,
+                "type": op.type,
+                "inputs": [f"{n}@{v}" for n, v in ins],
+                "outputs": [f"{n}@{v}" for n, v in outs],
+                "line": format_op(op, index, ins, outs, max_chars=_VALUE_CHARS),
+            }
+        )
+    return data
+
+
+def _params_rows(model: Model) -> list[tuple[str, str, str]]:
+    if model.init_net is None:
+        return []
+    from graphtools.analysis.shapes import fill_types
+
+    types = fill_types(model.init_net)
+    rows = []
+    for op in model.init_net:
+        for name in op.outputs:
+            rows.append((name, str(types.get(name, "?")), op.type))
+    return rows
+
+
+def _cmd_show(options: argparse.Namespace) -> int:
+    out = Output(options.verbosity, options.json)
+    documents = []
+    for index, path in enumerate(options.paths):
+        model = load_input(path, options.init, no_init=options.no_init, out=out)
+        if len(options.paths) > 1:
+            out.line(("\n" if index else "") + f"# {path}")
+        documents.append(_show_one(out, options, path, model))
+    if options.json:
+        out.json(documents[0] if len(documents) == 1 else documents)
+    return 0
+
+
+def _show_one(out: Output, options: argparse.Namespace, path: str, model: Model) -> Any:
+    if options.full:
+        out.line(print_model(model, full=True).rstrip("\n"), level=0)
+        return {"path": path, "dump": print_model(model, full=True)}
+    dumps = options.ops is not None or options.params
+    data: dict[str, Any] = {"path": path}
+    if options.ops is not None:
+        chosen = parse_slice(options.ops)
+        for line in _ops_text(model.predict_net, chosen, False):
+            out.line(line, level=0)
+        data["ops"] = _ops_data(model.predict_net, chosen)
+    if options.params:
+        table = new_table("parameter", "type", "filled by")
+        rows = _params_rows(model)
+        for row in rows:
+            table.add_row(*row)
+        if not rows:
+            out.line("no init_net: the model has no parameters of its own", level=0)
+        out.table(table, level=0)
+        data["params"] = [{"name": n, "type": t, "fill": f} for n, t, f in rows]
+    if dumps:
+        return data
+    shapes, where = _shapes_for(model, path, options.shapes)
+    summary = summarize(model, shapes)
+    _print_summary(out, summary, model, where)
+    return _summary_data(summary, path, model)
+
+
+def _ssa_rows(net: Net) -> list[tuple[str, str, str]]:
+    view = net.ssa()
+    producers = view.producers
+    blobs = sorted(set(producers) | set(view.consumers) | set(view.external_inputs))
+    rows = []
+    for name, version in blobs:
+        writer = producers.get((name, version))
+        written = f"%{writer[0]}" if writer else ("input" if version == 0 else "-")
+        readers = " ".join(f"%{i}" for i in view.consumer_ops((name, version))) or "-"
+        rows.append((f"{name}@{version}", written, readers))
+    return rows
+
+
+def _cmd_ssa(options: argparse.Namespace) -> int:
+    out = Output(options.verbosity, options.json)
+    model = load_input(options.path, options.init, no_init=options.no_init, out=out)
+    rows = _ssa_rows(model.predict_net)
+    if options.json:
+        out.json([{"blob": b, "written_by": w, "read_by": r.split()} for b, w, r in rows])
+        return 0
+    table = new_table("blob@version", "written by", "read by")
+    for row in rows:
+        table.add_row(*row)
+    out.table(table, level=0)
+    return 0
+
+
+def _cmd_list_passes(options: argparse.Namespace) -> int:
+    out = Output(options.verbosity, options.json)
+    passes = available_passes()
+    if options.name is not None:
+        cls = passes.get(options.name)
+        if cls is None:
+            raise UsageError(
+                f"no pass named {options.name!r}{did_you_mean(options.name, passes)}; "
+                f"'graphtools list-passes' lists them"
+            )
+        return _one_pass(out, describe_pass(cls))
+    infos = [describe_pass(cls) for cls in passes.values()]
+    if options.json:
+        out.json({"passes": [_pass_data(i) for i in infos], "default": DEFAULT_PIPELINE})
+        return 0
+    table = new_table("pass", "what it does", "options (type, default)")
+    for info in infos:
+        listed = "; ".join(f"{o.name}: {o.type} = {o.default}" for o in info.options)
+        table.add_row(info.name, info.summary, listed or "-")
+    out.table(table, level=0)
+    out.line(f"\ndefault = {DEFAULT_PIPELINE}", level=0)
+    out.line("'graphtools list-passes NAME' shows a pass's whole documentation", level=1)
+    return 0
+
+
+def _pass_data(info: Any) -> dict[str, Any]:
+    return {
+        "name": info.name,
+        "summary": info.summary,
+        "doc": info.body,
+        "options": [vars(o) for o in info.options],
+        "class": info.class_path,
+    }
+
+
+def _one_pass(out: Output, info: Any) -> int:
+    if out.json_mode:
+        out.json(_pass_data(info))
+        return 0
+    out.line(f"{info.name}: {info.summary}", level=0)
+    if info.body:
+        out.line("", level=0)
+        out.line(info.body, level=0)
+    out.line("", level=0)
+    if info.options:
+        table = new_table("option", "type", "default", "what it does")
+        for option in info.options:
+            table.add_row(option.name, option.type, option.default, option.help)
+        out.table(table, level=0)
+    else:
+        out.line("options: none", level=0)
+    out.line(f"\nclass {info.class_path}", level=1)
+    return 0
+
+
+def _add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="write the result as JSON on stdout")
+
+
+def register(
+    commands: Any, parents: list[argparse.ArgumentParser], formatter: type[argparse.HelpFormatter]
+) -> None:
+    """Add ``show``, ``ssa`` and ``list-passes``."""
+    show = commands.add_parser(
+        "show",
+        parents=parents,
+        formatter_class=formatter,
+        help="summarise models; dump their ops or parameters",
+        description="A summary of each model: op counts and types, inputs and outputs with "
+        "their inferred types, parameters and their size, devices, nested nets.\n"
+        "--ops, --params and --full dump instead.",
+    )
+    show.add_argument(
+        "paths", nargs="+", metavar="PATH", help="model folders or predict_net/init_net files"
+    )
+    add_model_options(show)
+    show.add_argument(
+        "--ops",
+        nargs="?",
+        const="all",
+        metavar="A:B",
+        help="list the predict_net's ops (all, or ops A to B-1), long argument values cut",
+    )
+    show.add_argument("--params", action="store_true", help="list the init_net's parameters")
+    show.add_argument("--full", action="store_true", help="the whole canonical dump, nothing cut")
+    show.add_argument(
+        "--shapes",
+        action="append",
+        metavar="NAME=1x3x224x224",
+        help="input shapes for the inferred types, comma-separated or repeated "
+        "(default: shapes.txt beside the model, else guessed)",
+    )
+    _add_json(show)
+    show.set_defaults(handler=_cmd_show)
+
+    ssa = commands.add_parser(
+        "ssa",
+        parents=parents,
+        formatter_class=formatter,
+        help="table of the versioned blobs of a predict_net",
+        description="Every versioned blob name@version: the op writing it and the ops reading it.",
+    )
+    ssa.add_argument("path", metavar="PATH", help="model folder or predict_net file")
+    add_model_options(ssa)
+    _add_json(ssa)
+    ssa.set_defaults(handler=_cmd_ssa)
+
+    listing = commands.add_parser(
+        "list-passes",
+        parents=parents,
+        formatter_class=formatter,
+        help="the passes, their options and the default pipeline",
+        description="Every registered pass (built in and plugins) with its options; "
+        "'list-passes NAME' shows one pass's documentation.",
+    )
+    listing.add_argument("name", nargs="?", metavar="NAME", help="a pass to document")
+    _add_json(listing)
+    listing.set_defaults(handler=_cmd_list_passes)

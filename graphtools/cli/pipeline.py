@@ -1,0 +1,372 @@
+"""``run`` (a pass pipeline over one model or many) and ``exec`` (run a model on feeds).
+
+``run`` never overwrites its input unless ``--in-place`` is given, ``exec`` never overwrites
+its feeds, and every file they write appears atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import zipfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from graphtools.analysis.model_diff import diff_models
+from graphtools.cli import batch, onnx_commands
+from graphtools.cli.common import (
+    Output,
+    UsageError,
+    add_model_options,
+    add_pipeline_options,
+    check_input_names,
+    did_you_mean,
+    load_input,
+    parse_name_list,
+    record_data,
+    report_records,
+    set_outputs,
+)
+from graphtools.cli.diff import render_diff
+from graphtools.errors import SerdeError
+from graphtools.executor import Int8Tensor, run_model
+from graphtools.ir import Model
+from graphtools.pass_infra import PassManager, PassRecord
+from graphtools.passes.infer_devices import InferDevices, parse_input_devices
+from graphtools.printer import print_model
+from graphtools.serde import save_model, save_net
+from graphtools.serde.atomic import atomic_write_bytes
+from graphtools.serde.pairing import ModelRef, discover_models
+
+__all__ = [
+    "is_collection",
+    "load_npz",
+    "manager_for",
+    "npz_bytes",
+    "printer_after_pass",
+    "register",
+]
+
+
+def manager_for(pipeline: str, steps: int, devices: tuple[str, ...] = ()) -> PassManager:
+    """The pipeline of ``-p``, plus ``infer-devices`` when ``--device`` items are given."""
+    manager = PassManager.parse(pipeline, steps=steps)
+    if not devices:
+        return manager
+    parse_input_devices(devices)
+    return PassManager([*manager.passes, InferDevices(inputs=devices)], steps=manager.steps)
+
+
+def check_devices(model: Model, devices: tuple[str, ...]) -> None:
+    """``--device NAME=...`` must name external inputs of the predict_net."""
+    declared = list(model.predict_net.external_inputs)
+    for name in parse_input_devices(devices):
+        if name not in declared:
+            raise UsageError(
+                f"--device names {name!r}, which is not an input of the predict_net"
+                f"{did_you_mean(name, declared)}; its inputs are: "
+                + (", ".join(declared[:6]) + (", ..." if len(declared) > 6 else "") or "none")
+            )
+
+
+def warn_no_outputs(out: Output, model: Model, command: str) -> None:
+    """The warning for a net that declares no external outputs."""
+    if not model.predict_net.external_outputs:
+        out.warn(
+            f"the predict_net declares no external outputs: {command}; name them with --outputs A,B"
+        )
+
+
+def _output_plan(model: Model, options: argparse.Namespace) -> Path | None:
+    """Where ``run`` writes: ``None`` for in place; refuses to overwrite the input otherwise."""
+    if options.in_place:
+        return None
+    if options.output is None:
+        raise UsageError(
+            "give an output folder with -o OUTDIR, or --in-place to overwrite the input"
+        )
+    out_dir = Path(options.output).resolve()
+    inputs = {p.resolve() for p in (model.predict_path, model.init_path) if p is not None}
+    suffix = ".pbtxt" if (model.text if options.text is None else options.text) else ".pb"
+    planned = {out_dir / f"predict_net{suffix}", out_dir / f"init_net{suffix}"}
+    clash = sorted(str(p) for p in inputs & planned)
+    if clash:
+        raise UsageError(f"refusing to overwrite the input {clash[0]}; pass --in-place to do that")
+    return out_dir
+
+
+def _write(model: Model, options: argparse.Namespace, out_dir: Path | None) -> list[Path]:
+    if out_dir is not None:
+        return save_model(model, out_dir, text=options.text)
+    if model.predict_path is None:
+        raise UsageError("--in-place needs a model loaded from a file")
+    text = model.text if options.text is None else options.text
+    written = [save_net(model.predict_net, model.predict_path, text=text)]
+    if model.init_net is not None and model.init_path is not None:
+        written.append(save_net(model.init_net, model.init_path, text=text))
+    return written
+
+
+def printer_after_pass(out: Output) -> Callable[[PassRecord, Model], None]:
+    """``--print-after-each``: the canonical dump after each pass that changed the model."""
+
+    def after_pass(record: PassRecord, model: Model) -> None:
+        if record.modified:
+            out.line(f"// after {record.name} (round {record.round})", level=0)
+            out.line(print_model(model).rstrip("\n"), level=0)
+
+    return after_pass
+
+
+def _cmd_run(options: argparse.Namespace) -> int:
+    out = Output(options.verbosity, options.json)
+    if onnx_commands.wants_onnx(options):
+        manager = manager_for(options.pipeline, options.steps, tuple(options.device or ()))
+        return onnx_commands.run_onnx(options, manager, out)
+    if len(options.inputs) > 1 or is_collection(options.inputs[0]):
+        return _run_batch(options, out)
+    model = load_input(options.inputs[0], options.init, no_init=options.no_init, out=out)
+    outputs = parse_name_list(options.outputs)
+    if outputs:
+        set_outputs(model, outputs)
+    warn_no_outputs(out, model, "remove-dead-ends keeps every op then")
+    check_devices(model, tuple(options.device or ()))
+    manager = manager_for(options.pipeline, options.steps, tuple(options.device or ()))
+    out_dir = _output_plan(model, options)
+    before = model.copy() if options.diff else None
+    after_pass = printer_after_pass(out) if options.print_after_each else None
+    records = manager(model, after_pass=after_pass)
+    report_records(out, manager, records, options.time_passes)
+    written = _write(model, options, out_dir)
+    for path in written:
+        out.line(f"wrote {path}")
+    data: dict[str, Any] = {
+        "model": options.inputs[0],
+        "pipeline": manager.spec,
+        "rounds": record_data(records),
+        "written": [str(p) for p in written],
+    }
+    if before is not None:
+        change = diff_models(before, model)
+        render_diff(out, change)
+        data["diff"] = change.to_dict()
+    if options.json:
+        out.json(data)
+    return 0
+
+
+def is_collection(path: str) -> bool:
+    """A folder that is not itself a model folder (a batch of models)."""
+    from graphtools.serde import find_model_files
+
+    source = Path(path)
+    if not source.is_dir():
+        return False
+    try:
+        find_model_files(source)
+    except SerdeError:
+        return True
+    return False
+
+
+def _run_batch(options: argparse.Namespace, out: Output) -> int:
+    if options.in_place or options.init or options.diff or options.print_after_each:
+        raise UsageError(
+            "--in-place, --init, --diff and --print-after-each take one model; "
+            "several models are written under -o OUTDIR/NAME"
+        )
+    if options.output is None:
+        raise UsageError("several models need an output folder: -o OUTDIR (one folder each)")
+    refs = discover_models(options.inputs)
+    manager_for(options.pipeline, options.steps, tuple(options.device or ()))  # check it now
+    settings = {
+        "pipeline": options.pipeline,
+        "steps": options.steps,
+        "devices": tuple(options.device or ()),
+        "text": options.text,
+        "outputs": parse_name_list(options.outputs),
+        "output": options.output,
+        "no_init": options.no_init,
+    }
+    results = batch.run_batch(refs, run_worker, settings, options.jobs, out)
+    batch.render_batch(out, results, f"run -p {options.pipeline}")
+    return batch.exit_code(results)
+
+
+def run_worker(ref: ModelRef, settings: dict[str, Any]) -> batch.BatchResult:
+    """Run the pipeline on one model of a batch and write it to ``OUTDIR/NAME``."""
+    model = load_input(
+        ref.path, None if ref.init is None else str(ref.init), no_init=settings["no_init"]
+    )
+    if settings["outputs"]:
+        set_outputs(model, settings["outputs"])
+    manager = manager_for(settings["pipeline"], settings["steps"], settings["devices"])
+    before = sum(len(net) for net in model.nets())
+    records = manager(model)
+    written = save_model(model, Path(settings["output"]) / ref.name, text=settings["text"])
+    after = sum(len(net) for net in model.nets())
+    data = {"rounds": record_data(records), "written": [str(p) for p in written]}
+    return batch.BatchResult(ref.name, str(ref.path), "ok", 0, before, after, data=data)
+
+
+# -- exec --------------------------------------------------------------------------------------
+
+
+def load_npz(path: Path, what: str) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` file by name (``numpy.savez(path, data=x)``)."""
+    if not path.is_file():
+        raise SerdeError(path, f"cannot read {what}: no such file")
+    if not zipfile.is_zipfile(path):
+        raise SerdeError(path, "not an .npz archive of named arrays (write it with numpy.savez)")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise SerdeError(path, f"cannot read {what}: {exc}") from exc
+
+
+def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
+    """What ``numpy.savez`` writes, built in memory; any blob name is fine (``savez(**arrays)``
+    would take a blob named ``file`` or ``allow_pickle`` for its own argument)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, array in arrays.items():
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def _feeds(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The feeds of an ``.npz`` file: its arrays, or the ``inputs/`` of a file that
+    ``verify --save-outputs`` wrote."""
+    if arrays and all(k.startswith(("inputs/", "outputs/")) for k in arrays):
+        return {k.removeprefix("inputs/"): v for k, v in arrays.items() if k.startswith("inputs/")}
+    return arrays
+
+
+def _cmd_exec(options: argparse.Namespace) -> int:
+    out = Output(options.verbosity, False)
+    model = load_input(options.input, options.init, no_init=options.no_init, out=out)
+    outputs = parse_name_list(options.outputs)
+    if outputs:
+        set_outputs(model, outputs)
+    warn_no_outputs(out, model, "the .npz file will hold no arrays")
+    feeds_path = Path(options.feeds)
+    out_path = Path(options.output)
+    inputs = (feeds_path, model.predict_path, model.init_path)
+    if out_path.resolve() in {p.resolve() for p in inputs if p is not None}:
+        raise UsageError(f"refusing to overwrite the input {out_path}; name another -o file")
+    feeds = _feeds(load_npz(feeds_path, "feeds"))
+    check_input_names(model, feeds, f"--feeds {feeds_path}")
+    results = run_model(model, feeds, seed=options.seed)
+    arrays: dict[str, np.ndarray] = {}
+    for name, value in results.items():
+        quantized = isinstance(value, Int8Tensor)
+        array = value.dequantize() if quantized else np.asarray(value)
+        arrays[name] = array
+        note = " (int8, dequantized)" if quantized else ""
+        out.line(f"{name}: {array.dtype}{list(array.shape)}{note}")
+    out.line(f"wrote {atomic_write_bytes(out_path, npz_bytes(arrays))}")
+    return 0
+
+
+def register(
+    commands: Any, parents: list[argparse.ArgumentParser], formatter: type[argparse.HelpFormatter]
+) -> None:
+    """Add ``run`` and ``exec``."""
+    run = commands.add_parser(
+        "run",
+        parents=parents,
+        formatter_class=formatter,
+        help="run a pass pipeline over models and write them",
+        description="Run a pipeline over a model (a folder, or a predict_net file with the "
+        "init_net beside it) and write the result to -o OUTDIR.\n"
+        "Several models (several paths, or a folder of models) run one process each, -j at "
+        "a time, and are written to OUTDIR/NAME.",
+    )
+    run.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="IN",
+        help="model folders, predict_net files, or folders of them",
+    )
+    add_pipeline_options(run)
+    run.add_argument("-o", "--output", metavar="OUTDIR", help="output folder")
+    add_model_options(run)
+    run.add_argument(
+        "--in-place", action="store_true", help="overwrite the input files instead of -o"
+    )
+    run.add_argument(
+        "--device",
+        action="append",
+        metavar="NAME=cpu|gpu",
+        help="device of a predict_net input (repeatable): runs infer-devices after the pipeline",
+    )
+    run.add_argument(
+        "--outputs",
+        action="append",
+        metavar="A,B",
+        help="declare these blobs the predict_net's external outputs (written to the result)",
+    )
+    run.add_argument(
+        "--diff", action="store_true", help="print what the pipeline changed (graphtools diff)"
+    )
+    run.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="models run at once in a batch (default: %(default)s)",
+    )
+    run.add_argument("--json", action="store_true", help="write the result as JSON on stdout")
+    onnx_commands.shapes_option(
+        run,
+        "input shapes for an .onnx output, comma-separated or repeated "
+        "(default: the .onnx input's, else shapes.txt beside the model)",
+    )
+    onnx_commands.add_export_options(run)
+    fmt = run.add_mutually_exclusive_group()
+    fmt.add_argument(
+        "--text",
+        dest="text",
+        action="store_const",
+        const=True,
+        default=None,
+        help="write text-format nets (default: the input's format)",
+    )
+    fmt.add_argument(
+        "--binary",
+        dest="text",
+        action="store_const",
+        const=False,
+        help="write binary nets (default: the input's format)",
+    )
+    run.set_defaults(handler=_cmd_run)
+
+    execute = commands.add_parser(
+        "exec",
+        parents=parents,
+        formatter_class=formatter,
+        help="run a model on named arrays from an .npz file",
+        description="Run a model with the numpy reference executor on the arrays of "
+        "FEEDS.npz (numpy.savez(path, data=x), or a verify --save-outputs file) and write its "
+        "outputs to OUT.npz.",
+    )
+    execute.add_argument("input", metavar="IN", help="model folder or predict_net file")
+    execute.add_argument("--feeds", required=True, metavar="FEEDS.npz", help="input arrays by name")
+    execute.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="output file")
+    add_model_options(execute)
+    execute.add_argument(
+        "--outputs",
+        action="append",
+        metavar="A,B",
+        help="blobs to write (default: the declared external outputs)",
+    )
+    execute.add_argument(
+        "--seed", type=int, default=0, help="seed of random fill ops (default: %(default)s)"
+    )
+    execute.set_defaults(handler=_cmd_exec)

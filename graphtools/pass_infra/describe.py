@@ -1,0 +1,168 @@
+"""What a pass is, read off its class: summary, documentation and options.
+
+``describe_pass(cls)`` gives the pass's summary line, the rest of its docstring and its
+module's docstring as plain text (double-backtick code spans become plain text), and one
+``OptionInfo`` per dataclass field with its type, default and the help its docstring's
+``Options:`` section gives. ``list-passes`` prints this, and ``pass_markdown`` renders the
+same as the page ``docs/passes/<name>.md`` (a test keeps every page equal to it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import sys
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+from graphtools.pass_infra.base import Pass
+from graphtools.pass_infra.spec import pass_spec
+
+__all__ = ["OptionInfo", "PassDescription", "describe_pass", "pass_markdown", "plain_text"]
+
+_CODE = re.compile(r"``(.+?)``")
+_OPTION = re.compile(r"^(\w+):\s*(.*)$")
+
+
+def plain_text(text: str) -> str:
+    """Docstring text without reStructuredText's double backticks."""
+    return _CODE.sub(r"\1", text)
+
+
+@dataclass(frozen=True)
+class OptionInfo:
+    """One option of a pass: a dataclass field."""
+
+    name: str
+    type: str
+    default: str
+    help: str
+
+
+@dataclass(frozen=True)
+class PassDescription:
+    """A pass as ``list-passes`` and its doc page show it (``module_doc``: its module's
+    docstring, which usually explains the rules with an example)."""
+
+    name: str
+    summary: str
+    body: str
+    options: tuple[OptionInfo, ...]
+    class_path: str
+    module_doc: str = ""
+
+
+def _type_name(annotation: Any) -> str:
+    if annotation is bool:
+        return "bool (true/false)"
+    if annotation in (int, float, str):
+        return str(annotation.__name__)
+    if typing.get_origin(annotation) is tuple and typing.get_args(annotation) == (str, ...):
+        return "list of str (a;b;c)"
+    return str(annotation)
+
+
+def _default(field: dataclasses.Field[Any]) -> str:
+    if field.default is not dataclasses.MISSING:
+        value = field.default
+    elif field.default_factory is not dataclasses.MISSING:
+        value = field.default_factory()
+    else:
+        return "(required)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ";".join(str(v) for v in value) or "(none)"
+    if value == "":
+        return "(empty)"
+    return str(value)
+
+
+def _sections(doc: str) -> tuple[str, str, dict[str, str]]:
+    """Summary, body without the ``Options:`` section, and each option's help."""
+    lines = inspect.cleandoc(doc).splitlines() if doc.strip() else [""]
+    summary = lines[0].strip()
+    body: list[str] = []
+    helps: dict[str, str] = {}
+    current: str | None = None
+    in_options = False
+    for line in lines[1:]:
+        if line.strip() == "Options:":
+            in_options = True
+            continue
+        if in_options:
+            if not line.strip():
+                in_options = False
+                current = None
+                body.append(line)
+                continue
+            match = _OPTION.match(line.strip())
+            if match and line.startswith("    ") and not line.startswith("     "):
+                current = match.group(1)
+                helps[current] = match.group(2)
+            elif current is not None:
+                helps[current] += " " + line.strip()
+            continue
+        body.append(line)
+    return summary, "\n".join(body).strip(), helps
+
+
+def describe_pass(cls: type[Pass]) -> PassDescription:
+    """The description of pass class ``cls`` (see the module docstring)."""
+    summary, body, helps = _sections(cls.__doc__ or "")
+    hints = typing.get_type_hints(cls)
+    options = tuple(
+        OptionInfo(
+            field.name,
+            _type_name(hints.get(field.name)),
+            _default(field),
+            plain_text(helps.get(field.name, "")),
+        )
+        for field in dataclasses.fields(cls)
+        if field.init
+    )
+    module = sys.modules.get(cls.__module__)
+    module_doc = inspect.cleandoc(module.__doc__) if module is not None and module.__doc__ else ""
+    return PassDescription(
+        cls.name,
+        plain_text(summary),
+        plain_text(body),
+        options,
+        f"{cls.__module__}.{cls.__qualname__}",
+        plain_text(module_doc),
+    )
+
+
+def pass_markdown(cls: type[Pass]) -> str:
+    """The doc page of a pass: its docstring, options table and pipeline spelling."""
+    info = describe_pass(cls)
+    lines = [f"# `{info.name}`", "", info.summary, ""]
+    if info.body:
+        lines += ["```text", info.body, "```", ""]
+    lines += ["## Options", ""]
+    if info.options:
+        lines += ["| option | type | default | what it does |", "| --- | --- | --- | --- |"]
+        for option in info.options:
+            text = option.help.replace("|", "\\|")
+            lines.append(f"| `{option.name}` | {option.type} | `{option.default}` | {text} |")
+    else:
+        lines.append("None.")
+    example = pass_spec(cls()) if all(o.default != "(required)" for o in info.options) else ""
+    if info.module_doc:
+        lines += ["", "## How it works", "", "```text", info.module_doc, "```"]
+    lines += [
+        "",
+        "## Use",
+        "",
+        "```sh",
+        f'graphtools run MODEL -p "{example or info.name}" -o OUT',
+        f'graphtools verify MODEL -p "{example or info.name}"',
+        "```",
+        "",
+        f"Class: `{info.class_path}`. This page is generated from the class's docstring "
+        "(`python tools/pass_docs.py`); a test keeps them equal.",
+        "",
+    ]
+    return "\n".join(lines)

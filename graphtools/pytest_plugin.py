@@ -1,0 +1,173 @@
+"""graphtools' pytest plugin: regression tests for your own fixture nets.
+
+Installed with graphtools (entry point ``pytest11``), so any test suite gets:
+
+* ``--update-goldens``: rewrite golden files from the current output instead of comparing;
+  review the diff, then commit. (``GRAPHTOOLS_UPDATE_GOLDENS=1`` does the same.)
+* ``assert_matches_golden(text, path)`` and ``assert_net_matches_golden(net_or_model, path)``:
+  compare the canonical dump (``graphtools.printer``) with a golden file; a missing golden
+  file is written and the test fails, asking for a review.
+* ``assert_models_equivalent(before, after, ...)``: run both with the reference executor on
+  the same feeds (made up when not given, see ``graphtools.feeds``) and fail with a table of
+  the largest differences per output.
+* fixtures: ``load_model`` (a function: model folder or predict_net file, with the init_net
+  beside it, to a ``graphtools.Model``), ``update_goldens`` (whether ``--update-goldens`` is
+  on) and ``golden`` (``golden.check(text_or_net, path)``).
+
+Example::
+
+    def test_my_pipeline_keeps_outputs(load_model, golden):
+        model = load_model("models/detector")
+        before = model.copy()
+        PassManager.parse("default")(model)
+        assert_models_equivalent(before, model, shapes={"data": (1, 3, 64, 64)})
+        golden.check(model, "goldens/detector.txt")
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphtools.ir import Model, Net
+
+__all__ = [
+    "GoldenChecker",
+    "assert_matches_golden",
+    "assert_models_equivalent",
+    "assert_net_matches_golden",
+    "updating_goldens",
+]
+
+_ENV = "GRAPHTOOLS_UPDATE_GOLDENS"
+_STATE: dict[str, bool] = {"update": False}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("graphtools")
+    group.addoption(
+        "--update-goldens",
+        action="store_true",
+        default=False,
+        help="graphtools: rewrite golden files from the current output (review the diff)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _STATE["update"] = bool(config.getoption("--update-goldens", default=False))
+
+
+def updating_goldens() -> bool:
+    """Whether golden files are being rewritten (``--update-goldens`` or the env variable)."""
+    return _STATE["update"] or os.environ.get(_ENV, "") not in ("", "0")
+
+
+def _dump(value: Net | Model | str) -> str:
+    from graphtools.printer import print_model, print_net
+
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Model):
+        return print_model(value)
+    return print_net(value, "net") + "\n"
+
+
+def assert_matches_golden(text: str, path: str | Path, *, update: bool | None = None) -> None:
+    """Fail unless ``text`` equals the golden file at ``path``.
+
+    With ``update`` (default: ``--update-goldens``) the file is rewritten instead. A missing
+    file is written and the test fails so that a person reviews it.
+    """
+    golden = Path(path)
+    rewrite = updating_goldens() if update is None else update
+    if rewrite or not golden.exists():
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text)
+        if not rewrite:
+            pytest.fail(f"{golden} did not exist; it was written: review it and commit it")
+        return
+    expected = golden.read_text()
+    if text != expected:
+        import difflib
+
+        diff = "".join(
+            difflib.unified_diff(
+                expected.splitlines(keepends=True),
+                text.splitlines(keepends=True),
+                str(golden),
+                "actual",
+            )
+        )
+        pytest.fail(f"golden mismatch for {golden} (rerun with --update-goldens):\n{diff}")
+
+
+def assert_net_matches_golden(
+    net: Net | Model, path: str | Path, *, update: bool | None = None
+) -> None:
+    """Fail unless the canonical dump of ``net`` (or a whole model) equals the golden file."""
+    assert_matches_golden(_dump(net), path, update=update)
+
+
+def assert_models_equivalent(
+    before: Model,
+    after: Model,
+    feeds: Mapping[str, Any] | None = None,
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+    shapes: Mapping[str, Sequence[int]] | None = None,
+    seed: int = 0,
+) -> None:
+    """Fail unless both models compute the same outputs (``graphtools.testing``'s check);
+    without ``feeds``, inputs and missing parameters are made up as ``verify`` does."""
+    from graphtools.feeds import synthesize
+    from graphtools.testing import assert_models_equivalent as check
+
+    if feeds is None:
+        feeds = synthesize(before, shapes or {}, seed=seed).feeds
+    check(before, after, feeds, rtol=rtol, atol=atol, seed=seed)
+
+
+class GoldenChecker:
+    """The ``golden`` fixture: ``golden.check(text_or_net_or_model, path)``; paths are
+    relative to the test file's folder."""
+
+    def __init__(self, root: Path, update: bool) -> None:
+        self.root = root
+        self.update = update
+
+    def check(self, value: Net | Model | str, path: str | Path) -> None:
+        """Compare ``value``'s dump with the golden file (see ``assert_matches_golden``)."""
+        assert_matches_golden(_dump(value), self.root / path, update=self.update or None)
+
+
+@pytest.fixture
+def update_goldens() -> bool:
+    """Whether ``--update-goldens`` is on."""
+    return updating_goldens()
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest) -> GoldenChecker:
+    """Golden-file checks relative to the test file's folder."""
+    return GoldenChecker(Path(str(request.path)).parent, updating_goldens())
+
+
+@pytest.fixture
+def load_model() -> Callable[..., Model]:
+    """A loader: ``load_model(path, init=None)`` for a model folder or a predict_net file
+    (its init_net beside it is found as the CLI finds it)."""
+    from graphtools.serde import load_model as load_pair
+    from graphtools.serde import load_model_dir
+    from graphtools.serde.pairing import find_init_beside
+
+    def load(path: str | Path, init: str | Path | None = None) -> Model:
+        source = Path(path)
+        if source.is_dir():
+            return load_model_dir(source, allow_empty=True)
+        return load_pair(source, init or find_init_beside(source), allow_empty=True)
+
+    return load

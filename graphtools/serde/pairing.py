@@ -1,0 +1,147 @@
+"""Which init_net goes with a predict_net file, and which models a folder holds.
+
+Netron opens ``predict_net.pb`` with the ``init_net.pb`` beside it; graphtools does the same
+for a predict_net file given alone. The partner is looked up by name: the predict file's stem
+with its ``predict``/``pred`` part (``predict_net``, ``_pred_net``, ``Predict``, ``_predict``)
+replaced by the matching ``init`` spelling, or with ``_init``/``_init_net`` appended (glow's
+``concat.pbtxt`` + ``concat_init.pbtxt``), in either extension. A name that fits several
+files finds none (the caller then says so and asks for ``--init``).
+
+``discover_models`` expands folders for batch runs: a model folder (``find_model_files``
+succeeds) is one model; any other folder yields its model sub-folders and every NetDef-named
+file in it that is not the init partner of another (each with its partner), recursively.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from graphtools.errors import SerdeError
+from graphtools.serde.model_io import find_model_files
+
+__all__ = ["ModelRef", "discover_models", "find_init_beside", "init_candidates"]
+
+_EXTENSIONS = (".pb", ".pbtxt")
+# (pattern on the stem, replacement), most specific first.
+_RENAMES = (
+    (re.compile(r"predict_net$"), "init_net"),
+    (re.compile(r"pred_net$"), "init_net"),
+    (re.compile(r"Predict$"), "Init"),
+    (re.compile(r"predict$"), "init"),
+    (re.compile(r"_net$"), "_init"),
+)
+_INIT_NAME = re.compile(r"(^|_)init(_net)?$|Init$", re.IGNORECASE)
+
+
+def init_candidates(predict: Path) -> list[Path]:
+    """The init_net names tried for ``predict``, in order (existing or not)."""
+    stem = predict.stem
+    stems: list[str] = []
+    for pattern, replacement in _RENAMES:
+        if pattern.search(stem):
+            stems.append(pattern.sub(replacement, stem))
+    stems += [f"{stem}_init_net", f"{stem}_init"]
+    if stem == "model":
+        stems.append("model_init")
+    seen: list[Path] = []
+    for candidate in stems:
+        for extension in _EXTENSIONS:
+            path = predict.with_name(candidate + extension)
+            if path not in seen and path != predict:
+                seen.append(path)
+    return seen
+
+
+def find_init_beside(predict: str | Path) -> Path | None:
+    """The init_net file beside ``predict`` by the naming rules, or ``None`` (no file, or
+    several spellings exist)."""
+    path = Path(predict)
+    if _INIT_NAME.search(path.stem):
+        return None  # an init_net file itself has no partner
+    for candidate in init_candidates(path):
+        if candidate.is_file():
+            other = candidate.with_suffix(".pbtxt" if candidate.suffix == ".pb" else ".pb")
+            return None if other.is_file() else candidate
+    return None
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """One model found for a batch run: a folder, or a predict_net file and its init_net.
+
+    Attributes:
+        path: the model folder or predict_net file, as the user will see it.
+        init: the init_net file for a predict_net file (``None`` for a folder or none found).
+        name: a unique short name (for output folders and the summary table).
+    """
+
+    path: Path
+    init: Path | None
+    name: str
+
+
+def _is_model_folder(folder: Path) -> bool:
+    try:
+        find_model_files(folder)
+    except SerdeError:
+        return False
+    return True
+
+
+def discover_models(paths: Iterable[str | Path]) -> list[ModelRef]:
+    """The models under ``paths`` (files and folders), in order, with unique names.
+
+    Raises:
+        SerdeError: a path does not exist.
+    """
+    found: list[tuple[Path, Path | None]] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_file():
+            found.append((path, find_init_beside(path)))
+        elif path.is_dir() and _is_model_folder(path):
+            found.append((path, None))
+        elif path.is_dir():
+            found += _walk(path)
+        else:
+            raise SerdeError(path, "no such file or folder")
+    return _named(found)
+
+
+def _walk(folder: Path) -> list[tuple[Path, Path | None]]:
+    """The models under a folder that is not a model folder itself: its model sub-folders,
+    and its NetDef-named files that are not another's init_net, each with its partner."""
+    found: list[tuple[Path, Path | None]] = []
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in _EXTENSIONS)
+    partners = {find_init_beside(p) for p in files} - {None}
+    found += [(p, find_init_beside(p)) for p in files if p not in partners]
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+        found += [(sub, None)] if _is_model_folder(sub) else _walk(sub)
+    return found
+
+
+def _named(found: list[tuple[Path, Path | None]]) -> list[ModelRef]:
+    """Give each model the shortest trailing part of its path that no other model shares
+    (the file's extension only when a twin in the other format needs it)."""
+    full = [p.resolve().parts for p, _ in found]
+    refs: list[ModelRef] = []
+    for index, (path, init) in enumerate(found):
+        depth = 1
+        while depth < len(full[index]) and any(
+            other[-depth:] == full[index][-depth:] for j, other in enumerate(full) if j != index
+        ):
+            depth += 1
+        parts = list(full[index][-depth:])
+        if path.is_file():
+            stem = Path(parts[-1]).stem
+            twins = [
+                other
+                for j, other in enumerate(full)
+                if j != index and other[:-1] == full[index][:-1] and Path(other[-1]).stem == stem
+            ]
+            parts[-1] = parts[-1].replace(".", "_") if twins else stem
+        refs.append(ModelRef(path, init, "_".join(parts)))
+    return refs

@@ -1,0 +1,81 @@
+"""Input shapes guessed from the first reader, checked against the whole net by the shape
+analysis; placeholders; the model summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from graphtools.analysis.input_shapes import (
+    GENERIC_SHAPE,
+    guess_generic,
+    guess_input_shapes,
+    placeholder_inputs,
+)
+from graphtools.analysis.summary import summarize
+from graphtools.ir import Model, Net, Op
+from graphtools.serde import load_model
+
+
+def _classifier(fc_features: int) -> Model:
+    """Conv 3x3 (8 from 3 channels) -> 2x2 pool -> FC whose weight pins the image size."""
+    predict = Net(
+        [
+            Op("Conv", ["data", "w", "b"], ["c"], args={"kernel": 3, "pad": 1}),
+            Op("MaxPool", ["c"], ["p"], args={"kernel": 2, "stride": 2}),
+            Op("FC", ["p", "fw", "fb"], ["y"]),
+        ],
+        ["data", "w", "b", "fw", "fb"],
+        ["y"],
+        name="cls",
+    )
+    init = Net(
+        [
+            Op("ConstantFill", [], ["data"], args={"shape": [1], "value": 0.0}),
+            Op("XavierFill", [], ["w"], args={"shape": [8, 3, 3, 3]}),
+            Op("ConstantFill", [], ["b"], args={"shape": [8]}),
+            Op("XavierFill", [], ["fw"], args={"shape": [10, fc_features]}),
+            Op("ConstantFill", [], ["fb"], args={"shape": [10]}),
+        ]
+    )
+    return Model(predict, init)
+
+
+def test_an_fc_weight_pins_the_image_size() -> None:
+    model = _classifier(8 * 16 * 16)
+    (guess,) = guess_input_shapes(model, ["data"], {}).values()
+    assert guess.shape == (1, 3, 32, 32)
+    assert "3 channels from the w weight" in guess.reason
+    skipped = guess_input_shapes(model, ["data"], {}, skip={"data": 2})["data"]
+    assert skipped.shape[2] not in (28, 32)
+
+
+def test_a_placeholder_fill_is_found_and_a_bad_hint_is_not_taken() -> None:
+    model = _classifier(8 * 14 * 14)
+    assert placeholder_inputs(model) == {"data": ((1,), "ConstantFill of shape 1")}
+    hint = {"data": ((1,), "placeholder")}
+    assert guess_input_shapes(model, ["data"], {}, hint)["data"].shape == (1, 3, 28, 28)
+
+
+def test_fc_data_and_generic_inputs() -> None:
+    net = Net(
+        [Op("FC", ["x", "w", "b"], ["y"], args={"axis": 2}), Op("Sigmoid", ["z"], ["s"])],
+        ["x", "z"],
+        ["y", "s"],
+    )
+    init = Net([Op("XavierFill", [], ["w"], args={"shape": [4, 6]})])
+    guesses = guess_input_shapes(Model(net, init), ["x", "z"], {})
+    assert guesses["x"].shape == (1, 1, 6)
+    assert guesses["z"].shape == GENERIC_SHAPE
+    assert guess_generic(Model(net, init), "z", {"x": (1, 1, 6)}).shape == GENERIC_SHAPE
+
+
+def test_summary_of_a_real_pair(real_fixtures: Path) -> None:
+    folder = real_fixtures / "HungMingWu-pytorch_caffe2_cpp_binding"
+    model = load_model(folder / "predict_net.pb", folder / "init_net.pb")
+    summary = summarize(model, {"1": (1, 1, 28, 28)})
+    assert summary.ops == len(model.predict_net)
+    assert sum(count for _, count in summary.op_types) == summary.ops
+    assert [b.name for b in summary.inputs] == ["1"]
+    assert summary.outputs[0].type.startswith("float32[1, ")
+    assert summary.param_values > 0 and summary.missing_params == []
+    assert summary.devices == [("CPU:0", summary.ops)]  # the net's own DeviceOption

@@ -1,0 +1,565 @@
+"""The users' first hour on the CLI: summaries and dumps, JSON, verbosity, help that teaches,
+one rule for empty files, closed pipes, misspelt names, nets without outputs, verify's
+statistics and reference files, batch runs, draw and diff."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, assert_one_error_line, publish_passes, run_cli
+from test_cli_verify import BreakRelu
+
+from graphtools.analysis.model_diff import diff_models
+from graphtools.cli import build_parser
+from graphtools.cli.batch import BatchResult, exit_code, render_batch
+from graphtools.cli.common import Output
+from graphtools.ir import Model, Net, Op
+from graphtools.pass_infra import PassManager
+from graphtools.serde import load_model_dir, save_model
+
+TINY = FIXTURES / "models" / "tiny_export"
+LSTM = "breadbread1984-Caffe2-C-LSTM-demo/deploy_models/lstm_predict_net.pbtxt"
+SQUEEZE = "caffe2-models/squeezenet/predict_net.pb"
+
+
+def _cli() -> list[str]:
+    found = shutil.which("graphtools", path=str(Path(sys.executable).parent))
+    return [found] if found else [sys.executable, "-m", "graphtools"]
+
+
+def _no_outputs(folder: Path) -> Path:
+    net = Net(
+        [Op("Relu", ["x"], ["a"]), Op("Sigmoid", ["a"], ["b"]), Op("Tanh", ["x"], ["c"])],
+        ["x"],
+        [],
+        name="open",
+    )
+    save_model(Model(net), folder)
+    return folder
+
+
+@pytest.fixture
+def broken_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    publish_passes(
+        monkeypatch,
+        {"BreakRelu": BreakRelu},
+        **{"break-relu": "graphtools_test_plugin:BreakRelu"},
+    )
+
+
+# -- show ---------------------------------------------------------------------------------------
+
+
+def test_show_ops_slices_and_cuts_long_values(
+    capsys: pytest.CaptureFixture[str], real_fixtures: Path
+) -> None:
+    code, out, err = run_cli(capsys, "show", "--ops", "1:3", str(TINY))
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        "%1 Relu(conv1@1) -> conv1@2",
+        "%2 MaxPool(conv1@2) -> pool1@1 {kernel=2, order='NCHW', stride=2}",
+    ]
+    lstm = str(real_fixtures / LSTM)
+    code, out, _ = run_cli(capsys, "show", "--ops", "1", lstm)
+    assert code == 0 and "RecurrentNetwork" in out
+    assert max(len(line) for line in out.splitlines()) < 1500
+    assert "chars)" in out
+    code, full, _ = run_cli(capsys, "show", "--full", lstm)
+    assert code == 0 and "chars)" not in full
+    assert max(len(line) for line in full.splitlines()) > 1500
+
+
+def test_show_params_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "show", "--params", str(TINY))
+    assert code == 0
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:]}
+    assert rows["conv1_w"] == ["float32[2,", "1,", "3,", "3]", "GivenTensorFill"]
+    code, out, _ = run_cli(capsys, "show", "--json", str(TINY))
+    data = json.loads(out)
+    assert data["ops"] == 15 and data["init_ops"] == 8
+    assert data["op_types"]["Relu"] == 2
+    assert data["inputs"] == [{"name": "data", "type": "float32[1, 1, 6, 6]"}]
+    assert data["param_values"] == 73
+    code, out, _ = run_cli(capsys, "show", "--json", "--ops", "0:2", str(TINY))
+    assert [op["type"] for op in json.loads(out)["ops"]] == ["Conv", "Relu"]
+
+
+def test_show_a_predict_only_zoo_net(
+    capsys: pytest.CaptureFixture[str], real_fixtures: Path
+) -> None:
+    code, out, _ = run_cli(capsys, "show", str(real_fixtures / SQUEEZE))
+    assert code == 0
+    assert "parameters nothing provides: 52" in out
+    assert "input   data" in out and "guessed" in out
+
+
+def test_ssa_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "ssa", "--json", str(TINY))
+    rows = {row["blob"]: row for row in json.loads(out)}
+    assert code == 0
+    assert rows["conv1@2"] == {"blob": "conv1@2", "written_by": "%1", "read_by": ["%2"]}
+
+
+# -- one rule for empty files, one-line errors in the user's terms --------------------------------
+
+
+@pytest.mark.parametrize("command", ["show", "ssa", "run", "verify", "exec", "draw"])
+def test_an_empty_predict_file_is_refused_by_every_command(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str
+) -> None:
+    empty = tmp_path / "predict_net.pb"
+    empty.write_bytes(b"")
+    extra = {
+        "run": ["-o", str(tmp_path / "out")],
+        "exec": ["--feeds", str(tmp_path / "f.npz"), "-o", str(tmp_path / "o.npz")],
+        "draw": ["-o", str(tmp_path / "n.dot")],
+    }.get(command, [])
+    code, out, err = run_cli(capsys, command, str(empty), *extra)
+    assert (code, out) == (2, "")
+    assert_one_error_line(err, str(empty), "the file is empty")
+    assert "allow_empty" not in err
+
+
+def test_an_empty_init_net_is_a_warning(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    shutil.copy(TINY / "predict_net.pbtxt", tmp_path / "predict_net.pbtxt")
+    (tmp_path / "init_net.pbtxt").write_text("")
+    code, out, err = run_cli(capsys, "show", str(tmp_path))
+    assert code == 0 and out.startswith("net tiny_export")
+    assert "warning: init_net" in err and "is empty" in err
+
+
+def test_misspelt_shape_names_list_the_real_inputs(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "verify", str(TINY), "--shapes", "dta=1x1x6x6")
+    assert (code, out) == (2, "")
+    assert_one_error_line(err, "--shapes names 'dta'", "did you mean 'data'?", "inputs are: data")
+    code, _, err = run_cli(capsys, "show", str(TINY), "--shapes", "dta=1x1x6x6")
+    assert code == 2 and "did you mean 'data'?" in err
+
+
+def test_misspelt_outputs_and_devices(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run_cli(capsys, "verify", str(TINY), "--outputs", "porb")
+    assert code == 2
+    assert_one_error_line(err, "--outputs names 'porb'", "did you mean 'prob'?")
+    code, _, err = run_cli(capsys, "run", str(TINY), "--device", "dat=gpu", "-o", str(tmp_path))
+    assert code == 2
+    assert_one_error_line(err, "--device names 'dat'", "did you mean 'data'?")
+
+
+def test_traceback_verbosity_and_version_anywhere(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, _, err = run_cli(capsys, "show", str(tmp_path / "absent.pb"), "--traceback")
+    assert code == 2 and err.startswith("Traceback (most recent call last):")
+    code, out, _ = run_cli(capsys, "verify", str(TINY), "-q")
+    assert code == 0
+    assert out.splitlines()[0].startswith("pipeline ") and "round" not in out
+    code, out, _ = run_cli(capsys, "-v", "verify", str(TINY))
+    assert "round 2 remove-dead-ends" in out  # unchanged rounds only with -v
+    code, out, _ = run_cli(capsys, "verify", str(TINY))
+    assert "round 2" not in out
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.startswith("graphtools ")
+
+
+def test_every_option_has_help_and_says_its_default() -> None:
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in subparsers.choices.items():
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            assert action.help, f"{name} {action.option_strings or action.dest} has no help"
+            default = action.default
+            shown = default not in (None, False, argparse.SUPPRESS, [], ())
+            if shown and action.option_strings:
+                assert "default" in action.help, f"{name} {action.option_strings}: no default"
+
+
+# -- closed pipes ---------------------------------------------------------------------------------
+
+
+def test_a_closed_pipe_ends_quietly_with_the_commands_exit_code(real_fixtures: Path) -> None:
+    densenet = real_fixtures / "caffe2-models/densenet121/predict_net.pbtxt"
+    command = [*_cli(), "show", "--full", str(densenet)]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        assert process.stdout is not None and process.stderr is not None
+        first = process.stdout.readline()
+        process.stdout.close()
+        err = process.stderr.read().decode()
+        code = process.wait(timeout=60)
+    assert first.startswith(b"net predict_net")
+    assert code == 0
+    assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+# -- verify ---------------------------------------------------------------------------------------
+
+
+def test_verify_json_has_statistics_and_a_histogram(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "verify", "--json", str(TINY))
+    assert code == 0
+    data = json.loads(out)
+    assert data["verdict"] == "equal"
+    (prob,) = data["outputs"]
+    assert prob["name"] == "prob" and prob["ok"] and prob["mismatches"] == 0
+    assert prob["size"] == 3 and prob["mean_abs"] == 0.0
+    assert sum(prob["histogram"]["counts"]) == 3
+    assert data["inputs"][0]["name"] == "data"
+
+
+def test_verify_per_output_tolerances_and_histogram(
+    capsys: pytest.CaptureFixture[str], broken_plugin: None
+) -> None:
+    code, out, _ = run_cli(capsys, "verify", str(TINY), "-p", "break-relu")
+    assert code == 1
+    assert "|difference| histogram of prob (3 values):" in out
+    code, out, _ = run_cli(
+        capsys, "verify", str(TINY), "-p", "break-relu", "--atol", "1e-6,prob:10"
+    )
+    assert code == 0, out
+    assert "outputs equal" in out and "1e-05/10" in out
+    code, _, err = run_cli(capsys, "verify", "--rtol", "nope:1", str(TINY))
+    assert code == 2
+    assert_one_error_line(err, "'nope'", "not an output compared")
+
+
+def test_verify_saves_and_loads_reference_outputs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, broken_plugin: None
+) -> None:
+    reference = tmp_path / "ref.npz"
+    code, _, _ = run_cli(capsys, "verify", str(TINY), "--save-outputs", str(reference))
+    assert code == 0
+    with np.load(reference) as saved:
+        assert {"inputs/data", "outputs/prob"} <= set(saved.files)
+    code, out, _ = run_cli(
+        capsys, "verify", str(TINY), "-p", "", "--load-outputs", str(reference), "--seed", "9"
+    )
+    assert code == 0 and "outputs equal" in out
+    code, out, _ = run_cli(
+        capsys, "verify", str(TINY), "-p", "break-relu", "--load-outputs", str(reference)
+    )
+    assert code == 1 and "outputs differ" in out
+
+
+def test_verify_a_net_without_outputs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    folder = _no_outputs(tmp_path / "open")
+    code, out, err = run_cli(capsys, "verify", str(folder), "--shapes", "x=2x3")
+    assert code == 0, err
+    assert "declares no external outputs: comparing the blobs it writes and never reads" in err
+    assert "never reads (b, c)" in err
+    assert {line.split()[0] for line in out.splitlines()[-2:]} == {"b", "c"}
+    code, out, _ = run_cli(capsys, "verify", str(folder), "--shapes", "x=2x3", "--outputs", "a")
+    assert code == 0
+    assert out.splitlines()[-1].split()[:2] == ["a", "yes"]
+
+
+def test_run_and_exec_warn_about_a_net_without_outputs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = _no_outputs(tmp_path / "open")
+    code, _, err = run_cli(capsys, "run", str(folder), "-o", str(tmp_path / "out"))
+    assert code == 0
+    assert "warning: the predict_net declares no external outputs" in err
+    feeds = tmp_path / "feeds.npz"
+    np.savez(feeds, x=np.ones((2, 3), np.float32))
+    target = str(tmp_path / "o.npz")
+    code, _, err = run_cli(capsys, "exec", str(folder), "--feeds", str(feeds), "-o", target)
+    assert code == 0 and "warning:" in err
+    code, _, _ = run_cli(
+        capsys,
+        "exec",
+        str(folder),
+        "--feeds",
+        str(feeds),
+        "-o",
+        str(tmp_path / "o.npz"),
+        "--outputs",
+        "b,c",
+    )
+    assert code == 0
+    with np.load(tmp_path / "o.npz") as written:
+        assert sorted(written.files) == ["b", "c"]
+
+
+def test_verify_makes_up_the_weights_of_a_predict_only_net(
+    capsys: pytest.CaptureFixture[str], real_fixtures: Path
+) -> None:
+    path = str(real_fixtures / SQUEEZE)
+    code, _, err = run_cli(capsys, "verify", path)
+    assert code == 0, err
+    assert "made up 52 parameters" in err
+    code, _, err = run_cli(capsys, "verify", path, "--no-random-params")
+    assert code == 2
+    assert_one_error_line(err, "parameter", "--random-params")
+
+
+def test_verify_overrides_an_init_net_placeholder(
+    capsys: pytest.CaptureFixture[str], real_fixtures: Path
+) -> None:
+    """TrafficLight's init_net fills ``data`` with shape [1]: --shapes wins, and says so."""
+    folder = real_fixtures / "Miyuan2018-TrafficLight-Test"
+    code, out, err = run_cli(capsys, "verify", str(folder), "--shapes", "data=1x3x32x32")
+    assert code == 0, err
+    assert "input data: float32[1, 3, 32, 32] (given: --shapes)" in out
+    assert "fed instead of the init_net's placeholder (ConstantFill of shape 1)" in err
+
+
+def test_verify_says_what_it_left_out_of_an_init_net_it_cannot_run(
+    capsys: pytest.CaptureFixture[str], real_fixtures: Path
+) -> None:
+    path = real_fixtures / "breadbread1984-Caffe2-C-demo/deploy_models/mnist_predict_net.pbtxt"
+    code, _, err = run_cli(capsys, "verify", str(path))
+    assert code == 0, err
+    assert "init_net op #1 (Load) cannot run here and is left out" in err
+    assert "made up 8 parameters" in err
+
+
+# -- run ------------------------------------------------------------------------------------------
+
+
+def test_run_diff_json_time_and_print_after_each(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = run_cli(
+        capsys,
+        "run",
+        str(TINY),
+        "-o",
+        str(tmp_path / "o"),
+        "--diff",
+        "--time-passes",
+        "--print-after-each",
+    )
+    assert code == 0
+    assert "- predict_net %5 Sigmoid -> unused_debug" in out
+    assert "predict_net: 8 removed, 0 added, 1 changed" in out
+    assert "time per pass" in out and "fuse-copy-ops" in out
+    assert "// after remove-dead-ends (round 1)" in out and "net predict_net" in out
+    code, out, _ = run_cli(capsys, "run", "--json", str(TINY), "-o", str(tmp_path / "j"))
+    data = json.loads(out)
+    assert code == 0 and data["rounds"][0]["round"] == 1
+    assert data["written"][0].endswith("predict_net.pbtxt")
+
+
+def test_batch_run_and_verify_one_process_per_model(tmp_path: Path, real_fixtures: Path) -> None:
+    models = tmp_path / "models"
+    save_model(load_model_dir(TINY), models / "tiny")
+    shutil.copy(real_fixtures / SQUEEZE, models / "squeeze_predict_net.pb")
+    (models / "broken_predict_net.pb").write_bytes(b"not a net at all")
+    done = subprocess.run(
+        [*_cli(), "run", str(models), "-o", str(tmp_path / "out"), "-j", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    rows = {line.split()[0]: line.split() for line in done.stdout.splitlines() if line}
+    assert rows["tiny"][1:3] == ["23", "13"] and rows["tiny"][-1] == "ok"
+    assert rows["squeeze_predict_net"][-1] == "ok"
+    assert rows["broken_predict_net"][-1] == "error"
+    assert "broken_predict_net: error:" in done.stdout
+    assert (tmp_path / "out" / "tiny" / "predict_net.pbtxt").is_file()
+    assert (tmp_path / "out" / "squeeze_predict_net" / "predict_net.pb").is_file()
+    (models / "broken_predict_net.pb").unlink()
+    done = subprocess.run(
+        [*_cli(), "verify", "--json", str(models / "tiny"), str(models / "squeeze_predict_net.pb")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout)
+    assert [(r["name"], r["verdict"]) for r in results] == [
+        ("tiny", "equal"),
+        ("squeeze_predict_net", "equal"),
+    ]
+
+
+def test_batch_exit_code_is_the_worst_and_every_model_is_listed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Plugins published for one test do not reach the worker processes, so the summary and
+    the exit code are checked on results (the subprocess test above runs real workers)."""
+    results = [
+        BatchResult("a", "a", "equal", 0, 5, 4, 0.1),
+        BatchResult("b", "b", "differ", 1, 5, 5, 0.2),
+        BatchResult("c", "c", "error", 2, error="c: the file is empty"),
+    ]
+    assert exit_code(results) == 2 and exit_code(results[:2]) == 1 and exit_code([]) == 0
+    render_batch(Output(), results, "verify -p default")
+    out = capsys.readouterr().out
+    assert [line.split()[0] for line in out.splitlines()[2:5]] == ["a", "b", "c"]
+    assert "c: error: c: the file is empty" in out
+    assert out.splitlines()[-1] == "1 differ, 1 equal, 1 error"
+
+
+# -- draw -----------------------------------------------------------------------------------------
+
+
+def test_draw_dot_has_every_op_and_every_external_blob(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, real_fixtures: Path
+) -> None:
+    path = real_fixtures / SQUEEZE
+    target = tmp_path / "net.dot"
+    code, out, _ = run_cli(capsys, "draw", str(path), "-o", str(target))
+    assert code == 0 and f"wrote {target}" in out
+    text = target.read_text()
+    model = load_model_dir(path.parent)
+    for index, op in enumerate(model.predict_net):
+        assert f'label="%{index} {op.type}"' in text
+    for name in model.predict_net.external_inputs:
+        assert f'"in: {name}@0"' in text
+    for name in model.predict_net.external_outputs:
+        assert f"out: {name}@" in text
+    code, _, _ = run_cli(capsys, "draw", str(path), "-o", str(target), "--ops", "0:3")
+    sliced = target.read_text()
+    assert 'label="%2 ' in sliced and 'label="%3 ' not in sliced
+
+
+def test_draw_diff_colours_what_a_pipeline_changed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    after = tmp_path / "after"
+    assert run_cli(capsys, "run", str(TINY), "-o", str(after))[0] == 0
+    target = tmp_path / "diff.dot"
+    code, _, _ = run_cli(capsys, "draw", str(TINY), "--diff", str(after), "-o", str(target))
+    text = target.read_text()
+    assert code == 0
+    assert text.count('style="filled,dashed", fillcolor="#ffcdd2"') == 8  # removed ops
+    assert "removed (red): 8, added (green): 0, changed (orange): 1" in text
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot program is not installed")
+@pytest.mark.parametrize(("suffix", "magic"), [(".svg", b"<?xml"), (".png", b"\x89PNG")])
+def test_draw_renders_with_graphviz(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, suffix: str, magic: bytes
+) -> None:
+    target = tmp_path / f"net{suffix}"
+    code, _, err = run_cli(capsys, "draw", str(TINY), "-o", str(target))
+    assert code == 0, err
+    assert target.read_bytes().startswith(magic)
+
+
+def test_draw_without_graphviz_says_what_to_install(tmp_path: Path) -> None:
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent)}
+    done = subprocess.run(
+        [*_cli(), "draw", str(TINY), "-o", str(tmp_path / "net.svg")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert_one_error_line(done.stderr, "Graphviz", "apt-get install graphviz", ".dot")
+    done = subprocess.run(
+        [*_cli(), "draw", str(TINY), "-o", str(tmp_path / "net.dot")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and (tmp_path / "net.dot").read_text().startswith("digraph")
+
+
+# -- diff -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "removed", "init_removed", "params_removed", "changed"),
+    [
+        ("remove-dead-ends", "ops_removed", None, None, None),
+        ("fuse-copy-ops", "copies_removed", None, None, "consumers_rewired"),
+        (
+            "remove-reshape-for-fc",
+            "ops_removed",
+            "init_ops_removed",
+            "params_removed",
+            "reshapes_removed",
+        ),
+    ],
+)
+def test_diff_lists_exactly_what_the_pass_stats_say(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    spec: str,
+    removed: str,
+    init_removed: str | None,
+    params_removed: str | None,
+    changed: str | None,
+) -> None:
+    before = load_model_dir(TINY)
+    after = before.copy()
+    (record,) = [r for r in PassManager.parse(spec, steps=1)(after) if r.modified]
+    save_model(after, tmp_path / "after")
+    code, out, _ = run_cli(capsys, "diff", "--json", str(TINY), str(tmp_path / "after"))
+    assert code == 1
+    data = json.loads(out)
+    stats = record.stats
+    assert len(data["predict"]["removed"]) == stats[removed]
+    assert len(data["predict"]["added"]) == 0
+    assert len(data["init"]["removed"]) == (stats[init_removed] if init_removed else 0)
+    assert len(data["params_removed"]) == (stats[params_removed] if params_removed else 0)
+    rewired = [c for c in data["predict"]["changed"] if c["rewired"]]
+    assert len(rewired) == (stats[changed] if changed else 0)
+    assert diff_models(before, after).same is False
+
+
+def test_diff_of_a_model_with_itself_and_renames(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = run_cli(capsys, "diff", str(TINY), str(TINY))
+    assert (code, out.strip()) == (0, "same structure")
+    renamed = load_model_dir(TINY)
+    PassManager.parse("rename{op=1,output=0,to=relu1}")(renamed)
+    save_model(renamed, tmp_path / "r")
+    code, out, _ = run_cli(capsys, "diff", str(TINY), str(tmp_path / "r"))
+    assert code == 1
+    assert "~ predict_net %1 -> %1 Relu: output 0 renamed conv1 -> relu1" in out
+    assert "(1 renamed blobs)" in out
+
+
+def test_more_flags_as_users_give_them(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run_cli(
+        capsys,
+        "run",
+        str(TINY),
+        "-p",
+        "remove-dead-ends",
+        "--outputs",
+        "prob,fc1",
+        "-o",
+        str(tmp_path / "o"),
+    )
+    assert code == 0, err
+    assert list(load_model_dir(tmp_path / "o").predict_net.external_outputs) == ["prob", "fc1"]
+    code, _, err = run_cli(capsys, "run", str(TINY), "--steps", "1", "-o", str(tmp_path / "s"))
+    assert code == 0
+    assert "warning: pipeline" in err and "did not reach a fixpoint in 1 rounds" in err
+    code, out, _ = run_cli(capsys, "list-passes", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["default"].startswith("remove-identity-ops")
+    rdead = next(p for p in data["passes"] if p["name"] == "remove-dead-ends")
+    assert rdead["options"][0]["name"] == "keep_side_effects"
+    feeds = tmp_path / "feeds.npz"
+    np.savez(feeds, dta=np.ones((1, 1, 6, 6), np.float32))
+    code, _, err = run_cli(
+        capsys, "exec", str(TINY), "--feeds", str(feeds), "-o", str(tmp_path / "x.npz")
+    )
+    assert code == 2
+    assert_one_error_line(err, "names 'dta'", "did you mean 'data'?")
+    code, out, err = run_cli(capsys, "verify", str(TINY), "--random-params", "--seed", "4")
+    assert code == 0 and "outputs equal (rtol=1e-05, atol=1e-06, seed=4)" in out

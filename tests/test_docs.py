@@ -1,0 +1,120 @@
+"""The docs tell the truth: every pass's page equals what its docstring renders to, and every
+command and Python example of the README runs as written."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, run_cli
+
+from graphtools.pass_infra import available_passes
+from graphtools.pass_infra.describe import describe_pass, pass_markdown
+
+README = REPO / "README.md"
+PASS_DOCS = REPO / "docs" / "passes"
+
+
+def _blocks(language: str) -> list[str]:
+    """The README's code blocks in ``language`` fenced at the margin (an excerpt indented in
+    a list is not a whole example)."""
+    return re.findall(rf"^```{language}\n(.*?)^```", README.read_text(), re.S | re.M)
+
+
+def _commands() -> list[str]:
+    found = []
+    for block in _blocks("sh"):
+        for line in block.splitlines():
+            line = line.split("  #")[0].strip()
+            if line.startswith("graphtools "):
+                found.append(line)
+    return found
+
+
+def _builtin() -> dict[str, type]:
+    return {
+        name: cls
+        for name, cls in available_passes().items()
+        if cls.__module__.startswith("graphtools.passes.")
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_builtin()))
+def test_every_pass_has_a_page_equal_to_its_docstring(name: str) -> None:
+    page = PASS_DOCS / f"{name}.md"
+    assert page.is_file(), f"no {page}: run python tools/pass_docs.py"
+    cls = _builtin()[name]
+    assert page.read_text() == pass_markdown(cls), f"{page} is stale: run python tools/pass_docs.py"
+    info = describe_pass(cls)
+    assert info.summary in page.read_text()
+    for option in info.options:
+        assert f"`{option.name}`" in page.read_text()
+
+
+def test_no_page_for_a_pass_that_does_not_exist() -> None:
+    pages = {p.stem for p in PASS_DOCS.glob("*.md")}
+    assert pages == set(_builtin())
+
+
+def test_the_readme_names_every_pass_and_links_its_page() -> None:
+    text = README.read_text()
+    for name in _builtin():
+        assert f"(docs/passes/{name}.md)" in text, name
+
+
+def test_the_setup_section_keeps_its_two_commands() -> None:
+    setup = README.read_text().split("## Set-up", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)```", setup, re.S)
+    assert [b.strip() for b in blocks] == [
+        "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/graphtools run "
+        "fixtures/models/tiny_export -o out/tiny_export",
+        'python3 -m venv .venv && .venv/bin/pip install -e ".[test]" && .venv/bin/pytest',
+    ]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with the repository's fixtures, where the README's examples write ``out/``."""
+    folder = tmp_path_factory.mktemp("readme")
+    (folder / "fixtures").symlink_to(REPO / "fixtures")
+    return folder
+
+
+def test_every_readme_command_runs(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In order, as written, from the folder where ``fixtures/`` is (in this process: the
+    console script itself is run by tests/test_cli.py; batch commands still start one
+    process per model)."""
+    commands = _commands()
+    assert len(commands) > 20
+    monkeypatch.chdir(workdir)
+    for line in commands:
+        code, out, err = run_cli(capsys, *_split(line)[1:])
+        allowed = {0, 1} if line.startswith("graphtools diff") else {0}
+        assert code in allowed, f"{line}\n{out}\n{err}"
+
+
+def _split(line: str) -> list[str]:
+    import shlex
+
+    return shlex.split(line)
+
+
+def test_every_readme_python_example_runs(workdir: Path) -> None:
+    blocks = _blocks("python")
+    assert len(blocks) >= 4
+    for block in blocks:
+        if "def test_" in block:
+            test_file = workdir / "test_readme_example.py"
+            test_file.write_text(block)
+            argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)]
+        else:
+            argv = [sys.executable, "-c", block]
+        done = subprocess.run(
+            argv, cwd=workdir, capture_output=True, text=True, timeout=300, check=False
+        )
+        assert done.returncode == 0, f"{block}\n{done.stdout}\n{done.stderr}"

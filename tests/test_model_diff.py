@@ -1,0 +1,87 @@
+"""The structural diff matches ops by what they compute, not by position, and the DOT picture
+shows every op and external blob, with a diff's marks."""
+
+from __future__ import annotations
+
+from graphtools.analysis.model_diff import diff_models, diff_nets
+from graphtools.dot import model_to_dot, net_to_dot
+from graphtools.ir import DeviceOption, Model, Net, Op
+
+
+def _net(*ops: Op) -> Net:
+    return Net(list(ops), ["x"], ["y"], name="n")
+
+
+BASE = (
+    Op("Relu", ["x"], ["a"]),
+    Op("Sigmoid", ["a"], ["b"]),
+    Op("Add", ["a", "b"], ["y"]),
+)
+
+
+def test_an_inserted_op_shifts_no_match() -> None:
+    after = _net(Op("Copy", ["x"], ["x2"]), *BASE)
+    change = diff_nets(_net(*BASE), after)
+    assert [(r.index, r.type) for r in change.added] == [(0, "Copy")]
+    assert change.removed == [] and change.changed == []
+    assert change.matched == {0: 1, 1: 2, 2: 3}
+
+
+def test_removed_ops_rewired_readers_renamed_outputs_and_args() -> None:
+    after = _net(
+        Op("Relu", ["x"], ["a2"], args={"alpha": 1}),
+        Op("Add", ["a2", "a2"], ["y"]),
+    )
+    change = diff_nets(_net(*BASE), after)
+    assert [(r.index, r.type) for r in change.removed] == [(1, "Sigmoid")]
+    relu, add = change.changed
+    assert relu.renamed == [(0, "a", "a2")] and relu.args[0].name == "alpha"
+    assert add.rewired == [(1, "b@1", "a2@1")]
+    assert change.renamed_blobs == [("a", "a2")]
+
+
+def test_devices_engines_and_interfaces() -> None:
+    gpu = DeviceOption(device_type=1, device_id=0)
+    after = Net(
+        [BASE[0].replace(device_option=gpu, engine="CUDNN"), *BASE[1:]], ["x", "z"], ["y", "b"]
+    )
+    change = diff_nets(_net(*BASE), after)
+    (relu,) = change.changed
+    assert relu.device == ("-", "CUDA:0") and relu.engine == ("-", "CUDNN")
+    assert change.inputs_added == ["z"] and change.outputs_added == ["b"]
+
+
+def test_fills_match_by_the_names_they_write() -> None:
+    fill = {"shape": [2], "values": [1.0, 2.0]}
+    init = Net([Op("GivenTensorFill", [], [n], args=fill) for n in ("w1", "w2", "w3")])
+    fewer = Net([Op("GivenTensorFill", [], [n], args=fill) for n in ("w1", "w3")])
+    predict = _net(*BASE)
+    change = diff_models(Model(predict, init), Model(predict.copy(), fewer))
+    assert change.init is not None
+    assert [r.outputs for r in change.init.removed] == [("w2",)]
+    assert change.init.changed == [] and change.params_removed == ["w2"]
+    assert not change.same and diff_models(Model(predict), Model(predict.copy())).same
+
+
+def test_dot_draws_ops_blobs_clusters_and_slices() -> None:
+    branch = Net([Op("Relu", ["a"], ["c"])], name="then")
+    net = _net(*BASE, Op("If", ["b"], [], args={"then_net": branch}))
+    text = net_to_dot(net)
+    assert text.startswith('digraph "n" {')
+    for index, op in enumerate(net):
+        assert f'label="%{index} {op.type}"' in text
+    assert 'label="in: x@0"' in text and 'label="out: y@1"' in text
+    assert "subgraph cluster_op3_then_net {" in text and 'label="%3 If: then_net (then)"' in text
+    sliced = net_to_dot(net, ops=slice(1, 2))
+    assert 'label="%1 Sigmoid"' in sliced and "%0 Relu" not in sliced
+
+
+def test_dot_diff_marks_removed_added_and_renamed() -> None:
+    after = _net(
+        Op("Relu", ["x"], ["a2"]), Op("Tanh", ["a2"], ["t"]), Op("Add", ["a2", "t"], ["y"])
+    )
+    text = model_to_dot(Model(_net(*BASE)), diff_with=Model(after))
+    assert 'style="filled,dashed", fillcolor="#ffcdd2", label="%1 Sigmoid"' in text
+    assert 'fillcolor="#c8e6c9", label="+%1 Tanh"' in text
+    assert "a@1\\n-> a2" in text
+    assert "removed (red): 1, added (green): 1, changed (orange): 2" in text

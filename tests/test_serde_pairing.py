@@ -1,0 +1,70 @@
+"""Which init_net goes with a predict_net file, and which models a folder holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from graphtools.errors import SerdeError
+from graphtools.serde.pairing import discover_models, find_init_beside
+
+
+def _touch(folder: Path, *names: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (folder / name).write_text("name: 'x'\n")
+
+
+@pytest.mark.parametrize(
+    ("predict", "init"),
+    [
+        ("predict_net.pb", "init_net.pb"),
+        ("mobilenet_pred_net.pb", "mobilenet_init_net.pb"),
+        ("mobileNetPredict.pb", "mobileNetInit.pb"),
+        ("fc_3d_predict.pbtxt", "fc_3d_init.pbtxt"),
+        ("concat.pbtxt", "concat_init.pbtxt"),
+        ("model.pb", "model_init.pb"),
+        ("lstm_predict_net.pbtxt", "lstm_init_net.pbtxt"),
+    ],
+)
+def test_the_usual_spellings_pair(tmp_path: Path, predict: str, init: str) -> None:
+    _touch(tmp_path, predict, init, "unrelated.pb")
+    assert find_init_beside(tmp_path / predict) == tmp_path / init
+
+
+def test_no_partner_ambiguity_or_an_init_file_itself(tmp_path: Path) -> None:
+    _touch(tmp_path, "predict_net.pb", "squeeze_predict_net.pb", "init_net.pb", "init_net.pbtxt")
+    assert find_init_beside(tmp_path / "squeeze_predict_net.pb") is None
+    assert find_init_beside(tmp_path / "predict_net.pb") is None  # two spellings: ask
+    assert find_init_beside(tmp_path / "init_net.pb") is None
+
+
+def test_discovery_finds_model_folders_and_loose_pairs(tmp_path: Path) -> None:
+    _touch(tmp_path / "zoo" / "resnet", "predict_net.pb", "init_net.pb")
+    _touch(tmp_path / "zoo" / "vgg", "predict_net.pbtxt")
+    _touch(tmp_path / "loose", "a_predict_net.pb", "a_init_net.pb", "c_pred_net.pb", "b.pbtxt")
+    (tmp_path / "loose" / "notes.txt").write_text("not a net")
+    refs = discover_models([tmp_path / "zoo", tmp_path / "loose"])
+    found = {(r.path.relative_to(tmp_path).as_posix(), r.init and r.init.name) for r in refs}
+    assert found == {
+        ("zoo/resnet", None),
+        ("zoo/vgg", None),
+        ("loose/a_predict_net.pb", "a_init_net.pb"),
+        ("loose/b.pbtxt", None),
+        ("loose/c_pred_net.pb", None),
+    }
+    names = [r.name for r in refs]
+    assert len(set(names)) == len(names) and "resnet" in names
+    model_folder = discover_models([tmp_path / "zoo" / "resnet"])
+    assert [(r.path, r.init) for r in model_folder] == [(tmp_path / "zoo" / "resnet", None)]
+    with pytest.raises(SerdeError, match="no such file"):
+        discover_models([tmp_path / "absent"])
+
+
+def test_the_real_fixtures_pair_as_published(real_fixtures: Path) -> None:
+    glow = real_fixtures / "glow" / "caffe2Models"
+    assert find_init_beside(glow / "fc_predict_net.pbtxt") == glow / "fc_init_net.pbtxt"
+    assert find_init_beside(glow / "convtranspose.pbtxt") == glow / "convtranspose_init.pbtxt"
+    mask = real_fixtures / "caffe2-models" / "mask_rcnn_2go" / "2018-12" / "int8"
+    assert find_init_beside(mask / "model.pb") == mask / "model_init.pb"
