@@ -1,9 +1,11 @@
 """The ``graphtools`` command line: show, ssa, run, verify, exec, list-passes.
 
 Bad input exits with code 2 and one line ``error: ...`` (``--traceback`` shows the chain);
-success exits 0; ``verify`` exits 1 when the pipeline changed the outputs. ``run`` never
-overwrites its input unless ``--in-place`` is given, ``exec`` never overwrites its feeds, and
-every file they write appears atomically.
+success exits 0; ``verify`` exits 1 when the pipeline changed the outputs; Ctrl-C exits 130 and
+SIGTERM 143, with one line. ``run`` never overwrites its input unless ``--in-place`` is given,
+``exec`` never overwrites its feeds, and every file they write appears atomically; a model's
+pair is written as a unit into a locked folder (``graphtools.serde.atomic``), each file keeping
+its own format unless ``--text``/``--binary`` asks for one.
 """
 
 from __future__ import annotations
@@ -20,11 +22,20 @@ import numpy as np
 
 from graphtools.errors import GraphToolsError, SerdeError
 from graphtools.executor import Int8Tensor, run_model
+from graphtools.interrupt import INTERRUPTED_EXIT_CODE, Terminated, signals_as_exceptions
 from graphtools.ir import Model
 from graphtools.pass_infra import DEFAULT_PIPELINE, PassManager, PassRecord, available_passes
 from graphtools.passes.infer_devices import InferDevices, parse_input_devices
 from graphtools.printer import print_model, print_net, print_ssa_table
-from graphtools.serde import load_model, load_model_dir, load_net, save_model, save_net
+from graphtools.serde import (
+    check_output_folder,
+    load_model,
+    load_model_dir,
+    load_net,
+    model_output_paths,
+    save_model,
+    save_model_in_place,
+)
 from graphtools.serde.atomic import atomic_write_bytes
 from graphtools.serde.codec import net_from_netdef
 from graphtools.testing import (
@@ -85,11 +96,11 @@ def _output_plan(model: Model, options: argparse.Namespace) -> Path | None:
         )
     out_dir = Path(options.output).resolve()
     inputs = {p.resolve() for p in (model.predict_path, model.init_path) if p is not None}
-    suffix = ".pbtxt" if (model.text if options.text is None else options.text) else ".pb"
-    planned = {out_dir / f"predict_net{suffix}", out_dir / f"init_net{suffix}"}
+    planned = set(model_output_paths(model, out_dir, text=options.text))
     clash = sorted(str(p) for p in inputs & planned)
     if clash:
         raise UsageError(f"refusing to overwrite the input {clash[0]}; pass --in-place to do that")
+    check_output_folder(model, out_dir, text=options.text)
     return out_dir
 
 
@@ -101,12 +112,6 @@ def _format_record(record: PassRecord) -> str:
         f"round {record.round} {record.name}: {record.ops_before} -> {record.ops_after} ops, "
         f"{state}, {record.seconds:.3f}s{stats}"
     )
-
-
-def _source_path(model: Model) -> Path:
-    if model.predict_path is None:
-        raise UsageError("--in-place needs a model loaded from a file")
-    return model.predict_path
 
 
 def _manager(options: argparse.Namespace) -> PassManager:
@@ -126,15 +131,15 @@ def _cmd_run(options: argparse.Namespace) -> int:
     records = manager(model)
     for record in records:
         print(_format_record(record))
+    removed: list[Path] = []
     if out_dir is None:
-        text = model.text if options.text is None else options.text
-        written = [save_net(model.predict_net, _source_path(model), text=text)]
-        if model.init_net is not None and model.init_path is not None:
-            written.append(save_net(model.init_net, model.init_path, text=text))
+        written, removed = save_model_in_place(model, text=options.text)
     else:
         written = save_model(model, out_dir, text=options.text)
     for path in written:
         print(f"wrote {path}")
+    for path in removed:
+        print(f"removed {path} (now in the other format, under the name above)")
     return 0
 
 
@@ -357,12 +362,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     options = parser.parse_args(argv)
     try:
-        return int(options.handler(options))
+        with signals_as_exceptions():
+            return int(options.handler(options))
     except GraphToolsError as exc:
         if options.traceback:
             traceback.print_exc()
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("error: interrupted (Ctrl-C)", file=sys.stderr)
+        return INTERRUPTED_EXIT_CODE
+    except Terminated as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
 
 
 if __name__ == "__main__":
