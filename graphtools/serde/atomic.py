@@ -139,7 +139,10 @@ def recover_interrupted_write(folder: str | Path) -> bool:
             cannot be applied (the folder is read-only, say).
     """
     where = Path(folder)
-    if not (where / JOURNAL_NAME).exists():
+    try:
+        if not (where / JOURNAL_NAME).exists():
+            return False
+    except OSError:  # the folder cannot be searched: whatever reads it will say so
         return False
     try:
         with _locked([_folder(where / JOURNAL_NAME)]):

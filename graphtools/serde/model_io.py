@@ -82,7 +82,10 @@ def _resolve(names: set[str]) -> tuple[list[str], list[str]]:
 
 
 def _file_names(folder: Path) -> set[str]:
-    return {p.name for p in folder.iterdir() if p.is_file()}
+    try:
+        return {p.name for p in folder.iterdir() if p.is_file()}
+    except OSError as exc:
+        raise SerdeError(folder, f"cannot list the folder: {exc.strerror or exc}") from exc
 
 
 def find_model_files(directory: str | Path) -> tuple[Path, Path | None]:
