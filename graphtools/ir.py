@@ -1118,6 +1118,8 @@ class Edit:
     * ``replace_all_uses_with(old, new)``: every read of versioned blob ``old`` reads ``new``
       (a blob of the same net, ``(name, version)``) instead, and when ``old`` is the final
       version of an external output, the output becomes ``new``'s name.
+    * ``rename(blob, name)``: the value ``blob`` gets the name ``name`` (its producer, its
+      readers, the external list entry it is).
     * ``set_external_inputs(names)`` / ``set_external_outputs(names)``.
 
     The check refuses, with ``IllegalRewriteError`` and the net untouched, an edit that would
@@ -1135,6 +1137,7 @@ class Edit:
         self._replaced: dict[int, Op] = {}
         self._inserted: dict[int, list[Op]] = {}
         self._rewires: list[tuple[VersionedBlob, VersionedBlob]] = []
+        self._renames: dict[VersionedBlob, str] = {}
         self._external_inputs: list[str] | None = None
         self._external_outputs: list[str] | None = None
         self.changed = False
@@ -1188,6 +1191,17 @@ class Edit:
         self._index(0, "replace_all_uses_with", end_ok=True)
         self._rewires.append((tuple(old), tuple(new)))  # type: ignore[arg-type]
 
+    def rename(self, blob: VersionedBlob, name: str) -> None:
+        """Give the value ``blob`` the name ``name``: its producer writes ``name`` instead, every
+        read of it reads ``name``, and so do the external input (version 0) or output (final
+        version) it is. Combined with ``replace_all_uses_with(old, blob)``, ``old``'s readers
+        read ``name`` too."""
+        self._index(0, "rename", end_ok=True)
+        blob = (blob[0], blob[1])
+        if blob in self._renames:
+            raise IllegalRewriteError(f"{blob} is renamed twice in one edit")
+        self._renames[blob] = name
+
     def set_external_inputs(self, names: Iterable[str]) -> None:
         """Replace the declared external inputs."""
         self._external_inputs = list(_names(names, "external_inputs"))
@@ -1200,6 +1214,10 @@ class Edit:
 
     def commit(self) -> bool:
         """Check and apply the recorded changes (``with`` does this); returns ``changed``."""
+        with paused_gc():  # many small objects, none of them garbage: see graphtools._gc
+            return self._commit()
+
+    def _commit(self) -> bool:
         net = self._net
         if not self._open:
             raise IllegalRewriteError("this edit was already committed")
@@ -1212,66 +1230,108 @@ class Edit:
         if conflict:
             raise IllegalRewriteError(f"op #{min(conflict)} is both removed and replaced")
         replaced = dict(self._replaced)
-        rewired, final_outputs, outputs = self._resolve_rewires(replaced)
-        inputs = self._external_inputs
+        rewired, final_outputs, inputs, outputs = self._resolve_values(replaced)
         ops_change = bool(self._removed or replaced or self._inserted)
         if ops_change or rewired or final_outputs:
             self._check(replaced, rewired, final_outputs, outputs)
         if ops_change:
             net._apply(self._removed, replaced, self._inserted)
-        if inputs == list(net.external_inputs):
+        if inputs is not None and inputs == net._external_inputs:
             inputs = None
-        if outputs == list(net.external_outputs):
+        if outputs is not None and outputs == net._external_outputs:
             outputs = None
         if inputs is not None or outputs is not None:
             net._set_externals(inputs, outputs)
         self.changed = net.revision != self._revision
         return self.changed
 
-    def _resolve_rewires(
+    def _resolve_values(
         self, replaced: dict[int, Op]
-    ) -> tuple[dict[tuple[int, int], VersionedBlob], dict[str, VersionedBlob], list[str] | None]:
-        """Turn ``replace_all_uses_with`` calls into replacements of the reading ops (added to
-        ``replaced``); returns the rewired reads, the external outputs whose final value is
-        checked, and the new external outputs (``None``: unchanged)."""
+    ) -> tuple[
+        dict[tuple[int, int], int | None], dict[str, int | None], list[str] | None, list[str] | None
+    ]:
+        """Turn ``rename`` and ``replace_all_uses_with`` into replacements of the ops they
+        touch (added to ``replaced``).
+
+        Returns the reads they rewire (``(op index, slot)`` -> the op whose write the read
+        must see, ``None`` for the value the net starts with), the external outputs whose
+        final value is checked (name -> that op), and the new external inputs and outputs
+        (``None``: unchanged).
+        """
         net = self._net
-        rewired: dict[tuple[int, int], VersionedBlob] = {}
+        expected: dict[tuple[int, int], int | None] = {}
         new_inputs: dict[int, list[str]] = {}
-        renamed: dict[str, VersionedBlob] = {}
-        nested = nested_accesses(net) if self._rewires else {}
+        new_outputs: dict[int, list[str]] = {}
+        finals: dict[str, tuple[str, int | None]] = {}  # output name -> (new name, producer)
+        renamed_inputs: dict[str, str] = {}
+        nested = nested_accesses(net) if self._rewires or self._renames else {}
+        usedef = net._usedef()
+
+        def rewire(use: Use, blob: VersionedBlob, name: str, producer: int | None) -> None:
+            if use.op in self._removed:
+                return
+            if use.op in replaced:
+                raise IllegalRewriteError(
+                    f"op #{use.op} ({net[use.op].type}) reads {blob}, which the edit rewires, "
+                    "and is replaced by set_op: rewire it in the op given to set_op"
+                )
+            if (use.op, use.position) in expected:
+                raise IllegalRewriteError(
+                    f"input {use.position} of op #{use.op} ({net[use.op].type}) is rewired "
+                    "twice in one edit"
+                )
+            expected[(use.op, use.position)] = producer
+            new_inputs.setdefault(use.op, list(net[use.op].inputs))[use.position] = name
+
+        def at_the_end(blob: VersionedBlob) -> bool:
+            return blob[0] in net.external_outputs and blob[1] == usedef.final_version(blob[0])
+
+        for blob, name in self._renames.items():
+            self._refuse_nested_reads(blob, nested)
+            producer = usedef.producer(blob)
+            if producer is None and blob[1] != 0:
+                raise IllegalRewriteError(f"cannot rename {blob}: no op writes that version")
+            for use in usedef.uses(blob):
+                rewire(use, blob, name, producer)
+            if producer is not None:
+                if producer in replaced or producer in self._removed:
+                    raise IllegalRewriteError(
+                        f"op #{producer} ({net[producer].type}) writes {blob}, which the edit "
+                        "renames, and is itself removed or replaced"
+                    )
+                written = new_outputs.setdefault(producer, list(net[producer].outputs))
+                for slot, output in enumerate(written):
+                    if output == blob[0]:
+                        written[slot] = name
+            elif blob[0] in net.external_inputs:
+                renamed_inputs[blob[0]] = name
+            if at_the_end(blob):
+                finals[blob[0]] = (name, producer)
         for old, new in self._rewires:
-            for use in net.uses(old):
-                if use.op in self._removed:
-                    continue
-                if use.op in replaced:
-                    raise IllegalRewriteError(
-                        f"op #{use.op} ({net[use.op].type}) reads {old}, which the edit rewires, "
-                        "and is replaced by set_op: rewire it in the op given to set_op"
-                    )
-                if (use.op, use.position) in rewired:
-                    raise IllegalRewriteError(
-                        f"input {use.position} of op #{use.op} ({net[use.op].type}) is rewired "
-                        "twice in one edit"
-                    )
-                rewired[(use.op, use.position)] = new
-                new_inputs.setdefault(use.op, list(net[use.op].inputs))[use.position] = new[0]
             self._refuse_nested_reads(old, nested)
-            final = net._usedef().final_version(old[0])
-            if old[0] in net.external_outputs and old[1] == final and old != new:
-                renamed[old[0]] = new
-        for index, inputs in new_inputs.items():
-            replaced[index] = net[index].replace(inputs=inputs)
-        outputs = self._external_outputs
-        final_outputs: dict[str, VersionedBlob] = {}
-        if outputs is None and renamed:
-            outputs = [
-                renamed[name][0] if name in renamed else name for name in net.external_outputs
-            ]
-            final_outputs = {blob[0]: blob for blob in renamed.values()}
-        return rewired, final_outputs, outputs
+            name = self._renames.get(new, new[0])
+            producer = usedef.producer(new)
+            for use in usedef.uses(old):
+                rewire(use, old, name, producer)
+            if at_the_end(old) and old != new:
+                finals[old[0]] = (name, producer)
+        for index in new_inputs.keys() | new_outputs.keys():
+            op = net[index]
+            replaced[index] = op.replace(
+                inputs=new_inputs.get(index, op.inputs), outputs=new_outputs.get(index, op.outputs)
+            )
+        inputs: list[str] | None = self._external_inputs
+        if inputs is None and renamed_inputs:
+            inputs = [renamed_inputs.get(name, name) for name in net.external_inputs]
+        outputs: list[str] | None = self._external_outputs
+        final_outputs: dict[str, int | None] = {}
+        if outputs is None and finals:
+            outputs = [finals[name][0] if name in finals else name for name in net.external_outputs]
+            final_outputs = dict(finals.values())
+        return expected, final_outputs, inputs, outputs
 
     def _refuse_nested_reads(self, old: VersionedBlob, nested: Mapping[int, NestedAccess]) -> None:
-        """A nested net reading ``old`` by name cannot be rewired: refuse."""
+        """A nested net reading ``old`` by name cannot be rewired or renamed: refuse."""
         net = self._net
         usedef = net._usedef()
         for holder, access in nested.items():
@@ -1284,8 +1344,8 @@ class Edit:
     def _check(
         self,
         replaced: dict[int, Op],
-        rewired: Mapping[tuple[int, int], VersionedBlob],
-        final_outputs: Mapping[str, VersionedBlob],
+        rewired: Mapping[tuple[int, int], int | None],
+        final_outputs: Mapping[str, int | None],
         outputs: list[str] | None,
     ) -> None:
         """``usedef.check_edit`` on this edit (see the class docstring); ``outputs`` are the
@@ -1323,14 +1383,14 @@ class Edit:
         names = chain(
             _affected_names(ops, self._removed, replaced, self._inserted),
             (name for access in nested_after.values() for name in access.writes),
-            (blob[0] for blob in rewired.values()),
+            (replaced[index].inputs[slot] for index, slot in rewired),
             final_outputs,
         )
         outputs_now = dict(final_outputs)
         if self._external_outputs is None:  # else the author chose the outputs: no check
             usedef = net._usedef()
             for name in net.external_outputs if outputs is None else outputs:
-                outputs_now.setdefault(name, (name, usedef.final_version(name)))
+                outputs_now.setdefault(name, usedef.producer((name, usedef.final_version(name))))
         check_edit(
             net._usedef(),
             layout,
@@ -1347,6 +1407,11 @@ class Edit:
 def _version_at(usedef: SSAView | Overlay, name: str, index: int) -> int:
     """The version of ``name`` op ``index`` reads."""
     return sum(count for position, count in usedef.writes(name) if position < index)
+
+
+_Resolved = tuple[
+    dict[tuple[int, int], int | None], dict[str, int | None], list[str] | None, list[str] | None
+]
 
 
 @dataclass

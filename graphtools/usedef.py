@@ -335,10 +335,10 @@ def check_edit(
     old_ops: Sequence[Op],
     new_ops: Mapping[int, Op],
     names: Iterable[str],
-    rewired: Mapping[tuple[int, int], VersionedBlob],
+    rewired: Mapping[tuple[int, int], int | None],
     nested_before: Mapping[int, Nested],
     nested_after: Mapping[int, Nested],
-    final_outputs: Mapping[str, VersionedBlob],
+    final_outputs: Mapping[str, int | None],
 ) -> None:
     """Refuse an edit that changes a value some op reads without being asked to.
 
@@ -348,43 +348,94 @@ def check_edit(
     For every name in ``names`` (those the edit writes, drops writes of, or rewires), every
     read of the name in the edited net must see the write of the same op as before: an
     untouched op's read, the same slot of a replacement reading the same name, a nested
-    read of a holder op; a read rewired by ``replace_all_uses_with`` (``rewired``: (position,
-    slot) -> the blob it must now see, numbered as before the edit) sees that blob's
-    producer; ``final_outputs`` maps an external output name of the edited net to the blob
-    (numbered as before) its final value must be. Reads of inserted ops, and new slots of
-    replacements, are the author's and not checked. A new op's nested nets write where the
-    op stands (an appended backward ``If`` writing gradients nobody read before is fine);
-    names written inside the nested nets of an op the edit keeps are refused outright: the
-    versioned view cannot tell which write a later op sees.
+    read of a holder op; a read rewired by ``replace_all_uses_with`` or ``rename``
+    (``rewired``: (position, slot) -> the base index of the op whose write it must now see,
+    ``None`` for the value the net starts with) sees that; ``final_outputs`` maps an external
+    output name of the edited net to the op whose write its final value must be. Reads of
+    inserted ops, and new slots of replacements, are the author's and not checked. A new
+    op's nested nets write where the op stands (an appended backward ``If`` writing gradients
+    nobody read before is fine); names written inside the nested nets of an op the edit keeps
+    are refused outright: the versioned view cannot tell which write a later op sees.
 
     Raises:
         IllegalRewriteError: naming the reader, the blob, and the writer before and after.
     """
     names = list(dict.fromkeys(names))
     before.prefetch_reads(names)
+    index = _NewOps(new_ops, nested_before, nested_after)
     for name in names:
         writers = [
             f"op #{index} ({old_ops[index].type})"
             for index, access in nested_before.items()
             if name in access.writes
         ]
-        if writers:
+        if writers and not _appended_after_every_read(
+            name, before, layout, old_ops, new_ops, nested_before, nested_after, final_outputs
+        ):
             raise IllegalRewriteError(
                 f"edit refused: {name!r} is written inside the nested net of {writers[0]}, "
                 "which the versioned view cannot follow; the edit could change which value "
                 "later ops read"
             )
         _check_name(
-            name,
-            before,
-            layout,
-            old_ops,
-            new_ops,
-            rewired,
-            nested_before,
-            nested_after,
-            final_outputs,
+            name, before, layout, old_ops, new_ops, index, rewired, nested_before, final_outputs
         )
+
+
+def _appended_after_every_read(
+    name: str,
+    before: SSAView | Overlay,
+    layout: Layout,
+    old_ops: Sequence[Op],
+    new_ops: Mapping[int, Op],
+    nested_before: Mapping[int, Nested],
+    nested_after: Mapping[int, Nested],
+    final_outputs: Mapping[str, int | None],
+) -> bool:
+    """Whether the edit only adds writes of ``name`` after its last read (an appended
+    backward pass, say): no value an op reads can change then, nested writes or not. (An
+    external output's final value is a read at the end, unless the edit sets the outputs.)"""
+    if name in final_outputs or any(name in old_ops[b].outputs for b in layout.replaced.values()):
+        return False
+    writes = [b for b, _ in before.writes(name)]
+    if any(layout.position(b) is None for b in writes):  # a writer was removed
+        return False
+    reads = [layout.position(p) for p, _ in before.reads(name)]
+    reads += [layout.position(h) for h, access in nested_before.items() if name in access.reads]
+    last_read = max((r for r in reads if r is not None), default=-1)
+    added = [
+        position
+        for position, op in new_ops.items()
+        if name in op.outputs
+        or (position in nested_after and name in nested_after[position].writes)
+    ]
+    return all(position > last_read for position in added)
+
+
+class _NewOps:
+    """The edit's new ops and nested-net accesses, indexed by blob name (built once per check,
+    so each name costs what it touches)."""
+
+    def __init__(
+        self,
+        new_ops: Mapping[int, Op],
+        nested_before: Mapping[int, Nested],
+        nested_after: Mapping[int, Nested],
+    ) -> None:
+        self.ops = _Names()
+        for position, op in new_ops.items():
+            self.ops.add_op(position, op)
+        self.nested_reads_before = _by_name(nested_before, "reads")
+        self.nested_reads_after = _by_name(nested_after, "reads")
+        self.nested_writes_after = _by_name(nested_after, "writes")
+
+
+def _by_name(accesses: Mapping[int, Nested], field: str) -> dict[str, list[int]]:
+    found: dict[str, list[int]] = {}
+    for position, access in accesses.items():
+        for name in getattr(access, field):
+            found.setdefault(name, []).append(position)
+    return found
 
 
 def _check_name(
@@ -393,68 +444,55 @@ def _check_name(
     layout: Layout,
     old_ops: Sequence[Op],
     new_ops: Mapping[int, Op],
-    rewired: Mapping[tuple[int, int], VersionedBlob],
+    index: _NewOps,
+    rewired: Mapping[tuple[int, int], int | None],
     nested_before: Mapping[int, Nested],
-    nested_after: Mapping[int, Nested],
-    final_outputs: Mapping[str, VersionedBlob],
+    final_outputs: Mapping[str, int | None],
 ) -> None:
     writes_before = before.writes(name)
     old_writers = [position for position, _ in writes_before]
 
     def writer_before(position: int) -> int | None:
-        index = bisect_left(old_writers, position)
-        return old_writers[index - 1] if index else None
-
-    def producer_before(blob: VersionedBlob) -> int | None:
-        return _producer(before.writes(blob[0]), blob[1])
+        found = bisect_left(old_writers, position)
+        return old_writers[found - 1] if found else None
 
     readers: list[_Reader] = []
     for old_position, slot in before.reads(name):
         now = layout.position(old_position)
         if now is not None:
             readers.append(_Reader(now, slot, writer_before(old_position)))
-    for holder, access in nested_before.items():
+    for holder in index.nested_reads_before.get(name, ()):
         now = layout.position(holder)
-        if now is not None and name in access.reads:
+        if now is not None:
             readers.append(_Reader(now, -1, writer_before(holder)))
     writes_after = [
         (now, count) for old, count in writes_before if (now := layout.position(old)) is not None
     ]
-    for position, op in new_ops.items():
-        count = sum(1 for output in op.outputs if output == name)
-        inner = nested_after.get(position)
-        if inner is not None and name in inner.writes:
-            count += 1  # a new op's nested nets write it where the op stands
-        if count:
-            writes_after.append((position, count))
+    writes_after += index.ops.writes.get(name, [])
+    # A new op's nested nets write the name where the op stands.
+    writes_after += [(position, 1) for position in index.nested_writes_after.get(name, ())]
+    for position, slot in index.ops.reads.get(name, ()):
         replaced = layout.replaced.get(position)
-        old_inputs = old_ops[replaced].inputs if replaced is not None else ()
-        for slot, input_name in enumerate(op.inputs):
-            target = rewired.get((position, slot))
-            if target is not None and target[0] == name:
-                readers.append(_Reader(position, slot, producer_before(target)))
-            elif (
-                target is None
-                and input_name == name
-                and replaced is not None
-                and slot < len(old_inputs)
-                and old_inputs[slot] == name
-            ):
+        if (position, slot) in rewired:
+            readers.append(_Reader(position, slot, rewired[(position, slot)]))
+        elif replaced is not None:
+            old_inputs = old_ops[replaced].inputs
+            if slot < len(old_inputs) and old_inputs[slot] == name:
                 readers.append(_Reader(position, slot, writer_before(replaced)))
-        if inner is not None and replaced is not None and name in inner.reads:
-            was = nested_before.get(replaced)
-            if was is not None and name in was.reads:
-                readers.append(_Reader(position, -1, writer_before(replaced)))
+    for position in index.nested_reads_after.get(name, ()):
+        replaced = layout.replaced.get(position)
+        was = None if replaced is None else nested_before.get(replaced)
+        if was is not None and name in was.reads:
+            readers.append(_Reader(position, -1, writer_before(replaced)))
     writes_after.sort()
     new_writers = [position for position, _ in writes_after]
     for reader in readers:
-        index = bisect_left(new_writers, reader.position)
-        actual = layout.identity_of(new_writers[index - 1]) if index else None
+        found = bisect_left(new_writers, reader.position)
+        actual = layout.identity_of(new_writers[found - 1]) if found else None
         if actual != reader.expected:
             raise IllegalRewriteError(_refusal(name, reader, actual, old_ops, new_ops, layout))
-    target = final_outputs.get(name)
-    if target is not None:
-        expected = producer_before(target)
+    if name in final_outputs:
+        expected = final_outputs[name]
         actual = layout.identity_of(new_writers[-1]) if new_writers else None
         if actual != expected:
             end = _Reader(layout.size, -2, expected)

@@ -10,6 +10,7 @@ from graphtools.passes.add_gradients import AddGradients
 from graphtools.passes.fuse_copy_ops import FuseCopyOps
 from graphtools.passes.infer_devices import InferDevices
 from graphtools.passes.remove_dead_ends import RemoveDeadEnds
+from graphtools.passes.remove_identity_ops import RemoveIdentityOps
 from graphtools.passes.remove_reshape_for_fc import RemoveReshapeForFC
 from graphtools.passes.rename import Rename
 from graphtools.passes.ssa_rewrite import SSARewrite
@@ -37,6 +38,7 @@ __all__ = [
     "InferDevices",
     "Int8Tensor",
     "RemoveDeadEnds",
+    "RemoveIdentityOps",
     "RemoveReshapeForFC",
     "Rename",
     "SSARewrite",

@@ -398,3 +398,66 @@ def test_inserting_an_op_whose_nested_net_overwrites_a_read_value_is_refused() -
         "op #2 (Sigmoid)",
         "inserted op If",
     )
+
+
+def test_rename_gives_a_value_a_new_name_everywhere() -> None:
+    net = _net()
+    with net.edit() as e:
+        e.rename(("b", 1), "dropped")
+    assert _shape(net) == [
+        ("Relu", ("x",), ("a",)),
+        ("Dropout", ("a",), ("dropped", "mask")),
+        ("Sigmoid", ("dropped",), ("c",)),
+        ("Add", ("c", "dropped"), ("y",)),
+    ]
+
+
+def test_rename_and_replace_all_uses_with_drop_an_identity_before_an_external_output() -> None:
+    # The identity's input takes the output's name: the interface stays.
+    net = Net([Op("Relu", ["x"], ["a"]), Op("Identity", ["a"], ["y"])], ["x"], ["y"])
+    with net.edit() as e:
+        e.rename(("a", 1), "y")
+        e.replace_all_uses_with(("y", 1), ("a", 1))
+        e.remove(1)
+    assert _shape(net) == [("Relu", ("x",), ("y",))]
+    assert list(net.external_outputs) == ["y"]
+
+
+def test_a_rename_colliding_with_a_value_still_read_is_refused() -> None:
+    net = Net(
+        [
+            Op("Relu", ["x"], ["a"]),
+            Op("Tanh", ["x"], ["t"]),
+            Op("Add", ["a", "t"], ["y"]),
+        ],
+        ["x"],
+        ["y"],
+    )
+    _refused(net, lambda e: e.rename(("a", 1), "t"), "op #2 (Add)", "'t'", "op #1 (Tanh)")
+
+
+def _net_with_a_branch_writing_z() -> Net:
+    branch = Net([Op("Relu", ["x"], ["z"])], ["x"], ["z"])
+    return Net(
+        [
+            Op("If", ["c"], [], args={"then_net": branch}),
+            Op("Sigmoid", ["z"], ["y"]),
+        ],
+        ["x", "c", "z"],
+        ["y"],
+    )
+
+
+def test_appending_a_write_of_a_blob_a_kept_branch_writes_is_accepted_after_its_reads() -> None:
+    net = _net_with_a_branch_writing_z()
+    with net.edit() as e:
+        e.insert(2, [Op("Tanh", ["y"], ["z"])])  # after every read of z
+    assert [op.type for op in net] == ["If", "Sigmoid", "Tanh"]
+
+
+def test_a_write_of_a_blob_a_kept_branch_writes_before_its_reads_is_refused() -> None:
+    _refused(
+        _net_with_a_branch_writing_z(),
+        lambda e: e.insert(1, [Op("Tanh", ["x"], ["z"])]),
+        "'z' is written inside the nested net of op #0 (If)",
+    )

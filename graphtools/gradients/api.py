@@ -34,8 +34,9 @@ def add_gradient_operators(
     if not isinstance(net, Net):
         raise TypeError(f"expected a graphtools Net or a NetDef, got {type(net).__name__}")
     ops, grad_map = GradientRegistry.GetBackwardPass(list(net.ops[skip:]), ys)
-    # Not net.edit(): its check refuses ops whose nested nets write blobs later ops read (a
-    # gradient If or While does), and appending after the forward ops cannot change a value
-    # any forward op reads. set_ops installs the whole list in one step.
-    net.set_ops([*net.ops, *(op_from_proto(op) for op in ops)])
+    with net.edit() as edit:
+        edit.insert(len(net), [op_from_proto(op) for op in ops])
+        # The backward pass may rewrite blobs the net declares as outputs (control flow's
+        # workspace scopes, which upstream's builders list): the outputs stay as declared.
+        edit.set_external_outputs(net.external_outputs)
     return grad_map

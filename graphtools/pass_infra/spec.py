@@ -17,7 +17,7 @@ from graphtools.pass_infra.base import Pass
 
 __all__ = ["DEFAULT_PIPELINE", "parse_pipeline", "pass_spec"]
 
-DEFAULT_PIPELINE = "remove-reshape-for-fc,fuse-copy-ops,remove-dead-ends"
+DEFAULT_PIPELINE = "remove-identity-ops,remove-reshape-for-fc,fuse-copy-ops,remove-dead-ends"
 """What the pipeline name ``default`` expands to."""
 
 _SPECIAL = frozenset(',{}="\\')

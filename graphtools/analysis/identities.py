@@ -1,0 +1,111 @@
+"""Ops that pass their input through unchanged, and how to drop them without changing a value.
+
+An *identity* here is an ``Identity``, ``Alias`` or ``AliasWithName`` op (what ONNX importers
+and detectron2's exports leave behind), a ``Dropout`` in test mode (``is_test`` set) whose mask
+nobody reads, or an op of a type the caller adds. Dropping one ``x@v -> y@w`` makes every
+reader of ``y@w`` read ``x@v``, which needs ``x`` not to be overwritten before those readers.
+When ``y@w`` is an external output the net's interface keeps its name: the *value* ``x@v``
+takes the name ``y`` instead (its producer writes ``y``, its readers read ``y``), which needs
+``x@v`` to have a producer and not be an output itself, and ``y`` to have no other value in
+the net. Chains of identities collapse onto their first input. An identity that cannot go
+is kept; names used inside nested nets are left alone.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable
+from dataclasses import dataclass
+from itertools import compress, count
+
+from graphtools.analysis.nested import names_in_nested_nets
+from graphtools.ir import Net, Op
+from graphtools.ssa import VersionedBlob
+
+__all__ = ["IDENTITY_TYPES", "IdentityRemoval", "find_identity_ops"]
+
+IDENTITY_TYPES: frozenset[str] = frozenset({"Identity", "Alias", "AliasWithName"})
+"""Op types that always pass their one input through (``Dropout`` only in test mode)."""
+
+_TYPE = operator.attrgetter("type")
+
+
+@dataclass(frozen=True)
+class IdentityRemoval:
+    """What ``find_identity_ops`` found.
+
+    Attributes:
+        removed: the identity ops to drop.
+        rewires: ``(output, source)`` pairs: every read of an identity's output reads the
+            value it passes through instead.
+        renames: ``(source, name)`` pairs: a value that takes an external output's name.
+    """
+
+    removed: frozenset[int]
+    rewires: tuple[tuple[VersionedBlob, VersionedBlob], ...]
+    renames: tuple[tuple[VersionedBlob, str], ...]
+
+
+def _is_identity(op: Op, types: frozenset[str]) -> bool:
+    if len(op.inputs) != 1:
+        return False
+    if op.type == "Dropout":
+        return bool(op.arg("is_test", 0)) and len(op.outputs) in (1, 2)
+    return op.type in types and len(op.outputs) == 1
+
+
+def find_identity_ops(net: Net, types: Iterable[str] = ()) -> IdentityRemoval:
+    """The identities of ``net`` that can go (see the module docstring); linear time."""
+    wanted = IDENTITY_TYPES.union(types)
+    view = net.ssa()
+    external = {key for key in map(view.key, view.external_outputs) if key is not None}
+    inputs = set(net.external_inputs)
+    nested = names_in_nested_nets(net)
+    end = len(net)
+    removed: set[int] = set()
+    rewires: list[tuple[VersionedBlob, VersionedBlob]] = []
+    renames: list[tuple[VersionedBlob, str]] = []
+    renamed: set[int] = set()
+    same_as: dict[int, int] = {}  # a dropped identity's output key -> its source's key
+    candidates = wanted | {"Dropout"}
+    for index in compress(count(), map(candidates.__contains__, map(_TYPE, net))):
+        op = net[index]
+        if not _is_identity(op, wanted):
+            continue
+        (read,) = view.input_keys(index)
+        output, *mask = view.output_keys(index)
+        if any(key in external or view.readers(key) for key in mask):
+            continue
+        source = same_as.get(read, read)
+        names = {view.name_of(source), view.name_of(output), *map(view.name_of, mask)}
+        if not names.isdisjoint(nested):
+            continue
+        overwritten_at = view.next_write(source)
+        if overwritten_at == index:  # the op writes the source's name itself (in place, or
+            # as its mask): that write goes with it, the next one is what matters
+            source_name = view.name_of(source)
+            here = max(k for k in (output, *mask) if view.name_of(k) == source_name)
+            overwritten_at = view.next_write(here)
+        limit = end if overwritten_at is None else overwritten_at
+        if any(reader > limit for reader, _ in view.readers(output)):
+            continue
+        if output in external:
+            name = view.name_of(output)
+            only_value = view.final_version(name) == 1 and not view.readers(
+                view.key((name, 0)) or 0
+            )
+            if (
+                view.producer_of(source) is None
+                or source in external
+                or source in renamed
+                or name in inputs
+                or not only_value
+                or any(reader > limit for reader, _ in view.readers(source))
+            ):
+                continue
+            renames.append((view.blob(source), name))
+            renamed.add(source)
+        removed.add(index)
+        rewires.append((view.blob(output), view.blob(source)))
+        same_as[output] = source
+    return IdentityRemoval(frozenset(removed), tuple(rewires), tuple(renames))

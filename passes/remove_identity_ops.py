@@ -1,0 +1,53 @@
+"""Remove ops that pass their input through unchanged: ``Identity``, ``Alias``,
+``AliasWithName``, test-mode ``Dropout`` whose mask nobody reads, and the op types of the
+``types`` option. Which can go, and how an external output keeps its name:
+``graphtools.analysis.identities``.
+
+Example (external output ``y``)::
+
+    before                              after
+      %0 Relu(x@0) -> a@1                 %0 Relu(x@0) -> y@1
+      %1 Dropout(a@1) -> d@1 {is_test=1}
+      %2 Identity(d@1) -> y@1
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from graphtools.analysis.identities import find_identity_ops
+from graphtools.ir import Model
+from graphtools.pass_infra import Pass, PassResult
+
+__all__ = ["RemoveIdentityOps"]
+
+
+@dataclass(frozen=True)
+class RemoveIdentityOps(Pass):
+    """Drop identity ops from the predict_net, rewiring their readers to their input.
+
+    Options:
+        types: more op types to treat as identities (one input, one output), e.g.
+            ``StopGradient`` in a net that will never be differentiated.
+
+    Stats: ``ops_removed``, ``values_renamed`` (values that took an external output's name).
+    """
+
+    name: ClassVar[str] = "remove-identity-ops"
+    reads_ssa: ClassVar[bool] = True
+    types: tuple[str, ...] = ()
+
+    def call(self, model: Model) -> PassResult:
+        """Find the identities, then drop them in one edit."""
+        net = model.predict_net
+        found = find_identity_ops(net, self.types)
+        with net.edit() as edit:
+            for source, name in found.renames:
+                edit.rename(source, name)
+            for output, source in found.rewires:
+                edit.replace_all_uses_with(output, source)
+            for index in found.removed:
+                edit.remove(index)
+        stats = {"ops_removed": len(found.removed), "values_renamed": len(found.renames)}
+        return PassResult(model, edit.changed, stats)

@@ -1,0 +1,98 @@
+"""remove-identity-ops: every value read stays the same, the interface keeps its names, and
+the analysis never proposes an edit the rewriter refuses (which would fail the pass)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from graphtools.analysis.identities import find_identity_ops
+from graphtools.executor import run_model
+from graphtools.ir import Model, Net, Op
+from graphtools.pass_infra import DEFAULT_PIPELINE
+from graphtools.passes.remove_identity_ops import RemoveIdentityOps
+
+NAMES = ["a", "b", "c", "d"]
+PASS_THROUGH = {"Identity", "Alias", "AliasWithName"}
+
+
+@st.composite
+def identity_nets(draw: st.DrawFn) -> Net:
+    ops = []
+    for index in range(draw(st.integers(1, 10))):
+        kind = draw(st.sampled_from(["Identity", "Alias", "Dropout", "F", "G"]))
+        if kind == "Dropout":
+            outputs = [draw(st.sampled_from(NAMES))]
+            if draw(st.booleans()):
+                outputs.append(draw(st.sampled_from(NAMES)))
+            op = Op(kind, [draw(st.sampled_from(NAMES))], outputs, args={"is_test": 1})
+        elif kind in PASS_THROUGH:
+            op = Op(kind, [draw(st.sampled_from(NAMES))], [draw(st.sampled_from(NAMES))])
+        else:
+            inputs = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=2))
+            op = Op(kind, inputs, [draw(st.sampled_from(NAMES))])
+        ops.append(op.replace(name=f"op{index}"))
+    inputs = draw(st.lists(st.sampled_from(NAMES), max_size=2, unique=True))
+    outputs = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=2, unique=True))
+    return Net(ops, inputs, outputs)
+
+
+def _values(net: Net) -> tuple[list[Any], dict[str, list[Any]]]:
+    """Symbolic run: identities pass their input through; the final output values and what
+    each surviving named op read."""
+    values: dict[str, Any] = {}
+    reads: dict[str, list[Any]] = {}
+    for op in net:
+        args = [values.get(name, ("in", name)) for name in op.inputs]
+        reads[op.name or ""] = args
+        for slot, name in enumerate(op.outputs):
+            through = op.type in PASS_THROUGH or (op.type == "Dropout" and slot == 0)
+            values[name] = args[0] if through else (op.name, slot, *args)
+    return [values.get(name, ("in", name)) for name in net.external_outputs], reads
+
+
+@settings(max_examples=300, deadline=None)
+@given(identity_nets())
+def test_values_interface_and_fixpoint(net: Net) -> None:
+    outputs, reads = _values(net)
+    interface = (list(net.external_inputs), list(net.external_outputs))
+    model = Model(net)
+    for _ in range(len(net) + 1):  # to the fixpoint: a removal can unblock another
+        ops_before = len(model.predict_net)
+        result = RemoveIdentityOps()(model)  # never refused: the analysis only proposes safe edits
+        after_outputs, after_reads = _values(model.predict_net)
+        assert after_outputs == outputs
+        assert (list(net.external_inputs), list(net.external_outputs)) == interface
+        for name, values in after_reads.items():
+            assert values == reads[name]
+        assert result.stats["ops_removed"] == ops_before - len(model.predict_net)
+        if not result.modified:
+            break
+    assert not find_identity_ops(model.predict_net).removed
+
+
+def test_a_real_run_gives_the_same_outputs() -> None:
+    net = Net(
+        [
+            Op("FC", ["x", "w", "b"], ["h"]),
+            Op("Dropout", ["h"], ["d", "mask"], args={"is_test": 1, "ratio": 0.3}),
+            Op("Relu", ["d"], ["r"]),
+            Op("Alias", ["r"], ["y"]),
+        ],
+        ["x", "w", "b"],
+        ["y"],
+    )
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((2, 4)), "w": rng.standard_normal((3, 4)), "b": np.ones(3)}
+    model = Model(net)
+    before = run_model(model.copy(), feeds)
+    assert RemoveIdentityOps()(model).stats == {"ops_removed": 2, "values_renamed": 1}
+    assert [op.type for op in model.predict_net] == ["FC", "Relu"]
+    np.testing.assert_array_equal(run_model(model, feeds)["y"], before["y"])
+
+
+def test_the_default_pipeline_removes_identities() -> None:
+    assert DEFAULT_PIPELINE.split(",")[0] == "remove-identity-ops"
