@@ -38,6 +38,7 @@ from google.protobuf import text_format
 
 from graphtools.cli import main as cli_main
 from graphtools.errors import GraphToolsError
+from graphtools.ir import Model
 from graphtools.pass_infra import PassManager
 from graphtools.printer import print_model, print_ssa_table
 from graphtools.proto import caffe2_pb2
@@ -364,6 +365,7 @@ def make_mutants(
 
 
 def _call(step: str, fn: Callable[[], object]) -> Outcome | None:
+    """Run one step: ``None`` when it passes, else a refusal or a bug."""
     try:
         fn()
     except GraphToolsError as exc:
@@ -375,37 +377,29 @@ def _call(step: str, fn: Callable[[], object]) -> Outcome | None:
 
 
 def exercise(predict: Path, init: Path | None, out_dir: Path) -> Outcome:
-    """Load a pair and put it through everything; the first refusal or bug, or ``ok``."""
-    loaded: list[object] = []
-    found = _call("load", lambda: loaded.append(load_model(predict, init, allow_empty=True)))
+    """Load a pair and put it through everything; the first bug, else a refusal, else ``ok``."""
+    models: list[Model] = []
+    found = _call("load", lambda: models.append(load_model(predict, init, allow_empty=True)))
     if found is not None:
         return found
-    model = loaded[0]
-    assert hasattr(model, "predict_net")
+    model = models[0]
     steps: tuple[tuple[str, Callable[[], object]], ...] = (
-        ("print", lambda: print_model(model)),  # type: ignore[arg-type]
-        ("ssa", lambda: print_ssa_table(model.predict_net)),  # type: ignore[attr-defined]
-        ("verify", lambda: verify(model)),  # type: ignore[arg-type]
-        ("pipeline", lambda: PassManager.parse("default")(model)),  # type: ignore[arg-type]
+        ("print", lambda: print_model(model)),
+        ("ssa", lambda: print_ssa_table(model.predict_net)),
+        ("verify", lambda: verify(model)),
+        ("pipeline", lambda: PassManager.parse("default")(model)),
+        ("save", lambda: save_model(model, out_dir)),
+        ("reload", lambda: models.append(load_model_dir(out_dir, allow_empty=True))),
     )
     refusal: Outcome | None = None
     for step, fn in steps:
         found = _call(step, fn)
-        if found is not None and found.kind == "bug":
+        if found is not None and (found.kind == "bug" or step == "save"):
             return found
+        if found is not None and step == "reload":  # graphtools refused what it wrote
+            return Outcome("bug", step, found.detail)
         refusal = refusal or found
-    saved: list[object] = []
-    found = _call("save", lambda: saved.append(save_model(model, out_dir)))  # type: ignore[arg-type]
-    if found is not None:
-        return found
-    reloaded: list[object] = []
-    try:
-        reloaded.append(load_model_dir(out_dir, allow_empty=True))
-    except Exception as exc:
-        return Outcome(
-            "bug", "reload", f"graphtools refused what it wrote: {type(exc).__name__}: {exc}"
-        )
-    if print_model(reloaded[0]) != print_model(model):  # type: ignore[arg-type]
+    if print_model(models[-1]) != print_model(model):
         return Outcome("bug", "reload", "the reloaded model prints differently")
     return refusal or Outcome("ok", "all", "")
 
@@ -450,17 +444,17 @@ def run_campaign(
     counts: Counter[str] = Counter()
     refusals: Counter[str] = Counter()
     bugs: list[tuple[Mutant, Outcome]] = []
+    suffixes = [
+        tuple(".pbtxt" if data is not None and _is_text(data) else ".pb" for data in pair)
+        for pair in sources
+    ]
     for number, mutant in enumerate(make_mutants(sources, mutants + cli, seed)):
         case = work / f"m{number}"
         case.mkdir()
         predict_data, init_data = sources[mutant.source]
-        suffix = ".pbtxt" if _is_text(predict_data) else ".pb"
-        predict = case / f"predict_net{suffix}"
-        init = (
-            None
-            if init_data is None
-            else case / f"init_net{'.pbtxt' if _is_text(init_data) else '.pb'}"
-        )
+        predict_suffix, init_suffix = suffixes[mutant.source]
+        predict = case / f"predict_net{predict_suffix}"
+        init = None if init_data is None else case / f"init_net{init_suffix}"
         predict.write_bytes(mutant.data if mutant.which == "predict" else predict_data)
         if init is not None and init_data is not None:
             init.write_bytes(mutant.data if mutant.which == "init" else init_data)

@@ -100,7 +100,12 @@ def _output_plan(model: Model, options: argparse.Namespace) -> Path | None:
     clash = sorted(str(p) for p in inputs & planned)
     if clash:
         raise UsageError(f"refusing to overwrite the input {clash[0]}; pass --in-place to do that")
-    check_output_folder(model, out_dir, text=options.text)
+    try:
+        check_output_folder(model, out_dir, text=options.text)
+    except SerdeError as exc:
+        if out_dir not in {p.parent for p in inputs}:
+            raise
+        raise UsageError(f"{exc} (or pass --in-place to replace the model's own files)") from exc
     return out_dir
 
 
@@ -139,7 +144,8 @@ def _cmd_run(options: argparse.Namespace) -> int:
     for path in written:
         print(f"wrote {path}")
     for path in removed:
-        print(f"removed {path} (now in the other format, under the name above)")
+        twin = next((w for w in written if w.with_suffix("") == path.with_suffix("")), None)
+        print(f"removed {path}" + (f" (replaced by {twin.name})" if twin else ""))
     return 0
 
 

@@ -106,7 +106,7 @@ def test_in_place_format_change_renames_and_removes_the_twin(
     )
     assert (code, err) == (0, "")
     assert sorted(_listing(tiny_copy)) == ["init_net.pb", "predict_net.pb", "shapes.txt"]
-    assert f"removed {tiny_copy / 'predict_net.pbtxt'}" in out
+    assert f"removed {tiny_copy / 'predict_net.pbtxt'} (replaced by predict_net.pb)" in out
     assert (tiny_copy / "init_net.pb").read_bytes() == init_before  # already binary, unchanged
     assert load_model_dir(tiny_copy).text is False
 
@@ -120,7 +120,9 @@ def test_output_that_would_make_the_folder_ambiguous_is_refused(
     before = _listing(tiny_copy)
     code, out, err = run_cli(capsys, "run", str(tiny_copy), "--binary", "-o", str(tiny_copy))
     assert (code, out) == (2, "")
-    assert_one_error_line(err, "predict_net.pb, predict_net.pbtxt", "remove predict_net.pbtxt")
+    assert_one_error_line(
+        err, "predict_net.pb, predict_net.pbtxt", "remove predict_net.pbtxt", "--in-place"
+    )
     assert _listing(tiny_copy) == before
     code, _, _ = run_cli(capsys, "show", str(tiny_copy))
     assert code == 0

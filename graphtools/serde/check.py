@@ -34,6 +34,7 @@ __all__ = [
     "nesting_depth",
     "probe_netdef",
     "step_net_from_text",
+    "too_deep",
 ]
 
 MAX_NESTING = 16
@@ -89,12 +90,13 @@ def probe_netdef(
     if _STEP_MARK in data:
         depth = max(depth, _step_net_depth(data, netdef, path))
         if depth > MAX_NESTING:
-            raise SerdeError(path, _too_deep(f"nets nest {depth} deep"))
+            raise SerdeError(path, too_deep())
     return NetProbe(nested, control, depth)
 
 
 def nesting_depth(data: bytes) -> int | None:
-    """How deep the nets in ``data`` nest, counted without protobuf's recursion limit.
+    """How deep the nets in ``data`` nest (counted up to ``MAX_NESTING + 1``), without
+    protobuf's recursion limit.
 
     For telling a net nested too deep for protobuf from one that is not protobuf at all:
     ``None`` when ``data`` does not read as a NetDef even level by level.
@@ -172,16 +174,17 @@ def _nested_depth(
     while pending:
         depth += 1
         if depth > MAX_NESTING:
-            raise SerdeError(path, _too_deep(f"nets nest more than {MAX_NESTING} deep"))
+            raise SerdeError(path, too_deep())
         level = _level(b"".join(pending), lambda: _parsed(data, netdef), path)
         pending = _nested_bytes(level)
     return depth
 
 
-def _too_deep(what: str) -> str:
+def too_deep(where: str = "") -> str:
+    """The reason given for nets nested deeper than ``MAX_NESTING`` (``where`` prefixes it)."""
     return (
-        f"{what}, graphtools' limit (MAX_NESTING in graphtools.serde.check; real exports nest "
-        "two or three deep)"
+        f"{where}nets nest more than {MAX_NESTING} deep, graphtools' limit (MAX_NESTING in "
+        "graphtools.serde.check; real exports nest two or three deep)"
     )
 
 
@@ -242,7 +245,7 @@ def _arg_step_depth(
             inner = _ops_step_depth(net, range(len(net.op)), f"{_net_label(net)} in {label}", path)
             deepest = max(deepest, 1 + inner)
     if deepest > MAX_NESTING:
-        raise SerdeError(path, _too_deep(f"{label}: nets nest more than {MAX_NESTING} deep"))
+        raise SerdeError(path, too_deep(f"{label}: "))
     return deepest
 
 

@@ -20,7 +20,7 @@ from graphtools.errors import SerdeError
 from graphtools.ir import Net
 from graphtools.proto import caffe2_pb2
 from graphtools.serde.atomic import atomic_write_bytes, recover_interrupted_write
-from graphtools.serde.check import MAX_NESTING, NetProbe, nesting_depth, probe_netdef
+from graphtools.serde.check import MAX_NESTING, NetProbe, nesting_depth, probe_netdef, too_deep
 from graphtools.serde.codec import net_to_netdef, serialize_net
 from graphtools.serde.sniff import (
     identify_binary,
@@ -92,9 +92,7 @@ def _parse_binary(data: bytes, path: str | Path | None) -> caffe2_pb2.NetDef:
     except message.DecodeError as exc:
         depth = nesting_depth(data)
         if depth is not None and depth > MAX_NESTING:
-            raise SerdeError(
-                path, f"nets nest more than {MAX_NESTING} deep, graphtools' limit"
-            ) from exc
+            raise SerdeError(path, too_deep()) from exc
         what = identify_binary(data)
         reason = (
             f"this is {what}" if what else f"not a binary NetDef (truncated or not protobuf: {exc})"
