@@ -1,4 +1,5 @@
-"""The ``graphtools`` command line: show, ssa, run, verify, exec, list-passes.
+"""The ``graphtools`` command line: show, ssa, run, verify, exec, list-passes, import-onnx,
+export-onnx (``run`` and ``verify --onnx`` take ONNX models too).
 
 Bad input exits with code 2 and one line ``error: ...`` (``--traceback`` shows the chain);
 success exits 0; ``verify`` exits 1 when the pipeline changed the outputs; Ctrl-C exits 130 and
@@ -17,6 +18,7 @@ import traceback
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -130,6 +132,8 @@ def _manager(options: argparse.Namespace) -> PassManager:
 
 
 def _cmd_run(options: argparse.Namespace) -> int:
+    if options.input.endswith(".onnx") or (options.output or "").endswith(".onnx"):
+        return _cmd_run_onnx(options)
     model = _load(options.input, options.init)
     manager = _manager(options)
     out_dir = _output_plan(model, options)
@@ -211,6 +215,8 @@ def _print_diffs(title: str, diffs: Sequence[OutputDiff]) -> None:
 
 
 def _cmd_verify(options: argparse.Namespace) -> int:
+    if options.onnx is not None:
+        return _cmd_verify_onnx(options)
     model = _load(options.input, options.init)
     if not model.predict_net.external_outputs:
         raise UsageError(f"{options.input}: the predict_net declares no external outputs")
@@ -241,6 +247,162 @@ def _cmd_verify(options: argparse.Namespace) -> int:
                 found.diffs,
             )
     return 1
+
+
+# -- the ONNX bridge ------------------------------------------------------------------------
+
+
+def _load_any(path: str, init: str | None = None) -> Model:
+    """A pair from a model folder or predict_net file, or imported from an ``.onnx`` file."""
+    if path.endswith(".onnx"):
+        from graphtools.onnx import import_onnx
+
+        return import_onnx(path)
+    return _load(path, init)
+
+
+def _float_inputs(shapes: Mapping[str, Sequence[int]]) -> dict[str, tuple[int, list[int]]]:
+    return {name: (1, list(shape)) for name, shape in shapes.items()}  # 1: ONNX FLOAT
+
+
+def _onnx_inputs(path: str) -> dict[str, tuple[int, list[int | str | None]]]:
+    """Types and shapes of an ONNX model's graph inputs (initializers excluded)."""
+    from graphtools.onnx import load_onnx
+
+    graph = load_onnx(path).graph
+    params = {t.name for t in graph.initializer}
+    return {
+        i.name: (
+            i.type.tensor_type.elem_type,
+            [
+                d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                for d in i.type.tensor_type.shape.dim
+            ],
+        )
+        for i in graph.input
+        if i.name not in params
+    }
+
+
+def _export(model: Model, options: argparse.Namespace, value_info: Mapping[str, Any]) -> None:
+    from graphtools.onnx import export_onnx, save_onnx
+
+    exported = export_onnx(
+        model, opset=options.opset, value_info=value_info, dynamic_batch=options.dynamic_batch
+    )
+    path = save_onnx(exported, options.output, external_data=options.external_data)
+    print(f"wrote {path} (opset {exported.opset_import[0].version}, IR {exported.ir_version})")
+
+
+def _cmd_import_onnx(options: argparse.Namespace) -> int:
+    from graphtools.onnx import import_onnx
+
+    model = import_onnx(options.input)
+    for record in PassManager.parse(options.pipeline, steps=options.steps)(model):
+        print(_format_record(record))
+    for path in save_model(model, options.output, text=options.text):
+        print(f"wrote {path}")
+    return 0
+
+
+def _cmd_export_onnx(options: argparse.Namespace) -> int:
+    model = _load(options.input, options.init)
+    _export(model, options, _float_inputs(_input_shapes(model, options)))
+    return 0
+
+
+def _cmd_run_onnx(options: argparse.Namespace) -> int:
+    """``run`` with an ``.onnx`` input or output: import, pipeline, then save or export."""
+    model = _load_any(options.input, options.init)
+    output = options.output
+    if output is None:
+        raise UsageError("run on an .onnx model needs -o (a model folder or an .onnx file)")
+    value_info: Mapping[str, Any] = {}
+    if output.endswith(".onnx"):
+        if options.input.endswith(".onnx") and not options.shapes:
+            value_info = _onnx_inputs(options.input)  # the source model's own input types
+        else:
+            value_info = _float_inputs(_input_shapes(model, options))
+    for record in _manager(options)(model):
+        print(_format_record(record))
+    if output.endswith(".onnx"):
+        _export(model, options, value_info)
+    else:
+        for path in save_model(model, output, text=options.text):
+            print(f"wrote {path}")
+    return 0
+
+
+def _cmd_verify_onnx(options: argparse.Namespace) -> int:
+    """onnxruntime on the ONNX model against our executor on the pair (``--per-blob``: every
+    blob both name, and the first op whose output diverges)."""
+    from graphtools.onnx import compare_blobs_with_onnxruntime, compare_with_onnxruntime
+
+    model = _load(options.input, options.init)
+    feeds = make_feeds(model, _input_shapes(model, options), options.seed)
+    tolerance = f"rtol={options.rtol:g}, atol={options.atol:g}, seed={options.seed}"
+    if not options.per_blob:
+        diffs = compare_with_onnxruntime(
+            options.onnx, model, feeds, rtol=options.rtol, atol=options.atol
+        )
+        equal = all(d.ok for d in diffs)
+        verdict = "outputs equal" if equal else "outputs differ"
+        _print_diffs(f"onnxruntime vs executor: {verdict} ({tolerance})", diffs)
+        return 0 if equal else 1
+    report = compare_blobs_with_onnxruntime(
+        options.onnx, model, feeds, rtol=options.rtol, atol=options.atol
+    )
+    verdict = "outputs equal" if all(d.ok for d in report.outputs) else "outputs differ"
+    _print_diffs(f"onnxruntime vs executor: {verdict} ({tolerance})", report.outputs)
+    print(f"compared {len(report.blobs)} intermediate blobs")
+    found = report.first_divergence
+    if found is None:
+        print("no blob diverges")
+    else:
+        diff = found.diff
+        print(
+            f"first divergence: op #{found.op_index} ({found.op_type}) writing {diff.name!r}: "
+            f"max_abs {diff.max_abs:.3g} {diff.reason}".rstrip()
+        )
+    return 0 if report.ok else 1
+
+
+def _onnx_export_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--opset", type=int, default=None, help="ONNX opset (default 17)")
+    parser.add_argument(
+        "--dynamic-batch", action="store_true", help="write dim 0 of the inputs as free (N)"
+    )
+    parser.add_argument(
+        "--external-data", action="store_true", help="write weights to MODEL.onnx.data"
+    )
+
+
+def _shapes_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--shapes",
+        action="extend",
+        nargs="+",
+        metavar="NAME=1x3x224x224",
+        help=f"input shapes (default: {SHAPES_FILE} beside the model)",
+    )
+
+
+def _add_onnx_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    importing = commands.add_parser("import-onnx", help="convert an ONNX model into a pair")
+    importing.add_argument("input", metavar="MODEL.onnx")
+    importing.add_argument("-o", "--output", required=True, metavar="OUTDIR")
+    importing.add_argument("-p", "--pipeline", default="", metavar="SPEC")
+    importing.add_argument("--steps", type=int, default=10, help="fixpoint rounds at most")
+    importing.add_argument("--text", action="store_true", help="write text-format nets")
+    importing.set_defaults(handler=_cmd_import_onnx)
+
+    exporting = commands.add_parser("export-onnx", help="convert a pair into an ONNX model")
+    exporting.add_argument("input", metavar="IN", help="model folder or predict_net file")
+    exporting.add_argument("-o", "--output", required=True, metavar="MODEL.onnx")
+    exporting.add_argument("--init", metavar="INIT", help="init_net file for a predict_net file")
+    _shapes_option(exporting)
+    _onnx_export_options(exporting)
+    exporting.set_defaults(handler=_cmd_export_onnx)
 
 
 def _load_feeds(path: Path) -> dict[str, np.ndarray]:
@@ -326,6 +488,8 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = run.add_mutually_exclusive_group()
     fmt.add_argument("--text", dest="text", action="store_const", const=True, default=None)
     fmt.add_argument("--binary", dest="text", action="store_const", const=False)
+    _shapes_option(run)
+    _onnx_export_options(run)
     run.set_defaults(handler=_cmd_run)
 
     check = commands.add_parser(
@@ -348,6 +512,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--bisect", action="store_true", help="on a mismatch, name the first pass that caused it"
     )
+    check.add_argument(
+        "--onnx", metavar="MODEL.onnx", help="compare onnxruntime on this model with the pair"
+    )
+    check.add_argument(
+        "--per-blob", action="store_true", help="with --onnx: compare every intermediate blob"
+    )
     check.set_defaults(handler=_cmd_verify)
 
     execute = commands.add_parser("exec", help="run a model on feeds from an .npz file")
@@ -360,6 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     listing = commands.add_parser("list-passes", help="list the registered passes")
     listing.set_defaults(handler=_cmd_list_passes)
+    _add_onnx_commands(commands)
     return parser
 
 

@@ -7,11 +7,14 @@ This package also re-exports the Caffe2/detectron2 drop-in functions of
 """
 
 from graphtools.passes.add_gradients import AddGradients
+from graphtools.passes.fold_constants import FoldConstants
 from graphtools.passes.fuse_copy_ops import FuseCopyOps
+from graphtools.passes.in_branches import InBranches
 from graphtools.passes.infer_devices import InferDevices
 from graphtools.passes.remove_dead_ends import RemoveDeadEnds
 from graphtools.passes.remove_identity_ops import RemoveIdentityOps
 from graphtools.passes.remove_reshape_for_fc import RemoveReshapeForFC
+from graphtools.passes.remove_unused_params import RemoveUnusedParams
 from graphtools.passes.rename import Rename
 from graphtools.passes.ssa_rewrite import SSARewrite
 
@@ -34,12 +37,15 @@ from graphtools.compat import (
 
 __all__ = [
     "AddGradients",
+    "FoldConstants",
     "FuseCopyOps",
+    "InBranches",
     "InferDevices",
     "Int8Tensor",
     "RemoveDeadEnds",
     "RemoveIdentityOps",
     "RemoveReshapeForFC",
+    "RemoveUnusedParams",
     "Rename",
     "SSARewrite",
     "assign_device_option",

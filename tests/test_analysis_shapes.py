@@ -5,13 +5,14 @@ real classification net is inferred; a few also run, and their final outputs mat
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from graphtools.analysis.channels import infer_param_shapes
 from graphtools.analysis.shapes import TensorType, infer_model_shapes, infer_shapes
-from graphtools.errors import InvalidNetError
+from graphtools.errors import ExecutionError, InvalidNetError
 from graphtools.executor import Workspace, run_net
 from graphtools.ir import Model, Net, Op
 from graphtools.serde import load_model
@@ -130,6 +131,109 @@ def test_unknown_types_propagate_with_the_reason() -> None:
     assert info.why("a") is None
     with pytest.raises(KeyError, match="neither read nor written"):
         info.final("nowhere")
+
+
+@pytest.mark.parametrize(
+    ("op", "inputs", "words"),
+    [
+        (Op("ATen", ["x"], ["y"], args={"operator": "flip"}), {"x": (2,)}, "'flip'"),
+        (
+            Op("ATen", ["x", "g"], ["y"], args={"operator": "grid_sampler", "padding_mode": 2}),
+            {"x": (1, 1, 2, 2), "g": (1, 3, 3, 2)},
+            "padding_mode 2",
+        ),
+        (
+            Op("LearningRate", ["it"], ["y"], args={"policy": "poly"}),
+            {"it": TensorType(np.int64, (1,))},
+            "policy 'poly'",
+        ),
+        (
+            Op("SoftmaxWithLoss", ["x", "l"], ["p", "y"], args={"spatial": 1}),
+            {"x": (1, 3, 2, 2), "l": TensorType(np.int32, (1, 2, 2))},
+            "spatial=1",
+        ),
+        (
+            Op("BBoxTransform", ["r", "d", "i"], ["y"], args={"rotated": 1}),
+            {"r": (2, 6), "d": (2, 5), "i": (1, 3)},
+            "rotated boxes",
+        ),
+    ],
+)
+def test_variants_the_executor_refuses_are_unknown_with_its_reason(
+    op: Op, inputs: dict[str, Any], words: str
+) -> None:
+    info = infer_shapes(Net([op]), inputs)
+    assert info.final("y") == TensorType()
+    assert words in str(info.why("y")) and "op #0" in str(info.why("y"))
+
+
+_RNG = np.random.default_rng(3)
+
+
+def _values(shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
+    return _RNG.integers(0, 3, shape).astype(dtype)
+
+
+@pytest.mark.parametrize(
+    ("op", "feeds"),
+    [
+        (Op("And", ["a", "b"], ["y"]), {"a": _values((2,), bool), "b": _values((2,))}),
+        (Op("LT", ["a", "b"], ["y"]), {"a": _values((2, 3)), "b": _values((4,))}),
+        (Op("RoIAlign", ["x", "r"], ["y"]), {"x": _values((1, 2, 4, 4)), "r": _values((2, 7))}),
+        (
+            Op("BBoxTransform", ["r", "d", "i"], ["y"]),
+            {"r": _values((2, 5)), "d": _values((3, 4)), "i": _values((1, 3))},
+        ),
+        (
+            Op("LengthsSum", ["d", "l"], ["y"]),
+            {"d": _values((3, 2)), "l": _values((2,))},
+        ),
+        (
+            Op("SparseLengthsSumFused8BitRowwise", ["d", "i", "l"], ["y"]),
+            {"d": _values((4, 6), np.uint8), "i": _values((2,), np.int64), "l": _values((1,))},
+        ),
+        (
+            Op("SparseToDenseMask", ["i", "v", "d"], ["y"], args={"mask": [1, 2]}),
+            {"i": _values((3,), np.int64), "v": _values((3, 2)), "d": _values((3,))},
+        ),
+        (
+            Op("SquaredL2Distance", ["x", "z"], ["y"]),
+            {"x": _values((2, 3)), "z": _values((3, 2))},
+        ),
+        (
+            Op("WeightedSum", ["x", "w", "z"], ["y"]),
+            {"x": _values((2,)), "w": _values((1,)), "z": _values((2,))},
+        ),
+        (
+            Op("FCGradient", ["x", "w", "dy"], ["dw", "db", "y"]),
+            {"x": _values((2, 3)), "w": _values((4, 5)), "dy": _values((2, 4))},
+        ),
+        (
+            Op("LSTMUnit", ["h", "c", "g", "t"], ["y", "c2"]),
+            {
+                "h": _values((1, 2, 3)),
+                "c": _values((1, 2, 3)),
+                "g": _values((1, 2, 8)),
+                "t": _values((1,), np.int32),
+            },
+        ),
+        (Op("HasScope", ["w"], ["y"]), {"w": _values((1,))}),
+        (
+            Op("If", ["c", "x"], ["y"], args={"then_net": Net([Op("Relu", ["x"], ["y"])])}),
+            {"c": _values((2,), bool), "x": _values((2,))},
+        ),
+    ],
+)
+def test_new_rules_raise_where_their_kernels_fail(op: Op, feeds: dict[str, Any]) -> None:
+    """A contradiction the rule reports is one the kernel fails on too."""
+    net = Net([op], list(feeds))
+    ws = Workspace()
+    for name, value in feeds.items():
+        ws.feed(name, value)
+    with pytest.raises(ExecutionError):
+        run_net(net, ws)
+    with pytest.raises(InvalidNetError, match=rf"op #0 \({op.type}\)"):
+        infer_shapes(net, {n: TensorType(v.dtype, v.shape) for n, v in feeds.items()})
 
 
 def test_versions_follow_the_ssa_view_and_inputs_win_over_params() -> None:

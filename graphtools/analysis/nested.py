@@ -11,6 +11,9 @@ The sets are conservative: a name an inner op reads counts as read from outside 
 earlier inner op wrote it, and every name an inner op writes or a nested net declares as an
 output counts as written outside.
 
+``do_bindings`` reads which inner name of a ``Do`` stands for which outer blob, checked the way
+Caffe2 checks them (the executor and the shape analysis both need it).
+
 This is the one analysis the core itself needs, so it sits beside the IR (layer 2) and reads
 ops only through their fields; it imports nothing from graphtools but the error types.
 """
@@ -21,10 +24,18 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from graphtools.errors import InvalidNetError
+
 if TYPE_CHECKING:
     from graphtools.ir import Net, Op
 
-__all__ = ["NestedAccess", "names_in_nested_nets", "nested_access", "nested_accesses"]
+__all__ = [
+    "NestedAccess",
+    "do_bindings",
+    "names_in_nested_nets",
+    "nested_access",
+    "nested_accesses",
+]
 
 
 @dataclass(frozen=True)
@@ -82,3 +93,40 @@ def names_in_nested_nets(net: Net) -> set[str]:
 def _names(groups: Iterable[frozenset[str]]) -> Iterator[str]:
     for group in groups:
         yield from group
+
+
+def do_bindings(op: Op) -> dict[str, str]:
+    """``{inner name: outer name}`` of a Do op, checked the way Caffe2's ``DoOp`` checks them.
+
+    Raises:
+        InvalidNetError: the scope blob is not both last input and last output, inputs or
+            outputs repeat, a binding is out of range or repeats a name, or an outer name is
+            left unbound.
+    """
+    if not op.inputs or not op.outputs or op.inputs[-1] != op.outputs[-1]:
+        raise InvalidNetError("Do needs its workspace blob as both last input and last output")
+    inputs, outputs = op.inputs[:-1], op.outputs[:-1]
+    if len(set(inputs)) != len(inputs) or len(set(outputs)) != len(outputs):
+        raise InvalidNetError(f"Do inputs {list(inputs)} or outputs {list(outputs)} repeat a name")
+    outer_names = [*inputs, *outputs]
+    inner = [s.decode() if isinstance(s, bytes) else str(s) for s in op.arg("inner_blobs", ())]
+    indices = [int(i) for i in op.arg("outer_blobs_idx", ())]
+    if len(inner) != len(indices):
+        raise InvalidNetError("Do needs as many inner_blobs as outer_blobs_idx")
+    bindings: dict[str, str] = {}
+    used: set[str] = set()
+    for name, index in zip(inner, indices, strict=True):
+        if name in bindings:
+            raise InvalidNetError(f"Invalid blob bindings: redefinition of inner blob {name}")
+        if not 0 <= index < len(outer_names):
+            raise InvalidNetError(f"Invalid blob bindings: outer blob index {index} out of range")
+        outer = outer_names[index]
+        if outer in used:
+            raise InvalidNetError(f"Reusage of outer blob name: {outer}")
+        used.add(outer)
+        bindings[name] = outer
+    if used != set(outer_names):
+        raise InvalidNetError(
+            f"Not all outer blob names are used in blob bindings: {sorted(set(outer_names) - used)}"
+        )
+    return bindings

@@ -123,18 +123,23 @@ def legacy_broadcast(op: Op, a: tuple[Dim, ...], b: tuple[Dim, ...]) -> None:
             same_dim(size, a[axis + i], f"B {format_shape(b)} against A {format_shape(a)}")
 
 
+def binary_shape(op: Op, a: TensorType, b: TensorType) -> tuple[Dim, ...] | None:
+    """The output shape of an element-wise op on ``a`` and ``b``: numpy broadcasting, or A's
+    shape under Caffe2's legacy ``broadcast=1`` (``None`` when not known)."""
+    if op.arg("broadcast", 0):
+        if a.shape is not None and b.shape is not None:
+            legacy_broadcast(op, a.shape, b.shape)
+        return a.shape
+    if a.shape is None or b.shape is None:
+        return None
+    return broadcast_shapes(a.shape, b.shape)
+
+
 @shape_rule("Add", "Sub", "Mul", "Div")
 def _binary(op: Op, inputs: list[TensorType]) -> list[TensorType]:
     need(op, inputs, 2)
     a, b = inputs[0], inputs[1]
-    dtype = promoted(a.dtype, b.dtype)
-    if op.arg("broadcast", 0):
-        if a.shape is not None and b.shape is not None:
-            legacy_broadcast(op, a.shape, b.shape)
-        return [TensorType(dtype, a.shape)]
-    if a.shape is None or b.shape is None:
-        return [TensorType(dtype, None)]
-    return [TensorType(dtype, broadcast_shapes(a.shape, b.shape))]
+    return [TensorType(promoted(a.dtype, b.dtype), binary_shape(op, a, b))]
 
 
 @shape_rule("Sum")

@@ -5,7 +5,8 @@ same symbol appears) or ``None`` (unknown). Rules (``@shape_rule``) live in the
 ``shape_rules_*`` modules, one per executor kernel family; ``graphtools.analysis.shapes``
 imports them all and walks nets. Rules raise ``ValueError`` on a contradiction (the walker
 names the op and blobs) and ``UnsupportedOpError`` for an argument variant the executor does
-not run either (the outputs are then unknown).
+not run either (the outputs are then unknown). The rules of ops holding nested nets (``If``,
+``While``, ``Do``) get a ``NestedScope`` from the walker to infer those nets.
 """
 
 from __future__ import annotations
@@ -14,16 +15,18 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from math import prod
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from graphtools.ir import Op
+from graphtools.ir import Net, Op
 
 __all__ = [
     "RULES",
     "VALUE_RULES",
     "Dim",
+    "Lookup",
+    "NestedScope",
     "ShapeRule",
     "TensorType",
     "ValueRule",
@@ -127,10 +130,43 @@ ValueRule = Callable[[Op, list[TensorType], list["Values | None"]], list["Values
 
 @dataclass(frozen=True)
 class RuleEntry:
-    """A registered shape rule; ``needs_values`` rules are called ``fn(op, types, values)``."""
+    """A registered shape rule; ``needs_values`` rules are called ``fn(op, types, values)``,
+    ``nested`` rules ``fn(op, types, scope)`` with a ``NestedScope``."""
 
     fn: ShapeRule
     needs_values: bool = False
+    nested: bool = False
+
+
+#: ``lookup(name)``: the type of a blob a nested net reads before writing it, ``None`` when the
+#: blob holds no value there.
+Lookup = Callable[[str], "TensorType | None"]
+
+
+class NestedScope(Protocol):
+    """What the rule of an op holding nested nets sees of the net around the op.
+
+    Types an incomplete result carries its reason in (``explained``); ``None`` stands for "no
+    value": a blob that does not exist at that point of the run.
+    """
+
+    #: Where the op is (``op #3 (If) in net 'main'``), for reasons and messages.
+    where: str
+
+    def current(self, name: str) -> TensorType | None:
+        """The type of blob ``name`` in the enclosing net just before the op."""
+        ...
+
+    def run(self, net: Net, lookup: Lookup) -> dict[str, TensorType]:
+        """Infer ``net``, a name it reads before writing it typed by ``lookup``; returns the
+        final type of every name the net writes (through its own nested nets too)."""
+        ...
+
+    def also_writes(self, name: str, t: TensorType) -> None:
+        """Record that after the op, enclosing blob ``name`` (not an output of the op) may
+        hold ``t`` (the versioned blob keeps its number, so its type becomes the join of the
+        type before and ``t``)."""
+        ...
 
 
 #: Op type -> its shape rule.
@@ -139,19 +175,22 @@ RULES: dict[str, RuleEntry] = {}
 VALUE_RULES: dict[str, ValueRule] = {}
 
 
-def shape_rule(*op_types: str, values: bool = False) -> Callable[[ShapeRule], ShapeRule]:
+def shape_rule(
+    *op_types: str, values: bool = False, nested: bool = False
+) -> Callable[[ShapeRule], ShapeRule]:
     """Register the decorated function as the shape rule of every type in ``op_types``.
 
     The rule gets the op and one ``TensorType`` per input (``values=True``: also the list of
-    the inputs' statically known contents, ``None`` where unknown) and returns one
-    ``TensorType`` per output position it defines, following the executor kernel's semantics.
+    the inputs' statically known contents, ``None`` where unknown; ``nested=True``: a
+    ``NestedScope`` instead) and returns one ``TensorType`` per output position it defines,
+    following the executor kernel's semantics.
     """
 
     def register(fn: ShapeRule) -> ShapeRule:
         for op_type in op_types:
             if op_type in RULES:
                 raise ValueError(f"a shape rule for {op_type!r} is already registered")
-            RULES[op_type] = RuleEntry(fn, values)
+            RULES[op_type] = RuleEntry(fn, values, nested)
         return fn
 
     return register
@@ -278,6 +317,23 @@ class Product:
         if self.coefficient == 1 and len(self.symbols) == 1:
             return self.symbols[0]
         return None
+
+
+def join(a: TensorType, b: TensorType) -> TensorType:
+    """The most precise type true of a blob that holds ``a`` or ``b``.
+
+    What two types share is kept (the dtype, the rank, each equal dim); the rest is unknown.
+    """
+    a, b = plain(a), plain(b)
+    if a == b:
+        return a
+    if a.quantized != b.quantized:
+        return UNKNOWN
+    dtype = a.dtype if a.dtype == b.dtype else None
+    shape = None
+    if a.shape is not None and b.shape is not None and len(a.shape) == len(b.shape):
+        shape = tuple(x if x == y else None for x, y in zip(a.shape, b.shape, strict=True))
+    return TensorType(dtype, shape, a.quantized)
 
 
 def format_shape(shape: Sequence[Dim] | None) -> str:

@@ -32,7 +32,15 @@ API:
   contents), in the ``shape_rules_*`` modules, one per executor kernel family and with the
   kernel's exact semantics. ``@value_rule`` registers how an op computes small integer
   tensors (``Shape``, ``Gather``, ``Concat``, ...), so a ``Reshape`` to a computed shape stays
-  static.
+  static. ``nested=True``: ``rule(op, types, scope)`` gets a ``NestedScope`` to infer the
+  op's nested nets in the enclosing net's types (``If``, ``While``, ``Do``).
+
+Control flow (``shape_rules_control``): an ``If`` gives the type its branches agree on, else
+what they share with a reason naming both; a ``While`` the join of the types over any number
+of iterations (a fixed point); a ``Do`` follows its bindings. A blob a nested net writes that
+is not an output of the op keeps its version number (the SSA view numbers op outputs only),
+so its type becomes what holds before and after the op (Mask R-CNN2Go's If writes the masks
+that way). Types inside nested nets are not reported.
 
 Contradictions (an FC whose weight does not fit its input, a Concat of unequal non-axis
 dims) raise ``InvalidNetError`` naming the op index and type and the typed input blobs.
@@ -54,21 +62,31 @@ import numpy as np
 
 from graphtools._gc import paused_gc
 from graphtools.analysis import (  # noqa: F401  (importing registers the rules)
+    shape_rules_aten,
+    shape_rules_control,
+    shape_rules_detection,
     shape_rules_fill,
+    shape_rules_grad,
     shape_rules_int8,
+    shape_rules_logic,
     shape_rules_math,
     shape_rules_misc,
     shape_rules_nn,
+    shape_rules_sparse,
     shape_rules_tensor,
+    shape_rules_train,
 )
 from graphtools.analysis.shape_types import (
     RULES,
     UNKNOWN,
     VALUE_RULES,
     Dim,
+    Lookup,
     ShapeRule,
     TensorType,
     Values,
+    explained,
+    join,
     plain,
     reason_of,
     shape_rule,
@@ -81,7 +99,6 @@ from graphtools.ssa import VersionedBlob
 __all__ = [
     "DATA_DEPENDENT",
     "RULES",
-    "RULES_TO_WRITE",
     "Dim",
     "ShapeInfo",
     "ShapeRule",
@@ -109,28 +126,6 @@ DATA_DEPENDENT: dict[str, str] = {
     "OneHot": "the row length is the value of the index-size input",
     "Load": "the blobs and their shapes are those stored in the db file it reads",
 }
-
-#: Op types whose kernels landed (from the ``kernels`` branch) after these rules were written:
-#: their output shapes follow from input shapes and arguments, but no rule exists yet, so their
-#: outputs are unknown ("no shape rule"). Write the rule, then remove the entry.
-RULES_TO_WRITE: frozenset[str] = frozenset(
-    {
-        *("ATen", "BBoxTransform", "BatchSparseToDense", "LengthsSum"),
-        *("FillExamplesWithIndicator", "LengthsToRanges", "RoIAlign"),
-        *("SparseLengthsSum8BitsRowwise", "SparseLengthsWeightedSum8BitsRowwise"),
-        *("SparseLengthsSumFused8BitRowwise", "SparseLengthsWeightedSumFused8BitRowwise"),
-        *("SparseLengthsSumFused4BitRowwise", "SparseToDenseMask"),
-        # The gradients branch's kernels (control flow, comparisons, losses, gradient ops).
-        *("CreateScope", "HasScope", "Do", "If", "While"),
-        *("LT", "LE", "GT", "GE", "EQ", "NE", "Not", "And", "Or", "Xor"),
-        *("AveragedLoss", "SoftmaxWithLoss", "SquaredL2Distance", "DotProduct", "LSTMUnit"),
-        *("WeightedSum", "LearningRate", "ZeroGradient"),
-        *("AddGradient", "SubGradient", "MulGradient", "DivGradient", "FCGradient"),
-        *("ReluGradient", "SigmoidGradient", "TanhGradient", "SoftmaxGradient"),
-        *("AveragedLossGradient", "SoftmaxWithLossGradient", "SquaredL2DistanceGradient"),
-        *("DotProductGradient", "LSTMUnitGradient"),
-    }
-)
 
 TypeLike = TensorType | Sequence[int | str | None]
 #: ``missing(op_index, op, position, input_types_so_far) -> TensorType | None``.
@@ -190,20 +185,26 @@ def _where(index: int, op: Op, net: Net) -> str:
 
 
 class _Walk:
-    """One pass over a net's ops, keeping the current version and type of every name."""
+    """One pass over a net's ops, keeping the current version and type of every name.
 
-    def __init__(
-        self, net: Net, given: Mapping[str, TensorType], missing: MissingHook | None
-    ) -> None:
+    ``lookup`` types a blob read before any op writes it (the given types; for a nested net,
+    the enclosing net's). ``nested_writes`` collects the names that nested nets of its ops
+    write besides the ops' outputs.
+    """
+
+    def __init__(self, net: Net, lookup: Lookup, missing: MissingHook | None) -> None:
         self.net = net
-        self.given = given
+        self.lookup = lookup
         self.missing = missing
         self.info = ShapeInfo()
+        self.nested_writes: dict[str, None] = {}
+        #: For a blob left incomplete by a rule that ran: the incomplete input it read.
+        self.stale: dict[VersionedBlob, VersionedBlob] = {}
 
-    def _record(self, blob: VersionedBlob, t: TensorType, why: str | None) -> None:
-        self.info.types[blob] = t
+    def record(self, blob: VersionedBlob, t: TensorType, why: str | None) -> None:
+        self.info.types[blob] = plain(t)
         if why is not None and not t.complete:
-            self.info.unknown[blob] = why
+            self.info.unknown[blob] = reason_of(t) or why
 
     def _read(self, index: int, op: Op, position: int, types: list[TensorType]) -> VersionedBlob:
         name = op.inputs[position]
@@ -212,13 +213,13 @@ class _Walk:
             versions[name] = 0
         blob = (name, versions[name])
         if blob not in self.info.types:
-            t = self.given.get(name)
+            t = self.lookup(name)
             why = f"the type given for {name!r} is incomplete"
             if t is None:
                 why = f"{name!r} is read before any op writes it and its type was not given"
                 if self.missing is not None:
                     t = self.missing(index, op, position, types)
-            self._record(blob, UNKNOWN if t is None else t, why)
+            self.record(blob, UNKNOWN if t is None else t, why)
         return blob
 
     def run(self) -> ShapeInfo:
@@ -244,22 +245,41 @@ class _Walk:
                 if position < len(values) and values[position] is not None:
                     info.values[blob] = values[position]  # type: ignore[assignment]
                 if not t.complete:
-                    why = reason_of(t) or failure or self._why(index, op, blobs, types)
+                    why = reason_of(t) or failure or self._why(index, op, blob, blobs, types)
                     info.unknown[blob] = why
         for name in self.net.external_inputs:
             if (name, 0) not in info.types:
-                given = self.given.get(name)
+                given = self.lookup(name)
                 why = f"input {name!r} not given"
-                self._record((name, 0), UNKNOWN if given is None else given, why)
+                self.record((name, 0), UNKNOWN if given is None else given, why)
         return info
 
-    def _why(self, index: int, op: Op, blobs: list[VersionedBlob], types: list[TensorType]) -> str:
-        """Why a rule that ran left an output incomplete."""
+    def _why(
+        self,
+        index: int,
+        op: Op,
+        output: VersionedBlob,
+        blobs: list[VersionedBlob],
+        types: list[TensorType],
+    ) -> str:
+        """Why a rule that ran left ``output`` incomplete."""
         where = _where(index, op, self.net)
         stale = next((b for b, t in zip(blobs, types, strict=True) if not t.complete), None)
         if stale is not None:
+            self.stale[output] = stale
             return f"{where} reads {stale[0]}@{stale[1]}, whose type is unknown"
         return f"{where}: an output dim is no int or lone symbol of the input dims"
+
+    def full_why(self, blob: VersionedBlob) -> str | None:
+        """Why ``blob`` is incomplete, with the reason at the start of the chain of incomplete
+        inputs that led to it (a nested net's reader cannot follow the chain itself)."""
+        why = self.info.unknown.get(blob)
+        start, seen = blob, {blob}
+        while start in self.stale and self.stale[start] not in seen:
+            start = self.stale[start]
+            seen.add(start)
+        root = self.info.unknown.get(start)
+        return why if root is None or root == why else f"{why}; at the start: {root}"
 
     def _apply(
         self, index: int, op: Op, blobs: list[VersionedBlob], types: list[TensorType]
@@ -275,7 +295,12 @@ class _Walk:
         values_map = self.info.values
         known: list[Values | None] = [values_map.get(b) for b in blobs]
         try:
-            outputs = entry.fn(op, types, known) if entry.needs_values else entry.fn(op, types)
+            if entry.nested:
+                outputs = entry.fn(op, types, _Scope(self, _where(index, op, self.net)))
+            elif entry.needs_values:
+                outputs = entry.fn(op, types, known)
+            else:
+                outputs = entry.fn(op, types)
             value_fn = VALUE_RULES.get(op.type)
             values = value_fn(op, types, known) if value_fn is not None else []
         except UnsupportedOpError as exc:
@@ -286,7 +311,63 @@ class _Walk:
                 f"(inputs: {_describe(op, blobs, types) or 'none'})"
             )
             raise error from exc
+        except GraphToolsError as exc:
+            exc.add_note(f"in a nested net of {_where(index, op, self.net)}")
+            raise
         return outputs, values, None
+
+
+class _Scope:
+    """The ``NestedScope`` a walk gives the rule of one op holding nested nets."""
+
+    def __init__(self, walk: _Walk, where: str) -> None:
+        self.walk = walk
+        self.where = where
+
+    def current(self, name: str) -> TensorType | None:
+        info = self.walk.info
+        version = info.versions.get(name)
+        if version is not None and (name, version) in info.types:
+            blob = (name, version)
+            why = self.walk.full_why(blob)
+            return info.types[blob] if why is None else explained(info.types[blob], why)
+        given = self.walk.lookup(name)
+        if given is not None:
+            info.versions.setdefault(name, 0)
+            self.walk.record((name, 0), given, f"the type given for {name!r} is incomplete")
+            return given
+        if version is not None:
+            return explained(UNKNOWN, f"input {name!r} not given")
+        return None
+
+    def run(self, net: Net, lookup: Lookup) -> dict[str, TensorType]:
+        walk = _Walk(net, lookup, None)
+        info = walk.run()
+        written = [name for name, version in info.versions.items() if version > 0]
+        found: dict[str, TensorType] = {}
+        for name in dict.fromkeys([*written, *walk.nested_writes]):
+            blob = (name, info.versions[name])
+            why = walk.full_why(blob)
+            found[name] = info.types[blob] if why is None else explained(info.types[blob], why)
+        return found
+
+    def also_writes(self, name: str, t: TensorType) -> None:
+        before = self.current(name)
+        info = self.walk.info
+        blob = (name, info.versions.setdefault(name, 0))
+        joined = plain(t) if before is None else join(before, t)
+        info.types[blob] = joined
+        info.values.pop(blob, None)
+        self.walk.nested_writes[name] = None
+        if joined.complete:
+            info.unknown.pop(blob, None)
+        else:
+            why = reason_of(t) if not t.complete else None
+            if why is None and before is not None and not before.complete:
+                why = reason_of(before)
+            info.unknown[blob] = why or (
+                f"{self.where} may overwrite it through a nested net: {before} before, {t} after"
+            )
 
 
 def infer_shapes(
@@ -299,7 +380,7 @@ def infer_shapes(
     """Infer the type of every versioned blob of ``net`` from its inputs' types.
 
     Args:
-        net: the net (control-flow ops and ops without a rule give unknown outputs).
+        net: the net (ops without a rule give unknown outputs).
         inputs: types (or float32 shapes) of the blobs fed to the net.
         params: types of the parameters; ``inputs`` win over ``params`` for the same name.
         missing: called for a blob read before any op writes it and given in neither; returns
@@ -314,7 +395,7 @@ def infer_shapes(
     given = {name: as_type(t) for name, t in (params or {}).items()}
     given.update((name, as_type(t)) for name, t in inputs.items())
     with paused_gc():
-        return _Walk(net, given, missing).run()
+        return _Walk(net, given.get, missing).run()
 
 
 def fill_types(init_net: Net) -> dict[str, TensorType]:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from graphtools.analysis.nested import do_bindings
 from graphtools.errors import InvalidNetError
 from graphtools.executor.interpreter import run_net
 from graphtools.executor.registry import OpContext, kernel
@@ -85,43 +86,6 @@ def _while(op: Op, inputs: list[Any], ctx: OpContext) -> list[Any]:
             break
         run_net(loop_net, ctx.workspace)
     return _outputs(op, ctx)
-
-
-def do_bindings(op: Op) -> dict[str, str]:
-    """``{inner name: outer name}`` of a Do op, checked the way Caffe2's ``DoOp`` checks them.
-
-    Raises:
-        InvalidNetError: the scope blob is not both last input and last output, inputs or
-            outputs repeat, a binding is out of range or repeats a name, or an outer name is
-            left unbound.
-    """
-    if not op.inputs or not op.outputs or op.inputs[-1] != op.outputs[-1]:
-        raise InvalidNetError("Do needs its workspace blob as both last input and last output")
-    inputs, outputs = op.inputs[:-1], op.outputs[:-1]
-    if len(set(inputs)) != len(inputs) or len(set(outputs)) != len(outputs):
-        raise InvalidNetError(f"Do inputs {list(inputs)} or outputs {list(outputs)} repeat a name")
-    outer_names = [*inputs, *outputs]
-    inner = [s.decode() if isinstance(s, bytes) else str(s) for s in op.arg("inner_blobs", ())]
-    indices = [int(i) for i in op.arg("outer_blobs_idx", ())]
-    if len(inner) != len(indices):
-        raise InvalidNetError("Do needs as many inner_blobs as outer_blobs_idx")
-    bindings: dict[str, str] = {}
-    used: set[str] = set()
-    for name, index in zip(inner, indices, strict=True):
-        if name in bindings:
-            raise InvalidNetError(f"Invalid blob bindings: redefinition of inner blob {name}")
-        if not 0 <= index < len(outer_names):
-            raise InvalidNetError(f"Invalid blob bindings: outer blob index {index} out of range")
-        outer = outer_names[index]
-        if outer in used:
-            raise InvalidNetError(f"Reusage of outer blob name: {outer}")
-        used.add(outer)
-        bindings[name] = outer
-    if used != set(outer_names):
-        raise InvalidNetError(
-            f"Not all outer blob names are used in blob bindings: {sorted(set(outer_names) - used)}"
-        )
-    return bindings
 
 
 @kernel("Do", context=True)

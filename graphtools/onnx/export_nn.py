@@ -1,0 +1,255 @@
+"""Exporters for neural-network ops: convolutions, pooling, normalisation, activations, softmax,
+padding and nearest resizing (NCHW only)."""
+
+from __future__ import annotations
+
+from graphtools.analysis.op_args import (
+    CAFFE_LEGACY_POOLING,
+    NOTSET,
+    SAME,
+    VALID,
+    order,
+    window_args,
+)
+from graphtools.ir import Op
+from graphtools.onnx.export_context import ExportContext, exporter, onnx_int64
+
+__all__: list[str] = []
+
+
+def _nchw(cx: ExportContext, op: Op) -> None:
+    try:
+        layout = order(op)
+    except ValueError as exc:
+        raise cx.refuse(str(exc)) from exc
+    if layout != "NCHW":
+        raise cx.refuse("only NCHW ops have an ONNX form")
+
+
+def _spatial_dims(cx: ExportContext, op: Op) -> int:
+    """Number of spatial dims: from the kernel arguments, the filter or the input's rank."""
+    kernels = op.arg("kernels")
+    if kernels is not None:
+        return len(kernels) if isinstance(kernels, tuple) else 1
+    if any(op.has_arg(n) for n in ("kernel_h", "kernel_w", "stride_h", "pad_t")):
+        return 2
+    for name in op.inputs[:2]:
+        rank = cx.rank(name)
+        if rank is not None:
+            return rank - 2
+    if op.has_arg("kernel"):
+        return 2
+    raise cx.refuse("cannot tell the number of spatial dims (give kernels or value_info)")
+
+
+def _window_attrs(cx: ExportContext, op: Op) -> dict[str, object]:
+    nd = _spatial_dims(cx, op)
+    try:
+        kernel, strides, dilations, pads = window_args(op, nd)
+    except ValueError as exc:
+        raise cx.refuse(str(exc)) from exc
+    attrs: dict[str, object] = {}
+    if kernel is not None:
+        attrs["kernel_shape"] = kernel
+    if any(s != 1 for s in strides):
+        attrs["strides"] = strides
+    if any(d != 1 for d in dilations):
+        attrs["dilations"] = dilations
+    legacy = int(op.arg("legacy_pad", NOTSET))
+    if legacy == VALID:
+        return attrs
+    if legacy == SAME:
+        attrs["auto_pad"] = "SAME_UPPER"
+        return attrs
+    if legacy == CAFFE_LEGACY_POOLING:
+        # Caffe's ceil rule, dropping a last window that starts in the padding: ONNX ceil_mode
+        # (onnxruntime applies the same drop).
+        if op.type.startswith("Conv"):
+            raise cx.refuse("legacy_pad CAFFE_LEGACY_POOLING on a convolution")
+        attrs["ceil_mode"] = 1
+    elif legacy != NOTSET:
+        raise cx.refuse(f"unknown legacy_pad {legacy}")
+    if any(pads):
+        attrs["pads"] = pads
+    return attrs
+
+
+@exporter("Conv", "Conv1D", "Conv2D", "Conv3D")
+def _conv(cx: ExportContext, op: Op) -> None:
+    _nchw(cx, op)
+    attrs = _window_attrs(cx, op)
+    group = int(op.arg("group", 1))
+    cx.node("Conv", op.inputs, op.outputs[:1], group=group if group != 1 else None, **attrs)
+
+
+@exporter("ConvTranspose")
+def _conv_transpose(cx: ExportContext, op: Op) -> None:
+    _nchw(cx, op)
+    attrs = _window_attrs(cx, op)
+    if attrs.get("auto_pad") is not None:
+        raise cx.refuse("legacy_pad SAME on ConvTranspose has no ONNX form")
+    adjs = op.arg("adjs")
+    if adjs is None and op.has_arg("adj"):
+        adjs = (int(op.arg("adj")),) * len(attrs.get("kernel_shape", (0, 0)))  # type: ignore[arg-type]
+    group = int(op.arg("group", 1))
+    cx.node(
+        "ConvTranspose",
+        op.inputs,
+        op.outputs[:1],
+        output_padding=list(adjs) if adjs and any(adjs) else None,
+        group=group if group != 1 else None,
+        **attrs,
+    )
+
+
+def _pool(cx: ExportContext, op: Op, onnx_type: str) -> None:
+    _nchw(cx, op)
+    if op.arg("global_pooling", 0):
+        cx.node(f"Global{onnx_type}", op.inputs[:1], op.outputs[:1])
+        return
+    attrs = _window_attrs(cx, op)
+    if onnx_type == "AveragePool" and op.arg("count_include_pad", 0):
+        attrs["count_include_pad"] = 1
+    cx.node(onnx_type, op.inputs[:1], op.outputs[:1], **attrs)
+
+
+@exporter("MaxPool", "MaxPool1D", "MaxPool2D", "MaxPool3D")
+def _max_pool(cx: ExportContext, op: Op) -> None:
+    _pool(cx, op, "MaxPool")
+
+
+@exporter("AveragePool", "AveragePool1D", "AveragePool2D", "AveragePool3D")
+def _average_pool(cx: ExportContext, op: Op) -> None:
+    _pool(cx, op, "AveragePool")
+
+
+@exporter("SpatialBN")
+def _spatial_bn(cx: ExportContext, op: Op) -> None:
+    _nchw(cx, op)
+    if not op.arg("is_test", 0) and len(op.outputs) > 1:
+        raise cx.refuse("SpatialBN in training mode")
+    cx.node(
+        "BatchNormalization",
+        op.inputs[:5],
+        op.outputs[:1],
+        epsilon=float(op.arg("epsilon", 1e-5)),
+    )
+
+
+@exporter("LRN")
+def _lrn(cx: ExportContext, op: Op) -> None:
+    _nchw(cx, op)
+    if len(op.outputs) > 1 and cx.used(op.outputs[1]):
+        raise cx.refuse("LRN's scale output has no ONNX counterpart")
+    cx.node(
+        "LRN",
+        op.inputs[:1],
+        op.outputs[:1],
+        size=int(op.arg("size")),
+        alpha=float(op.arg("alpha", 0.0)),
+        beta=float(op.arg("beta", 0.0)),
+        bias=float(op.arg("bias", 1.0)),
+    )
+
+
+@exporter("Dropout")
+def _dropout(cx: ExportContext, op: Op) -> None:
+    if not op.arg("is_test", 0):
+        raise cx.refuse("Dropout in training mode (random masks)")
+    outputs = list(op.outputs[:1])
+    if len(op.outputs) > 1 and cx.used(op.outputs[1]):
+        outputs.append(op.outputs[1])
+    cx.node("Dropout", op.inputs[:1], outputs)
+
+
+_SAME_NAME = ("Relu", "Sigmoid", "Tanh", "Softplus", "Exp", "Log", "Sqrt", "Abs")
+
+
+@exporter(*_SAME_NAME)
+def _unary(cx: ExportContext, op: Op) -> None:
+    cx.node(op.type, op.inputs, op.outputs)
+
+
+@exporter("Neg", "Negative")
+def _negative(cx: ExportContext, op: Op) -> None:
+    cx.node("Neg", op.inputs, op.outputs)
+
+
+@exporter("Sqr")
+def _sqr(cx: ExportContext, op: Op) -> None:
+    cx.node("Mul", [op.inputs[0], op.inputs[0]], op.outputs)
+
+
+@exporter("LeakyRelu")
+def _leaky_relu(cx: ExportContext, op: Op) -> None:
+    cx.node("LeakyRelu", op.inputs, op.outputs, alpha=float(op.arg("alpha", 0.01)))
+
+
+@exporter("Softmax")
+def _softmax(cx: ExportContext, op: Op) -> None:
+    """Caffe2 normalises the input flattened to 2-D at ``axis``: ONNX before opset 13 too;
+    from 13, the last axis directly, any other as Flatten + Softmax + Reshape back."""
+    x, y = op.inputs[0], op.outputs[0]
+    axis = int(op.arg("axis", 1))
+    if cx.opset < 13:
+        cx.node("Softmax", [x], [y], axis=axis)
+        return
+    rank = cx.rank(x)
+    if axis == -1 or (rank is not None and axis % rank == rank - 1):
+        cx.node("Softmax", [x], [y], axis=-1)
+        return
+    flat, normed, shape = cx.fresh(f"{y}_flat"), cx.fresh(f"{y}_normed"), cx.fresh(f"{x}_shape")
+    cx.node("Flatten", [x], [flat], axis=axis)
+    cx.node("Softmax", [flat], [normed], axis=-1)
+    cx.node("Shape", [x], [shape])
+    cx.node("Reshape", [normed, shape], [y])
+
+
+@exporter("InstanceNorm")
+def _instance_norm(cx: ExportContext, op: Op) -> None:
+    _nchw(cx, op)
+    if any(cx.used(name) for name in op.outputs[1:]):
+        raise cx.refuse("InstanceNorm's mean and inverse-std outputs have no ONNX counterpart")
+    cx.node(
+        "InstanceNormalization",
+        op.inputs[:3],
+        op.outputs[:1],
+        epsilon=float(op.arg("epsilon", 1e-5)),
+    )
+
+
+@exporter("PadImage")
+def _pad_image(cx: ExportContext, op: Op) -> None:
+    _nchw(cx, op)
+    _, _, _, pads = window_args(op, 2)
+    mode = op.arg("mode", b"constant")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    inputs = [
+        op.inputs[0],
+        cx.const(
+            onnx_int64([0, 0, pads[0], pads[1], 0, 0, pads[2], pads[3]]), f"{op.outputs[0]}_pads"
+        ),
+    ]
+    if mode == "constant":
+        value = float(op.arg("value", 0.0))
+        inputs.append(cx.const(value, f"{op.outputs[0]}_value", cx.dtype(op.inputs[0])))
+    cx.node("Pad", inputs, op.outputs[:1], mode=mode)
+
+
+@exporter("ResizeNearest")
+def _resize_nearest(cx: ExportContext, op: Op) -> None:
+    """Caffe2 picks ``min(floor(i / scale), size - 1)``: ONNX asymmetric coordinates, floor."""
+    _nchw(cx, op)
+    if len(op.inputs) > 1:
+        raise cx.refuse("ResizeNearest with scales given as an input")
+    scales = [1.0, 1.0, float(op.arg("height_scale", 1.0)), float(op.arg("width_scale", 1.0))]
+    # roi is optional from opset 13; before, an empty tensor stands for it.
+    roi = "" if cx.opset >= 13 else cx.const([], f"{op.outputs[0]}_roi", "float32")
+    cx.node(
+        "Resize",
+        [op.inputs[0], roi, cx.const(scales, f"{op.outputs[0]}_scales", "float32")],
+        op.outputs[:1],
+        mode="nearest",
+        coordinate_transformation_mode="asymmetric",
+        nearest_mode="floor",
+    )

@@ -1,0 +1,291 @@
+"""Caffe2 init_net/predict_net pair -> ONNX model (``export_onnx``).
+
+What Caffe2's frontend did, with its gaps closed: blobs are renamed to SSA form by our
+``ssa_rewrite`` (on a copy), initializers come from running the init_net with the executor,
+every op is converted by the table in ``export_context.EXPORTERS`` (``export_nn``,
+``export_math``, ``export_tensor``), and the IR version is pinned to the lowest one the chosen
+opset needs (the newest IR is refused by older runtimes). Graph input types come from
+``value_info``; output types and the graph's value info from our shape analysis
+(``graphtools.analysis.shapes``), with ONNX shape inference over the exported graph for what it
+leaves unknown (and for ranks an op's conversion needs). The result passes
+``onnx.checker.check_model(full_check=True)``, whose own inference must agree with ours.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import ModelProto, helper, numpy_helper
+
+from graphtools.errors import GraphToolsError, InvalidNetError, UnsupportedOpError
+from graphtools.executor import Workspace, run_net
+from graphtools.ir import Model, Net
+from graphtools.onnx import export_control, export_math, export_nn, export_tensor  # noqa: F401
+from graphtools.onnx.context import NameGen
+from graphtools.onnx.dtypes import numpy_of_onnx, onnx_dtype_of_numpy
+from graphtools.onnx.export_context import EXPORTERS, ExportContext, TypeInfo
+from graphtools.onnx.importer import max_opset
+from graphtools.passes import ssa_rewrite
+
+__all__ = ["BATCH_DIM", "DEFAULT_OPSET", "MIN_EXPORT_OPSET", "export_onnx", "ir_version_for"]
+
+DEFAULT_OPSET = 17
+"""Opset written when none is asked for: supported by onnxruntime since 1.11."""
+MIN_EXPORT_OPSET = 11
+"""The oldest opset the exporter writes (optional Gemm C and Clip/Pad operands start at 11)."""
+
+BATCH_DIM = "N"
+"""Name of the free batch dimension written with ``dynamic_batch=True``."""
+
+ValueInfo = Mapping[str, tuple[int, Sequence[int | str | None] | None]]
+
+
+def ir_version_for(opset: int) -> int:
+    """The lowest ONNX IR version that can carry default-domain ``opset``."""
+    return int(helper.find_min_ir_version_for([helper.make_opsetid("", opset)]))
+
+
+def _init_values(model: Model) -> dict[str, np.ndarray]:
+    """Every blob the init_net writes, by running it."""
+    if model.init_net is None or not len(model.init_net):
+        return {}
+    workspace = Workspace()
+    run_net(model.init_net, workspace)
+    return {name: np.asarray(workspace.fetch(name)) for name in workspace.local_blobs()}
+
+
+def _shape_info(
+    model: Model, inputs: Mapping[str, TypeInfo], dynamic_batch: bool
+) -> dict[str, TypeInfo]:
+    """Types and shapes our shape analysis derives for the predict_net's blobs (by name: the
+    net is in SSA form here). With ``dynamic_batch`` the inputs' batch dim is the symbol
+    ``N``, so what depends on it stays symbolic. The analysis is a help: when it fails on a
+    net, the exporter relies on ``value_info`` and ONNX shape inference alone."""
+    from graphtools.analysis.shapes import TensorType, infer_model_shapes
+
+    del dynamic_batch  # already in the inputs' shapes
+    given = {name: TensorType(t.dtype, t.shape) for name, t in inputs.items()}
+    try:
+        info = infer_model_shapes(model, given)
+    except GraphToolsError:
+        return {}
+    found = {}
+    for name in info.versions:
+        t = info.final(name)
+        if t.dtype is not None and not t.quantized:
+            found[name] = TypeInfo(t.dtype, t.shape)
+    return found
+
+
+def _reads(net: Net) -> Iterable[str]:
+    for op in net.ops:
+        yield from op.inputs
+        for _, nested in op.nested_nets():
+            yield from nested.external_inputs
+            yield from _reads(nested)
+
+
+def _free_reads(net: Net) -> list[str]:
+    written: set[str] = set()
+    free: dict[str, None] = {}
+    for op in net.ops:
+        for name in op.inputs:
+            if name not in written:
+                free[name] = None
+        written.update(op.outputs)
+    return list(free)
+
+
+def _value_info(name: str, info: TypeInfo | None) -> onnx.ValueInfoProto:
+    if info is None or info.dtype is None:
+        return onnx.ValueInfoProto(name=name)
+    shape = None if info.shape is None else list(info.shape)
+    return helper.make_tensor_value_info(name, onnx_dtype_of_numpy(info.dtype), shape)
+
+
+def _input_types(
+    value_info: ValueInfo | None, names: Sequence[str], dynamic_batch: bool
+) -> dict[str, TypeInfo]:
+    types: dict[str, TypeInfo] = {}
+    for name, (elem_type, shape) in (value_info or {}).items():
+        dims: tuple[int | str | None, ...] | None = None if shape is None else tuple(shape)
+        if dynamic_batch and name in names and dims:
+            dims = (BATCH_DIM, *dims[1:])
+        types[name] = TypeInfo(numpy_of_onnx(int(elem_type)), dims)
+    return types
+
+
+def _output_types(graph: onnx.GraphProto, opset: int, ir_version: int) -> dict[str, Any]:
+    """Types ONNX shape inference gives the graph's values."""
+    probe = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    probe.ir_version = ir_version
+    inferred = onnx.shape_inference.infer_shapes(probe, strict_mode=False, data_prop=True)
+    found = {}
+    for info in (*inferred.graph.value_info, *inferred.graph.output):
+        if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type:
+            found[info.name] = info.type
+    return found
+
+
+def _learn_types(types: dict[str, TypeInfo], found: Mapping[str, Any]) -> bool:
+    """Add the shapes ONNX inference ``found`` for blobs ``types`` lacks; whether any was."""
+    learned = False
+    for name, type_proto in found.items():
+        tensor = type_proto.tensor_type
+        if name in types or not tensor.HasField("shape"):
+            continue
+        dims = tuple(
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+            for d in tensor.shape.dim
+        )
+        types[name] = TypeInfo(numpy_of_onnx(tensor.elem_type), dims)
+        learned = True
+    return learned
+
+
+def _convert(
+    net: Net,
+    opset: int,
+    types: dict[str, TypeInfo],
+    read: set[str],
+    params: Mapping[str, Any],
+    rewritten: frozenset[str],
+    *,
+    final: bool,
+) -> ExportContext:
+    """Convert every op of ``net``. Unless ``final``, an exporter that refused for want of a
+    rank stops the conversion early (``missing_rank`` is set) so the caller can learn more
+    shapes and convert again."""
+    names = NameGen([*read, *params, *(n for op in net.ops for n in op.outputs)])
+    outer = frozenset(n for op in net.ops for n in (*op.inputs, *op.outputs))
+    cx = ExportContext(
+        opset, names, types, read, outer_names=outer | frozenset(params), rewritten=rewritten
+    )
+    for index, op in enumerate(net.ops):
+        fn = EXPORTERS.get(op.type)
+        cx.op, cx.index = op, index
+        if fn is None:
+            raise cx.refuse(f"no ONNX mapping for Caffe2 op type {op.type!r}")
+        try:
+            fn(cx, op)
+        except UnsupportedOpError:
+            if final or not cx.missing_rank:
+                raise
+            return cx
+    return cx
+
+
+def export_onnx(
+    model: Model,
+    opset: int | None = None,
+    ir_version: int | None = None,
+    value_info: ValueInfo | None = None,
+    dynamic_batch: bool = False,
+) -> ModelProto:
+    """Convert an init_net/predict_net pair into an ONNX model.
+
+    Args:
+        model: the pair (not modified).
+        opset: default-domain opset to write (``DEFAULT_OPSET`` when ``None``), from
+            ``MIN_EXPORT_OPSET`` to the newest the installed onnx knows.
+        ir_version: IR version to write; by default the lowest that carries ``opset``.
+        value_info: ``{input name: (onnx elem_type, shape)}`` as Caffe2's frontend took it;
+            needed for every graph input our shape analysis cannot type.
+        dynamic_batch: write dim 0 of every graph input (and what follows from it) as the
+            free dimension ``N``.
+
+    Raises:
+        UnsupportedOpError: an op without an ONNX form (naming op index and type).
+        InvalidNetError: an input whose type cannot be known, or a blob read before any op
+            writes it that is neither an input nor a param.
+    """
+    opset = DEFAULT_OPSET if opset is None else int(opset)
+    if not MIN_EXPORT_OPSET <= opset <= max_opset():
+        raise UnsupportedOpError(
+            f"cannot export to opset {opset}: supported are {MIN_EXPORT_OPSET} to {max_opset()}"
+        )
+    ir = ir_version_for(opset) if ir_version is None else int(ir_version)
+    work = model.copy()
+    # A blob the init_net fills but value_info names is fed (a feed overrides the init value).
+    params = {k: v for k, v in _init_values(work).items() if k not in (value_info or {})}
+    net = work.predict_net
+    writes = Counter(name for op in net.ops for name in op.outputs)
+    rewritten = frozenset(
+        n for n, count in writes.items() if count > 1 or n in params or n in net.external_inputs
+    )
+    ssa_rewrite(net, None, dict.fromkeys(params))
+    declared = list(net.external_inputs) or _free_reads(net)
+    inputs = [name for name in declared if name not in params]
+    undeclared = [n for n in _free_reads(net) if n not in params and n not in declared]
+    # Exported nets often read their data blob without declaring it (the predictor feeds
+    # it): with value_info for it, it is an input like a declared one.
+    inputs += [n for n in undeclared if value_info is not None and n in value_info]
+    unknown = [n for n in undeclared if value_info is None or n not in value_info]
+    if unknown:
+        raise InvalidNetError(
+            f"blobs {unknown} are read before any op writes them and are neither external "
+            "inputs nor init_net outputs; give their types in value_info to make them inputs"
+        )
+    types = _input_types(value_info, inputs, dynamic_batch)
+    for name, value in params.items():
+        types[name] = TypeInfo(value.dtype, tuple(value.shape))
+    types.update(_shape_info(work, {n: types[n] for n in inputs if n in types}, dynamic_batch))
+    untyped = [name for name in inputs if name not in types or types[name].dtype is None]
+    if untyped:
+        raise InvalidNetError(
+            f"the type of graph inputs {untyped} cannot be known: pass value_info="
+            "{name: (onnx elem_type, shape)}"
+        )
+    outputs = list(net.external_outputs)
+    if not outputs:
+        raise InvalidNetError(f"net {net.name!r} declares no external outputs: nothing to export")
+    read = set(_reads(net)) | set(outputs)
+    initializers = [
+        numpy_helper.from_array(value, name) for name, value in params.items() if name in read
+    ]
+    graph_inputs = [_value_info(name, types.get(name)) for name in inputs]
+    cx = _convert(net, opset, types, read, params, rewritten, final=False)
+    while cx.missing_rank:
+        # An exporter wanted a rank nobody knew: learn the shapes ONNX inference finds for
+        # the graph converted so far, then convert again with them.
+        partial = helper.make_graph(
+            cx.nodes, "probe", graph_inputs, [], [*initializers, *cx.constants]
+        )
+        learned = _learn_types(types, _output_types(partial, opset, ir))
+        cx = _convert(net, opset, types, read, params, rewritten, final=not learned)
+        if not learned:
+            break
+    graph = helper.make_graph(
+        cx.nodes,
+        net.name or "graphtools",
+        graph_inputs,
+        [onnx.ValueInfoProto(name=name) for name in outputs],
+        [*initializers, *cx.constants],
+    )
+    inferred = _output_types(graph, opset, ir)
+    for output in graph.output:
+        known = types.get(output.name)
+        if known is not None and known.dtype is not None and known.shape is not None:
+            output.CopyFrom(_value_info(output.name, known))
+        elif output.name in inferred:
+            output.type.CopyFrom(inferred[output.name])
+        else:
+            raise InvalidNetError(f"the type of graph output {output.name!r} cannot be inferred")
+    produced = {name for node in cx.nodes for name in node.output}
+    for name in sorted(produced - set(outputs)):
+        known = types.get(name)
+        if known is not None and known.dtype is not None and known.shape is not None:
+            graph.value_info.append(_value_info(name, known))
+    result = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="graphtools"
+    )
+    result.ir_version = ir
+    try:
+        onnx.checker.check_model(result, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+        raise GraphToolsError(f"the exported model fails the ONNX checker: {exc}") from exc
+    return result

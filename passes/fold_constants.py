@@ -1,0 +1,369 @@
+"""Fold shape arithmetic on constants into params, keeping a dynamic batch dimension dynamic.
+
+Exporters compute shapes at run time: ``x.view(x.size(0), -1)`` becomes
+``Shape -> Gather -> Unsqueeze -> Concat -> Reshape``. Two rewrites remove such chains:
+
+* **Constant ops**: an op of a foldable type (``Gather``, ``ExpandDims``, ``Squeeze``,
+  ``Concat``, ``Cast``, integer ``Add``/``Sub``/``Mul``/``Div``) whose inputs are all known
+  constants (``GivenTensor*Fill`` params of the init_net, or outputs of ops folded before) is
+  evaluated now; its output becomes a new param and the op goes.
+* **Reshape shapes with dynamic dims**: a Reshape whose shape is a ``Concat`` of constants and
+  of dims of the Reshape's own input taken at the same position (``Gather(Shape(x), i)`` at
+  position ``i``) gets a constant shape with ``0`` there: Caffe2's Reshape (like ONNX's with
+  ``allowzero=0``) copies the input's dim for a ``0``, so the batch stays whatever it is at run
+  time instead of being baked in (onnxsim folds such shapes the same way, with ``-1``).
+
+Ops left without readers by a rewrite (the rest of the chain) are removed. Only blobs written
+once, read by no nested net and not external outputs are folded; everything goes through one
+edit of each net. Example (``x`` is a ``N x 4 x 4`` input)::
+
+    before                                   after (new param shape_folded = [0, -1])
+      #0 Shape(x@0) -> s@1                     #0 Reshape(x@0, shape_folded@0) -> y@1, o@1
+      #1 Gather(s@1, zero@0) -> n@1            #1 MatMul(y@1, w@0) -> z@1
+      #2 ExpandDims(n@1) -> n1@1
+      #3 Concat(n1@1, minus_one@0) -> shape@1, info@1
+      #4 Reshape(x@0, shape@1) -> y@1, o@1
+      #5 MatMul(y@1, w@0) -> z@1
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from graphtools.analysis.nested import nested_accesses
+from graphtools.ir import Model, Net, Op
+from graphtools.pass_infra import Pass, PassResult, register_pass
+from graphtools.ssa import VersionedBlob
+
+__all__ = ["FoldConstants"]
+
+_FILL_DTYPES: dict[str, Any] = {
+    "GivenTensorFill": np.float32,
+    "GivenTensorDoubleFill": np.float64,
+    "GivenTensorIntFill": np.int32,
+    "GivenTensorInt64Fill": np.int64,
+    "GivenTensorInt16Fill": np.int16,
+    "GivenTensorBoolFill": np.bool_,
+}
+_FILL_FOR: dict[Any, str] = {np.dtype(v): k for k, v in _FILL_DTYPES.items()}
+_CAFFE2_DTYPES = {
+    1: np.float32,
+    2: np.int32,
+    5: np.bool_,
+    9: np.int16,
+    10: np.int64,
+    13: np.float64,
+}
+
+
+def _ints(value: Any) -> list[int]:
+    if value is None:
+        return []
+    return [int(v) for v in (value if isinstance(value, tuple) else (value,))]
+
+
+def _fill_value(op: Op) -> np.ndarray | None:
+    dtype = _FILL_DTYPES.get(op.type)
+    if dtype is None or op.inputs or len(op.outputs) != 1 or op.has_arg("dtype"):
+        return None
+    values = op.arg("values", ())
+    values = values if isinstance(values, tuple) else (values,)
+    array = np.asarray(values, dtype=dtype)
+    shape = _ints(op.arg("shape")) if op.has_arg("shape") else [array.size]
+    if int(np.prod(shape)) != array.size:
+        return None
+    return array.reshape(shape)
+
+
+def _binary(fn: Callable[[Any, Any], Any]) -> Callable[[Op, list[np.ndarray]], np.ndarray]:
+    def evaluate(op: Op, inputs: list[np.ndarray]) -> np.ndarray:
+        a, b = inputs
+        if op.arg("broadcast", 0) or not np.issubdtype(np.result_type(a, b), np.integer):
+            raise ValueError("only numpy-broadcast integer arithmetic is folded")
+        return np.asarray(fn(a, b)).astype(np.result_type(a, b))
+
+    return evaluate
+
+
+def _gather(op: Op, inputs: list[np.ndarray]) -> np.ndarray:
+    return np.take(inputs[0], inputs[1], axis=int(op.arg("axis", 0)))
+
+
+def _expand_dims(op: Op, inputs: list[np.ndarray]) -> np.ndarray:
+    x = inputs[0]
+    for dim in sorted(_ints(op.arg("dims"))):
+        x = np.expand_dims(x, dim)
+    return x
+
+
+def _squeeze(op: Op, inputs: list[np.ndarray]) -> np.ndarray:
+    dims = _ints(op.arg("dims"))
+    if not dims:
+        raise ValueError("Squeeze without dims")
+    return np.squeeze(inputs[0], axis=tuple(dims))
+
+
+def _concat(op: Op, inputs: list[np.ndarray]) -> np.ndarray:
+    if op.arg("add_axis", 0) or not op.has_arg("axis"):
+        raise ValueError("only Concat with an explicit axis is folded")
+    return np.concatenate(inputs, axis=int(op.arg("axis")))
+
+
+def _cast(op: Op, inputs: list[np.ndarray]) -> np.ndarray:
+    dtype = _CAFFE2_DTYPES.get(int(op.arg("to", -1))) if isinstance(op.arg("to"), int) else None
+    if dtype is None:
+        raise ValueError("unsupported Cast target")
+    return inputs[0].astype(dtype)
+
+
+_EVALUATORS: dict[str, Callable[[Op, list[np.ndarray]], np.ndarray]] = {
+    "Gather": _gather,
+    "ExpandDims": _expand_dims,
+    "Squeeze": _squeeze,
+    "Concat": _concat,
+    "Cast": _cast,
+    "Add": _binary(np.add),
+    "Sub": _binary(np.subtract),
+    "Mul": _binary(np.multiply),
+    "Div": _binary(lambda a, b: np.trunc(np.true_divide(a, b))),
+}
+
+
+@dataclass
+class _Plan:
+    """What the pass found: new params, rewired reads and ops to remove."""
+
+    params: dict[str, np.ndarray]
+    inputs: dict[int, list[str]]
+    removed: set[int]
+
+
+class _Folder:
+    def __init__(self, model: Model) -> None:
+        self.net = model.predict_net
+        self.view = self.net.ssa()
+        self.init = model.init_net
+        names = set(self.net.written_names()) | set(self.net.external_inputs)
+        if self.init is not None:
+            names |= self.init.written_names()
+        self.taken = names
+        self.writes = Counter(name for op in self.net for name in op.outputs)
+        self.nested: set[str] = set()
+        for access in nested_accesses(self.net).values():
+            self.nested |= access.names
+        self.outputs = set(self.net.external_outputs)
+        self.known: dict[VersionedBlob, np.ndarray] = {}
+        if self.init is not None:
+            for op in self.init:
+                value = _fill_value(op)
+                if value is not None and self.writes[op.outputs[0]] == 0:
+                    self.known[(op.outputs[0], 0)] = value
+        self.plan = _Plan({}, {}, set())
+
+    def fresh(self, hint: str) -> str:
+        name, suffix = hint, 0
+        while name in self.taken:
+            suffix += 1
+            name = f"{hint}_{suffix}"
+        self.taken.add(name)
+        return name
+
+    def foldable_output(self, name: str) -> bool:
+        return self.writes[name] == 1 and name not in self.nested and name not in self.outputs
+
+    def fold_constant_ops(self) -> None:
+        for index, op in enumerate(self.net):
+            evaluate = _EVALUATORS.get(op.type)
+            ins, outs = self.view.ssa[index]
+            if evaluate is None or not ins or not all(b in self.known for b in ins):
+                continue
+            if not self.foldable_output(op.outputs[0]):
+                continue
+            if any(self.net.uses(b) for b in outs[1:]) or any(
+                not self.foldable_output(n) for n in op.outputs[1:]
+            ):
+                continue
+            try:
+                value = evaluate(op, [self.known[b] for b in ins])
+            except (ValueError, IndexError, TypeError):
+                continue
+            if np.dtype(value.dtype) not in _FILL_FOR:
+                continue
+            self.known[outs[0]] = value
+            self.replace_value(outs[0], value, f"{op.outputs[0]}_folded")
+            self.plan.removed.add(index)
+
+    def replace_value(self, blob: VersionedBlob, value: np.ndarray, hint: str) -> str:
+        name = self.fresh(hint)
+        self.plan.params[name] = value
+        for use in self.net.uses(blob):
+            inputs = self.plan.inputs.setdefault(use.op, list(self.net[use.op].inputs))
+            inputs[use.position] = name
+        return name
+
+    def dim_source(self, blob: VersionedBlob) -> tuple[VersionedBlob, int] | None:
+        """``(x, i)`` when ``blob`` is dim ``i`` of ``x`` as a 1-element vector."""
+        producer = self.net.producer(blob)
+        if producer is None:
+            return None
+        op = self.net[producer]
+        ins = self.view.ssa[producer][0]
+        if op.type == "ExpandDims" and _ints(op.arg("dims")) == [0]:
+            return self.scalar_dim(ins[0])
+        if op.type == "Gather" and int(op.arg("axis", 0)) == 0 and ins[1] in self.known:
+            index = self.known[ins[1]]
+            if index.shape == (1,):
+                return self.shape_dim(ins[0], int(index[0]))
+        return None
+
+    def scalar_dim(self, blob: VersionedBlob) -> tuple[VersionedBlob, int] | None:
+        producer = self.net.producer(blob)
+        if producer is None or self.net[producer].type != "Gather":
+            return None
+        op, ins = self.net[producer], self.view.ssa[producer][0]
+        index = self.known.get(ins[1])
+        if int(op.arg("axis", 0)) != 0 or index is None or index.shape != ():
+            return None
+        return self.shape_dim(ins[0], int(index))
+
+    def shape_dim(self, blob: VersionedBlob, index: int) -> tuple[VersionedBlob, int] | None:
+        producer = self.net.producer(blob)
+        if producer is None or self.net[producer].type != "Shape":
+            return None
+        op = self.net[producer]
+        if op.has_arg("axes") or index < 0:
+            return None
+        return self.view.ssa[producer][0][0], index
+
+    def fold_reshape_shapes(self) -> None:
+        for index, op in enumerate(self.net):
+            if op.type != "Reshape" or len(op.inputs) != 2 or index in self.plan.inputs:
+                continue
+            data, shape = self.view.ssa[index][0]
+            producer = self.net.producer(shape)
+            if producer is None or self.net[producer].type != "Concat":
+                continue
+            concat = self.net[producer]
+            if int(concat.arg("axis", -1)) != 0 or concat.arg("add_axis", 0):
+                continue
+            dims: list[int] = []
+            for piece in self.view.ssa[producer][0]:
+                if piece in self.known and self.known[piece].ndim == 1:
+                    dims.extend(int(v) for v in self.known[piece])
+                    continue
+                source = self.dim_source(piece)
+                if source is None or source != (data, len(dims)):
+                    dims = []
+                    break
+                dims.append(0)
+            if not dims or dims.count(-1) > 1 or 0 not in dims:
+                continue
+            hint = f"{op.inputs[1]}_folded"
+            name = self.fresh(hint)
+            self.plan.params[name] = np.asarray(dims, dtype=np.int64)
+            self.plan.inputs[index] = [op.inputs[0], name]
+
+    def remove_dead_chain(self) -> None:
+        """Remove ops the rewrites left without readers, walking producers backwards."""
+        pending = [
+            b
+            for index, new in self.plan.inputs.items()
+            for b, name in zip(self.view.ssa[index][0], self.net[index].inputs, strict=True)
+            if name not in new
+        ]
+        pending += [b for index in self.plan.removed for b in self.view.ssa[index][0]]
+        while pending:
+            blob = pending.pop()
+            producer = self.net.producer(blob)
+            if producer is None or producer in self.plan.removed:
+                continue
+            outs = self.view.ssa[producer][1]
+            op = self.net[producer]
+            if op.has_nested_nets() or any(not self.foldable_output(n) for n in op.outputs):
+                continue
+            if all(self.dead(b) for b in outs):
+                self.plan.removed.add(producer)
+                pending.extend(self.view.ssa[producer][0])
+
+    def dead(self, blob: VersionedBlob) -> bool:
+        for use in self.net.uses(blob):
+            if use.op in self.plan.removed:
+                continue
+            new = self.plan.inputs.get(use.op)
+            if new is not None and new[use.position] != blob[0]:
+                continue
+            return False
+        return True
+
+
+def _fill_op(name: str, value: np.ndarray) -> Op:
+    values = value.reshape(-1).tolist()
+    return Op(
+        _FILL_FOR[np.dtype(value.dtype)],
+        [],
+        [name],
+        args={"shape": list(value.shape), "values": values},
+    )
+
+
+@register_pass
+@dataclass(frozen=True)
+class FoldConstants(Pass):
+    """Fold constant shape arithmetic and Reshape shapes with dynamic dims (module docstring).
+
+    Adds params (init_net fills and predict_net external inputs), hence ``changes_interface``.
+    Stats: ``ops_folded`` (constant ops evaluated), ``reshapes_folded``, ``ops_removed``,
+    ``params_added``.
+    """
+
+    name: ClassVar[str] = "fold-constants"
+    changes_interface: ClassVar[bool] = True
+    reads_ssa: ClassVar[bool] = True
+
+    def call(self, model: Model) -> PassResult:
+        """Plan on the nets as they are, then apply it in one edit per net."""
+        folder = _Folder(model)
+        folder.fold_constant_ops()
+        folded = len(folder.plan.removed)
+        reshapes_before = set(folder.plan.inputs)
+        folder.fold_reshape_shapes()
+        reshapes = len(set(folder.plan.inputs) - reshapes_before)
+        folder.remove_dead_chain()
+        plan = folder.plan
+        stats = {
+            "ops_folded": folded,
+            "reshapes_folded": reshapes,
+            "ops_removed": len(plan.removed),
+            "params_added": 0,
+        }
+        live_params = {
+            name
+            for index, inputs in plan.inputs.items()
+            if index not in plan.removed
+            for name in inputs
+            if name in plan.params
+        }
+        if not plan.removed and not live_params:
+            return PassResult(model, False, stats)
+        if model.init_net is None:
+            model.init_net = Net(name=f"{model.predict_net.name or 'net'}_init")
+        init = model.init_net
+        new = [name for name in plan.params if name in live_params]
+        with init.edit() as init_edit:
+            init_edit.insert(len(init), [_fill_op(n, plan.params[n]) for n in new])
+        net = model.predict_net
+        with net.edit() as edit:
+            for index in plan.removed:
+                edit.remove(index)
+            for index, inputs in plan.inputs.items():
+                if index not in plan.removed:
+                    edit.set_op(index, net[index].replace(inputs=inputs))
+            if net.external_inputs:
+                edit.set_external_inputs([*net.external_inputs, *new])
+        stats["params_added"] = len(new)
+        return PassResult(model, True, stats)

@@ -1,0 +1,100 @@
+"""Run a pipeline inside the branches of ``If`` ops, as it runs at the top level.
+
+The passes see the top-level net; an ``If``'s ``then_net``/``else_net`` (ONNX branches become
+those on import) keep their Reshape chains, copies and dead ends. This pass runs a pipeline
+(``default`` unless told otherwise) on each branch as a model of its own, recursively through
+nested Ifs. A branch writes into the enclosing workspace, so while its pipeline runs, the
+names it writes that the enclosing net reads after the If (or declares as outputs) count as
+the branch's outputs too; its declared outputs are restored afterwards. The passes get a copy
+of the init_net, so they know the params, but params they would drop stay (the enclosing net
+may read them). The If's own declared inputs stay as they are (the rewriter refuses to edit an
+op whose nested nets write blobs), so params only a removed branch chain read stay declared
+there, and ``remove-unused-params`` keeps them.
+
+Example (``default`` in the then-branch of an If writing ``y``)::
+
+    then_net before                          then_net after
+      #0 Shape(x@0) -> s@1                     #0 FC(x@0, w@0, b@0) -> y@1
+      #1 Gather(s@1, zero@0) -> n@1
+      #2 Concat(n@1, minus_one@0) -> shape@1, info@1
+      #3 Reshape(x@0, shape@1) -> flat@1, old@1
+      #4 FC(flat@1, w@0, b@0) -> y@1
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from graphtools.analysis.nested import nested_access
+from graphtools.ir import Model, Net
+from graphtools.pass_infra import Pass, PassManager, PassResult, register_pass
+
+__all__ = ["InBranches"]
+
+_BRANCHES = ("then_net", "else_net")
+
+
+def _read_after(net: Net, index: int) -> set[str]:
+    """Names the ops after ``index`` read (nested nets included), and the net's outputs."""
+    names = set(net.external_outputs)
+    for op in net.ops[index + 1 :]:
+        names.update(op.inputs)
+        names.update(nested_access(op).reads)
+    return names
+
+
+def _written(net: Net) -> list[str]:
+    return list(dict.fromkeys(name for op in net for name in op.outputs))
+
+
+@register_pass
+@dataclass(frozen=True)
+class InBranches(Pass):
+    """Run ``pipeline`` in every If branch, recursively (see the module docstring).
+
+    Options:
+        pipeline: the pipeline spec to run in the branches (``default``).
+
+    Stats: ``branches`` (branch nets visited), ``branches_modified``.
+    """
+
+    name: ClassVar[str] = "in-branches"
+    pipeline: str = "default"
+
+    def call(self, model: Model) -> PassResult:
+        """Rewrite each branch in place through the pipeline's own edits."""
+        manager = PassManager.parse(self.pipeline)
+        before = model.revision
+        stats = {"branches": 0, "branches_modified": 0}
+        self._visit(model.predict_net, model.init_net, manager, stats)
+        return PassResult(model, model.revision != before, stats)
+
+    def _visit(
+        self, net: Net, init: Net | None, manager: PassManager, stats: dict[str, int]
+    ) -> None:
+        for index, op in enumerate(net.ops):
+            if op.type != "If":
+                continue
+            keep = _read_after(net, index) | set(op.outputs)
+            for arg_name, branch in op.nested_nets():
+                if arg_name not in _BRANCHES:
+                    continue
+                stats["branches"] += 1
+                revision = branch.revision
+                declared = list(branch.external_outputs)
+                extra = [n for n in _written(branch) if n in keep and n not in declared]
+                if extra:
+                    with branch.edit() as widen:
+                        widen.set_external_outputs([*declared, *extra])
+                # A copy of the init_net tells the passes which blobs are params; what they
+                # drop from it is not dropped for real (the enclosing net may read it).
+                manager(Model(branch, None if init is None else init.copy()))
+                if extra:
+                    with branch.edit() as restore:
+                        restore.set_external_outputs(
+                            [n for n in branch.external_outputs if n not in extra]
+                        )
+                self._visit(branch, init, manager, stats)
+                if branch.revision != revision:
+                    stats["branches_modified"] += 1

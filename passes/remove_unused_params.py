@@ -1,0 +1,101 @@
+"""Remove params nobody reads: init_net fills whose blobs the predict_net never uses.
+
+After an import or a rewrite (``remove-reshape-for-fc`` drops shape chains, constants folded
+into arguments), the init_net can hold params no op reads: ONNX exporters leave unused
+initializers too (onnxruntime warns "Removing initializer ... not used by any node"). A param
+is *used* when a top-level predict_net op reads its initial value (version 0), a nested net
+(``If`` branches, step nets) reads its name, or an external output is that value. Unused
+params leave the init_net (their fill ops, when every blob the op fills is unused and no kept
+init op reads it), its external outputs, and the predict_net's external inputs.
+
+Example (``w_old`` is filled but never read)::
+
+    init_net                                  init_net
+      #0 GivenTensorFill -> w                   #0 GivenTensorFill -> w
+      #1 GivenTensorFill -> w_old       =>
+    predict_net (external_input: x, w, w_old)  predict_net (external_input: x, w)
+      #0 FC(x@0, w@0) -> y@1                     #0 FC(x@0, w@0) -> y@1
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from graphtools.analysis.nested import nested_accesses
+from graphtools.ir import Model, Net
+from graphtools.pass_infra import Pass, PassResult, register_pass
+
+__all__ = ["RemoveUnusedParams", "unused_params"]
+
+
+def unused_params(model: Model) -> list[str]:
+    """Blobs the init_net writes that the predict_net never uses (init_net order)."""
+    init = model.init_net
+    if init is None:
+        return []
+    net = model.predict_net
+    nested_reads: set[str] = set()
+    for access in nested_accesses(net).values():
+        nested_reads.update(access.reads)
+    view = net.ssa()
+    outputs = {name for name, version in view.external_outputs if version == 0}
+    found: dict[str, None] = {}
+    for op in init:
+        for name in op.outputs:
+            if name in outputs or name in nested_reads or net.uses((name, 0)):
+                continue
+            found[name] = None
+    return list(found)
+
+
+def _removable_init_ops(init: Net, unused: set[str]) -> list[int]:
+    """Init ops that only fill unused blobs, and whose blobs no kept init op reads."""
+    read_by_kept: set[str] = set()
+    removable = []
+    for index in range(len(init) - 1, -1, -1):
+        op = init[index]
+        if op.outputs and unused.issuperset(op.outputs) and read_by_kept.isdisjoint(op.outputs):
+            removable.append(index)
+        else:
+            read_by_kept.update(op.inputs)
+    return removable
+
+
+@register_pass
+@dataclass(frozen=True)
+class RemoveUnusedParams(Pass):
+    """Drop params the predict_net never reads (see the module docstring).
+
+    Changes the interface (the predict_net's external inputs lose the dropped params). Stats:
+    ``params_removed``, ``init_ops_removed``.
+    """
+
+    name: ClassVar[str] = "remove-unused-params"
+    changes_interface: ClassVar[bool] = True
+    idempotent: ClassVar[bool] = True
+    reads_ssa: ClassVar[bool] = True
+
+    def call(self, model: Model) -> PassResult:
+        """Remove the unused params' fills and declarations in two edits (one per net)."""
+        unused = set(unused_params(model))
+        init = model.init_net
+        if not unused or init is None:
+            return PassResult(model, False, {"params_removed": 0, "init_ops_removed": 0})
+        removable = _removable_init_ops(init, unused)
+        dropped = {name for index in removable for name in init[index].outputs}
+        with init.edit() as edit:
+            for index in removable:
+                edit.remove(index)
+            if not dropped.isdisjoint(init.external_outputs):
+                edit.set_external_outputs(n for n in init.external_outputs if n not in dropped)
+        predict = model.predict_net
+        changed_inputs = False
+        if not dropped.isdisjoint(predict.external_inputs):
+            with predict.edit() as inputs_edit:
+                inputs_edit.set_external_inputs(
+                    n for n in predict.external_inputs if n not in dropped
+                )
+            changed_inputs = inputs_edit.changed
+        stats = {"params_removed": len(dropped), "init_ops_removed": len(removable)}
+        return PassResult(model, edit.changed or changed_inputs, stats)

@@ -1,0 +1,84 @@
+"""in-branches: the default pipeline inside If branches; checked numerically with our executor
+on the cleaned pair and with onnxruntime on its export, both against onnxruntime on the original
+ONNX model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from graphtools.executor import run_model  # noqa: E402
+from graphtools.onnx import export_onnx, import_onnx, run_onnxruntime  # noqa: E402
+from graphtools.pass_infra import PassManager  # noqa: E402
+
+
+def _if_model() -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((5, 12), dtype=np.float32), "w"),
+        numpy_helper.from_array(rng.standard_normal(5, dtype=np.float32), "b"),
+        numpy_helper.from_array(np.array(0, dtype=np.int64), "zero"),
+        numpy_helper.from_array(np.array([0], dtype=np.int64), "axes"),
+        numpy_helper.from_array(np.array([-1], dtype=np.int64), "minus_one"),
+    ]
+    then_graph = helper.make_graph(
+        [
+            helper.make_node("Relu", ["x"], ["r"]),
+            helper.make_node("Shape", ["r"], ["s"]),
+            helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+            helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+            helper.make_node("Concat", ["n1", "minus_one"], ["shape"], axis=0),
+            helper.make_node("Reshape", ["r", "shape"], ["flat"]),
+            helper.make_node("Gemm", ["flat", "w", "b"], ["t"], transB=1),
+        ],
+        "then",
+        [],
+        [onnx.ValueInfoProto(name="t")],
+    )
+    else_graph = helper.make_graph(
+        [
+            helper.make_node("Flatten", ["x"], ["f"]),
+            helper.make_node("Gemm", ["f", "w", "b"], ["e"], transB=1),
+            helper.make_node("Relu", ["e"], ["unused"]),
+        ],
+        "else",
+        [],
+        [onnx.ValueInfoProto(name="e")],
+    )
+    node = helper.make_node("If", ["cond"], ["y"], then_branch=then_graph, else_branch=else_graph)
+    inputs = [
+        helper.make_tensor_value_info("cond", TensorProto.BOOL, [1]),
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 2, 2]),
+    ]
+    graph = helper.make_graph([node], "g", inputs, [onnx.ValueInfoProto(name="y")], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_default_pipeline_cleans_if_branches() -> None:
+    original = _if_model()
+    pair = import_onnx(original)
+    records = PassManager.parse("default,in-branches,remove-unused-params")(pair)
+    assert any(r.name == "in-branches" and r.modified for r in records)
+    (if_op,) = pair.predict_net
+    then_net, else_net = if_op.arg("then_net"), if_op.arg("else_net")
+    assert [op.type for op in then_net] == ["Relu", "FC"]
+    assert then_net[1].inputs[0] == then_net[0].outputs[0]  # FC reads the 4-D blob
+    assert [op.type for op in else_net] == ["Flatten", "FC"]  # the dead Relu is gone
+    assert list(then_net.external_inputs) == ["x", "w", "b"]  # the chain's params are gone
+    value_info = {"cond": (TensorProto.BOOL, [1]), "x": (TensorProto.FLOAT, [2, 3, 2, 2])}
+    exported = export_onnx(pair, value_info=value_info)
+    x = np.random.default_rng(1).standard_normal((2, 3, 2, 2), dtype=np.float32)
+    for flag in (True, False):
+        feeds = {"cond": np.array([flag]), "x": x}
+        expected = run_onnxruntime(original, feeds)["y"]
+        np.testing.assert_allclose(run_model(pair, feeds)["y"], expected, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(
+            run_onnxruntime(exported, feeds)["y"], expected, rtol=1e-5, atol=1e-5
+        )

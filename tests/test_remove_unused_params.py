@@ -1,0 +1,84 @@
+"""remove-unused-params: init_net fills nobody reads leave the pair; used ones stay."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphtools.ir import Model, Net, Op
+from graphtools.pass_infra import PassManager
+from graphtools.passes import RemoveUnusedParams
+from graphtools.passes.remove_unused_params import unused_params
+from graphtools.testing import assert_models_equivalent
+
+
+def _fill(name: str, value: float) -> Op:
+    return Op("GivenTensorFill", [], [name], args={"shape": [2], "values": [value, value]})
+
+
+def _model() -> Model:
+    then_net = Net([Op("Relu", ["nested_w"], ["y"])], ["nested_w"], ["y"], name="then")
+    else_net = Net([Op("Copy", ["x"], ["y"])], ["x"], ["y"], name="else")
+    init = Net(
+        [_fill("w", 1.0), _fill("unused", 2.0), _fill("nested_w", 3.0), _fill("passed", 4.0)],
+        external_outputs=["w", "unused", "nested_w", "passed"],
+        name="init",
+    )
+    predict = Net(
+        [
+            Op("Add", ["x", "w"], ["s"]),
+            Op(
+                "If",
+                ["cond", "nested_w", "x"],
+                ["y"],
+                args={"then_net": then_net, "else_net": else_net},
+            ),
+        ],
+        ["x", "cond", "w", "unused", "nested_w", "passed"],
+        ["s", "y", "passed"],
+        name="predict",
+    )
+    return Model(predict, init)
+
+
+def test_only_params_nobody_reads_are_removed() -> None:
+    model = _model()
+    assert unused_params(model) == ["unused"]
+    result = RemoveUnusedParams()(model)
+    assert result.modified and result.stats == {"params_removed": 1, "init_ops_removed": 1}
+    assert model.init_net is not None
+    assert [op.outputs[0] for op in model.init_net] == ["w", "nested_w", "passed"]
+    assert "unused" not in model.predict_net.external_inputs
+    assert "unused" not in model.init_net.external_outputs
+    again = RemoveUnusedParams()(model)
+    assert not again.modified
+
+
+def test_a_param_overwritten_before_any_read_is_unused() -> None:
+    init = Net([_fill("w", 1.0)], name="init")
+    predict = Net([Op("Relu", ["x"], ["w"]), Op("Relu", ["w"], ["y"])], ["x", "w"], ["y"])
+    model = Model(predict, init)
+    before = model.copy()
+    assert PassManager.parse("remove-unused-params")(model)[0].modified
+    assert model.init_net is not None and len(model.init_net) == 0
+    feeds = {"x": np.arange(2, dtype=np.float32)}
+    assert_models_equivalent(before, model, feeds)
+
+
+def test_unused_initializer_of_a_zoo_model_goes() -> None:
+    onnx = pytest.importorskip("onnx")
+    from graphtools.onnx import import_onnx
+
+    path = Path(onnx.__file__).parent / "backend/test/data/light/light_zfnet512.onnx"
+    model = import_onnx(path)
+    assert model.init_net is not None
+    queue = [n for op in model.init_net for n in op.outputs if "blobs_queue" in n]
+    assert queue and set(queue) <= set(unused_params(model))
+    before = model.copy()
+    PassManager.parse("remove-unused-params")(model)
+    names = {n for op in model.init_net for n in op.outputs}
+    assert not names & set(queue) and not set(queue) & set(model.predict_net.external_inputs)
+    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224), dtype=np.float32)
+    assert_models_equivalent(before, model, {"gpu_0/data_0": x})
