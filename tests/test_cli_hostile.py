@@ -264,7 +264,7 @@ def test_killed_runs_leave_one_whole_pair(two_models: dict[str, object], tmp_pat
     reference.communicate(timeout=120)
     duration = time.perf_counter() - start
     outcomes = []
-    for trial, signum in enumerate([signal.SIGINT, signal.SIGTERM, signal.SIGKILL] * 3):
+    for trial, signum in enumerate([signal.SIGINT, signal.SIGTERM, signal.SIGKILL] * 2):
         folder = tmp_path / f"trial{trial}"
         folder.mkdir()
         for name, data in two_models["A_out"].items():  # type: ignore[attr-defined]
@@ -288,7 +288,7 @@ def test_killed_runs_leave_one_whole_pair(two_models: dict[str, object], tmp_pat
 
 @pytest.mark.slow
 def test_concurrent_runs_never_interleave(two_models: dict[str, object], tmp_path: Path) -> None:
-    for trial in range(4):
+    for trial in range(3):
         folder = tmp_path / f"trial{trial}"
         processes = [
             _child(["run", str(two_models[label]), "-o", str(folder)], wait=True)
