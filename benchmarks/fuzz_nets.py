@@ -2,8 +2,9 @@
 
 Every mutant must either load and survive ``print_model``, the SSA table, ``verify``, the default
 pipeline and a save + reload (which must then load, and print the same), or be refused with a
-``GraphToolsError``. Anything else (an untyped exception, a saved file graphtools refuses to load
-again, a reload that prints differently) is a finding. Through the CLI, ``show``, ``ssa`` and
+``GraphToolsError``. Anything else (an untyped exception, also one a ``GraphToolsError`` wraps,
+such as a pass failing with a ``TypeError``; a saved file graphtools refuses to load again; a
+reload that prints differently) is a finding. Through the CLI, ``show``, ``ssa`` and
 ``run -o`` must exit 0 or 2 without raising.
 
 Mutants are made deterministically from a seed: byte flips, truncations, splices and deletions of
@@ -37,7 +38,7 @@ from pathlib import Path
 from google.protobuf import text_format
 
 from graphtools.cli import main as cli_main
-from graphtools.errors import GraphToolsError
+from graphtools.errors import GraphToolsError, PassError
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager
 from graphtools.printer import print_model, print_ssa_table
@@ -369,6 +370,11 @@ def _call(step: str, fn: Callable[[], object]) -> Outcome | None:
     try:
         fn()
     except GraphToolsError as exc:
+        cause = exc.__cause__
+        if isinstance(exc, PassError) and not isinstance(cause, GraphToolsError | None):
+            # the manager wraps whatever a pass raised: an untyped error there is a bug
+            detail = "".join(traceback.format_exception(cause, limit=-4))
+            return Outcome("bug", step, f"{type(exc).__name__} wrapping:\n{detail}")
         return Outcome("refused", step, f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # the finding this script looks for
         detail = "".join(traceback.format_exception(exc, limit=-4))

@@ -235,3 +235,16 @@ def test_unwritable_folder(tmp_path: Path) -> None:
     finally:
         folder.chmod(0o755)
     assert _contents(folder) == OLD
+
+
+def test_file_systems_without_locks_are_written_unlocked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = _folder_with_old_pair(tmp_path)
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(atomic.fcntl, "flock", no_locks)
+    write_files(_new_pair(folder))
+    assert _contents(folder) == NEW

@@ -347,6 +347,8 @@ def _acquire(lock_path: Path) -> int:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
+            if exc.errno in _NO_LOCKS:  # a file system without locks: write unlocked
+                return fd
             holder = _holder(fd)
             os.close(fd)
             if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
@@ -365,6 +367,11 @@ def _acquire(lock_path: Path) -> int:
             os.write(fd, str(os.getpid()).encode())
             return fd
         os.close(fd)
+
+
+_NO_LOCKS = frozenset(
+    getattr(errno, name) for name in ("ENOLCK", "EOPNOTSUPP", "ENOTSUP") if hasattr(errno, name)
+)
 
 
 def _holder(fd: int) -> str:
