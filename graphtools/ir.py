@@ -1521,6 +1521,8 @@ class Model:
         init_net: the net that fills the parameters, or ``None``.
         predict_path / init_path: the files the nets came from, when loaded from disk.
         text: whether the model was loaded from text format (``save`` writes it back as text).
+        init_text: whether the init_net was loaded from text, when it differs from ``text``
+            (``None``: as ``text``); each file of a pair keeps its own format.
     """
 
     predict_net: Net
@@ -1528,6 +1530,7 @@ class Model:
     predict_path: Path | None = None
     init_path: Path | None = None
     text: bool = False
+    init_text: bool | None = None
 
     def nets(self) -> list[Net]:
         """The init_net (when present) and the predict_net, in execution order."""
@@ -1572,4 +1575,5 @@ class Model:
             self.predict_path,
             self.init_path,
             self.text,
+            self.init_text,
         )

@@ -13,6 +13,7 @@ cut after a few items with the total count, so dumps of real weights stay readab
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -83,6 +84,19 @@ def _format_bytes(value: bytes) -> str:
 
 def _net_label(net: Net) -> str:
     return f"<net {net.name}>" if net.name else "<net>"
+
+
+def describe_net(net: Net, role: str | None = None, path: str | Path | None = None) -> str:
+    """How messages name a net: ``net 'resnet'``, and its file when known (``net 'resnet'
+    (models/a/predict_net.pb)``); an unnamed one by its role, ``the predict_net``, or as
+    ``the unnamed net`` (never ``net None``)."""
+    if net.name:
+        head = f"net {net.name!r}"
+    elif role:
+        head = f"the {role}"
+    else:
+        head = "the unnamed net"
+    return head if path is None else f"{head} ({path})"
 
 
 def format_arg_value(arg: Argument, *, full: bool = False, max_chars: int | None = None) -> str:

@@ -22,6 +22,7 @@ from graphtools.executor import Int8Tensor, Workspace, run_model, run_net, run_o
 from graphtools.gradient_check import GradientCheck, check_gradients
 from graphtools.ir import Model, Net, Op
 from graphtools.pass_infra import PassManager
+from graphtools.printer import describe_net
 
 __all__ = [
     "BisectResult",
@@ -42,12 +43,27 @@ __all__ = [
 
 
 def model_inputs(model: Model) -> list[str]:
-    """External inputs of the predict_net that the init_net does not produce, in order."""
+    """External inputs of the predict_net that the init_net does not produce, in order.
+
+    A predict_net that declares no external inputs declares them implicitly (as Caffe2 and
+    ``get_ssa`` read it): its inputs are then the blobs its ops read before any op writes them.
+    """
     produced: set[str] = set()
     if model.init_net is not None:
         for op in model.init_net:
             produced.update(op.outputs)
-    return [name for name in model.predict_net.external_inputs if name not in produced]
+    net = model.predict_net
+    declared = net.external_inputs or _read_before_written(net)
+    return [name for name in declared if name not in produced]
+
+
+def _read_before_written(net: Net) -> list[str]:
+    written: set[str] = set()
+    found: dict[str, None] = {}
+    for op in net:
+        found.update((name, None) for name in op.inputs if name not in written)
+        written.update(op.outputs)
+    return list(found)
 
 
 def make_feeds(
@@ -507,7 +523,7 @@ def random_params(
                 value = maker.make(index, op, position, np.asarray(ws.fetch(op.inputs[0])))
             if value is None:
                 raise InvalidNetError(
-                    f"op #{index} ({op.type}) in net {net.name!r}: cannot derive the shape of "
+                    f"op #{index} ({op.type}) in {describe_net(net)}: cannot derive the shape of "
                     f"parameter {name!r}; give it in param_shapes"
                 )
             params[name] = value

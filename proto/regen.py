@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 PROTO_DIR = Path(__file__).resolve().parent
-SOURCES = ("caffe2.proto", "metanet.proto", "netdef_lite.proto")
+SOURCES = ("caffe2.proto", "metanet.proto", "netdef_lite.proto", "netdef_check.proto")
 
 
 def generate(out_dir: Path) -> list[Path]:

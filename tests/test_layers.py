@@ -3,7 +3,7 @@ goes to a lower or the same layer, and the modules form no import cycle.
 
 The layers (README, "Layout guardrails"; STYLE.md's, with the adjustments said there):
 
-1. ``proto``, ``errors``, ``_gc``
+1. ``proto``, ``errors``, ``_gc``, ``interrupt``
 2. the core: ``ssa``, ``usedef``, ``ssa_view``, ``analysis.nested``, ``ir``, ``graph``,
    ``verify``, ``printer``
 3. ``analysis`` (the rest), ``serde``, ``dot``
@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, int]] = [
     ("graphtools.proto", 1),
     ("graphtools.errors", 1),
     ("graphtools._gc", 1),
+    ("graphtools.interrupt", 1),
     ("graphtools.ssa_view", 2),
     ("graphtools.ssa", 2),
     ("graphtools.usedef", 2),

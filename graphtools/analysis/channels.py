@@ -19,6 +19,7 @@ from graphtools.analysis.op_args import channel_axis, order, window_args
 from graphtools.analysis.shapes import TensorType, infer_shapes
 from graphtools.errors import InvalidNetError
 from graphtools.ir import Net, Op
+from graphtools.printer import describe_net
 
 __all__ = ["ParamSpec", "infer_param_shapes", "param_spec", "plan_channels"]
 
@@ -88,7 +89,7 @@ class _ChannelPlan:
         self.outputs: dict[int, _Lin] = {}
 
     def _where(self, index: int) -> str:
-        return f"op #{index} ({self.net[index].type}) in net {self.net.name!r}"
+        return f"op #{index} ({self.net[index].type}) in {describe_net(self.net)}"
 
     def resolve(self, lin: _Lin) -> _Lin:
         """``lin`` over free variables only (bound ones substituted, with path compression)."""
@@ -389,7 +390,7 @@ def infer_param_shapes(
         if spec is None:
             name = op.inputs[position]
             raise InvalidNetError(
-                f"op #{index} ({op.type}) in net {net.name!r}: cannot derive the shape of "
+                f"op #{index} ({op.type}) in {describe_net(net)}: cannot derive the shape of "
                 f"parameter {name!r}; give it in param_shapes"
             )
         made[op.inputs[position]] = spec.shape

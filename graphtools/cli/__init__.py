@@ -32,6 +32,7 @@ import numpy as np
 from graphtools.cli import check, diff, draw, inspect, onnx_commands, pipeline
 from graphtools.cli.common import UsageError
 from graphtools.errors import GraphToolsError
+from graphtools.interrupt import INTERRUPTED_EXIT_CODE, Terminated, signals_as_exceptions
 
 __all__ = ["COMMAND_MODULES", "UsageError", "build_parser", "main"]
 
@@ -157,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout = _PipeGuard(stdout)
     handler = _logging(options.verbosity)
     try:
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
+        with signals_as_exceptions(), warnings.catch_warnings(), np.errstate(all="ignore"):
             # made-up data makes NaNs and overflows on purpose (log of a negative input):
             # numpy's runtime warnings would only bury the report
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -168,6 +169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = str(exc).replace("\n", " ")
         print(f"error: {message}", file=sys.stderr)
         return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("error: interrupted (Ctrl-C)", file=sys.stderr)
+        return INTERRUPTED_EXIT_CODE
+    except Terminated as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
     finally:
         logging.getLogger("graphtools").removeHandler(handler)
         try:

@@ -37,7 +37,12 @@ from graphtools.ir import Model
 from graphtools.pass_infra import PassManager, PassRecord
 from graphtools.passes.infer_devices import InferDevices, parse_input_devices
 from graphtools.printer import print_model
-from graphtools.serde import save_model, save_net
+from graphtools.serde import (
+    check_output_folder,
+    model_output_paths,
+    save_model,
+    save_model_in_place,
+)
 from graphtools.serde.atomic import atomic_write_bytes
 from graphtools.serde.pairing import ModelRef, discover_models
 
@@ -90,23 +95,32 @@ def _output_plan(model: Model, options: argparse.Namespace) -> Path | None:
         )
     out_dir = Path(options.output).resolve()
     inputs = {p.resolve() for p in (model.predict_path, model.init_path) if p is not None}
-    suffix = ".pbtxt" if (model.text if options.text is None else options.text) else ".pb"
-    planned = {out_dir / f"predict_net{suffix}", out_dir / f"init_net{suffix}"}
+    planned = set(model_output_paths(model, out_dir, text=options.text))
     clash = sorted(str(p) for p in inputs & planned)
     if clash:
         raise UsageError(f"refusing to overwrite the input {clash[0]}; pass --in-place to do that")
+    try:
+        check_output_folder(model, out_dir, text=options.text)
+    except SerdeError as exc:
+        if out_dir not in {p.parent for p in inputs}:
+            raise
+        raise UsageError(f"{exc} (or pass --in-place to replace the model's own files)") from exc
     return out_dir
 
 
-def _write(model: Model, options: argparse.Namespace, out_dir: Path | None) -> list[Path]:
+def _write(
+    model: Model, options: argparse.Namespace, out_dir: Path | None, out: Output
+) -> list[Path]:
+    """Write the pair as a unit (``graphtools.serde.atomic``): into ``out_dir``, or in place,
+    each file keeping its own format unless ``--text``/``--binary`` asks for one."""
     if out_dir is not None:
         return save_model(model, out_dir, text=options.text)
     if model.predict_path is None:
         raise UsageError("--in-place needs a model loaded from a file")
-    text = model.text if options.text is None else options.text
-    written = [save_net(model.predict_net, model.predict_path, text=text)]
-    if model.init_net is not None and model.init_path is not None:
-        written.append(save_net(model.init_net, model.init_path, text=text))
+    written, removed = save_model_in_place(model, text=options.text)
+    for path in removed:
+        twin = next((w for w in written if w.with_suffix("") == path.with_suffix("")), None)
+        out.line(f"removed {path}" + (f" (replaced by {twin.name})" if twin else ""))
     return written
 
 
@@ -140,7 +154,7 @@ def _cmd_run(options: argparse.Namespace) -> int:
     after_pass = printer_after_pass(out) if options.print_after_each else None
     records = manager(model, after_pass=after_pass)
     report_records(out, manager, records, options.time_passes)
-    written = _write(model, options, out_dir)
+    written = _write(model, options, out_dir, out)
     for path in written:
         out.line(f"wrote {path}")
     data: dict[str, Any] = {

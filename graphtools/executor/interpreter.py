@@ -15,6 +15,7 @@ from graphtools.errors import ExecutionError, GraphToolsError, InvalidNetError, 
 from graphtools.executor.registry import KERNELS, OpContext
 from graphtools.executor.workspace import Int8Tensor, Workspace
 from graphtools.ir import Model, Net, Op
+from graphtools.printer import describe_net
 
 __all__ = ["ExecutionError", "run_model", "run_net", "run_op"]
 
@@ -155,14 +156,14 @@ def run_model(
     """
     ws = Workspace(seed=seed) if workspace is None else workspace
     predict = model.predict_net
+    described = describe_net(predict, "predict_net", model.predict_path)
     declared = set(predict.external_inputs)
     if declared:
         read = set(_free_inputs(predict))
         unexpected = sorted(name for name in feeds if name not in declared and name not in read)
         if unexpected:
             raise InvalidNetError(
-                f"feeds {unexpected} are neither external inputs of net {predict.name!r} "
-                "nor read by it"
+                f"feeds {unexpected} are neither external inputs of {described} nor read by it"
             )
     if model.init_net is not None:
         run_net(model.init_net, ws)
@@ -171,15 +172,13 @@ def run_model(
     missing = [name for name in _free_inputs(predict) if not ws.has(name)]
     if missing:
         raise InvalidNetError(
-            f"blobs {missing} read by net {predict.name!r} are neither fed nor produced "
+            f"blobs {missing} read by {described} are neither fed nor produced "
             "by the init_net; pass them in feeds"
         )
     run_net(predict, ws)
     outputs: dict[str, Any] = {}
     for name in predict.external_outputs:
         if not ws.has(name):
-            raise InvalidNetError(
-                f"external output {name!r} of net {predict.name!r} was never written"
-            )
+            raise InvalidNetError(f"external output {name!r} of {described} was never written")
         outputs[name] = ws.fetch(name)
     return outputs

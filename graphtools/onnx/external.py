@@ -7,12 +7,14 @@ model is always read with its external tensors (resolved against the model file'
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import onnx
 from onnx import ModelProto, external_data_helper
 
 from graphtools.errors import SerdeError
+from graphtools.serde.atomic import atomic_write_bytes, write_files
 
 __all__ = ["ModelSource", "load_onnx", "save_onnx"]
 
@@ -111,20 +113,36 @@ def save_onnx(
     """Write ``model`` to ``path``; with ``external_data`` tensors of at least
     ``size_threshold`` bytes go to ``<path>.data`` beside it (``model`` is not modified).
 
-    Models over protobuf's 2 GB limit need ``external_data=True``.
+    The model and its data file are written as a unit (``graphtools.serde.atomic``): a failed
+    or interrupted export leaves the old files as they were. Models over protobuf's 2 GB limit
+    need ``external_data=True``.
+
+    Raises:
+        SerdeError: the model cannot be serialised, or the folder cannot be written.
     """
     path = Path(path)
-    if external_data:
-        copy = ModelProto()
-        copy.CopyFrom(model)
-        onnx.save_model(
-            copy,
-            str(path),
-            save_as_external_data=True,
-            all_tensors_to_one_file=True,
-            location=path.name + ".data",
-            size_threshold=size_threshold,
-        )
-    else:
-        onnx.save_model(model, str(path))
+    data_path = path.with_name(path.name + ".data")
+    try:
+        if not external_data:
+            return atomic_write_bytes(path, model.SerializeToString())
+        with tempfile.TemporaryDirectory() as staging:
+            staged = Path(staging) / path.name
+            copy = ModelProto()
+            copy.CopyFrom(model)
+            onnx.save_model(
+                copy,
+                str(staged),
+                save_as_external_data=True,
+                all_tensors_to_one_file=True,
+                location=data_path.name,
+                size_threshold=size_threshold,
+            )
+            files = [(path, staged.read_bytes())]
+            staged_data = staged.with_name(data_path.name)
+            if staged_data.exists():
+                files.append((data_path, staged_data.read_bytes()))
+    except ValueError as exc:  # protobuf's size limit, among others
+        raise SerdeError(path, f"cannot serialise the model: {exc}") from exc
+    stale = [] if len(files) > 1 or not data_path.exists() else [data_path]
+    write_files(files, remove=stale)
     return path

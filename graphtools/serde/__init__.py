@@ -7,15 +7,19 @@ from graphtools.serde.metanet import (
     model_from_metanet,
 )
 from graphtools.serde.model_io import (
+    check_output_folder,
     find_model_files,
     load_ir_net,
     load_model,
     load_model_dir,
+    model_output_paths,
     save_model,
+    save_model_in_place,
 )
 from graphtools.serde.netdef_io import load_net, load_plan, netdef_bytes, parse_netdef, save_net
 
 __all__ = [
+    "check_output_folder",
     "extract_metanet_net",
     "find_model_files",
     "list_metanet_nets",
@@ -26,8 +30,10 @@ __all__ = [
     "load_net",
     "load_plan",
     "model_from_metanet",
+    "model_output_paths",
     "netdef_bytes",
     "parse_netdef",
     "save_model",
+    "save_model_in_place",
     "save_net",
 ]

@@ -8,8 +8,9 @@ back, an op nothing changed is its source message, or its loaded bytes; a change
 source message with the changed fields rewritten, so unknown fields, argument order and
 nested nets survive and an unchanged net re-serialises byte for byte.
 
-One parse of the net's bytes through ``netdef_lite_pb2.NetDefMergedProbe`` tells whether any
-op holds a nested net or lists control inputs, so that a million-op net needs no per-op probe.
+One scan of the net's bytes (``graphtools.serde.check.probe_netdef``, which also validates every
+string and the nesting depth) tells whether any op holds a nested net or lists control inputs,
+so that a million-op net needs no per-op probe.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from google.protobuf import unknown_fields
 from graphtools._gc import paused_gc
 from graphtools.ir import LAZY_OP_FIELDS, Argument, DeviceOption, Model, Net, NetDef, Op
 from graphtools.proto import caffe2_pb2, netdef_lite_pb2
+from graphtools.serde.check import NetProbe, probe_netdef
 
 __all__ = [
     "argument_from_proto",
@@ -239,24 +241,23 @@ def _op_bytes(ops: Iterable[Op]) -> list[bytes]:
                 current_ops = current.op_bytes()
             append(current_ops[loaded[1]])
         else:
-            append(op_to_proto(op).SerializeToString())
+            append(op_to_proto(op).SerializePartialToString())
     return found
 
 
 # -- nets ---------------------------------------------------------------------------------------
 
 
-def _probe_flags(netdef: NetDef, serialized: bytes | None) -> tuple[bool | None, bool | None]:
+def _probe_flags(
+    netdef: NetDef, serialized: bytes | None, probe: NetProbe | None
+) -> tuple[bool | None, bool | None]:
     """The "holds nested nets" and "lists control inputs" flags the ops of ``netdef`` start
     with: ``False`` when no op does (which is certain), ``None`` when some op does (each op
-    then finds out for itself when first asked)."""
-    if not netdef.op:
-        return False, False
-    data = netdef.SerializeToString() if serialized is None else serialized
-    merged = netdef_lite_pb2.NetDefMergedProbe.FromString(data).op
-    nested = merged.arg.HasField("n") or len(merged.arg.nets) > 0
-    control = len(merged.control_input) > 0
-    return (None if nested else False), (None if control else False)
+    then finds out for itself when first asked). Scanning validates the net (``SerdeError``)."""
+    if probe is None:
+        data = netdef.SerializePartialToString() if serialized is None else serialized
+        probe = probe_netdef(data, netdef)
+    return (None if probe.nested else False), (None if probe.control else False)
 
 
 def _header_of(netdef: NetDef) -> NetDef:
@@ -280,7 +281,11 @@ def _header_of(netdef: NetDef) -> NetDef:
 
 
 def net_from_netdef(
-    netdef: NetDef, parent: Net | None = None, *, serialized: bytes | None = None
+    netdef: NetDef,
+    parent: Net | None = None,
+    *,
+    serialized: bytes | None = None,
+    probe: NetProbe | None = None,
 ) -> Net:
     """Build the IR of ``netdef``; without ``serialized``, the ops keep its messages.
 
@@ -289,9 +294,13 @@ def net_from_netdef(
     reference to ``netdef``: its ops decode their messages from those bytes when first
     needed, and unchanged ops are saved as their bytes (so a loader's parsed message, most
     of the memory a big net takes, is freed once the net is built). ``parent`` is the net
-    holding this one in an argument (its revision follows this net's edits).
+    holding this one in an argument (its revision follows this net's edits). ``probe`` is
+    what ``check.probe_netdef`` found in those bytes, when the caller scanned them already.
+
+    Raises:
+        SerdeError: a string of the net is not UTF-8, or its nets nest too deep.
     """
-    nested, control = _probe_flags(netdef, serialized)
+    nested, control = _probe_flags(netdef, serialized, probe)
     source: _Source
     records: Iterable[OperatorDef]
     if serialized is None:  # the caller's message: keep its ops' messages, as given
@@ -314,13 +323,13 @@ def _header_bytes(net: Net) -> bytes:
     """The net's header, serialised; net-level arguments re-encoded when they hold nets."""
     header = net.header
     if not any(argument.nested_nets() for argument in net.args):
-        return header.SerializeToString()
+        return header.SerializePartialToString()
     rebuilt = NetDef()
     rebuilt.CopyFrom(header)
     del rebuilt.arg[:]
     for argument in net.args:
         argument_to_proto(argument, rebuilt.arg.add())
-    return rebuilt.SerializeToString()
+    return rebuilt.SerializePartialToString()
 
 
 def serialize_net(net: Net) -> bytes:
@@ -336,7 +345,7 @@ def serialize_net(net: Net) -> bytes:
         raw.op.extend(_op_bytes(net))
     raw.external_input.extend(net.external_inputs)
     raw.external_output.extend(net.external_outputs)
-    return raw.SerializeToString()
+    return raw.SerializePartialToString()
 
 
 def _undecoded_loaded_op(net: Net) -> bool:

@@ -28,7 +28,7 @@ def load_metanet(path: str | Path) -> metanet_pb2.MetaNetDef:
             text_format.Parse(data.decode("utf-8-sig"), meta)
         else:
             meta.ParseFromString(data)
-    except (text_format.ParseError, message.DecodeError) as exc:
+    except (text_format.ParseError, message.DecodeError, RecursionError) as exc:
         raise SerdeError(path, f"not a MetaNetDef: {exc}") from exc
     if not (meta.nets or meta.plans or meta.blobs):
         raise SerdeError(path, "not a MetaNetDef: it holds no nets, plans or blobs")

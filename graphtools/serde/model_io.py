@@ -1,14 +1,26 @@
-"""Loading and saving init_net/predict_net pairs as ``graphtools.ir.Model``."""
+"""Loading and saving init_net/predict_net pairs as ``graphtools.ir.Model``.
+
+Each file of a pair keeps its own format (binary or text) unless the caller asks for one, and a
+pair is written as a unit (``atomic.write_files``: both files or neither, the folders locked
+meanwhile). A write that would leave its folder ambiguous is refused before anything is
+written: two candidate nets side by side (``predict_net.pb`` beside ``predict_net.pbtxt``), or
+another model's init_net beside a predict-only model, which the next load would pair with it.
+Replacing a file in place in the other format renames it (``predict_net.pbtxt`` becomes
+``predict_net.pb``) and removes the old file in the same unit.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from graphtools.errors import SerdeError
 from graphtools.ir import Model, Net
+from graphtools.serde.atomic import recover_interrupted_write, write_files
 from graphtools.serde.codec import net_from_netdef
-from graphtools.serde.netdef_io import parse_netdef, read_bytes, save_net
+from graphtools.serde.netdef_io import TEXT_SUFFIXES, netdef_bytes, parse_and_probe, read_bytes
 
 # Spellings seen in the wild, most specific first: predict_net.pb, squeeze_predict_net.pb,
 # mobilenet_pred_net.pb, mobileNetPredict.pb, model.pb (mask_rcnn_2go), and their inits.
@@ -30,9 +42,9 @@ def load_model(
 
     ``allow_empty`` lets an empty init_net file through (a few published nets ship one).
     """
-    init_net = None
+    init_net = init_text = None
     if init_path is not None:
-        init_net = load_ir_net(init_path, allow_empty=allow_empty)[0]
+        init_net, init_text = load_ir_net(init_path, allow_empty=allow_empty)
     predict_net, was_text = load_ir_net(predict_path)
     return Model(
         predict_net,
@@ -40,28 +52,40 @@ def load_model(
         predict_path=Path(predict_path),
         init_path=None if init_path is None else Path(init_path),
         text=was_text,
+        init_text=init_text,
     )
 
 
 def load_ir_net(path: str | Path, *, allow_empty: bool = False) -> tuple[Net, bool]:
     """Load one NetDef file straight into the IR; returns ``(net, was_text)``."""
     data = read_bytes(path)
-    netdef, was_text = parse_netdef(data, path, allow_empty=allow_empty)
-    return net_from_netdef(netdef, serialized=None if was_text else data), was_text
+    netdef, was_text, probe = parse_and_probe(data, path, allow_empty=allow_empty)
+    serialized = None if was_text else data
+    return net_from_netdef(netdef, serialized=serialized, probe=probe), was_text
 
 
-def _find(
-    directory: Path, patterns: tuple[re.Pattern[str], ...], exclude: set[Path]
-) -> Path | None:
-    files = sorted(p for p in directory.iterdir() if p.is_file() and p not in exclude)
+def _first_matches(names: Iterable[str], patterns: tuple[re.Pattern[str], ...]) -> list[str]:
+    """The names the most specific matching pattern accepts (empty when none matches)."""
     for pattern in patterns:
-        matches = [p for p in files if pattern.match(p.name)]
-        if len(matches) == 1:
-            return matches[0]
-        if len(matches) > 1:
-            names = ", ".join(p.name for p in matches)
-            raise SerdeError(directory, f"several candidate nets ({names}): name the files instead")
-    return None
+        matches = sorted(name for name in names if pattern.match(name))
+        if matches:
+            return matches
+    return []
+
+
+def _resolve(names: set[str]) -> tuple[list[str], list[str]]:
+    """Candidate predict and init file names in a folder holding ``names`` (one of each, or
+    none, when the folder is unambiguous)."""
+    inits = _first_matches(names, _INIT_PATTERNS)
+    predicts = _first_matches(names - set(inits) if len(inits) == 1 else names, _PREDICT_PATTERNS)
+    return predicts, inits
+
+
+def _file_names(folder: Path) -> set[str]:
+    try:
+        return {p.name for p in folder.iterdir() if p.is_file()}
+    except OSError as exc:
+        raise SerdeError(folder, f"cannot list the folder: {exc.strerror or exc}") from exc
 
 
 def find_model_files(directory: str | Path) -> tuple[Path, Path | None]:
@@ -69,13 +93,18 @@ def find_model_files(directory: str | Path) -> tuple[Path, Path | None]:
     folder = Path(directory)
     if not folder.is_dir():
         raise SerdeError(folder, "not a directory")
-    init = _find(folder, _INIT_PATTERNS, set())
-    predict = _find(folder, _PREDICT_PATTERNS, {init} if init else set())
-    if predict is None:
+    recover_interrupted_write(folder)
+    predicts, inits = _resolve(_file_names(folder))
+    for found in (inits, predicts):
+        if len(found) > 1:
+            raise SerdeError(
+                folder, f"several candidate nets ({', '.join(found)}): name the files instead"
+            )
+    if not predicts:
         raise SerdeError(
             folder, "no predict net found (expected predict_net.pb or predict_net.pbtxt)"
         )
-    return predict, init
+    return folder / predicts[0], folder / inits[0] if inits else None
 
 
 def load_model_dir(directory: str | Path, *, allow_empty: bool = False) -> Model:
@@ -84,20 +113,167 @@ def load_model_dir(directory: str | Path, *, allow_empty: bool = False) -> Model
     return load_model(predict, init, allow_empty=allow_empty)
 
 
-def save_model(model: Model, directory: str | Path, *, text: bool | None = None) -> list[Path]:
-    """Write ``predict_net`` and ``init_net`` into ``directory``, each atomically.
+# -- saving -------------------------------------------------------------------------------------
 
-    Binary files are named ``predict_net.pb``/``init_net.pb``; text files (``text=True``, or a
-    model loaded from text when ``text`` is ``None``) ``predict_net.pbtxt``/``init_net.pbtxt``.
+
+def _formats(model: Model, text: bool | None) -> tuple[bool, bool]:
+    """The format (``True``: text) each file is written in: as loaded unless ``text`` says."""
+    if text is not None:
+        return text, text
+    return model.text, model.text if model.init_text is None else model.init_text
+
+
+def model_output_paths(
+    model: Model, directory: str | Path, *, text: bool | None = None
+) -> list[Path]:
+    """The files ``save_model(model, directory, text=text)`` writes, predict_net first."""
+    folder = Path(directory)
+    predict_text, init_text = _formats(model, text)
+    paths = [folder / f"predict_net{'.pbtxt' if predict_text else '.pb'}"]
+    if model.init_net is not None:
+        paths.append(folder / f"init_net{'.pbtxt' if init_text else '.pb'}")
+    return paths
+
+
+def _pair_bytes(model: Model, paths: list[Path], formats: tuple[bool, bool]) -> list[bytes]:
+    """Both files' contents, made (and checked) before anything touches the disk."""
+    data = [netdef_bytes(model.predict_net, text=formats[0], path=paths[0])]
+    if not data[0].strip():
+        raise SerdeError(
+            paths[0],
+            "refusing to write an empty predict_net (no ops, no name, no external inputs or "
+            "outputs): an empty file is what a failed download looks like, and loaders refuse it",
+        )
+    if model.init_net is not None:
+        data.append(netdef_bytes(model.init_net, text=formats[1], path=paths[1]))
+    return data
+
+
+def _refuse_ambiguous(folder: Path, written: list[Path], removed: Iterable[Path] = ()) -> None:
+    """Refuse a write after which loading ``folder`` would not find exactly ``written``."""
+    if not folder.is_dir():
+        return
+    ours = [p.name for p in written]
+    after = (_file_names(folder) - {p.name for p in removed}) | set(ours)
+    predicts, inits = _resolve(after)
+    for found in (predicts, inits):
+        if len(found) > 1:
+            others = ", ".join(name for name in found if name not in ours)
+            raise SerdeError(
+                folder,
+                f"writing {', '.join(ours)} here would leave {', '.join(found)} side by side, "
+                f"and loading the folder could not tell which to use: remove {others} or write "
+                "into another folder",
+            )
+    if inits and inits[0] not in ours:
+        raise SerdeError(
+            folder,
+            f"the folder holds {inits[0]}, which loading it would pair with the predict-only "
+            f"model written here; remove it or write into another folder",
+        )
+    if predicts[:1] != ours[:1]:
+        raise SerdeError(
+            folder,
+            f"loading the folder after writing {', '.join(ours)} would find the predict net "
+            f"{predicts[0] if predicts else 'none'}; remove it or write into another folder",
+        )
+
+
+def check_output_folder(model: Model, directory: str | Path, *, text: bool | None = None) -> None:
+    """Refuse (``SerdeError``) up front what ``save_model`` would refuse for leaving
+    ``directory`` ambiguous, before any work is spent on the model."""
+    _refuse_ambiguous(Path(directory), model_output_paths(model, directory, text=text))
+
+
+def save_model(model: Model, directory: str | Path, *, text: bool | None = None) -> list[Path]:
+    """Write ``predict_net`` and ``init_net`` into ``directory`` as one unit.
+
+    Files are named ``predict_net``/``init_net`` with ``.pb`` for binary and ``.pbtxt`` for text;
+    each keeps the format it was loaded in unless ``text`` asks for one. The folder is created
+    when missing (and removed again when the write fails).
+
+    Raises:
+        SerdeError: the folder would be left ambiguous, is being written by another process
+            or cannot be written; the nets cannot be written so that they load again.
     """
     folder = Path(directory)
+    paths = model_output_paths(model, folder, text=text)
+    data = _pair_bytes(model, paths, _formats(model, text))
+    _refuse_ambiguous(folder, paths)
+    created = not folder.exists()
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise SerdeError(folder, f"cannot create output folder: {exc.strerror or exc}") from exc
-    use_text = model.text if text is None else text
-    suffix = ".pbtxt" if use_text else ".pb"
-    written = [save_net(model.predict_net, folder / f"predict_net{suffix}", text=use_text)]
+    try:
+        return write_files(list(zip(paths, data, strict=True)))
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+def _renamed_for(path: Path, text: bool) -> Path:
+    """``path`` with the suffix of the format ``text`` asks for, when its suffix names one."""
+    suffix = path.suffix.lower()
+    if text and suffix == ".pb":
+        return path.with_suffix(".pbtxt")
+    if not text and suffix in TEXT_SUFFIXES:
+        return path.with_suffix(".pb")
+    return path
+
+
+def save_model_in_place(model: Model, *, text: bool | None = None) -> tuple[list[Path], list[Path]]:
+    """Write the model back over the files it was loaded from, as one unit.
+
+    Each file keeps its format unless ``text`` asks for one; a file whose format changes is
+    renamed to match (``predict_net.pbtxt`` -> ``predict_net.pb``) and the old file removed.
+    The model's paths and formats are updated. Returns ``(written, removed)``.
+
+    Raises:
+        SerdeError: the model has no files to write back to, a renamed file would replace
+            another file, or the write fails (nothing is changed then).
+    """
+    if model.predict_path is None:
+        raise SerdeError(None, "the model was not loaded from a file: there is nothing to replace")
+    if model.init_net is not None and model.init_path is None:
+        raise SerdeError(
+            model.predict_path, "the init_net was not loaded from a file: save the model elsewhere"
+        )
+    sources = [model.predict_path]
+    if model.init_net is not None and model.init_path is not None:
+        sources.append(model.init_path)
+    formats = _formats(model, text)
+    targets = [p if text is None else _renamed_for(p, text) for p in sources]
+    removed = [s for s, t in zip(sources, targets, strict=True) if s != t]
+    for source, target in zip(sources, targets, strict=True):
+        if target != source and target.exists() and target.resolve() not in _resolved(sources):
+            raise SerdeError(
+                target,
+                f"replacing {source.name} in the other format would overwrite this file, which "
+                "is not one of the model's files: remove it first",
+            )
+    data = _pair_bytes(model, targets, formats)
+    folder = targets[0].parent
+    if _resolves_to(folder, sources):
+        _refuse_ambiguous(folder, targets, removed)
+    written = write_files(list(zip(targets, data, strict=True)), remove=removed)
+    model.predict_path, model.text = targets[0], formats[0]
     if model.init_net is not None:
-        written.append(save_net(model.init_net, folder / f"init_net{suffix}", text=use_text))
-    return written
+        model.init_path, model.init_text = targets[1], formats[1]
+    return written, removed
+
+
+def _resolved(paths: Iterable[Path]) -> set[Path]:
+    return {p.resolve() for p in paths}
+
+
+def _resolves_to(folder: Path, sources: list[Path]) -> bool:
+    """Whether loading ``folder`` finds exactly the model's files (it was loaded as a folder)."""
+    try:
+        predict, init = find_model_files(folder)
+    except SerdeError:
+        return False
+    found = [predict] + ([init] if init is not None else [])
+    return _resolved(found) == _resolved(sources) and len(found) == len(sources)

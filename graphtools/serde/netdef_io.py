@@ -2,9 +2,11 @@
 
 ``load_net`` refuses with a ``SerdeError`` naming the file and the reason whatever is not a
 NetDef: an empty file (unless ``allow_empty``), truncated or random bytes, a PlanDef, a
-TensorProtos file, an ONNX model, or text that does not parse (with line and column). Old text
-files that spell DeviceOption's field 2 ``cuda_gpu_id`` (before October 2018) load as
-``device_id``.
+TensorProtos file, an ONNX model, text that does not parse (with line and column), a string
+that is not UTF-8 or nets nested too deep (``graphtools.serde.check``, naming the net, op and
+field). Old text files that spell DeviceOption's field 2 ``cuda_gpu_id`` (before October 2018)
+load as ``device_id``. Saving refuses (``SerdeError``) what the loader would refuse, so every
+file graphtools writes loads again.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from google.protobuf import message, text_format
 from graphtools.errors import SerdeError
 from graphtools.ir import Net
 from graphtools.proto import caffe2_pb2
-from graphtools.serde.atomic import atomic_write_bytes
+from graphtools.serde.atomic import atomic_write_bytes, recover_interrupted_write
+from graphtools.serde.check import MAX_NESTING, NetProbe, nesting_depth, probe_netdef, too_deep
 from graphtools.serde.codec import net_to_netdef, serialize_net
 from graphtools.serde.sniff import (
     identify_binary,
@@ -31,9 +34,15 @@ _OLD_DEVICE_ID = re.compile(r"\bcuda_gpu_id(\s*:)")
 
 
 def read_bytes(path: str | Path) -> bytes:
-    """Read a file, turning OS errors into ``SerdeError`` naming it."""
+    """Read a file, turning OS errors into ``SerdeError`` naming it.
+
+    A write into the file's folder that a killed graphtools process left half done is
+    completed first (``atomic.recover_interrupted_write``), so a pair is never read mixed.
+    """
+    file = Path(path)
+    recover_interrupted_write(file.parent)
     try:
-        return Path(path).read_bytes()
+        return file.read_bytes()
     except OSError as exc:
         raise SerdeError(path, f"cannot read: {exc.strerror or exc}") from exc
 
@@ -41,24 +50,39 @@ def read_bytes(path: str | Path) -> bytes:
 def parse_netdef(
     data: bytes, path: str | Path | None = None, *, allow_empty: bool = False
 ) -> tuple[caffe2_pb2.NetDef, bool]:
-    """Parse ``data`` as a NetDef; returns ``(netdef, was_text)``.
+    """Parse and validate ``data`` as a NetDef; returns ``(netdef, was_text)``.
 
     ``path`` only names the source in error messages.
     """
+    netdef, was_text, _ = parse_and_probe(data, path, allow_empty=allow_empty)
+    return netdef, was_text
+
+
+def parse_and_probe(
+    data: bytes, path: str | Path | None = None, *, allow_empty: bool = False
+) -> tuple[caffe2_pb2.NetDef, bool, NetProbe]:
+    """``parse_netdef``, also returning what validating it found (``check.NetProbe``), which
+    spares the codec a second scan of the bytes."""
     if not data.strip():
         if allow_empty:
-            return caffe2_pb2.NetDef(), looks_like_text(data) and bool(data)
+            return caffe2_pb2.NetDef(), looks_like_text(data) and bool(data), _EMPTY
         raise SerdeError(path, "the file is empty (pass allow_empty=True if that is intended)")
     if looks_like_text(data):
         try:
-            return _parse_text(data.decode("utf-8-sig"), path), True
+            netdef = _parse_text(data.decode("utf-8-sig"), path)
         except SerdeError as text_error:
             # Tiny binary NetDefs can be printable (b"\n\nmodel_init" is a net's name).
             try:
-                return _parse_binary(data, path), False
+                netdef = _parse_binary(data, path)
             except SerdeError:
                 raise text_error from text_error.__cause__
-    return _parse_binary(data, path), False
+            return netdef, False, probe_netdef(data, netdef, path)
+        return netdef, True, probe_netdef(netdef.SerializePartialToString(), netdef, path)
+    netdef = _parse_binary(data, path)
+    return netdef, False, probe_netdef(data, netdef, path)
+
+
+_EMPTY = NetProbe(nested=False, control=False, depth=0)
 
 
 def _parse_binary(data: bytes, path: str | Path | None) -> caffe2_pb2.NetDef:
@@ -66,6 +90,9 @@ def _parse_binary(data: bytes, path: str | Path | None) -> caffe2_pb2.NetDef:
     try:
         netdef.ParseFromString(data)
     except message.DecodeError as exc:
+        depth = nesting_depth(data)
+        if depth is not None and depth > MAX_NESTING:
+            raise SerdeError(path, too_deep()) from exc
         what = identify_binary(data)
         reason = (
             f"this is {what}" if what else f"not a binary NetDef (truncated or not protobuf: {exc})"
@@ -74,6 +101,8 @@ def _parse_binary(data: bytes, path: str | Path | None) -> caffe2_pb2.NetDef:
     problem = implausible_netdef(netdef)
     if problem is not None:
         what = identify_binary(data)
+        if what is None:
+            probe_netdef(data, netdef, path)  # names the field when a string is the problem
         reason = f"this is {what}" if what else f"not a NetDef: {problem}"
         raise SerdeError(path, reason)
     return netdef
@@ -82,6 +111,10 @@ def _parse_binary(data: bytes, path: str | Path | None) -> caffe2_pb2.NetDef:
 def _parse_text(text: str, path: str | Path | None) -> caffe2_pb2.NetDef:
     try:
         return text_format.Parse(text, caffe2_pb2.NetDef())
+    except RecursionError as exc:
+        raise SerdeError(
+            path, f"messages nest too deep to parse (nets may nest {MAX_NESTING} deep)"
+        ) from exc
     except text_format.ParseError as first:
         if _OLD_DEVICE_ID.search(text):
             try:
@@ -114,24 +147,65 @@ def load_plan(path: str | Path) -> caffe2_pb2.PlanDef:
             text_format.Parse(_OLD_DEVICE_ID.sub(r"device_id\1", data.decode("utf-8-sig")), plan)
         else:
             plan.ParseFromString(data)
-    except (text_format.ParseError, message.DecodeError) as exc:
+    except (text_format.ParseError, message.DecodeError, RecursionError) as exc:
         raise SerdeError(path, f"not a PlanDef: {exc}") from exc
     return plan
 
 
-def netdef_bytes(net: caffe2_pb2.NetDef | Net, *, text: bool) -> bytes:
-    """Serialise a NetDef (or IR net) as binary wire format or as protobuf text."""
-    if text:
-        netdef = net_to_netdef(net) if isinstance(net, Net) else net
-        return text_format.MessageToString(netdef).encode("utf-8")
-    return serialize_net(net) if isinstance(net, Net) else net.SerializeToString()
+def netdef_bytes(
+    net: caffe2_pb2.NetDef | Net, *, text: bool, path: str | Path | None = None
+) -> bytes:
+    """Serialise a NetDef (or IR net) as binary wire format or as protobuf text.
+
+    Raises:
+        SerdeError: the loader would refuse the result (nets nested deeper than
+            ``check.MAX_NESTING``, a bad step net) or a name cannot be encoded (a lone
+            surrogate); ``path`` names the file meant in the message.
+    """
+    try:
+        if text:
+            netdef = net_to_netdef(net) if isinstance(net, Net) else net
+            checked = _holds_nets(net)
+            if checked:
+                _check_writable(netdef.SerializePartialToString(), netdef, path)
+            data = text_format.MessageToString(netdef).encode("utf-8")
+            if not checked and _STEP_NET in data:
+                _check_writable(netdef.SerializePartialToString(), netdef, path)
+            return data
+        data = serialize_net(net) if isinstance(net, Net) else net.SerializePartialToString()
+        if _holds_nets(net) or _STEP_NET in data:
+            _check_writable(data, None, path)
+        return data
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end]
+        raise SerdeError(
+            path, f"cannot write the name {exc.object!r}: {bad!r} is not text"
+        ) from exc
+
+
+_STEP_NET = b"step_net"
+
+
+def _holds_nets(net: caffe2_pb2.NetDef | Net) -> bool:
+    if not isinstance(net, Net):
+        return True  # a caller's message: scanning it is the cheapest way to know
+    return bool(net.nested_op_indices()) or any(a.nested_nets() for a in net.args)
+
+
+def _check_writable(data: bytes, netdef: caffe2_pb2.NetDef | None, path: str | Path | None) -> None:
+    try:
+        probe_netdef(data, netdef)
+    except SerdeError as exc:
+        raise SerdeError(
+            path, f"refusing to write what graphtools cannot load: {exc.reason}"
+        ) from exc
 
 
 def save_net(net: caffe2_pb2.NetDef | Net, path: str | Path, *, text: bool | None = None) -> Path:
-    """Write ``net`` to ``path`` atomically (temporary file + rename).
+    """Write ``net`` to ``path`` atomically (temporary file + rename; ``atomic.write_files``).
 
     ``text=None`` picks text format for ``.pbtxt``/``.prototxt``/``.txt`` names, binary otherwise.
     """
     target = Path(path)
     use_text = target.suffix.lower() in TEXT_SUFFIXES if text is None else text
-    return atomic_write_bytes(target, netdef_bytes(net, text=use_text))
+    return atomic_write_bytes(target, netdef_bytes(net, text=use_text, path=target))

@@ -39,14 +39,16 @@ def implausible_netdef(net: caffe2_pb2.NetDef) -> str | None:
     if not _plausible_name(net.name):
         return "its name is binary data"
     ops = net.op
-    sample = list(ops[:_SAMPLE]) + (list(ops[-_SAMPLE:]) if len(ops) > _SAMPLE else [])
-    for op in sample:
+    count = len(ops)
+    sample = list(range(min(count, _SAMPLE))) + list(range(max(_SAMPLE, count - _SAMPLE), count))
+    for index in sample:
+        op = ops[index]
         if not op.type or not _plausible_name(op.type):
-            return "an op has no readable type"
+            return f"op #{index} has no readable type"
         if len(unknown_fields.UnknownFieldSet(op)):
-            return f"op '{op.type}' has fields an OperatorDef does not have"
+            return f"op #{index} ({op.type}) has fields an OperatorDef does not have"
         if not all(_plausible_name(blob) for blob in (*op.input, *op.output)):
-            return f"op '{op.type}' has blob names that are binary data"
+            return f"op #{index} ({op.type}) has blob names that are binary data"
     externals = list(net.external_input[:_SAMPLE]) + list(net.external_output[:_SAMPLE])
     if not all(_plausible_name(blob) for blob in externals):
         return "its external input/output names are binary data"
@@ -61,7 +63,10 @@ def identify_binary(data: bytes) -> str | None:
         plausible = not len(unknown_fields.UnknownFieldSet(plan)) and all(
             implausible_netdef(net) is None for net in plan.network
         )
-        if (plan.network or plan.execution_step) and plausible:
+        # A plan shows itself by its steps or by a network with a name or ops: b"\x12\x00"
+        # is a NetDef holding one empty op as much as a plan holding one empty network.
+        evidence = plan.execution_step or any(net.name or net.op for net in plan.network)
+        if evidence and plausible:
             return "a Caffe2 PlanDef (a training/test plan), not a NetDef"
     except message.DecodeError:
         pass

@@ -1,0 +1,59 @@
+"""Termination signals as exceptions, for programs that must clean up when stopped.
+
+Python turns SIGINT (Ctrl-C) into ``KeyboardInterrupt``, but SIGTERM and SIGHUP kill the
+process on the spot: ``finally`` blocks do not run, and a write in progress leaves its temporary
+files behind. Inside ``signals_as_exceptions()`` they raise ``Terminated`` instead, so the same
+clean-up runs for all three (the pair writer in ``graphtools.serde.atomic`` relies on it). The
+CLI uses it around every command; a library does not install signal handlers on its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+__all__ = ["INTERRUPTED_EXIT_CODE", "Terminated", "signals_as_exceptions"]
+
+INTERRUPTED_EXIT_CODE = 128 + signal.SIGINT
+"""The exit code of a program stopped by Ctrl-C (130), as shells report it."""
+
+_CAUGHT = tuple(
+    s for s in (getattr(signal, n, None) for n in ("SIGTERM", "SIGHUP")) if s is not None
+)
+
+
+class Terminated(BaseException):
+    """The process received SIGTERM or SIGHUP (a ``BaseException``, like ``KeyboardInterrupt``:
+    ``except Exception`` must not swallow it).
+
+    Attributes:
+        signum: the signal's number.
+        exit_code: what the process should exit with (128 + ``signum``).
+    """
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.exit_code = 128 + signum
+        super().__init__(f"terminated by {signal.Signals(signum).name}")
+
+
+def _raise(signum: int, frame: FrameType | None) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def signals_as_exceptions() -> Iterator[None]:
+    """Raise ``Terminated`` on SIGTERM and SIGHUP inside the block (main thread only: signal
+    handlers can be set nowhere else; elsewhere the block changes nothing)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, _raise) for signum in _CAUGHT}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
