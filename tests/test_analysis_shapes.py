@@ -219,6 +219,10 @@ def _values(shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
         ),
         (Op("HasScope", ["w"], ["y"]), {"w": _values((1,))}),
         (
+            Op("Reshape", ["x", "s"], ["y", "old"]),
+            {"x": _values((2, 3)), "s": np.array([[2, 3]], np.int64)},
+        ),
+        (
             Op("If", ["c", "x"], ["y"], args={"then_net": Net([Op("Relu", ["x"], ["y"])])}),
             {"c": _values((2,), bool), "x": _values((2,))},
         ),

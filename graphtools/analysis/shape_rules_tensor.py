@@ -249,6 +249,10 @@ def reshape_target(shape: Values, old: tuple[Dim, ...] | None) -> tuple[Dim, ...
     return tuple(new)
 
 
+#: numpy's limit on the number of dimensions of an array.
+_MAX_RANK = 64
+
+
 @shape_rule("Reshape", values=True)
 def _reshape(op: Op, inputs: list[TensorType], values: list[Values | None]) -> list[TensorType]:
     """The reshaped input, and as second output the old shape (int64)."""
@@ -258,9 +262,14 @@ def _reshape(op: Op, inputs: list[TensorType], values: list[Values | None]) -> l
     if len(inputs) > 1:
         if op.has_arg("shape"):
             raise ValueError("Reshape got the new shape both as argument and as input")
+        shape_input = inputs[1].shape
+        if shape_input is not None and len(shape_input) != 1:
+            raise ValueError(f"Reshape's new shape must be a 1-D tensor, got shape {shape_input}")
+        length = count(shape_input)
+        if length is not None and length > _MAX_RANK:
+            raise ValueError(f"Reshape's new shape has {length} dims; numpy allows {_MAX_RANK}")
         target = values[1]
         if target is None:
-            length = count(inputs[1].shape)
             shape = None if length is None else (None,) * length
             return [_data_dependent(with_shape(x, shape), "the new shape"), old_shape]
     else:

@@ -108,7 +108,10 @@ def _reshape(op: Op, inputs: list[Any]) -> list[Any]:
     if len(inputs) > 1:
         if op.has_arg("shape"):
             raise ValueError("Reshape got the new shape both as argument and as input")
-        shape = [int(v) for v in np.asarray(inputs[1]).reshape(-1)]
+        shape_input = np.asarray(inputs[1])
+        if shape_input.ndim != 1:
+            raise ValueError(f"Reshape's new shape must be 1-D, got {list(shape_input.shape)}")
+        shape = [int(v) for v in shape_input]
     else:
         shape_arg = op.arg("shape")
         if shape_arg is None:
