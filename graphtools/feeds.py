@@ -521,7 +521,7 @@ def _quantized(value: np.ndarray) -> Int8Tensor:
 
 _KEEPS_CHANNELS = frozenset(
     {
-        *("Relu", "Sigmoid", "Softmax", "Copy", "Alias", "Dropout", "SpatialBN", "LRN"),
+        *("Relu", "Sigmoid", "Tanh", "Softmax", "Copy", "Alias", "Dropout", "SpatialBN", "LRN"),
         *("MaxPool", "AveragePool", "Int8Relu", "Int8MaxPool", "Int8AveragePool"),
         *("NHWC2NCHW", "NCHW2NHWC", "Add", "Sub", "Mul", "Div"),
     }
