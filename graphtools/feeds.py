@@ -15,7 +15,14 @@ and makes up every blob an op reads that nothing provides:
   the blobs of init_net ops that could not run here (a ``Load`` from a database that is not
   beside the file); shapes from ``graphtools.analysis.channels`` (channel counts planned
   from the net's own constraints, detection heads' 4-per-anchor and 4-per-class deltas
-  included), values as ``testing.random_params`` draws them.
+  included), values as ``testing.random_params`` draws them;
+* the parameters of a ``RecurrentNetwork``'s step net (its ``param`` inputs): made while
+  step 0 runs in a throwaway workspace set up as the kernel sets it up, so they fit the
+  linked inputs (states from the initial values, one time slice of the sequence); a step
+  layer feeding a value linked back into a state gets the state's size, one feeding
+  ``LSTMUnit`` gates 4 per cell value, and a made-up FC outside the loop whose output the
+  step net needs wider (its slice summed with a step layer's output, or read as gates)
+  makes the walk start again with that count.
 
 An init_net placeholder for a data input (``analysis.input_shapes.placeholder_inputs``) is
 replaced by a feed, and said so. Everything made is reported in the ``Synthesis`` so the
@@ -668,10 +675,22 @@ def _last_dim(ws: Workspace, name: str) -> int | None:
 
 def _step_counts(net: Net, program: ForwardProgram, counts: dict[int, int], ws: Workspace) -> None:
     """Output counts of the step net's layers (in place) that its links and gate readers fix,
-    from the shapes in the step workspace ``ws``: a layer feeding a value linked back into a
-    state gives that state's last dim; one feeding the gates of an ``LSTMUnit`` gives 4 per
-    value of its cell state (applied last: it wins)."""
+    from the shapes in the step workspace ``ws``, each rule overriding the ones before: a
+    layer summed (or multiplied, ...) with a value the workspace holds gets its last dim, one
+    feeding a value linked back into a state gets that state's, and one feeding the gates of
+    an ``LSTMUnit`` 4 per value of its cell state."""
     view = net.ssa()
+    for index, op in enumerate(net):
+        if op.type not in _ELEMENTWISE or op.arg("broadcast", 0):
+            continue
+        dims = {_last_dim(ws, name) for name in op.inputs} - {None, 0, 1}
+        if len(dims) != 1:
+            continue
+        size = dims.pop()
+        for position in range(len(op.inputs)):
+            for layer in _feeding_ops(net, view.ssa[index][0][position]):
+                if net[layer].type in _LAYERS:
+                    counts[layer] = size
     for link in program.links:
         size = _last_dim(ws, link.external)
         for index, op in enumerate(net):
@@ -960,15 +979,17 @@ class _Walk:
 
     def _prepare_recurrent(self, index: int, op: Op, net: Net) -> None:
         """Make what the ``RecurrentNetwork`` op #``index`` reads: its sequence and initial
-        states first, then its step net's parameters (``param`` inputs) inside one dry step,
-        where the linked inputs have the shapes the real steps give them."""
-        params = {int(p) for p in op.arg("param", ()) or ()}
-        self._make_missing(index, op, net, self.ws, skip=params)
+        states first, then what its step net reads from outside (its references: parameters,
+        sequence lengths) inside one dry step, where the linked inputs have the shapes the
+        real steps give them; whatever the dry step did not make, as for any op."""
         try:
             program = forward_program(op)
         except GraphToolsError:
             program = None  # the real run reports it
         if program is not None:
+            initial = {state.input_index for state in program.states}
+            references = set(range(1, len(op.inputs))) - initial
+            self._make_missing(index, op, net, self.ws, skip=references)
             self.programs[id(program.step_net)] = program
             self._dry_step(index, net, program)
         self._make_missing(index, op, net, self.ws)
@@ -979,13 +1000,12 @@ class _Walk:
         parameters its ops read. A linked input whose made-up producer layer in ``net`` gives
         it a feature count the step op does not take restarts the walk with the count it
         needs; any other failure stops the dry run (the real run reports it)."""
-        op = net[outer]
-        sequence = np.shape(_array(self.ws.fetch(op.inputs[0])))
-        if len(sequence) < 2:
-            return
         child = Workspace(self.ws)
         step = program.step_net
         try:
+            sequence = np.shape(_array(self.ws.fetch(net[outer].inputs[0])))
+            if len(sequence) < 2:
+                return
             for state in program.states:
                 init = self.ws.fetch(state.input)
                 child.feed(state.state, state_tensor(state, init, max(sequence[0], 1), sequence[1]))
@@ -994,7 +1014,7 @@ class _Walk:
                 self._make_missing(index, step_op, step, child)
                 self._check_linked(outer, net, step, index, child)
                 run_op(step_op, child, index=index, net=step)
-        except (GraphToolsError, ValueError):
+        except (GraphToolsError, ValueError, IndexError):
             return
 
     def _check_linked(self, outer: int, net: Net, step: Net, index: int, ws: Workspace) -> None:

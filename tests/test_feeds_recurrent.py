@@ -114,6 +114,36 @@ def test_a_tanh_cell_takes_its_hidden_size_from_the_state_it_writes(tmp_path: Pa
     np.testing.assert_allclose(made.outputs[outputs[1]], h[None], rtol=1e-5, atol=1e-5)
 
 
+def test_a_step_layer_summed_with_the_sequence_slice_takes_its_size() -> None:
+    """LeakyRelu is not among the ops known to keep features, so only the Sum with the
+    sequence slice (given 5 wide) says what the step FC must output."""
+    step = Net(
+        [
+            Op("FC", ["h_prev", "w", "b"], ["g"], args={"axis": 2}),
+            Op("Sum", ["x_t", "g"], ["s"]),
+            Op("LeakyRelu", ["s"], ["h"], args={"alpha": 0.1}),
+        ],
+        ["x_t", "h_prev", "w", "b"],
+        ["h"],
+        name="leaky_step",
+    )
+    predict = Net([], ["x", "h0", "w", "b"], name="leaky_rnn")
+    links = {"h_prev": "h"}
+    outputs = recurrent_net(
+        predict, step, [("x_t", "x")], [("h_prev", "h0")], links, scope="rnn", forward_only=True
+    )
+    predict = Net(predict.ops, predict.external_inputs, outputs, name="leaky_rnn")
+    made = synthesize(Model(predict), {"x": (SEQ, BATCH, HIDDEN), "h0": (BATCH, HIDDEN)})
+    assert made.params == {"w": (HIDDEN, HIDDEN), "b": (HIDDEN,)}
+    f = {k: np.asarray(v, np.float64) for k, v in made.feeds.items()}
+    h, rows = f["h0"], []
+    for x_t in f["x"]:
+        s = x_t + h @ f["w"].T + f["b"]
+        h = np.maximum(s, 0.1 * s)
+        rows.append(h)
+    np.testing.assert_allclose(made.outputs[outputs[0]], np.stack(rows), rtol=1e-5, atol=1e-5)
+
+
 def test_verify_reaches_a_verdict_on_an_lstm_without_its_weights(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
