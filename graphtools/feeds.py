@@ -683,14 +683,14 @@ def _step_counts(net: Net, program: ForwardProgram, counts: dict[int, int], ws: 
     for index, op in enumerate(net):
         if op.type not in _ELEMENTWISE or op.arg("broadcast", 0):
             continue
-        dims = {_last_dim(ws, name) for name in op.inputs} - {None, 0, 1}
-        if len(dims) != 1:
+        widths = {d for name in op.inputs if (d := _last_dim(ws, name)) is not None and d > 1}
+        if len(widths) != 1:
             continue
-        size = dims.pop()
+        width = widths.pop()
         for position in range(len(op.inputs)):
             for layer in _feeding_ops(net, view.ssa[index][0][position]):
                 if net[layer].type in _LAYERS:
-                    counts[layer] = size
+                    counts[layer] = width
     for link in program.links:
         size = _last_dim(ws, link.external)
         for index, op in enumerate(net):
