@@ -16,7 +16,8 @@ and makes up every blob an op reads that nothing provides:
   beside the file); shapes from ``graphtools.analysis.channels`` (channel counts planned
   from the net's own constraints, detection heads' 4-per-anchor and 4-per-class deltas
   included), values as ``testing.random_params`` draws them;
-* the parameters of a ``RecurrentNetwork``'s step net (its ``param`` inputs): made while
+* what a ``RecurrentNetwork``'s step net reads from outside (its references: parameters,
+  sequence lengths; every input but the sequence and the initial states): made while
   step 0 runs in a throwaway workspace set up as the kernel sets it up, so they fit the
   linked inputs (states from the initial values, one time slice of the sequence); a step
   layer feeding a value linked back into a state gets the state's size, one feeding
