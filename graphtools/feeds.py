@@ -15,7 +15,15 @@ and makes up every blob an op reads that nothing provides:
   the blobs of init_net ops that could not run here (a ``Load`` from a database that is not
   beside the file); shapes from ``graphtools.analysis.channels`` (channel counts planned
   from the net's own constraints, detection heads' 4-per-anchor and 4-per-class deltas
-  included), values as ``testing.random_params`` draws them.
+  included), values as ``testing.random_params`` draws them;
+* what a ``RecurrentNetwork``'s step net reads from outside (its references: parameters,
+  sequence lengths; every input but the sequence and the initial states): made while
+  step 0 runs in a throwaway workspace set up as the kernel sets it up, so they fit the
+  linked inputs (states from the initial values, one time slice of the sequence); a step
+  layer feeding a value linked back into a state gets the state's size, one feeding
+  ``LSTMUnit`` gates 4 per cell value, and a made-up FC outside the loop whose output the
+  step net needs wider (its slice summed with a step layer's output, or read as gates)
+  makes the walk start again with that count.
 
 An init_net placeholder for a data input (``analysis.input_shapes.placeholder_inputs``) is
 replaced by a feed, and said so. Everything made is reported in the ``Synthesis`` so the
@@ -24,7 +32,7 @@ user can tell a verdict on made-up data from one on their own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from math import gcd, prod, sqrt
 from typing import Any
@@ -44,8 +52,10 @@ from graphtools.analysis.input_shapes import (
     placeholder_inputs,
 )
 from graphtools.analysis.op_args import order
+from graphtools.analysis.recurrent import APPLY_LINK, ForwardProgram, forward_program
 from graphtools.errors import GraphToolsError, InvalidNetError
 from graphtools.executor import Int8Tensor, Workspace, run_op
+from graphtools.executor.kernels_recurrent import state_tensor
 from graphtools.ir import Model, Net, Op
 
 __all__ = [
@@ -519,7 +529,7 @@ def _quantized(value: np.ndarray) -> Int8Tensor:
 
 _KEEPS_CHANNELS = frozenset(
     {
-        *("Relu", "Sigmoid", "Softmax", "Copy", "Alias", "Dropout", "SpatialBN", "LRN"),
+        *("Relu", "Sigmoid", "Tanh", "Softmax", "Copy", "Alias", "Dropout", "SpatialBN", "LRN"),
         *("MaxPool", "AveragePool", "Int8Relu", "Int8MaxPool", "Int8AveragePool"),
         *("NHWC2NCHW", "NCHW2NHWC", "Add", "Sub", "Mul", "Div"),
     }
@@ -626,6 +636,97 @@ def _reshape_count(net: Net, index: int, ws: Workspace) -> tuple[int, int] | Non
     return layer, fixed // gcd(fixed, rest)
 
 
+# -- recurrent step nets -------------------------------------------------------------------------
+
+#: Step ops whose input ``gates`` holds ``k`` values per value of the last dim of input
+#: ``state``: ``type -> (gates position, state position, k)`` (LSTMUnit: i, f, o, g blocks).
+_GATE_READERS: dict[str, tuple[int, int, int]] = {"LSTMUnit": (2, 1, 4)}
+_ELEMENTWISE = frozenset({"Sum", "Add", "Sub", "Mul", "Div"})
+_FEATURES_LAST = frozenset({"FC", "FCTransposed"})
+
+
+def _feeding_ops(net: Net, blob: tuple[str, int]) -> list[int]:
+    """The layers (Conv/FC) and ``rnn_internal_apply_link`` ops whose output reaches the
+    versioned ``blob`` through ops keeping the features (through every operand of an
+    elementwise op without ``broadcast``), in net order."""
+    view = net.ssa()
+    todo, seen, found = [blob], set(), set()
+    while todo:
+        current = todo.pop()
+        producer = view.producer(current)
+        if current in seen or producer is None:
+            continue
+        seen.add(current)
+        op = net[producer]
+        if op.type in _LAYERS or op.type == APPLY_LINK:
+            found.add(producer)
+        elif op.type in _ELEMENTWISE and not op.arg("broadcast", 0):
+            todo += view.ssa[producer][0]
+        elif op.type in _KEEPS_CHANNELS and op.inputs:
+            todo.append(view.ssa[producer][0][0])
+    return sorted(found)
+
+
+def _last_dim(ws: Workspace, name: str) -> int | None:
+    if not ws.has(name):
+        return None
+    shape = np.shape(_array(ws.fetch(name)))
+    return int(shape[-1]) if shape else None
+
+
+def _step_counts(net: Net, program: ForwardProgram, counts: dict[int, int], ws: Workspace) -> None:
+    """Output counts of the step net's layers (in place) that its links and gate readers fix,
+    from the shapes in the step workspace ``ws``, each rule overriding the ones before: a
+    layer summed (or multiplied, ...) with a value the workspace holds gets its last dim, one
+    feeding a value linked back into a state gets that state's, and one feeding the gates of
+    an ``LSTMUnit`` 4 per value of its cell state."""
+    view = net.ssa()
+    for index, op in enumerate(net):
+        if op.type not in _ELEMENTWISE or op.arg("broadcast", 0):
+            continue
+        widths = {d for name in op.inputs if (d := _last_dim(ws, name)) is not None and d > 1}
+        if len(widths) != 1:
+            continue
+        width = widths.pop()
+        for position in range(len(op.inputs)):
+            for layer in _feeding_ops(net, view.ssa[index][0][position]):
+                if net[layer].type in _LAYERS:
+                    counts[layer] = width
+    for link in program.links:
+        size = _last_dim(ws, link.external)
+        for index, op in enumerate(net):
+            if op.type == APPLY_LINK or link.internal not in op.outputs or size is None:
+                continue
+            blob = view.ssa[index][1][list(op.outputs).index(link.internal)]
+            for layer in _feeding_ops(net, blob):
+                if net[layer].type in _LAYERS:
+                    counts[layer] = size
+    for index, op in enumerate(net):
+        gate = _GATE_READERS.get(op.type)
+        if gate is None or len(op.inputs) <= max(gate[:2]):
+            continue
+        size = _last_dim(ws, op.inputs[gate[1]])
+        for layer in _feeding_ops(net, view.ssa[index][0][gate[0]]):
+            if net[layer].type in _LAYERS and size:
+                counts[layer] = gate[2] * size
+
+
+def _demanded(op: Op, dims: list[int | None], free: set[int]) -> dict[int, int]:
+    """The last dims step op ``op`` needs of its inputs at positions ``free`` (those a made-up
+    layer outside the step net could change), given every input's last dim ``dims``."""
+    gate = _GATE_READERS.get(op.type)
+    if gate is not None and gate[0] in free and len(dims) > gate[1]:
+        size = dims[gate[1]]
+        return {} if size is None else {gate[0]: gate[2] * size}
+    if op.type not in _ELEMENTWISE or op.arg("broadcast", 0):
+        return {}
+    fixed = {d for p, d in enumerate(dims) if p not in free and d is not None and d > 1}
+    if len(fixed) != 1:
+        return {}
+    size = fixed.pop()
+    return {p: size for p in free}
+
+
 # -- the walk ------------------------------------------------------------------------------------
 
 
@@ -683,6 +784,8 @@ class _Walk:
         self.rng = np.random.default_rng([seed, 1])
         self.param_rng = np.random.default_rng([seed, 2])
         self.makers: dict[int, tuple[Net, ParamMaker]] = {}
+        #: Forward programs of the RecurrentNetwork ops dry-run, by ``id`` of their step net.
+        self.programs: dict[int, ForwardProgram] = {}
         self.image: tuple[int, int] | None = None
         self.remake: set[str] = set()
         self.placeholders: set[str] = set()
@@ -798,6 +901,9 @@ class _Walk:
         except GraphToolsError:
             counts = {}
         _fixed_counts(view, counts)
+        program = self.programs.get(id(net))
+        if program is not None:
+            _step_counts(view, program, counts, ws)
         if net is self.model.predict_net:
             counts.update(self.overrides)
         found = (view, ParamMaker(self.param_rng, counts, _PARAM_CHANNELS))
@@ -807,9 +913,12 @@ class _Walk:
     def run_predict(self) -> None:
         net = self.model.predict_net
         for index, op in enumerate(net):
-            self._make_missing(index, op, net, self.ws)
-            for _, nested in op.nested_nets():
-                self._dry_run(nested)
+            if op.type == "RecurrentNetwork":
+                self._prepare_recurrent(index, op, net)
+            else:
+                self._make_missing(index, op, net, self.ws)
+                for _, nested in op.nested_nets():
+                    self._dry_run(nested)
             try:
                 run_op(op, self.ws, index=index, net=net)
             except GraphToolsError as exc:
@@ -869,6 +978,80 @@ class _Walk:
                 replaced = True
         return replaced
 
+    def _prepare_recurrent(self, index: int, op: Op, net: Net) -> None:
+        """Make what the ``RecurrentNetwork`` op #``index`` reads: its sequence and initial
+        states first, then what its step net reads from outside (its references: parameters,
+        sequence lengths) inside one dry step, where the linked inputs have the shapes the
+        real steps give them; whatever the dry step did not make, as for any op."""
+        try:
+            program = forward_program(op)
+        except GraphToolsError:
+            program = None  # the real run reports it
+        if program is not None:
+            initial = {state.input_index for state in program.states}
+            references = set(range(1, len(op.inputs))) - initial
+            self._make_missing(index, op, net, self.ws, skip=references)
+            self.programs[id(program.step_net)] = program
+            self._dry_step(index, net, program)
+        self._make_missing(index, op, net, self.ws)
+
+    def _dry_step(self, outer: int, net: Net, program: ForwardProgram) -> None:
+        """Run step 0 of op #``outer``'s step net in a throwaway workspace set up as the
+        kernel sets it up (states from the initial values, the timestep), making the
+        parameters its ops read. A linked input whose made-up producer layer in ``net`` gives
+        it a feature count the step op does not take restarts the walk with the count it
+        needs; any other failure stops the dry run (the real run reports it)."""
+        child = Workspace(self.ws)
+        step = program.step_net
+        try:
+            sequence = np.shape(_array(self.ws.fetch(net[outer].inputs[0])))
+            if len(sequence) < 2:
+                return
+            for state in program.states:
+                init = self.ws.fetch(state.input)
+                child.feed(state.state, state_tensor(state, init, max(sequence[0], 1), sequence[1]))
+            child.feed(program.timestep, np.zeros(1, np.int32))
+            for index, step_op in enumerate(step):
+                self._make_missing(index, step_op, step, child)
+                self._check_linked(outer, net, step, index, child)
+                run_op(step_op, child, index=index, net=step)
+        except (GraphToolsError, ValueError, IndexError):
+            return
+
+    def _check_linked(self, outer: int, net: Net, step: Net, index: int, ws: Workspace) -> None:
+        """Raise ``_Retry`` when step op #``index`` needs another last dim of an input that a
+        made-up layer of ``net`` gives it through a link of op #``outer``."""
+        step_op = step[index]
+        linked = {
+            position: self._linked_layer(outer, net, step, index, position)
+            for position in range(len(step_op.inputs))
+        }
+        free = {position for position, layer in linked.items() if layer is not None}
+        dims = [_last_dim(ws, name) for name in step_op.inputs]
+        for position, count in _demanded(step_op, dims, free).items():
+            layer = linked[position]
+            if layer is not None and count not in (dims[position], self.overrides.get(layer)):
+                raise _Retry(layer, count)
+
+    def _linked_layer(
+        self, outer: int, net: Net, step: Net, index: int, position: int
+    ) -> int | None:
+        """The made-up FC layer of ``net`` whose output reaches input ``position`` of step op
+        #``index`` through a link of op #``outer`` (features on the last axis), or ``None``."""
+        for feeder in _feeding_ops(step, step.ssa().ssa[index][0][position]):
+            if step[feeder].type != APPLY_LINK:
+                continue
+            external = step[feeder].inputs[1]
+            for outer_position, name in enumerate(net[outer].inputs):
+                if name != external:
+                    continue
+                layer = _producer_layer(net, outer, outer_position)
+                if layer is None or net[layer].type not in _FEATURES_LAST:
+                    continue
+                if len(net[layer].inputs) > 1 and net[layer].inputs[1] in self.result.params:
+                    return layer
+        return None
+
     def _dry_run(self, net: Net) -> None:
         """Walk a nested net in a throwaway child workspace so its parameters get made; a
         failure stops the dry run (the real run reports it)."""
@@ -880,7 +1063,9 @@ class _Walk:
         except GraphToolsError:
             return
 
-    def _make_missing(self, index: int, op: Op, net: Net, ws: Workspace) -> None:
+    def _make_missing(
+        self, index: int, op: Op, net: Net, ws: Workspace, skip: Set[int] = frozenset()
+    ) -> None:
         made: dict[int, Any] = {}
 
         def need(position: int) -> Any:
@@ -896,7 +1081,8 @@ class _Walk:
             return made[position]
 
         for position in range(len(op.inputs)):
-            need(position)
+            if position not in skip:
+                need(position)
 
     def _make(
         self,

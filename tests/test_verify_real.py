@@ -17,7 +17,6 @@ import pytest
 from conftest import SHARED_REAL, run_cli
 
 from graphtools.errors import SerdeError
-from graphtools.executor import KERNELS
 from graphtools.printer import print_net
 from graphtools.serde import load_ir_net
 
@@ -48,12 +47,6 @@ SLOW = frozenset(
         "hmc-neural_nets_research/super_resolution/predict_net.pb",
     }
 )
-#: Files that cannot reach a verdict yet, and why.
-NOT_YET = {
-    "breadbread1984-Caffe2-C-LSTM-demo/deploy_models/lstm_predict_net.pbtxt": (
-        "RecurrentNetwork has no executor kernel yet (issue 12)"
-    ),
-}
 
 
 def _network_files() -> list[str]:
@@ -91,11 +84,6 @@ def _params() -> list[object]:
 def test_verify_default_reaches_a_verdict(
     real_fixtures: Path, relative: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    why = NOT_YET.get(relative)
-    if why is not None and "RecurrentNetwork" not in KERNELS:
-        code, _, err = run_cli(capsys, "verify", "-p", "default", str(real_fixtures / relative))
-        assert code == 2 and "RecurrentNetwork" in err
-        pytest.xfail(why)
     code, out, err = run_cli(capsys, "verify", "-q", "-p", "default", str(real_fixtures / relative))
     assert code in (0, 1), err
     assert "outputs equal" in out or "outputs differ" in out

@@ -91,7 +91,7 @@ def _accumulate_gradient_input(op: Op, inputs: list[Any]) -> list[Any]:
 # -- forward ------------------------------------------------------------------------------------
 
 
-def _state_tensor(state: RecurrentState, init: Any, seq_len: int, batch: int) -> np.ndarray:
+def state_tensor(state: RecurrentState, init: Any, seq_len: int, batch: int) -> np.ndarray:
     """The ``(T + L) x N x D`` state, its first ``L`` rows from the initial value (1-D: one
     row repeated over the batch; 2-D: ``N x D``; 3-D: ``L x N x D``)."""
     init = np.asarray(init)
@@ -148,7 +148,7 @@ def _recurrent_network(op: Op, inputs: list[Any], ctx: OpContext) -> list[Any]:
     seq_len, batch = sequence.shape[0], sequence.shape[1]
     ws = ctx.workspace
     for state in program.states:
-        ws.feed(state.state, _state_tensor(state, inputs[state.input_index], seq_len, batch))
+        ws.feed(state.state, state_tensor(state, inputs[state.input_index], seq_len, batch))
     shared = SharedBlobsWorkspace(ws)
     for name in program.recompute_blobs:
         shared.declare(name)
