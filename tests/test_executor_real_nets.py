@@ -18,11 +18,6 @@ from graphtools.executor import KERNELS, run_model
 from graphtools.ir import Net
 from graphtools.serde import load_ir_net, load_model
 
-#: Op types with no kernel yet, and why.
-NOT_YET: dict[str, str] = {
-    "RecurrentNetwork": "recurrent nets are a later issue",
-}
-
 
 def _network_files() -> list[str]:
     if not SHARED_REAL.is_dir():
@@ -53,7 +48,7 @@ def test_every_op_type_of_a_real_network_file_has_a_kernel(
 ) -> None:
     net, _ = load_ir_net(real_fixtures / relative)
     types = _op_types(net, set())
-    missing = sorted(t for t in types if t not in KERNELS and t not in NOT_YET)
+    missing = sorted(t for t in types if t not in KERNELS)
     assert not missing, f"{relative}: no kernel for {missing}"
 
 
