@@ -194,3 +194,55 @@ def test_a_blob_named_in_value_info_is_an_input_even_if_the_init_net_fills_it() 
         export_onnx(
             _pair([Op("Relu", ["x"], ["y"])], ["x"], [], {}), value_info={"x": (FLOAT, [1])}
         )
+
+
+# -- what the scan of the real nets found (tests/test_onnx_real_nets.py) -------------------------
+
+
+def _declare(pair: Model, inputs: list[str]) -> Model:
+    with pair.predict_net.edit() as edit:
+        edit.set_external_inputs(inputs)
+    return pair
+
+
+def test_an_input_declared_twice_is_one_graph_input() -> None:
+    """arakhmat-perception lists its data blob twice among the external inputs."""
+    pair, _ = _fc_pair()
+    _declare(pair, ["x", *pair.predict_net.external_inputs])
+    exported = export_onnx(pair, value_info={"x": (FLOAT, [1, 3, 3, 3])})
+    assert [i.name for i in exported.graph.input] == ["x"]
+
+
+def test_a_declared_input_nobody_reads_is_left_out_unless_typed() -> None:
+    """Training nets keep their data queue blob among the external inputs; no op reads it and
+    nothing says its type, so it is no graph input (with value_info it stays one)."""
+    pair, _ = _fc_pair()
+    _declare(pair, ["queue", *pair.predict_net.external_inputs])
+    exported = export_onnx(pair, value_info={"x": (FLOAT, [1, 3, 3, 3])})
+    assert [i.name for i in exported.graph.input] == ["x"]
+    typed = export_onnx(pair, value_info={"x": (FLOAT, [1, 3, 3, 3]), "queue": (FLOAT, [2])})
+    assert [i.name for i in typed.graph.input] == ["queue", "x"]
+
+
+def test_an_op_without_an_exporter_is_refused_before_input_types_are_asked() -> None:
+    ops = [
+        Op("Relu", ["x"], ["r"]),
+        Op("If", ["cond"], ["y"], args={"then_net": Net([Op("PRelu", ["r", "s"], ["y"])])}),
+        Op("Gelu", ["r"], ["z"]),
+    ]
+    pair = Model(Net(ops, ["x", "cond", "s"], ["y", "z"], name="net"))
+    with pytest.raises(UnsupportedOpError) as caught:
+        export_onnx(pair)  # no value_info: the op types are what the user must hear of first
+    message = str(caught.value)
+    assert message.startswith("op #0 (PRelu), in then_net of op #1 (If): ")
+    assert "no ONNX mapping for Caffe2 op type 'PRelu'; other op types without one: Gelu" in message
+
+
+def test_compare_feeds_the_undeclared_data_blob_the_export_takes() -> None:
+    """A predictor's net reads ``data`` without declaring it; export makes it an input, and
+    the comparison feeds it to our side too."""
+    pair, _ = _fc_pair()
+    _declare(pair, [n for n in pair.predict_net.external_inputs if n != "x"])
+    exported = export_onnx(pair, value_info={"x": (FLOAT, [1, 3, 3, 3])})
+    x = np.random.default_rng(2).standard_normal((1, 3, 3, 3), dtype=np.float32)
+    assert compare_blobs_with_onnxruntime(exported, pair, {"x": x, "extra": x}).ok

@@ -71,8 +71,16 @@ def _matched(onnx_outputs: list[str], model: Model, ours: dict[str, Any]) -> dic
 
 
 def _our_feeds(model: Model, feeds: Mapping[str, Any]) -> dict[str, Any]:
+    """The feeds the pair takes: its declared inputs, and blobs it reads before writing them
+    without declaring them (a predictor's data blob, which ``export_onnx`` makes an input)."""
     declared = set(model.predict_net.external_inputs)
-    return {k: v for k, v in feeds.items() if not declared or k in declared}
+    if not declared:
+        return dict(feeds)
+    written: set[str] = set()
+    for op in model.predict_net:
+        declared.update(name for name in op.inputs if name not in written)
+        written.update(op.outputs)
+    return {k: v for k, v in feeds.items() if k in declared}
 
 
 def compare_with_onnxruntime(

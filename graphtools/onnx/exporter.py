@@ -106,6 +106,33 @@ def _free_reads(net: Net) -> list[str]:
     return list(free)
 
 
+def _unmapped(net: Net, where: str = "") -> list[tuple[int, str, str]]:
+    """``(op index, op type, where)`` of every op of ``net`` and its nested nets that has no
+    ONNX exporter, in op order."""
+    found = []
+    for index, op in enumerate(net.ops):
+        if op.type not in EXPORTERS:
+            found.append((index, op.type, where))
+        for arg_name, nested in op.nested_nets():
+            found += _unmapped(nested, f"{where}, in {arg_name} of op #{index} ({op.type})")
+    return found
+
+
+def _refuse_unmapped(net: Net, opset: int) -> None:
+    """Refuse a net holding an op type without an ONNX form before anything else is asked
+    of it (input types, shapes): the op type is what the user has to deal with first."""
+    found = _unmapped(net)
+    if not found:
+        return
+    index, op_type, where = found[0]
+    others = sorted({t for _, t, _ in found} - {op_type})
+    also = f"; other op types without one: {', '.join(others)}" if others else ""
+    raise UnsupportedOpError(
+        f"op #{index} ({op_type}){where}: cannot export to ONNX opset {opset}: no ONNX "
+        f"mapping for Caffe2 op type {op_type!r}{also}"
+    )
+
+
 def _value_info(name: str, info: TypeInfo | None) -> onnx.ValueInfoProto:
     if info is None or info.dtype is None:
         return onnx.ValueInfoProto(name=name)
@@ -215,9 +242,12 @@ def export_onnx(
             as a ``Scan`` (``graphtools.onnx.export_recurrent``).
 
     Raises:
-        UnsupportedOpError: an op without an ONNX form (naming op index and type).
+        UnsupportedOpError: an op without an ONNX form (naming op index and type; op types
+            without an exporter, nested nets included, are refused before anything else), or
+            an argument variant without one (NHWC order, training mode, ...).
         InvalidNetError: an input whose type cannot be known, or a blob read before any op
-            writes it that is neither an input nor a param.
+            writes it that is neither an input nor a param. (A declared external input that
+            no op reads is left out of the graph unless ``value_info`` types it.)
     """
     opset = DEFAULT_OPSET if opset is None else int(opset)
     if recurrent not in ("loop", "scan"):
@@ -229,6 +259,7 @@ def export_onnx(
             f"cannot export to opset {opset}: supported are {MIN_EXPORT_OPSET} to {max_opset()}"
         )
     ir = ir_version_for(opset) if ir_version is None else int(ir_version)
+    _refuse_unmapped(model.predict_net, opset)
     work = model.copy()
     # A blob the init_net fills but value_info names is fed (a feed overrides the init value).
     params = {k: v for k, v in _init_values(work).items() if k not in (value_info or {})}
@@ -238,7 +269,12 @@ def export_onnx(
         n for n, count in writes.items() if count > 1 or n in params or n in net.external_inputs
     )
     ssa_rewrite(net, None, dict.fromkeys(params))
-    declared = list(net.external_inputs) or _free_reads(net)
+    # A name declared twice is one graph input (ONNX names are unique).
+    declared = list(dict.fromkeys(net.external_inputs)) or _free_reads(net)
+    # A declared input no op reads changes nothing; without a type from value_info it cannot
+    # be a graph input (a training net's data queue blob), so it is left out.
+    unread = set(declared) - set(_reads(net)) - set(net.external_outputs)
+    declared = [n for n in declared if n not in unread or n in (value_info or {})]
     inputs = [name for name in declared if name not in params]
     undeclared = [n for n in _free_reads(net) if n not in params and n not in declared]
     # Exported nets often read their data blob without declaring it (the predictor feeds
