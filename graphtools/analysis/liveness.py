@@ -21,7 +21,7 @@ from graphtools.analysis.nested import nested_accesses
 from graphtools.ir import Net
 from graphtools.ssa_view import SSAView
 
-__all__ = ["SIDE_EFFECT_OP_TYPES", "dead_end_op_indices"]
+__all__ = ["SIDE_EFFECT_OP_TYPES", "dead_end_op_indices", "unread_outputs"]
 
 SIDE_EFFECT_OP_TYPES: frozenset[str] = frozenset(
     {"Print", "Save", "Checkpoint", "Assert", "EnforceFinite"}
@@ -81,6 +81,18 @@ def dead_end_op_indices(
             dead.append(index)
     dead.reverse()
     return dead
+
+
+def unread_outputs(net: Net) -> list[str]:
+    """Blobs the top level of ``net`` writes and never reads afterwards, in order: the
+    outputs of a net that declares none (what ``graphtools verify`` compares then)."""
+    view = net.ssa()
+    found: dict[str, None] = {}
+    for _, outs in view.ssa:
+        for blob in outs:
+            if not view.consumer_ops(blob) and blob == view.latest(blob[0]):
+                found[blob[0]] = None
+    return list(found)
 
 
 def _extra_reads(net: Net, view: SSAView) -> dict[int, list[int]]:

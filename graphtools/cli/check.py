@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from graphtools.analysis.liveness import unread_outputs
 from graphtools.cli import batch, onnx_commands
 from graphtools.cli.common import (
     Output,
@@ -41,7 +42,7 @@ from graphtools.cli.pipeline import is_collection, load_npz, npz_bytes, printer_
 from graphtools.errors import GraphToolsError
 from graphtools.executor import Int8Tensor
 from graphtools.feeds import MadeInput, Synthesis, synthesize
-from graphtools.ir import Model, Net
+from graphtools.ir import Model
 from graphtools.pass_infra import PassManager, PassRecord
 from graphtools.serde.atomic import atomic_write_bytes
 from graphtools.serde.pairing import ModelRef, discover_models
@@ -138,18 +139,6 @@ def _tolerances(
 # -- the work ----------------------------------------------------------------------------------
 
 
-def _leaves(net: Net) -> list[str]:
-    """Blobs the top level writes and never reads afterwards, in order (the outputs of a net
-    that declares none)."""
-    view = net.ssa()
-    found: dict[str, None] = {}
-    for _, outs in view.ssa:
-        for blob in outs:
-            if not view.consumer_ops(blob) and blob == view.latest(blob[0]):
-                found[blob[0]] = None
-    return list(found)
-
-
 def _strip(model: Model, synthesis: Synthesis) -> Model:
     """A copy of ``model`` without the ops that could not run here."""
     copy = model.copy()
@@ -197,7 +186,7 @@ def verify_one(
     report = VerifyReport(path, manager.spec)
     names = list(model.predict_net.external_outputs)
     if not names:
-        names = _leaves(model.predict_net)
+        names = unread_outputs(model.predict_net)
         shown = ", ".join(names[:6]) + (f", ... ({len(names)})" if len(names) > 6 else "")
         report.notes.append(
             f"the predict_net declares no external outputs: comparing the blobs it writes "
