@@ -186,10 +186,13 @@ def _with_made_up_params(model: Model, synthesis: Synthesis) -> Model:
 
 
 def _unmapped(net: Net) -> set[str]:
+    """Op types without an exporter in ``net`` and the nested nets exported with it (If
+    branches, a RecurrentNetwork's step net)."""
     found = {op.type for op in net if op.type not in EXPORTERS}
     for op in net:
-        for _, nested in op.nested_nets():
-            found |= _unmapped(nested)
+        for name, nested in op.nested_nets():
+            if name in ("then_net", "else_net", "step_net"):
+                found |= _unmapped(nested)
     return found
 
 

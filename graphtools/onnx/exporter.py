@@ -106,15 +106,21 @@ def _free_reads(net: Net) -> list[str]:
     return list(free)
 
 
+_CONVERTED_NETS = {"If": ("then_net", "else_net"), "RecurrentNetwork": ("step_net",)}
+"""The nested nets whose ops an exporter converts (a RecurrentNetwork's backward_step_net is
+not exported)."""
+
+
 def _unmapped(net: Net, where: str = "") -> list[tuple[int, str, str]]:
-    """``(op index, op type, where)`` of every op of ``net`` and its nested nets that has no
-    ONNX exporter, in op order."""
+    """``(op index, op type, where)`` of every op of ``net`` and of the nested nets exported
+    with it that has no ONNX exporter, in op order."""
     found = []
     for index, op in enumerate(net.ops):
         if op.type not in EXPORTERS:
             found.append((index, op.type, where))
         for arg_name, nested in op.nested_nets():
-            found += _unmapped(nested, f"{where}, in {arg_name} of op #{index} ({op.type})")
+            if arg_name in _CONVERTED_NETS.get(op.type, ()):
+                found += _unmapped(nested, f"{where}, in {arg_name} of op #{index} ({op.type})")
     return found
 
 
