@@ -564,7 +564,9 @@ class SSAView:
             bounds = _offsets(np.bincount(self._in_vid, minlength=self.num_keys))
             self._readers = (bounds, order)
         bounds, order = self._readers
-        slots = np.sort(order[bounds[first] : bounds[end]])
+        slots = order[bounds[first] : bounds[end]]
+        if end - first > 1:  # one key's reads are in slot order already (a stable sort)
+            slots = np.sort(slots)
         ops = self._in_op[slots]
         return list(zip(ops.tolist(), (slots - self._in_ptr[ops]).tolist(), strict=True))
 

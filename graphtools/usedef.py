@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import operator
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from itertools import compress, pairwise
+from itertools import chain, compress, count, pairwise
 from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
 
 from graphtools.errors import IllegalRewriteError
 from graphtools.ssa import VersionedBlob
@@ -140,49 +142,48 @@ class Layout:
         plus the size of the edit (times its log).
         """
         replaced = set(replaced)
-        cuts = sorted(removed | replaced)
-        inserts = sorted(inserted)
-        insert_counts = [inserted[p] for p in inserts]
-        cumulative = [0]
-        for count in insert_counts:
-            cumulative.append(cumulative[-1] + count)
-        dropped = sorted(removed)
+        cuts = _array(sorted(removed | replaced))
+        inserts = _array(sorted(inserted))
+        cumulative = np.zeros(len(inserts) + 1, dtype=np.int64)
+        np.cumsum(_array([inserted[p] for p in inserts.tolist()]), out=cumulative[1:])
+        dropped = _array(sorted(removed))
 
-        def moved(position: int) -> int:
-            """New position of a kept op at ``position``."""
-            before = cumulative[bisect_right(inserts, position)]
-            return position + before - bisect_left(dropped, position)
+        def moved(positions: np.ndarray) -> np.ndarray:
+            """New positions of kept ops at ``positions``."""
+            before = cumulative[np.searchsorted(inserts, positions, "right")]
+            return positions + before - np.searchsorted(dropped, positions, "left")
 
-        start: list[int] = []
-        lo: list[int] = []
-        hi: list[int] = []
-        for run_start, run_lo, run_hi in zip(self.start, self.lo, self.hi, strict=True):
-            run_end = run_start + run_hi - run_lo
-            # Split the run at every cut (before and after it) and wherever ops go in.
-            splits = {run_start, run_end}
-            inside = cuts[bisect_left(cuts, run_start) : bisect_left(cuts, run_end)]
-            splits.update(inside)
-            splits.update(p + 1 for p in inside)
-            splits.update(inserts[bisect_right(inserts, run_start) : bisect_left(inserts, run_end)])
-            bounds = sorted(splits)
-            for piece_start, piece_end in pairwise(bounds):
-                if piece_start >= piece_end or piece_start in removed or piece_start in replaced:
-                    continue
-                start.append(moved(piece_start))
-                lo.append(run_lo + piece_start - run_start)
-                hi.append(run_lo + piece_end - run_start)
-        new_replaced: dict[int, int] = {}
-        for position, base in self.replaced.items():
-            if position not in removed:
-                new_replaced[moved(position)] = base
+        run_start, run_lo, run_hi = _array(self.start), _array(self.lo), _array(self.hi)
+        run_end = run_start + run_hi - run_lo
+        # Split the runs at every cut (before and after it) and wherever ops go in; the
+        # pieces inside a run that do not start at a cut are the new runs.
+        bounds = np.unique(np.concatenate((run_start, run_end, cuts, cuts + 1, inserts)))
+        piece_start, piece_end = bounds[:-1], bounds[1:]
+        run = np.searchsorted(run_start, piece_start, "right") - 1
+        keep = run >= 0
+        run[~keep] = 0
+        keep &= piece_start < (run_end[run] if len(run_start) else -1)
+        keep &= ~np.isin(piece_start, cuts)
+        piece_start, piece_end, run = piece_start[keep], piece_end[keep], run[keep]
+        offset = run_lo[run] - run_start[run]
+        start: list[int] = moved(piece_start).tolist()
+        lo: list[int] = (piece_start + offset).tolist()
+        hi: list[int] = (piece_end + offset).tolist()
+        carried = [(p, base) for p, base in self.replaced.items() if p not in removed]
         for position in replaced:
             found = self.base_index(position)
             if found is None:
                 found = self.replaced.get(position)
             if found is not None:
-                new_replaced[moved(position)] = found
-        size = self.size - len(removed) + cumulative[-1]
+                carried.append((position, found))
+        now = moved(_array([p for p, _ in carried])).tolist()
+        new_replaced = dict(zip(now, (base for _, base in carried), strict=True))
+        size = self.size - len(removed) + int(cumulative[-1])
         return Layout(start, lo, hi, size, new_replaced)
+
+
+def _array(values: Sequence[int]) -> np.ndarray:
+    return np.fromiter(values, dtype=np.int64, count=len(values))
 
 
 class _Names:
@@ -328,35 +329,47 @@ def _uses(writes: list[tuple[int, int]], reads: list[tuple[int, int]], version: 
 
 
 class NameScan:
-    """The use-def of a few names of a net, from one scan of its ops: what an edit's check
+    """The use-def of a few names of a net, from scans of its ops: what an edit's check
     needs when the net has no current SSA view (building one would hash every name of the
-    net, where the scan only tests each op's names against the set, in C)."""
+    net, where a scan only tests each op's names against the set, in C).
 
-    __slots__ = ("_ops", "_outputs", "_reads", "_writes")
+    Reads are found at once (one test of every input name when none is wanted, the usual
+    case for an init_net of fills); writes on the first question about them (a check of
+    bulk removals asks none).
+    """
+
+    __slots__ = ("_ops", "_outputs", "_reads", "_wanted", "_writes")
 
     def __init__(self, ops: Sequence[Op], names: Iterable[str], outputs: Iterable[str]) -> None:
         wanted = frozenset(names)
         self._ops = ops
+        self._wanted = wanted
         self._outputs = frozenset(outputs)
         self._reads: dict[str, list[tuple[int, int]]] = {}
-        self._writes: dict[str, list[tuple[int, int]]] = {}
-        names_of_ops = map(operator.add, map(_INPUTS, ops), map(_OUTPUTS, ops))
-        apart = map(wanted.isdisjoint, names_of_ops)  # all in C: no Python call per op
-        touched = compress(range(len(ops)), map(operator.not_, apart))
-        for index in touched:
-            op = ops[index]
-            for slot, name in enumerate(op.inputs):
+        self._writes: dict[str, list[tuple[int, int]]] | None = None
+        if wanted.isdisjoint(chain.from_iterable(map(_INPUTS, ops))):
+            return
+        for index in _touching(wanted, map(_INPUTS, ops)):
+            for slot, name in enumerate(ops[index].inputs):
                 if name in wanted:
                     self._reads.setdefault(name, []).append((index, slot))
+
+    def _scan_writes(self) -> dict[str, list[tuple[int, int]]]:
+        wanted = self._wanted
+        writes: dict[str, list[tuple[int, int]]] = {}
+        for index in _touching(wanted, map(_OUTPUTS, self._ops)):
             counts: dict[str, int] = {}
-            for name in op.outputs:
+            for name in self._ops[index].outputs:
                 if name in wanted:
                     counts[name] = counts.get(name, 0) + 1
             for name, found in counts.items():
-                self._writes.setdefault(name, []).append((index, found))
+                writes.setdefault(name, []).append((index, found))
+        return writes
 
     def writes(self, name: str) -> list[tuple[int, int]]:
         """``(op index, count)`` of every op writing ``name`` (a scanned name), in order."""
+        if self._writes is None:
+            self._writes = self._scan_writes()
         return self._writes.get(name, [])
 
     def reads(self, name: str) -> list[tuple[int, int]]:
@@ -392,6 +405,12 @@ class NameScan:
     def uses(self, blob: VersionedBlob) -> list[Use]:
         """Every read of exactly ``blob``."""
         return _uses(self.writes(blob[0]), self.reads(blob[0]), blob[1])
+
+
+def _touching(wanted: frozenset[str], name_lists: Iterable[tuple[str, ...]]) -> Iterator[int]:
+    """Indices of the name lists holding a name of ``wanted`` (all in C: no Python call per
+    list)."""
+    return compress(count(), map(operator.not_, map(wanted.isdisjoint, name_lists)))
 
 
 _INPUTS = operator.attrgetter("inputs")
