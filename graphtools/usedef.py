@@ -214,7 +214,7 @@ class Overlay:
     A name not in ``affected`` has the base view's writes, at moved positions.
     """
 
-    __slots__ = ("_affected", "_base", "_layout", "_new", "_ops")
+    __slots__ = ("_affected", "_base", "_layout", "_new_names", "_ops")
 
     def __init__(
         self, base: SSAView, layout: Layout, ops: Sequence[Op], affected: frozenset[str]
@@ -223,9 +223,17 @@ class Overlay:
         self._layout = layout
         self._ops = ops
         self._affected = affected
-        self._new = _Names()
-        for position in layout.new_positions():
-            self._new.add_op(position, ops[position])
+        self._new_names: _Names | None = None
+
+    @property
+    def _new(self) -> _Names:
+        """The new ops' reads and writes, indexed on the first query (a pass that only
+        derives the whole view next asks none)."""
+        if self._new_names is None:
+            self._new_names = _Names()
+            for position in self._layout.new_positions():
+                self._new_names.add_op(position, self._ops[position])
+        return self._new_names
 
     @property
     def base(self) -> SSAView:
