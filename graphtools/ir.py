@@ -1263,7 +1263,7 @@ class Edit:
         if usedef is None and (
             replaced or self._removed or self._inserted or self._rewires or self._renames
         ):
-            usedef = NameScan(net._ops, self._names_to_check(), net._external_outputs)
+            usedef = NameScan(net._ops, self._names_to_check())
         rewired, final_outputs, inputs, outputs = self._resolve_values(replaced, usedef)
         ops_change = bool(self._removed or replaced or self._inserted)
         checked = None

@@ -346,13 +346,12 @@ class NameScan:
     bulk removals asks none).
     """
 
-    __slots__ = ("_ops", "_outputs", "_reads", "_wanted", "_writes")
+    __slots__ = ("_ops", "_reads", "_wanted", "_writes")
 
-    def __init__(self, ops: Sequence[Op], names: Iterable[str], outputs: Iterable[str]) -> None:
+    def __init__(self, ops: Sequence[Op], names: Iterable[str]) -> None:
         wanted = frozenset(names)
         self._ops = ops
         self._wanted = wanted
-        self._outputs = frozenset(outputs)
         self._reads: dict[str, list[tuple[int, int]]] = {}
         self._writes: dict[str, list[tuple[int, int]]] | None = None
         if wanted.isdisjoint(chain.from_iterable(map(_INPUTS, ops))):
@@ -389,12 +388,14 @@ class NameScan:
 
     def removal_keeps_reads(self, removed: Sequence[int], replaced: Sequence[int] = ()) -> bool:
         """Whether no other op (but the ``replaced`` ones) reads a blob name the removed ops
-        write, and none is an external output (stricter than needed: any version counts;
-        init_nets of fills pass it at once)."""
+        write (stricter than needed: any version counts; init_nets of fills pass it at
+        once). External outputs are not looked at: the check tests them name by name."""
+        if not self._reads:
+            return True
         gone = {*removed, *replaced}
         for index in removed:
             for name in self._ops[index].outputs:
-                if name in self._outputs or any(i not in gone for i, _ in self.reads(name)):
+                if any(i not in gone for i, _ in self.reads(name)):
                     return False
         return True
 
@@ -480,7 +481,9 @@ def check_edit(
         IllegalRewriteError: naming the reader, the blob, and the writer before and after.
     """
     names = list(dict.fromkeys(names))
+    # An external output's final value is checked name by name (``final_outputs``).
     removed_only = _removal_only(names, layout, old_ops, new_ops, rewired, nested_after)
+    removed_only.difference_update(final_outputs)
     # Bulk removals (dead ops, fused copies): one vectorised test covers every name only a
     # removal touches; only if it fails are they looked at one by one, for the message.
     # A replacement's reads are its own (checked by name): they do not count here.
