@@ -23,7 +23,8 @@ import operator
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from itertools import chain, compress, count, pairwise
+from itertools import chain, compress
+from itertools import count as _counter
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -419,7 +420,7 @@ class NameScan:
 def _touching(wanted: frozenset[str], name_lists: Iterable[tuple[str, ...]]) -> Iterator[int]:
     """Indices of the name lists holding a name of ``wanted`` (all in C: no Python call per
     list)."""
-    return compress(count(), map(operator.not_, map(wanted.isdisjoint, name_lists)))
+    return compress(_counter(), map(operator.not_, map(wanted.isdisjoint, name_lists)))
 
 
 _INPUTS = operator.attrgetter("inputs")
