@@ -1333,8 +1333,10 @@ class Edit:
             expected[(use.op, use.position)] = producer
             new_inputs.setdefault(use.op, list(net[use.op].inputs))[use.position] = name
 
+        external_outputs = frozenset(net._external_outputs)
+
         def at_the_end(blob: VersionedBlob) -> bool:
-            return blob[0] in net.external_outputs and blob[1] == usedef.final_version(blob[0])
+            return blob[0] in external_outputs and blob[1] == usedef.final_version(blob[0])
 
         for blob, name in self._renames.items():
             self._refuse_nested_reads(blob, nested, usedef)

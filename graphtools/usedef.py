@@ -158,7 +158,7 @@ class Layout:
         run_end = run_start + run_hi - run_lo
         # Split the runs at every cut (before and after it) and wherever ops go in; the
         # pieces inside a run that do not start at a cut are the new runs.
-        bounds = np.unique(np.concatenate((run_start, run_end, cuts, cuts + 1, inserts)))
+        bounds = _distinct(np.concatenate((run_start, run_end, cuts, cuts + 1, inserts)))
         piece_start, piece_end = bounds[:-1], bounds[1:]
         run = np.searchsorted(run_start, piece_start, "right") - 1
         keep = run >= 0
@@ -185,6 +185,13 @@ class Layout:
 
 def _array(values: Sequence[int]) -> np.ndarray:
     return np.fromiter(values, dtype=np.int64, count=len(values))
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """``values`` sorted without repeats (``np.unique`` without its first-call import of
+    ``numpy.ma``, which costs more than an edit)."""
+    values = np.sort(values)
+    return values[np.concatenate(([True], values[1:] != values[:-1]))] if len(values) else values
 
 
 class _Names:
@@ -427,6 +434,10 @@ _INPUTS = operator.attrgetter("inputs")
 _OUTPUTS = operator.attrgetter("outputs")
 _VECTORISE_FROM = 64
 """Names only removals touch above which the check tests them all at once in numpy."""
+_OPS_PER_NAME = 1024
+"""The vectorised test of removals scans every op of the net: worth it only from one name per
+this many ops (a name checked alone costs its own reads, about a scan of this many ops), so
+that a small edit of a big net costs what it touches."""
 
 
 class _Reader(NamedTuple):
@@ -489,7 +500,7 @@ def check_edit(
     # removal touches; only if it fails are they looked at one by one, for the message.
     # A replacement's reads are its own (checked by name): they do not count here.
     if (
-        len(removed_only) >= _VECTORISE_FROM
+        len(removed_only) >= max(_VECTORISE_FROM, layout.size // _OPS_PER_NAME)
         and before.removal_keeps_reads(removed, sorted(layout.replaced.values()))
         and not any(name in a.reads for a in nested_before.values() for name in removed_only)
     ):
