@@ -68,11 +68,15 @@ def test_the_readme_names_every_pass_and_links_its_page() -> None:
 def test_the_setup_section_keeps_its_two_commands() -> None:
     setup = README.read_text().split("## Set-up", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```sh\n(.*?)```", setup, re.S)
+    ci_test_line = next(
+        line for line in (REPO / ".ci" / "run").read_text().splitlines() if "pytest" in line
+    )
     assert [b.strip() for b in blocks] == [
         "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/graphtools run "
         "fixtures/models/tiny_export -o out/tiny_export",
-        'python3 -m venv .venv && .venv/bin/pip install -e ".[test]" && .venv/bin/pytest',
+        'python3 -m venv .venv && .venv/bin/pip install -e ".[test,torch]" && .venv/bin/pytest',
     ]
+    assert blocks[1].strip() == ci_test_line
 
 
 @pytest.fixture(scope="module")
