@@ -855,12 +855,15 @@ class Net:
         removed: Set[int],
         replaced: Mapping[int, Op],
         inserted: Mapping[int, Sequence[Op]],
+        checked: tuple[Layout, set[str]] | None = None,
     ) -> None:
         """Remove, replace and insert ops (positions in the net as it is), in one step.
 
         ``inserted`` maps a position (``len(self)`` for the end) to the ops going before it.
         When the net's use-def was current, the new revision's is an overlay of it
-        (``graphtools.usedef``): nothing is rebuilt.
+        (``graphtools.usedef``): nothing is rebuilt. ``checked`` is what the edit's check
+        worked out for these very changes (their layout over this net, and
+        ``_affected_names``), so that it is not worked out again.
         """
         ops = self._ops
         before = self._current_usedef()
@@ -878,10 +881,13 @@ class Net:
                 previous = position
         new_list.extend(ops[previous:])
         new_ops = [*replaced.values(), *(op for group in inserted.values() for op in group)]
-        affected = _affected_names(ops, removed, replaced, inserted)
+        if checked is None:
+            edit_layout, affected = None, _affected_names(ops, removed, replaced, inserted)
+        else:
+            edit_layout, affected = checked
         self._install(new_list, new_ops)
         if before is not None:
-            self._carry_usedef(before, removed, replaced, inserted, affected)
+            self._carry_usedef(before, removed, replaced, inserted, affected, edit_layout)
 
     def _carry_usedef(
         self,
@@ -890,17 +896,24 @@ class Net:
         replaced: Mapping[int, Op],
         inserted: Mapping[int, Sequence[Op]],
         names: Iterable[str],
+        edit_layout: Layout | None = None,
     ) -> None:
         """Remember the use-def of this (just edited) revision as an overlay of ``before``,
         or derive the whole view now when the overlays have grown big (amortised: a view
-        costs about as much as ``len(self) / 32`` new ops' bookkeeping)."""
+        costs about as much as ``len(self) / 32`` new ops' bookkeeping). ``edit_layout``,
+        when given, is these changes' layout over the net as it was."""
         counts = {position: len(group) for position, group in inserted.items()}
         affected: frozenset[str]
         if isinstance(before, SSAView):
-            base, layout, affected = before, Layout.identity(before.size), frozenset()
+            affected = frozenset()
+            base, layout = before, Layout.identity(before.size)
+            if edit_layout is None:
+                layout = layout.edited(set(removed), replaced, counts)
+            else:
+                layout = edit_layout
         else:
             base, layout, affected = before.base, before.layout, before.affected
-        layout = layout.edited(set(removed), replaced, counts)
+            layout = layout.edited(set(removed), replaced, counts)
         affected = affected.union(names)
         if layout.size - layout.base_count() > max(_OVERLAY_OPS, len(self) // 32):
             self._memo["ssa"] = (self.revision, SSAView.derive(base, self, layout))
@@ -1250,13 +1263,14 @@ class Edit:
         if usedef is None and (
             replaced or self._removed or self._inserted or self._rewires or self._renames
         ):
-            usedef = NameScan(net._ops, self._names_to_check(), net._external_outputs)
+            usedef = NameScan(net._ops, self._names_to_check())
         rewired, final_outputs, inputs, outputs = self._resolve_values(replaced, usedef)
         ops_change = bool(self._removed or replaced or self._inserted)
+        checked = None
         if ops_change or rewired or final_outputs:
-            self._check(replaced, rewired, final_outputs, outputs, usedef)
+            checked = self._check(replaced, rewired, final_outputs, outputs, usedef)
         if ops_change:
-            net._apply(self._removed, replaced, self._inserted)
+            net._apply(self._removed, replaced, self._inserted, checked)
         if inputs is not None and inputs == net._external_inputs:
             inputs = None
         if outputs is not None and outputs == net._external_outputs:
@@ -1319,8 +1333,10 @@ class Edit:
             expected[(use.op, use.position)] = producer
             new_inputs.setdefault(use.op, list(net[use.op].inputs))[use.position] = name
 
+        external_outputs = frozenset(net._external_outputs)
+
         def at_the_end(blob: VersionedBlob) -> bool:
-            return blob[0] in net.external_outputs and blob[1] == usedef.final_version(blob[0])
+            return blob[0] in external_outputs and blob[1] == usedef.final_version(blob[0])
 
         for blob, name in self._renames.items():
             self._refuse_nested_reads(blob, nested, usedef)
@@ -1388,10 +1404,11 @@ class Edit:
         final_outputs: Mapping[str, int | None],
         outputs: list[str] | None,
         usedef: SSAView | Overlay | NameScan | None,
-    ) -> None:
+    ) -> tuple[Layout, set[str]]:
         """``usedef.check_edit`` on this edit (see the class docstring); ``outputs`` are the
         edited net's external outputs when the edit changes them, ``usedef`` the net's use-def
-        as the edit opened."""
+        as the edit opened. Returns the edit's layout over the net and the names whose
+        versions it may change (``_affected_names``), for ``Net._apply``."""
         net = self._net
         ops = net._ops
         counts = {index: len(group) for index, group in self._inserted.items()}
@@ -1424,7 +1441,8 @@ class Edit:
         kept_nested = {
             index: access for index, access in nested_before.items() if index not in self._removed
         }
-        written = _affected_names(ops, self._removed, replaced, self._inserted)
+        affected = _affected_names(ops, self._removed, replaced, self._inserted)
+        written = set(affected)
         written.update(name for access in nested_after.values() for name in access.writes)
         names = set(written)
         names.update(replaced[index].inputs[slot] for index, slot in rewired)
@@ -1450,6 +1468,7 @@ class Edit:
             outputs_now,
             takeovers,
         )
+        return layout, affected
 
     def _takeovers(self, positions: list[int], replaced: Mapping[int, Op]) -> dict[Any, int]:
         """``{(position, name): base index}``: the new op at ``position`` stands for the

@@ -564,7 +564,9 @@ class SSAView:
             bounds = _offsets(np.bincount(self._in_vid, minlength=self.num_keys))
             self._readers = (bounds, order)
         bounds, order = self._readers
-        slots = np.sort(order[bounds[first] : bounds[end]])
+        slots = order[bounds[first] : bounds[end]]
+        if end - first > 1:  # one key's reads are in slot order already (a stable sort)
+            slots = np.sort(slots)
         ops = self._in_op[slots]
         return list(zip(ops.tolist(), (slots - self._in_ptr[ops]).tolist(), strict=True))
 
@@ -626,18 +628,15 @@ class SSAView:
 
     def removal_keeps_reads(self, removed: Sequence[int], replaced: Sequence[int] = ()) -> bool:
         """Whether removing the ops at ``removed`` leaves every other read (but those of the
-        ``replaced`` ops, checked apart) and every external output with the value it had: no
-        such op reads a version the removed ops write, and no external output ends with one.
-        One pass of numpy over the columns (for bulk removals)."""
+        ``replaced`` ops, checked apart) with the value it had: no such op reads a version the
+        removed ops write. External outputs are not looked at (the edit check tests them name
+        by name). One pass of numpy over the columns (for bulk removals)."""
         gone = np.zeros(len(self._ops), dtype=bool)
         gone[np.fromiter(removed, np.int64, len(removed))] = True
         written = np.zeros(self.num_keys, dtype=bool)
         written[self._out_vid[np.repeat(gone, np.diff(self._out_ptr))]] = True
         gone[np.fromiter(replaced, np.int64, len(replaced))] = True
-        if (written[self._in_vid] & ~gone[self._in_op]).any():
-            return False
-        finals = [key for key in map(self.key, self.external_outputs) if key is not None]
-        return not written[finals].any()
+        return not (written[self._in_vid] & ~gone[self._in_op]).any()
 
     def last_writers(self, names: Sequence[str], ops: Sequence[int]) -> list[int]:
         """For each ``(name, op index)`` pair, the index of the last op before it writing the

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import operator
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from itertools import compress, pairwise
+from itertools import chain, compress
+from itertools import count as _counter
 from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
 
 from graphtools.errors import IllegalRewriteError
 from graphtools.ssa import VersionedBlob
@@ -140,49 +143,55 @@ class Layout:
         plus the size of the edit (times its log).
         """
         replaced = set(replaced)
-        cuts = sorted(removed | replaced)
-        inserts = sorted(inserted)
-        insert_counts = [inserted[p] for p in inserts]
-        cumulative = [0]
-        for count in insert_counts:
-            cumulative.append(cumulative[-1] + count)
-        dropped = sorted(removed)
+        cuts = _array(sorted(removed | replaced))
+        inserts = _array(sorted(inserted))
+        cumulative = np.zeros(len(inserts) + 1, dtype=np.int64)
+        np.cumsum(_array([inserted[p] for p in inserts.tolist()]), out=cumulative[1:])
+        dropped = _array(sorted(removed))
 
-        def moved(position: int) -> int:
-            """New position of a kept op at ``position``."""
-            before = cumulative[bisect_right(inserts, position)]
-            return position + before - bisect_left(dropped, position)
+        def moved(positions: np.ndarray) -> np.ndarray:
+            """New positions of kept ops at ``positions``."""
+            before = cumulative[np.searchsorted(inserts, positions, "right")]
+            return positions + before - np.searchsorted(dropped, positions, "left")
 
-        start: list[int] = []
-        lo: list[int] = []
-        hi: list[int] = []
-        for run_start, run_lo, run_hi in zip(self.start, self.lo, self.hi, strict=True):
-            run_end = run_start + run_hi - run_lo
-            # Split the run at every cut (before and after it) and wherever ops go in.
-            splits = {run_start, run_end}
-            inside = cuts[bisect_left(cuts, run_start) : bisect_left(cuts, run_end)]
-            splits.update(inside)
-            splits.update(p + 1 for p in inside)
-            splits.update(inserts[bisect_right(inserts, run_start) : bisect_left(inserts, run_end)])
-            bounds = sorted(splits)
-            for piece_start, piece_end in pairwise(bounds):
-                if piece_start >= piece_end or piece_start in removed or piece_start in replaced:
-                    continue
-                start.append(moved(piece_start))
-                lo.append(run_lo + piece_start - run_start)
-                hi.append(run_lo + piece_end - run_start)
-        new_replaced: dict[int, int] = {}
-        for position, base in self.replaced.items():
-            if position not in removed:
-                new_replaced[moved(position)] = base
+        run_start, run_lo, run_hi = _array(self.start), _array(self.lo), _array(self.hi)
+        run_end = run_start + run_hi - run_lo
+        # Split the runs at every cut (before and after it) and wherever ops go in; the
+        # pieces inside a run that do not start at a cut are the new runs.
+        bounds = _distinct(np.concatenate((run_start, run_end, cuts, cuts + 1, inserts)))
+        piece_start, piece_end = bounds[:-1], bounds[1:]
+        run = np.searchsorted(run_start, piece_start, "right") - 1
+        keep = run >= 0
+        run[~keep] = 0
+        keep &= piece_start < (run_end[run] if len(run_start) else -1)
+        keep &= ~np.isin(piece_start, cuts)
+        piece_start, piece_end, run = piece_start[keep], piece_end[keep], run[keep]
+        offset = run_lo[run] - run_start[run]
+        start: list[int] = moved(piece_start).tolist()
+        lo: list[int] = (piece_start + offset).tolist()
+        hi: list[int] = (piece_end + offset).tolist()
+        carried = [(p, base) for p, base in self.replaced.items() if p not in removed]
         for position in replaced:
             found = self.base_index(position)
             if found is None:
                 found = self.replaced.get(position)
             if found is not None:
-                new_replaced[moved(position)] = found
-        size = self.size - len(removed) + cumulative[-1]
+                carried.append((position, found))
+        now = moved(_array([p for p, _ in carried])).tolist()
+        new_replaced = dict(zip(now, (base for _, base in carried), strict=True))
+        size = self.size - len(removed) + int(cumulative[-1])
         return Layout(start, lo, hi, size, new_replaced)
+
+
+def _array(values: Sequence[int]) -> np.ndarray:
+    return np.fromiter(values, dtype=np.int64, count=len(values))
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """``values`` sorted without repeats (``np.unique`` without its first-call import of
+    ``numpy.ma``, which costs more than an edit)."""
+    values = np.sort(values)
+    return values[np.concatenate(([True], values[1:] != values[:-1]))] if len(values) else values
 
 
 class _Names:
@@ -213,7 +222,7 @@ class Overlay:
     A name not in ``affected`` has the base view's writes, at moved positions.
     """
 
-    __slots__ = ("_affected", "_base", "_layout", "_new", "_ops")
+    __slots__ = ("_affected", "_base", "_layout", "_new_names", "_ops")
 
     def __init__(
         self, base: SSAView, layout: Layout, ops: Sequence[Op], affected: frozenset[str]
@@ -222,9 +231,17 @@ class Overlay:
         self._layout = layout
         self._ops = ops
         self._affected = affected
-        self._new = _Names()
-        for position in layout.new_positions():
-            self._new.add_op(position, ops[position])
+        self._new_names: _Names | None = None
+
+    @property
+    def _new(self) -> _Names:
+        """The new ops' reads and writes, indexed on the first query (a pass that only
+        derives the whole view next asks none)."""
+        if self._new_names is None:
+            self._new_names = _Names()
+            for position in self._layout.new_positions():
+                self._new_names.add_op(position, self._ops[position])
+        return self._new_names
 
     @property
     def base(self) -> SSAView:
@@ -328,35 +345,46 @@ def _uses(writes: list[tuple[int, int]], reads: list[tuple[int, int]], version: 
 
 
 class NameScan:
-    """The use-def of a few names of a net, from one scan of its ops: what an edit's check
+    """The use-def of a few names of a net, from scans of its ops: what an edit's check
     needs when the net has no current SSA view (building one would hash every name of the
-    net, where the scan only tests each op's names against the set, in C)."""
+    net, where a scan only tests each op's names against the set, in C).
 
-    __slots__ = ("_ops", "_outputs", "_reads", "_writes")
+    Reads are found at once (one test of every input name when none is wanted, the usual
+    case for an init_net of fills); writes on the first question about them (a check of
+    bulk removals asks none).
+    """
 
-    def __init__(self, ops: Sequence[Op], names: Iterable[str], outputs: Iterable[str]) -> None:
+    __slots__ = ("_ops", "_reads", "_wanted", "_writes")
+
+    def __init__(self, ops: Sequence[Op], names: Iterable[str]) -> None:
         wanted = frozenset(names)
         self._ops = ops
-        self._outputs = frozenset(outputs)
+        self._wanted = wanted
         self._reads: dict[str, list[tuple[int, int]]] = {}
-        self._writes: dict[str, list[tuple[int, int]]] = {}
-        names_of_ops = map(operator.add, map(_INPUTS, ops), map(_OUTPUTS, ops))
-        apart = map(wanted.isdisjoint, names_of_ops)  # all in C: no Python call per op
-        touched = compress(range(len(ops)), map(operator.not_, apart))
-        for index in touched:
-            op = ops[index]
-            for slot, name in enumerate(op.inputs):
+        self._writes: dict[str, list[tuple[int, int]]] | None = None
+        if wanted.isdisjoint(chain.from_iterable(map(_INPUTS, ops))):
+            return
+        for index in _touching(wanted, map(_INPUTS, ops)):
+            for slot, name in enumerate(ops[index].inputs):
                 if name in wanted:
                     self._reads.setdefault(name, []).append((index, slot))
+
+    def _scan_writes(self) -> dict[str, list[tuple[int, int]]]:
+        wanted = self._wanted
+        writes: dict[str, list[tuple[int, int]]] = {}
+        for index in _touching(wanted, map(_OUTPUTS, self._ops)):
             counts: dict[str, int] = {}
-            for name in op.outputs:
+            for name in self._ops[index].outputs:
                 if name in wanted:
                     counts[name] = counts.get(name, 0) + 1
             for name, found in counts.items():
-                self._writes.setdefault(name, []).append((index, found))
+                writes.setdefault(name, []).append((index, found))
+        return writes
 
     def writes(self, name: str) -> list[tuple[int, int]]:
         """``(op index, count)`` of every op writing ``name`` (a scanned name), in order."""
+        if self._writes is None:
+            self._writes = self._scan_writes()
         return self._writes.get(name, [])
 
     def reads(self, name: str) -> list[tuple[int, int]]:
@@ -368,12 +396,14 @@ class NameScan:
 
     def removal_keeps_reads(self, removed: Sequence[int], replaced: Sequence[int] = ()) -> bool:
         """Whether no other op (but the ``replaced`` ones) reads a blob name the removed ops
-        write, and none is an external output (stricter than needed: any version counts;
-        init_nets of fills pass it at once)."""
+        write (stricter than needed: any version counts; init_nets of fills pass it at
+        once). External outputs are not looked at: the check tests them name by name."""
+        if not self._reads:
+            return True
         gone = {*removed, *replaced}
         for index in removed:
             for name in self._ops[index].outputs:
-                if name in self._outputs or any(i not in gone for i, _ in self.reads(name)):
+                if any(i not in gone for i, _ in self.reads(name)):
                     return False
         return True
 
@@ -394,10 +424,20 @@ class NameScan:
         return _uses(self.writes(blob[0]), self.reads(blob[0]), blob[1])
 
 
+def _touching(wanted: frozenset[str], name_lists: Iterable[tuple[str, ...]]) -> Iterator[int]:
+    """Indices of the name lists holding a name of ``wanted`` (all in C: no Python call per
+    list)."""
+    return compress(_counter(), map(operator.not_, map(wanted.isdisjoint, name_lists)))
+
+
 _INPUTS = operator.attrgetter("inputs")
 _OUTPUTS = operator.attrgetter("outputs")
 _VECTORISE_FROM = 64
 """Names only removals touch above which the check tests them all at once in numpy."""
+_OPS_PER_NAME = 1024
+"""The vectorised test of removals scans every op of the net: worth it only from one name per
+this many ops (a name checked alone costs its own reads, about a scan of this many ops), so
+that a small edit of a big net costs what it touches."""
 
 
 class _Reader(NamedTuple):
@@ -453,12 +493,14 @@ def check_edit(
         IllegalRewriteError: naming the reader, the blob, and the writer before and after.
     """
     names = list(dict.fromkeys(names))
+    # An external output's final value is checked name by name (``final_outputs``).
     removed_only = _removal_only(names, layout, old_ops, new_ops, rewired, nested_after)
+    removed_only.difference_update(final_outputs)
     # Bulk removals (dead ops, fused copies): one vectorised test covers every name only a
     # removal touches; only if it fails are they looked at one by one, for the message.
     # A replacement's reads are its own (checked by name): they do not count here.
     if (
-        len(removed_only) >= _VECTORISE_FROM
+        len(removed_only) >= max(_VECTORISE_FROM, layout.size // _OPS_PER_NAME)
         and before.removal_keeps_reads(removed, sorted(layout.replaced.values()))
         and not any(name in a.reads for a in nested_before.values() for name in removed_only)
     ):
