@@ -51,6 +51,17 @@ def test_param_spec_follows_the_op_order_and_kind() -> None:
     assert plan_channels(_net(), {"data": (1, 3, 4, 4)}, 8, {}) == {0: 12, 3: 12, 5: 8}
 
 
+def test_param_spec_refuses_inputs_the_op_cannot_read() -> None:
+    """Found by the fuzz campaign: these raised IndexError from inside the guesser."""
+    conv = Op("Conv", ["x", "w", "b"], ["y"], args={"kernel": 3})
+    with pytest.raises(InvalidNetError, match=r"op #4 \(Conv\) reads a 2-D input"):
+        param_spec(conv, 4, 1, (1, 5), {4: 8}, 16)
+    add = Op("Add", ["x", "p"], ["y"], args={"broadcast": 1, "axis": 3})
+    with pytest.raises(InvalidNetError, match=r"op #0 \(Add\): broadcast axis 3"):
+        param_spec(add, 0, 1, (1, 5), {}, 16)
+    assert param_spec(add, 0, 1, (1, 5, 2, 7), {}, 16).shape == (7,)  # type: ignore[union-attr]
+
+
 def test_a_parameter_after_an_op_without_a_rule_cannot_be_derived() -> None:
     net = Net([Op("Mystery", ["data"], ["m"]), Op("FC", ["m", "w", "b"], ["y"])], name="odd")
     with pytest.raises(InvalidNetError, match=r"op #1 \(FC\) in net 'odd'.*'w'.*param_shapes"):

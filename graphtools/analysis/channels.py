@@ -306,8 +306,8 @@ def param_spec(
       per dim at ``axis``.
 
     Raises:
-        InvalidNetError: a conv without a kernel argument, or whose group does not divide its
-            input channels.
+        InvalidNetError: a conv without a kernel argument, whose input has no spatial dim or
+            whose group does not divide its input channels; a broadcast axis outside the input.
     """
     kind = op.type
     if kind in _CONVS:
@@ -331,8 +331,13 @@ def param_spec(
     if kind in _ELEMENTWISE and position >= 1:
         shape = x_shape
         if op.arg("broadcast", 0):
-            axis = op.arg("axis")
-            shape = (x_shape[-1],) if axis is None else (x_shape[int(axis)],)
+            axis = -1 if op.arg("axis") is None else int(op.arg("axis"))
+            if not -len(x_shape) <= axis < len(x_shape):
+                raise InvalidNetError(
+                    f"op #{index} ({op.type}): broadcast axis {axis} is outside its "
+                    f"{len(x_shape)}-D input"
+                )
+            shape = (x_shape[axis],)
         return ParamSpec(shape, "positive" if kind in ("Div", "Mul") else "small")
     return None
 
@@ -340,6 +345,11 @@ def param_spec(
 def _conv_spec(op: Op, index: int, position: int, x_shape: tuple[int, ...], m: int) -> ParamSpec:
     layout = order(op)
     nd = len(x_shape) - 2
+    if nd < 1:
+        raise InvalidNetError(
+            f"op #{index} ({op.type}) reads a {len(x_shape)}-D input {list(x_shape)}; a "
+            "convolution needs batch, channel and at least one spatial dim"
+        )
     c = x_shape[channel_axis(op, len(x_shape))]
     group = int(op.arg("group", 1))
     if position == 2:
