@@ -21,7 +21,17 @@ from typing import Any
 from google.protobuf import unknown_fields
 
 from graphtools._gc import paused_gc
-from graphtools.ir import LAZY_OP_FIELDS, Argument, DeviceOption, Model, Net, NetDef, Op
+from graphtools.ir import (
+    LAZY_OP_FIELDS,
+    Argument,
+    DeviceOption,
+    Model,
+    Net,
+    NetDef,
+    Op,
+    OpSource,
+    op_bytes_reusing_loaded,
+)
 from graphtools.proto import caffe2_pb2, netdef_lite_pb2
 from graphtools.serde.check import NetProbe, probe_netdef
 
@@ -229,20 +239,15 @@ def op_to_proto(op: Op) -> OperatorDef:
 
 def _op_bytes(ops: Iterable[Op]) -> list[bytes]:
     """Each op's serialised OperatorDef: its loaded bytes when unchanged, else serialised."""
-    found: list[bytes] = []
-    append = found.append
-    current: _RawSource | None = None
-    current_ops: list[bytes] = []
-    for op in ops:
-        loaded = op.loaded_flat()
-        if loaded is not None and isinstance(loaded[0], _RawSource):
-            if loaded[0] is not current:
-                current = loaded[0]
-                current_ops = current.op_bytes()
-            append(current_ops[loaded[1]])
-        else:
-            append(op_to_proto(op).SerializePartialToString())
-    return found
+    return op_bytes_reusing_loaded(ops, _loaded_op_bytes, _serialized_op)
+
+
+def _loaded_op_bytes(source: OpSource) -> list[bytes] | None:
+    return source.op_bytes() if isinstance(source, _RawSource) else None
+
+
+def _serialized_op(op: Op) -> bytes:
+    return op_to_proto(op).SerializePartialToString()
 
 
 # -- nets ---------------------------------------------------------------------------------------
