@@ -11,16 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from math import prod, sqrt
+from math import prod
 from typing import Any
 
 import numpy as np
 
-from graphtools.analysis.channels import ParamSpec, param_spec, plan_channels
+from graphtools.analysis.channels import plan_channels
 from graphtools.errors import InvalidNetError
 from graphtools.executor import Int8Tensor, Workspace, run_model, run_net, run_op
+from graphtools.feeds import ParamMaker
 from graphtools.gradient_check import GradientCheck, check_gradients
-from graphtools.ir import Model, Net, Op
+from graphtools.ir import Model, Net
 from graphtools.pass_infra import PassManager
 from graphtools.printer import describe_net
 
@@ -432,34 +433,6 @@ def assert_models_equivalent(
 # -- random parameters for nets without an init_net ---------------------------------------------
 
 
-class _ParamMaker:
-    """Values for the parameter shapes of ``analysis.channels.param_spec``."""
-
-    def __init__(self, rng: np.random.Generator, counts: Mapping[int, int], channels: int) -> None:
-        self.rng = rng
-        self.counts = counts
-        self.channels = channels
-
-    def weight(self, shape: tuple[int, ...], fan_in: int) -> np.ndarray:
-        std = 1.0 / sqrt(max(fan_in, 1))
-        return (self.rng.standard_normal(shape) * std).astype(np.float32)
-
-    def value(self, spec: ParamSpec) -> np.ndarray:
-        """Random values of the shape and kind ``spec`` says."""
-        if spec.init == "weight":
-            return self.weight(spec.shape, spec.fan_in)
-        if spec.init == "positive":
-            return self.rng.uniform(0.5, 1.5, spec.shape).astype(np.float32)
-        if spec.init == "slope":
-            return self.rng.uniform(0.0, 0.3, spec.shape).astype(np.float32)
-        return (self.rng.standard_normal(spec.shape) * 0.1).astype(np.float32)
-
-    def make(self, index: int, op: Op, position: int, x: np.ndarray) -> np.ndarray | None:
-        """The value of input ``position`` of op #``index``, or ``None`` when no rule applies."""
-        spec = param_spec(op, index, position, tuple(x.shape), self.counts, self.channels)
-        return None if spec is None else self.value(spec)
-
-
 def random_params(
     net: Net,
     input_shapes: Mapping[str, Sequence[int]],
@@ -505,7 +478,7 @@ def random_params(
     """
     rng = np.random.default_rng(seed)
     forced = {name: tuple(int(d) for d in shape) for name, shape in (param_shapes or {}).items()}
-    maker = _ParamMaker(rng, plan_channels(net, input_shapes, channels, forced), channels)
+    maker = ParamMaker(rng, plan_channels(net, input_shapes, channels, forced), channels)
     ws = Workspace(seed=seed)
     for name, shape in input_shapes.items():
         ws.feed(name, rng.standard_normal(tuple(shape)).astype(np.float32))
