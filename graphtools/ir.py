@@ -27,6 +27,7 @@ import numpy as np
 from graphtools._gc import paused_gc
 from graphtools.analysis.nested import NestedAccess, nested_access, nested_accesses
 from graphtools.errors import IllegalRewriteError
+from graphtools.oplist import OpList
 from graphtools.proto import caffe2_pb2
 from graphtools.ssa import VersionedBlob
 from graphtools.ssa_view import SSAView
@@ -599,7 +600,6 @@ class Net:
         "_header",
         "_memo",
         "_ops",
-        "_ops_shared",
         "_parent",
         "revision",
     )
@@ -612,8 +612,7 @@ class Net:
         *,
         name: str | None = None,
     ) -> None:
-        self._ops: list[Op] = list(ops)
-        self._ops_shared = False  # whether a snapshot holds self._ops (copy before mutating it)
+        self._ops: OpList[Op] = OpList(ops)
         self._external_inputs: list[str] = list(_names(external_inputs, "external_inputs"))
         self._external_outputs: list[str] = list(_names(external_outputs, "external_outputs"))
         self._header = NetDef()
@@ -639,28 +638,29 @@ class Net:
         arguments already owned by the new net (``Op.wrap_loaded``), taken as they are."""
         with paused_gc():
             net = cls.__new__(cls)
-            net._ops_shared = False
             net._parent = parent
             net._memo = {}
             net.revision = 0
             net._external_inputs = external_inputs
             net._external_outputs = external_outputs
             net._header = header
-            net._ops = make_ops(net)
+            net._ops = OpList(make_ops(net))
             net._args = make_args(net)
             return net
 
     def copy(self) -> Net:
         """An independent deep copy (nested nets included), at revision 0.
 
-        Ops are immutable values, so the copy shares them; only ops holding nested nets are
-        copied, with copies of their nets. Costs a list copy, not a re-encoding.
+        Ops are immutable values, so the copy shares them (and the op list); only ops holding
+        nested nets are copied, with copies of their nets. Costs no re-encoding.
         """
         net = Net.__new__(Net)
-        net._ops = list(self._ops)
-        for index in self.nested_op_indices():
-            net._ops[index] = self._ops[index]._copy_owned_by(net)
-        net._ops_shared = False
+        nested = self.nested_op_indices()
+        net._ops = (
+            self._ops.spliced(replaced={i: self._ops[i]._copy_owned_by(net) for i in nested})
+            if nested
+            else self._ops
+        )
         net._external_inputs = list(self._external_inputs)
         net._external_outputs = list(self._external_outputs)
         net._header = NetDef()
@@ -686,8 +686,8 @@ class Net:
 
     @property
     def ops(self) -> Sequence[Op]:
-        """The ops in order (a read-only view; mutate through the Net methods)."""
-        return _ReadOnlyList(self._ops)
+        """The ops in order (an immutable sequence; mutate through the Net methods)."""
+        return self._ops
 
     def __len__(self) -> int:
         return len(self._ops)
@@ -838,14 +838,7 @@ class Net:
             net.revision += 1
             net = net._parent
 
-    def _own_ops(self) -> list[Op]:
-        """``self._ops``, first copied if a snapshot shares it (so snapshots cost no copy)."""
-        if self._ops_shared:
-            self._ops = list(self._ops)
-            self._ops_shared = False
-        return self._ops
-
-    def _install(self, ops: list[Op], new_ops: Iterable[Op]) -> None:
+    def _install(self, ops: OpList[Op], new_ops: Iterable[Op]) -> None:
         """Install a new op list whose only new ops are ``new_ops`` (adopted here), and bump.
 
         When no new op holds nested nets or lists control inputs, the cached "no op does"
@@ -863,7 +856,6 @@ class Net:
             )
         ]
         self._ops = ops
-        self._ops_shared = False
         self._bump()
         for key in keep:
             self._memo[key] = (self.revision, frozenset())
@@ -885,19 +877,7 @@ class Net:
         """
         ops = self._ops
         before = self._current_usedef()
-        new_list: list[Op] = []
-        previous = 0
-        for position in sorted(set(removed) | set(replaced) | set(inserted)):
-            if position > previous:
-                new_list.extend(ops[previous:position])
-            new_list.extend(inserted.get(position, ()))
-            if position < len(ops):
-                if position not in removed:
-                    new_list.append(replaced.get(position, ops[position]))
-                previous = position + 1
-            else:
-                previous = position
-        new_list.extend(ops[previous:])
+        new_list = ops.spliced(removed, replaced, inserted)
         new_ops = [*replaced.values(), *(op for group in inserted.values() for op in group)]
         if checked is None:
             edit_layout, affected = None, _affected_names(ops, removed, replaced, inserted)
@@ -941,27 +921,30 @@ class Net:
     def append_op(self, op: Op) -> None:
         """Add ``op`` at the end."""
         self._adopt((_checked_op(op),))
-        self._own_ops().append(op)
+        self._ops = self._ops.appended(op)
         self._bump()
 
     def insert_op(self, index: int, op: Op) -> None:
         """Insert ``op`` before position ``index``."""
+        size = len(self._ops)
+        position = min(max(index + size, 0) if index < 0 else index, size)  # as list.insert
         self._adopt((_checked_op(op),))
-        self._own_ops().insert(index, op)
+        self._ops = self._ops.spliced(inserted={position: (op,)})
         self._bump()
 
     def replace_op(self, index: int, op: Op) -> None:
         """Put ``op`` at position ``index`` in place of the op there."""
+        position = index + len(self._ops) if index < 0 else index
+        self._check_indices((position,))
         self._adopt((_checked_op(op),))
-        self._own_ops()[index] = op
+        self._ops = self._ops.spliced(replaced={position: op})
         self._bump()
 
     def set_ops(self, ops: Iterable[Op]) -> None:
         """Replace the whole op list (nothing of the old use-def is carried over)."""
         new_ops = [_checked_op(op) for op in ops]
         self._adopt(new_ops)
-        self._ops = new_ops
-        self._ops_shared = False
+        self._ops = OpList(new_ops)
         self._bump()
 
     def remove_ops(self, indices: Iterable[int]) -> None:
@@ -1045,8 +1028,8 @@ class Net:
             for _, net in self._ops[index].nested_nets()
         ]
         header = NetDef()
-        header.CopyFrom(self._header)
-        self._ops_shared = True  # the external lists are only ever replaced, never mutated
+        header.CopyFrom(self._header)  # the op list is immutable, and the external lists are
+        # only ever replaced, never mutated: the state shares them
         return _NetState(
             self._ops,
             self._external_inputs,
@@ -1060,7 +1043,6 @@ class Net:
     def restore(self, state: _NetState) -> None:
         """Put the net back exactly as it was when ``state`` was taken."""
         self._ops = state.ops
-        self._ops_shared = True
         self._external_inputs = state.external_inputs
         self._external_outputs = state.external_outputs
         self._header = NetDef()
@@ -1522,31 +1504,13 @@ _Resolved = tuple[
 
 @dataclass
 class _NetState:
-    ops: list[Op]
+    ops: OpList[Op]
     external_inputs: list[str]
     external_outputs: list[str]
     header: NetDef
     revision: int
     nested: list[_NetState]
     net: Net
-
-
-class _ReadOnlyList(Sequence[Op]):
-    """A list view that refuses mutation, so passes cannot bypass the revision counter."""
-
-    __slots__ = ("_items",)
-
-    def __init__(self, items: list[Op]) -> None:
-        self._items = items
-
-    def __getitem__(self, index: Any) -> Any:
-        return self._items[index]
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __iter__(self) -> Iterator[Op]:
-        return iter(self._items)
 
 
 @dataclass

@@ -255,7 +255,7 @@ class SSAView:
         """
         self.net = net
         self.revision = net.revision
-        self._ops: list[Op] = list(net)
+        self._ops: Sequence[Op] = net.ops  # immutable: shared, not copied
         self._external_in = list(net.external_inputs)
         self._external_out = list(net.external_outputs)
         self._table = table

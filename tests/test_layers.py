@@ -4,7 +4,7 @@ goes to a lower or the same layer, and the modules form no import cycle.
 The layers (README, "Layout guardrails"; STYLE.md's, with the adjustments said there):
 
 1. ``proto``, ``errors``, ``_gc``, ``interrupt``
-2. the core: ``ssa``, ``usedef``, ``ssa_view``, ``analysis.nested``, ``ir``, ``graph``,
+2. the core: ``ssa``, ``usedef``, ``ssa_view``, ``analysis.nested``, ``ir``, ``oplist``, ``graph``,
    ``verify``, ``printer``
 3. ``analysis`` (the rest), ``serde``, ``dot``
 4. ``pass_infra``, ``executor``
@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, int]] = [
     ("graphtools.ssa", 2),
     ("graphtools.usedef", 2),
     ("graphtools.ir", 2),
+    ("graphtools.oplist", 2),
     ("graphtools.graph", 2),
     ("graphtools.verify", 2),
     ("graphtools.printer", 2),
