@@ -764,7 +764,12 @@ class Net:
         whose view was current, the new view is derived from the old one instead of built
         from scratch.
         """
-        return self.cached("ssa", _build_ssa)
+        view = self.cached("ssa", _build_ssa)
+        # The view answers what the edit's overlay did: let the overlay and the previous
+        # revision's view it holds go.
+        self._memo.pop(_USEDEF, None)
+        self._memo.pop(_SSA_CARRY, None)
+        return view
 
     def ssa_is_cheap(self) -> bool:
         """Whether ``ssa()`` would come from the cache or be derived from the previous
@@ -833,9 +838,13 @@ class Net:
                         nested._parent = self
 
     def _bump(self) -> None:
+        """Advance the revision of this net and of the nets holding it, and drop their cached
+        analyses: stale entries are never read again, and an old SSA view kept alive by one
+        costs hundreds of MB on a big net."""
         net: Net | None = self
         while net is not None:
             net.revision += 1
+            net._memo.clear()
             net = net._parent
 
     def _install(self, ops: OpList[Op], new_ops: Iterable[Op]) -> None:

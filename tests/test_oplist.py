@@ -1,7 +1,10 @@
 """``OpList``, the chunked op list: every edit gives what the same edit of a plain list gives,
-across chunk boundaries, and shares the chunks it did not touch."""
+across chunk boundaries, and shares the chunks it did not touch; and an edited net keeps
+nothing of its old revisions alive (what keeps an edit's cost and memory to what it touches)."""
 
 from __future__ import annotations
+
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -106,3 +109,18 @@ def test_a_net_edit_rebuilds_only_the_chunks_it_touches() -> None:
     assert len(chunks_before & chunks_after) == 9
     net.restore(state)
     assert net.ops is before
+
+
+def test_an_edit_lets_the_previous_revisions_view_go() -> None:
+    """A net keeps no analysis of an old revision: after an edit and ``ssa()``, the previous
+    view (hundreds of MB on a big net) is garbage, not held by a stale cache entry."""
+    ops = [Op("Relu", [f"x{i}"], [f"x{i + 1}"]) for i in range(3 * CHUNK)]
+    net = Net([*ops, Op("Sigmoid", ["x0"], ["dead"])], ["x0"], [f"x{3 * CHUNK}"])
+    first = net.ssa()
+    with net.edit() as edit:
+        edit.remove(len(ops))
+    with net.edit() as edit:
+        edit.insert(0, [Op("Sigmoid", ["x0"], ["dead"])])
+    second = net.ssa()
+    assert sys.getrefcount(first) == 2  # this test's name for it, and getrefcount's argument
+    assert second.producer(("dead", 1)) == 0
