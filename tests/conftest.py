@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 
 from graphtools.cli import main
+from graphtools.errors import SerdeError
 from graphtools.pass_infra import ENTRY_POINT_GROUP
+from graphtools.serde import load_ir_net
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
@@ -78,6 +80,21 @@ def publish_passes(
         return [*found, *named]
 
     monkeypatch.setattr(importlib.metadata, "entry_points", with_plugins)
+
+
+def real_net_files() -> list[Path]:
+    """The real files (``.pb``/``.pbtxt`` under ``SHARED_REAL``) that load as a NetDef, sorted;
+    none when the folder is absent. The scans over every real net parametrize with these."""
+    found = []
+    for path in sorted(SHARED_REAL.rglob("*")):
+        if path.suffix not in (".pb", ".pbtxt"):
+            continue
+        try:
+            load_ir_net(path)
+        except SerdeError:
+            continue
+        found.append(path)
+    return found
 
 
 @pytest.fixture(scope="session")

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SHARED_REAL
+from conftest import SHARED_REAL, real_net_files
 
-from graphtools.errors import SerdeError
 from graphtools.executor import KERNELS, run_model
 from graphtools.ir import Net
 from graphtools.serde import load_ir_net, load_model
@@ -22,16 +21,7 @@ from graphtools.serde import load_ir_net, load_model
 def _network_files() -> list[str]:
     if not SHARED_REAL.is_dir():
         return ["<real fixtures absent>"]
-    found = []
-    for path in sorted(SHARED_REAL.rglob("*")):
-        if path.suffix not in (".pb", ".pbtxt"):
-            continue
-        try:
-            load_ir_net(path)
-        except SerdeError:
-            continue
-        found.append(str(path.relative_to(SHARED_REAL)))
-    return found
+    return [str(path.relative_to(SHARED_REAL)) for path in real_net_files()]
 
 
 def _op_types(net: Net, found: set[str]) -> set[str]:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, SHARED_REAL
+from conftest import REPO, SHARED_REAL, real_net_files
 
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -36,7 +36,7 @@ pytest.importorskip("onnxruntime")
 import onnx
 
 from graphtools.analysis.liveness import unread_outputs
-from graphtools.errors import GraphToolsError, SerdeError, UnsupportedOpError
+from graphtools.errors import GraphToolsError, UnsupportedOpError
 from graphtools.executor import run_model
 from graphtools.feeds import Synthesis, synthesize
 from graphtools.ir import Model, Net
@@ -79,19 +79,6 @@ class RealNet:
     params: str
 
 
-def _network_files() -> list[Path]:
-    found = []
-    for path in sorted(SHARED_REAL.rglob("*")):
-        if path.suffix not in (".pb", ".pbtxt"):
-            continue
-        try:
-            load_ir_net(path)
-        except SerdeError:
-            continue
-        found.append(path)
-    return found
-
-
 def _fill_values(init: Path) -> int:
     net, _ = load_ir_net(init, allow_empty=True)
     return sum(prod(op.arg("shape", ())) for op in net if op.has_arg("shape"))
@@ -100,7 +87,7 @@ def _fill_values(init: Path) -> int:
 def _scan() -> list[RealNet]:
     if not SHARED_REAL.is_dir():
         return []
-    files = _network_files()
+    files = real_net_files()
     partners = {path: find_init_beside(path) for path in files}
     inits = {init for init in partners.values() if init is not None}
     nets = []

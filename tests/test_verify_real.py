@@ -14,9 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_REAL, run_cli
+from conftest import SHARED_REAL, real_net_files, run_cli
 
-from graphtools.errors import SerdeError
 from graphtools.printer import print_net
 from graphtools.serde import load_ir_net
 
@@ -50,18 +49,7 @@ SLOW = frozenset(
 
 
 def _network_files() -> list[str]:
-    if not SHARED_REAL.is_dir():
-        return []
-    found = []
-    for path in sorted(SHARED_REAL.rglob("*")):
-        if path.suffix not in (".pb", ".pbtxt"):
-            continue
-        try:
-            load_ir_net(path)
-        except SerdeError:
-            continue
-        found.append(str(path.relative_to(SHARED_REAL)))
-    return found
+    return [str(path.relative_to(SHARED_REAL)) for path in real_net_files()]
 
 
 FILES = _network_files()
