@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from graphtools.analysis.nested import nested_access
 from graphtools.ir import Model, Net
+from graphtools.nested import nested_access
 from graphtools.pass_infra import Pass, PassManager, PassResult, register_pass
 
 __all__ = ["InBranches"]

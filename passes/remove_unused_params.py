@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from graphtools.analysis.nested import nested_accesses
 from graphtools.ir import Model, Net
+from graphtools.nested import nested_accesses
 from graphtools.pass_infra import Pass, PassResult, register_pass
 
 __all__ = ["RemoveUnusedParams", "unused_params"]

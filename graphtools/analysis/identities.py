@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import compress, count
 
-from graphtools.analysis.nested import names_in_nested_nets
 from graphtools.ir import Net, Op
+from graphtools.nested import names_in_nested_nets
 from graphtools.ssa import VersionedBlob
 
 __all__ = ["IDENTITY_TYPES", "IdentityRemoval", "find_identity_ops"]

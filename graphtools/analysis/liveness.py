@@ -17,8 +17,8 @@ import operator
 from collections.abc import Iterable
 from itertools import compress, count
 
-from graphtools.analysis.nested import nested_accesses
 from graphtools.ir import Net
+from graphtools.nested import nested_accesses
 from graphtools.ssa_view import SSAView
 
 __all__ = ["SIDE_EFFECT_OP_TYPES", "dead_end_op_indices", "unread_outputs"]

@@ -125,7 +125,7 @@ def check_result(
     item: Pass,
     model: Model,
     result: Any,
-    revision: tuple[int, int, int, int],
+    revision: tuple[int, ...],
     before: Interface,
 ) -> CheckFailure | None:
     """The pass's own promises: a PassResult for this model, an honest flag, same interface."""

@@ -290,7 +290,7 @@ class PassManager:
 
 # The nets themselves, not only model.revision (which holds their ids): keeping them referenced
 # means a freed net's id cannot come back as another net at the same revision.
-_RanAt = tuple[tuple[int, int, int, int], object, object]
+_RanAt = tuple[tuple[int, ...], object, object]
 
 
 def _ran_at(model: Model) -> _RanAt:
