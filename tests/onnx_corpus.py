@@ -104,7 +104,9 @@ class CorpusEntry:
             _settle_batch_norms(module)
         module.train(self.training)
         if self.script:
-            return torch.jit.script(module)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit is deprecated
+                return torch.jit.script(module)
         return module
 
 
