@@ -3,14 +3,14 @@
 Every exported model passes onnx's full checker and runs in onnxruntime on its seeded inputs
 with the outputs of the torch model it came from; the dynamic-batch models also at batch 3. Each
 model writes the op types it is in the corpus for (HardSwish, LSTM's Expand chains, a Loop, the
-unfolded export's Identity, ...), and each exporter contributes at least ten models. The
-backend node cases and the wheel's own models are listed as files with their data.
+unfolded export's Identity, ...), and each exporter contributes at least ten models.
 
 Needs the ``torch`` extra; without it these tests skip.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ pytest.importorskip("torch", reason="torch is not installed (optional extra 'tor
 ort = pytest.importorskip("onnxruntime")
 
 from onnx_corpus import CORPUS, CorpusModel, build_corpus, seeded_inputs, torch_outputs  # noqa: E402
-from onnx_testdata import NodeCase, onnx_package_models, read_data_set  # noqa: E402
+from onnx_peers import node_count, onnxsim_node_count  # noqa: E402
 
 RTOL, ATOL = 1e-4, 1e-5
 NAMES = [entry.name for entry in CORPUS]
@@ -214,32 +214,24 @@ def test_a_second_build_reuses_files_and_a_stale_stamp_rebuilds(tmp_path: Path) 
     onnx.checker.check_model(str(model.path), full_check=True)
 
 
-def test_backend_node_cases_are_files_with_their_data(
-    onnx_backend_node_cases: list[NodeCase],
-) -> None:
-    cases = onnx_backend_node_cases
-    assert len(cases) > 1500
-    assert len({case.name for case in cases}) == len(cases)
-    ops: set[str] = set()
-    for case in cases:
-        graph = onnx.load(case.path).graph
-        assert list(case.inputs) == [v.name for v in graph.input], case.name
-        assert list(case.outputs) == [v.name for v in graph.output], case.name
-        ops.update(node.op_type for node in graph.node)
-    assert {"Conv", "LSTM", "GRU", "Loop", "If", "Scan", "Resize", "LayerNormalization"} <= ops
+def test_node_count_includes_nested_bodies() -> None:
+    def graph(*nodes: onnx.NodeProto) -> onnx.GraphProto:
+        return onnx.helper.make_graph(list(nodes), "g", [], [])
+
+    def branch(then: onnx.GraphProto, other: onnx.GraphProto) -> onnx.NodeProto:
+        return onnx.helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)
+
+    identity = onnx.helper.make_node("Identity", ["x"], ["y"])
+    inner = branch(graph(identity), graph(identity))
+    outer = graph(identity, branch(graph(identity), graph(identity, inner)))
+    assert node_count(outer) == 2 + 1 + 2 + 2
+    assert node_count(onnx.helper.make_model(outer)) == 7
 
 
-def test_onnx_package_models_are_listed_with_their_data() -> None:
-    models = onnx_package_models()
-    groups = {model.group for model in models}
-    assert groups == {"light", "pytorch-converted", "pytorch-operator", "simple"}
-    assert "light/resnet50" in {model.name for model in models}
-    for model in models:
-        assert model.path.is_file(), model.name
-        assert (model.data_set is None) == (model.group == "light"), model.name
-    sample = next(m for m in models if m.name == "pytorch-converted/test_Conv2d")
-    assert sample.data_set is not None
-    inputs, outputs = read_data_set(sample.data_set)
-    session = _session(sample.path)
-    got = session.run(None, {session.get_inputs()[0].name: inputs[0]})
-    np.testing.assert_allclose(got[0], outputs[0], rtol=1e-3, atol=1e-5)
+def test_onnxsim_node_count_is_none_only_without_onnxsim(corpus: dict[str, CorpusModel]) -> None:
+    path = corpus["lstm2_legacy"].path  # the legacy exporter's initial-state chains fold away
+    count = onnxsim_node_count(path)
+    if importlib.util.find_spec("onnxsim") is None:
+        assert count is None
+    else:
+        assert count is not None and count < node_count(onnx.load(path))
