@@ -321,10 +321,12 @@ class Op:
         *,
         nested: bool | None,
         control: bool | None,
+        type_field: str = "type",
     ) -> list[Op]:
         """Ops for a codec: one per record (anything with ``type``, ``input`` and ``output``,
-        an ``OperatorDef`` typically), the i-th decoding its other fields from ``source`` at
-        index i.
+        an ``OperatorDef`` typically; ``type_field`` names the type's field when it is not
+        ``type``: ``op_type`` for an ONNX ``NodeProto``), the i-th decoding its other fields
+        from ``source`` at index i.
 
         ``nested``/``control`` preset every op's "holds nested nets" / "lists control inputs"
         flags (``None``: each op works it out when first asked). One loop with no call per
@@ -334,9 +336,10 @@ class Op:
         types: dict[str, str] = {}  # one string object per op type, not one per op
         ops: list[Op] = []
         append = ops.append
+        type_of = operator.attrgetter(type_field)
         for index, record in enumerate(records):
             op = new(cls)
-            op_type = record.type
+            op_type = type_of(record)
             op.type = types.setdefault(op_type, op_type)
             op.inputs = inputs = tuple(record.input[:])
             op.outputs = outputs = tuple(record.output[:])

@@ -712,6 +712,18 @@ class SSAView:
         ids = self._table.ids
         return {name for name in names if (i := ids.get(name)) is not None and read[i]}
 
+    def rewritten_names(self, held: Sequence[str]) -> set[str]:
+        """Names written more than once, and those of ``held`` (values the net has before any
+        op runs: inputs, initializers) written at all: what breaks single assignment."""
+        counts = self._write_counts
+        names = self._table.names
+        found = {names[i] for i in np.flatnonzero(counts > 1).tolist() if names[i] != NO_VALUE}
+        if held:
+            ids = self._lookup_ids(held)
+            ids = ids[(ids >= 0) & (ids < len(counts))]
+            found.update(names[i] for i in ids[counts[ids] > 0].tolist())
+        return found
+
     def undefined_reads(self, also_defined: Container[str]) -> list[tuple[int, str]]:
         """``(op index, name)`` of every read at version 0 ("used before defined", in Caffe2's
         words) of a name that is neither an external input of the net nor in

@@ -50,10 +50,10 @@ LAYERS: list[tuple[str, float, str]] = [
     ("graphtools.printer", 2.8, "the canonical text dump"),
     ("graphtools.serde", 3, "files and codecs: the only code turning bytes into IR and back"),
     ("graphtools.analysis", 3.1, "functions over the IR that return data"),
-    ("graphtools.dialects", 3.2, "the op table of each dialect"),
-    ("graphtools.dot", 3.3, "DOT pictures"),
+    ("graphtools.dot", 3.2, "DOT pictures"),
     ("graphtools.pass_infra", 4, "Pass and its checks, registry, pipeline specs, PassManager"),
     ("graphtools.executor", 4, "the numpy reference interpreter for Caffe2 ops"),
+    ("graphtools.dialects", 4.1, "the op table of each dialect (evaluation by kernels, runtimes)"),
     ("graphtools.gradients", 5, "Caffe2's gradient registry, control-flow gradients"),
     ("graphtools.recurrent", 5.1, "recurrent_net: building RecurrentNetwork ops"),
     ("graphtools.passes", 5.2, "one transformation per module"),
@@ -117,12 +117,19 @@ def _is_package(module: str, modules: dict[str, Path] | None) -> bool:
 
 
 def imports_of(
-    source: str, module: str = "", packages: frozenset[str] = frozenset()
+    source: str,
+    module: str = "",
+    packages: frozenset[str] = frozenset(),
+    *,
+    loaded_only: bool = False,
 ) -> Iterator[tuple[str, int]]:
     """``(module imported, line)`` for every import at any depth, type-checking ones included;
-    relative imports are resolved against ``module`` (``packages``: the package modules)."""
+    relative imports are resolved against ``module`` (``packages``: the package modules).
+    ``loaded_only``: only the imports that run when the module is imported (not those in
+    function bodies, nor those made only for type checking)."""
     package = module if module in packages else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    for node in _loaded(tree) if loaded_only else ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, node.lineno
@@ -138,7 +145,29 @@ def imports_of(
                 yield f"{base}|{alias.name}", node.lineno
 
 
-def import_graph(modules: dict[str, str]) -> tuple[nx.DiGraph, list[str]]:
+def _loaded(tree: ast.AST) -> Iterator[ast.AST]:
+    """The nodes that run at import: everything but function bodies and type-checking
+    blocks."""
+    for child in ast.iter_child_nodes(tree):
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        if isinstance(child, ast.If) and _is_type_checking(child):
+            yield from (node for other in child.orelse for node in [other, *_loaded(other)])
+            continue
+        yield child
+        yield from _loaded(child)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def import_graph(
+    modules: dict[str, str], *, loaded_only: bool = False
+) -> tuple[nx.DiGraph, list[str]]:
     """The import graph among ``{module: source}`` and the direct-import problems found."""
     problems = []
     graph = nx.DiGraph()
@@ -146,7 +175,7 @@ def import_graph(modules: dict[str, str]) -> tuple[nx.DiGraph, list[str]]:
     for module, source in modules.items():
         graph.add_node(module)
         is_pass_module = module.startswith("graphtools.passes.")
-        for found, line in imports_of(source, module, packages):
+        for found, line in imports_of(source, module, packages, loaded_only=loaded_only):
             base, _, name = found.partition("|")
             target = f"{base}.{name}" if f"{base}.{name}" in modules else base
             if is_pass_module and target.startswith(PASS_MODULES_NEVER_IMPORT):
@@ -175,7 +204,7 @@ def check(modules: dict[str, str]) -> list[str]:
             _is_parent_edge(a, b) for a, b in zip(cycle, cycle[1:] + cycle[:1], strict=True)
         ):
             problems.append("import cycle: " + " -> ".join([*cycle, cycle[0]]))
-    problems.extend(_reach_problems(graph))
+    problems.extend(_reach_problems(import_graph(modules, loaded_only=True)[0]))
     return problems
 
 
@@ -186,11 +215,13 @@ def _reach_problems(graph: nx.DiGraph) -> list[str]:
     for module in sorted(graph):
         if not module.startswith("graphtools.passes."):
             continue
-        loaded = _loaded_by(graph, module)
-        for target in sorted(loaded):
-            if target.startswith(PASSES_NEVER_REACH):
-                path = nx.shortest_path(_loading_graph(graph), module, target)
-                problems.append(f"importing {module} loads {target}: {' -> '.join(path)}")
+        loading = _loading_graph(graph)
+        reached = sorted(
+            t for t in nx.descendants(loading, module) if t.startswith(PASSES_NEVER_REACH)
+        )
+        if reached:
+            path = nx.shortest_path(loading, module, reached[0])
+            problems.append(f"importing {module} loads {reached[0]}: {' -> '.join(path)}")
     return problems
 
 
@@ -206,10 +237,6 @@ def _loading_graph(graph: nx.DiGraph) -> nx.DiGraph:
             if parent in graph:
                 loading.add_edge(module, parent)
     return loading
-
-
-def _loaded_by(graph: nx.DiGraph, module: str) -> set[str]:
-    return set(nx.descendants(_loading_graph(graph), module))
 
 
 def _is_parent_edge(a: str, b: str) -> bool:

@@ -33,6 +33,7 @@ __all__ = [
     "model_from_netdefs",
     "net_from_netdef",
     "net_to_netdef",
+    "op_bytes_reusing_loaded",
     "op_from_proto",
     "op_to_proto",
     "serialize_net",
@@ -242,7 +243,7 @@ def op_to_proto(op: Op) -> OperatorDef:
     return msg
 
 
-def _op_bytes_reusing_loaded(
+def op_bytes_reusing_loaded(
     ops: Iterable[Op],
     loaded_bytes: Callable[[OpSource], list[bytes] | None],
     serialize: Callable[[Op], bytes],
@@ -269,7 +270,7 @@ def _op_bytes_reusing_loaded(
 
 def _op_bytes(ops: Iterable[Op]) -> list[bytes]:
     """Each op's serialised OperatorDef: its loaded bytes when unchanged, else serialised."""
-    return _op_bytes_reusing_loaded(ops, _loaded_op_bytes, _serialized_op)
+    return op_bytes_reusing_loaded(ops, _loaded_op_bytes, _serialized_op)
 
 
 def _loaded_op_bytes(source: OpSource) -> list[bytes] | None:
