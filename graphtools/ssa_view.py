@@ -41,6 +41,8 @@ from graphtools.ssa import NO_VALUE, OpSSA, Use, VersionedBlob, get_consumer_map
 __all__ = ["SSAView"]
 
 _INPUTS = operator.attrgetter("inputs")
+_LIST_READERS_AFTER = 256
+"""Calls of ``readers`` after which a view answers from Python lists instead of numpy."""
 _PREFETCH_MIN = 16
 """Names below which ``prefetch_reads`` leaves each name to the per-key index."""
 _OUTPUTS = operator.attrgetter("outputs")
@@ -232,6 +234,8 @@ class SSAView:
         "_producer",
         "_producers",
         "_read_cache",
+        "_reader_calls",
+        "_reader_lists",
         "_readers",
         "_ssa",
         "_table",
@@ -294,6 +298,8 @@ class SSAView:
         self._external_source: tuple[list[str], np.ndarray] | None = None
         self._key_name: np.ndarray | None = None
         self._readers: tuple[np.ndarray, np.ndarray] | None = None
+        self._reader_calls = 0
+        self._reader_lists: tuple[list[int], list[int], list[int], list[int]] | None = None
         self._read_cache: dict[str, list[tuple[int, int]]] = {}
         self._write_order: tuple[np.ndarray, np.ndarray] | None = None
         self._ssa: list[OpSSA] | None = None
@@ -557,8 +563,30 @@ class SSAView:
         return None if producer < 0 else producer
 
     def readers(self, key: int) -> list[tuple[int, int]]:
-        """``(op index, input position)`` of every read of ``key``, in op and position order."""
-        return self._reads_in_keys(key, key + 1)
+        """``(op index, input position)`` of every read of ``key``, in op and position order.
+
+        The first calls slice numpy arrays; a pass asking about many keys (a rewire per
+        removed identity) gets Python lists made once, where a call costs no numpy call."""
+        fast = self._reader_lists
+        if fast is None:
+            self._reader_calls += 1
+            if self._reader_calls < _LIST_READERS_AFTER:
+                return self._reads_in_keys(key, key + 1)
+            self._reads_in_keys(key, key)  # sorts the reads once
+            assert self._readers is not None
+            bounds, order = self._readers
+            fast = self._reader_lists = (
+                bounds.tolist(),
+                order.tolist(),
+                self._in_op.tolist(),
+                self.in_ptr,
+            )
+        bounds_list, order_list, in_op, in_ptr = fast
+        found = []
+        for slot in order_list[bounds_list[key] : bounds_list[key + 1]]:
+            op = in_op[slot]
+            found.append((op, slot - in_ptr[op]))
+        return found
 
     def _reads_in_keys(self, first: int, end: int) -> list[tuple[int, int]]:
         """Reads of keys ``first .. end - 1`` (one name's versions are consecutive keys), in

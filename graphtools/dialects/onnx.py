@@ -69,6 +69,8 @@ class OnnxOpTable(OpTable):
         self.opsets = dict(opsets)
         self.functions = frozenset(functions)
         self._custom = any(domain not in STANDARD_DOMAINS for domain in self.opsets)
+        default = self.opsets.get("", self.opsets.get("ai.onnx"))
+        self._old_dropout = default is None or default < 7  # is_test left Dropout at 7
 
     def known(self, op: Op) -> bool:
         """Whether ``op`` is a standard op the schemas know or a model-local function call."""
@@ -100,7 +102,7 @@ class OnnxOpTable(OpTable):
             return len(op.inputs) == 1 and len(op.outputs) == 1
         if op.type != "Dropout" or len(op.outputs) > 2:
             return False
-        if op.has_arg("is_test"):  # Dropout-1 and -6: training unless is_test
+        if self._old_dropout and op.has_arg("is_test"):  # Dropout-1, -6: training unless set
             return bool(op.arg("is_test"))
         training = op.inputs[2] if len(op.inputs) > 2 else ""
         if not training:
