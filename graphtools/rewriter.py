@@ -122,6 +122,7 @@ class Edit:
         self._initializers: dict[str, Tensor | None] = {}
         self._types: dict[str, ValueType | None] = {}
         self._constants: dict[VersionedBlob, Tensor] = {}
+        self._renamed_outputs: dict[str, str] = {}
         self.changed = False
         self._open = True
 
@@ -254,6 +255,7 @@ class Edit:
         ):
             usedef = NameScan(net._ops, self._names_to_check())
         rewired, final_outputs, inputs, outputs = self._resolve_values(replaced, usedef)
+        renamed_outputs = self._renamed_outputs
         constants = self._resolve_constants(usedef)
         ops_change = bool(self._removed or replaced or self._inserted)
         checked = None
@@ -265,7 +267,7 @@ class Edit:
             inputs = None
         if outputs is not None and outputs == net._external_outputs:
             outputs = None
-        initializers, types = self._held_values(outputs)
+        initializers, types = self._held_values(renamed_outputs)
         if any(part is not None for part in (inputs, outputs, initializers, types)):
             net._set_externals(inputs, outputs, initializers, types)
         self.changed = net.revision != self._revision
@@ -293,18 +295,13 @@ class Edit:
         return found
 
     def _held_values(
-        self, outputs: list[str] | None
+        self, renamed_outputs: Mapping[str, str]
     ) -> tuple[dict[str, Tensor] | None, dict[str, ValueType] | None]:
         """The net's initializers and types after this edit (``None``: unchanged): the changes
         asked for, and those renames and renamed external outputs carry along."""
         net = self._net
         moves = {blob[0]: name for blob, name in self._renames.items()}
-        if outputs is not None:
-            moves.update(
-                (old, new)
-                for old, new in zip(net._external_outputs, outputs, strict=False)
-                if old != new and old not in outputs
-            )
+        moves.update(renamed_outputs)
         initializers = _moved(net.initializers, moves, self._initializers, keep_old=False)
         types = _moved(net.types, moves, self._types, keep_old=True)
         return initializers, types
@@ -409,6 +406,7 @@ class Edit:
         if outputs is None and finals:
             outputs = [finals[name][0] if name in finals else name for name in net.external_outputs]
             final_outputs = dict(finals.values())
+            self._renamed_outputs = {old: new for old, (new, _) in finals.items() if old != new}
         return expected, final_outputs, inputs, outputs
 
     def _refuse_nested_reads(
