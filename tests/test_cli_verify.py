@@ -355,3 +355,14 @@ def test_exec_keeps_any_output_name(capsys: pytest.CaptureFixture[str], tmp_path
     with np.load(out_path) as written:
         np.testing.assert_array_equal(written["file"], [0.0, 2.0])
         np.testing.assert_array_equal(written["allow_pickle"], [1.0, -2.0])
+
+
+def test_verify_runs_the_nets_remove_identity_ops_exists_for(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 21 item 1: ``Identity`` has a kernel (it used to be the one identity type that
+    verify refused, on exactly the nets ``remove-identity-ops`` cleans)."""
+    case = FIXTURES / "golden" / "remove-identity-ops" / "chain-collapses" / "predict_net.pbtxt"
+    code, out, err = run_cli(capsys, "verify", str(case), "-p", "default", "--shapes", "x=2x3")
+    assert code == 0, err
+    assert "outputs equal" in out
