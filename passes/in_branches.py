@@ -63,16 +63,22 @@ class InBranches(Pass):
     pipeline: str = "default"
 
     def call(self, model: Model) -> PassResult:
-        """Rewrite each branch in place through the pipeline's own edits."""
+        """Rewrite each branch in place through the pipeline's own edits; when no branch's
+        pipeline changed anything, put the model back as it was (widening and restoring a
+        branch's outputs is bookkeeping, not a change)."""
         manager = PassManager.parse(self.pipeline)
-        before = model.revision
+        state = model.snapshot()
         stats = {"branches": 0, "branches_modified": 0}
         self._visit(model.predict_net, model.init_net, manager, stats)
-        return PassResult(model, model.revision != before, stats)
+        if not stats["branches_modified"]:
+            model.restore(state)
+        return PassResult(model, bool(stats["branches_modified"]), stats)
 
     def _visit(
         self, net: Net, init: Net | None, manager: PassManager, stats: dict[str, int]
-    ) -> None:
+    ) -> bool:
+        """Run the pipeline in every branch of ``net``'s Ifs; whether any branch changed."""
+        changed = False
         for index, op in enumerate(net.ops):
             if op.type != "If":
                 continue
@@ -81,7 +87,7 @@ class InBranches(Pass):
                 if arg_name not in _BRANCHES:
                     continue
                 stats["branches"] += 1
-                revision = branch.revision
+                state = branch.snapshot()
                 declared = list(branch.external_outputs)
                 extra = [n for n in _written(branch) if n in keep and n not in declared]
                 if extra:
@@ -89,12 +95,16 @@ class InBranches(Pass):
                         widen.set_external_outputs([*declared, *extra])
                 # A copy of the init_net tells the passes which blobs are params; what they
                 # drop from it is not dropped for real (the enclosing net may read it).
-                manager(Model(branch, None if init is None else init.copy()))
+                records = manager(Model(branch, None if init is None else init.copy()))
                 if extra:
                     with branch.edit() as restore:
                         restore.set_external_outputs(
                             [n for n in branch.external_outputs if n not in extra]
                         )
-                self._visit(branch, init, manager, stats)
-                if branch.revision != revision:
+                inner = self._visit(branch, init, manager, stats)
+                if inner or any(record.modified for record in records):
                     stats["branches_modified"] += 1
+                    changed = True
+                else:
+                    branch.restore(state)
+        return changed
