@@ -220,15 +220,17 @@ def _show_one(out: Output, options: argparse.Namespace, path: str, model: Model)
     return _summary_data(summary, path, model)
 
 
-def _ssa_rows(net: Net) -> list[tuple[str, str, str]]:
+def _ssa_rows(net: Net) -> list[tuple[str, str | None, list[str]]]:
+    """``(blob@version, writer, readers)`` per versioned blob: the writer is ``%i``, ``input``
+    for a version 0, or ``None`` when nothing writes it."""
     view = net.ssa()
     producers = view.producers
     blobs = sorted(set(producers) | set(view.consumers) | set(view.external_inputs))
     rows = []
     for name, version in blobs:
         writer = producers.get((name, version))
-        written = f"%{writer[0]}" if writer else ("input" if version == 0 else "-")
-        readers = " ".join(f"%{i}" for i in view.consumer_ops((name, version))) or "-"
+        written = f"%{writer[0]}" if writer else ("input" if version == 0 else None)
+        readers = [f"%{i}" for i in view.consumer_ops((name, version))]
         rows.append((f"{name}@{version}", written, readers))
     return rows
 
@@ -238,11 +240,11 @@ def _cmd_ssa(options: argparse.Namespace) -> int:
     model = load_input(options.path, options.init, no_init=options.no_init, out=out)
     rows = _ssa_rows(model.predict_net)
     if options.json:
-        out.json([{"blob": b, "written_by": w, "read_by": r.split()} for b, w, r in rows])
+        out.json([{"blob": b, "written_by": w, "read_by": r} for b, w, r in rows])
         return 0
     table = new_table("blob@version", "written by", "read by")
-    for row in rows:
-        table.add_row(*row)
+    for blob, written, readers in rows:
+        table.add_row(blob, written or "-", " ".join(readers) or "-")
     out.table(table, level=0)
     return 0
 
