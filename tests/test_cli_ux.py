@@ -108,6 +108,45 @@ def test_ssa_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert rows["conv1@2"] == {"blob": "conv1@2", "written_by": "%1", "read_by": ["%2"]}
 
 
+def _bracketed(folder: Path) -> Path:
+    """A pair whose blob names hold brackets, as Mask R-CNN2Go's ``_[mask]_...`` blobs do."""
+    net = Net(
+        [Op("Conv", ["_[mask]_data", "_[mask]_w", "_[mask]_b"], ["[bold]y"], args={"kernel": 1})],
+        ["_[mask]_data", "_[mask]_w", "_[mask]_b"],
+        ["[bold]y"],
+        name="brackets",
+    )
+    save_model(Model(net), folder)
+    return folder
+
+
+@pytest.mark.parametrize(
+    "command", [["show"], ["show", "--full"], ["ssa"], ["show", "--ops", "0:1"]]
+)
+def test_names_with_brackets_print_as_they_are(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: list[str]
+) -> None:
+    """Issue 21 item 3: a name copied from a table works in ``--shapes`` (the tables used to
+    read ``[mask]`` as markup and print ``__w``)."""
+    code, out, err = run_cli(capsys, command[0], str(_bracketed(tmp_path / "m")), *command[1:])
+    assert code == 0, err
+    assert "_[mask]_data" in out and "[bold]y" in out
+
+
+def test_ssa_json_has_no_table_placeholders(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 21 item 10: a blob nothing writes or reads is ``null`` / ``[]`` in JSON, not the
+    table's ``"-"``."""
+    net = Net([Op("Relu", ["x"], ["a"])], ["x", "unused"], ["a"], name="n")
+    save_model(Model(net), tmp_path / "m")
+    code, out, _ = run_cli(capsys, "ssa", "--json", str(tmp_path / "m"))
+    rows = {row["blob"]: row for row in json.loads(out)}
+    assert code == 0
+    assert rows["unused@0"] == {"blob": "unused@0", "written_by": "input", "read_by": []}
+    assert rows["a@1"] == {"blob": "a@1", "written_by": "%0", "read_by": []}
+
+
 # -- one rule for empty files, one-line errors in the user's terms --------------------------------
 
 

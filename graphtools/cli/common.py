@@ -65,8 +65,9 @@ class Output:
     """Where a command writes: results to stdout, notes and warnings to stderr.
 
     ``verbosity`` is 0 with ``-q`` (verdicts and errors only), 1 by default, 2 with ``-v``.
-    Tables go through rich; when stdout is not a terminal they are plain and wide enough
-    never to wrap a blob name.
+    Tables go through rich, with markup off (blob names such as ``_[mask]_w`` print as they
+    are); when stdout is not a terminal they are plain and wide enough never to wrap a blob
+    name.
     """
 
     def __init__(self, verbosity: int = 1, json_mode: bool = False) -> None:
@@ -104,6 +105,7 @@ def _console(stream: TextIO) -> Console:
         file=stream,
         width=None if terminal else 200,
         no_color=not terminal,
+        markup=False,
         highlight=False,
         emoji=False,
     )
