@@ -28,6 +28,7 @@ from graphtools.pass_infra import DEFAULT_STEPS, PassManager, PassRecord
 from graphtools.serde import find_model_files, load_model
 from graphtools.serde.netdef_io import read_bytes
 from graphtools.serde.pairing import find_init_beside
+from graphtools.testing import OutputDiff
 
 __all__ = [
     "SHAPES_FILE",
@@ -38,6 +39,7 @@ __all__ = [
     "add_pipeline_options",
     "check_input_names",
     "did_you_mean",
+    "diff_table",
     "load_input",
     "model_input_names",
     "new_table",
@@ -48,6 +50,7 @@ __all__ = [
     "report_records",
     "set_outputs",
     "shapes_file",
+    "tolerances_by_name",
 ]
 
 SHAPES_FILE = "shapes.txt"
@@ -129,6 +132,55 @@ def new_table(*columns: str, title: str | None = None) -> Table:
     for column in table.columns:
         column.overflow = "fold"
     return table
+
+
+def _number(value: float) -> str:
+    return "-" if value != value else f"{value:.3g}"
+
+
+def diff_table(diffs: Iterable[OutputDiff], first: str = "output") -> Table:
+    """The one table of compared values (``verify``'s outputs, ``verify --onnx``'s outputs and
+    blobs): max/mean absolute and relative error, mismatches, shape, tolerances."""
+    table = new_table(
+        first,
+        "ok",
+        "max abs",
+        "mean abs",
+        "max rel",
+        "mean rel",
+        "mismatches",
+        "shape",
+        "rtol/atol",
+        "reason",
+    )
+    for d in diffs:
+        shape = d.shape_before if d.shape_before is not None else d.shape_after
+        table.add_row(
+            d.name,
+            "yes" if d.ok else "NO",
+            _number(d.max_abs),
+            _number(d.mean_abs),
+            _number(d.max_rel),
+            _number(d.mean_rel),
+            f"{d.mismatches}/{d.size}",
+            "-" if shape is None else str(list(shape)),
+            f"{d.rtol:g}/{d.atol:g}",
+            d.reason,
+        )
+    return table
+
+
+def tolerances_by_name(
+    settings: Any,
+) -> tuple[float, float, dict[str, tuple[float, float]]]:
+    """``(rtol, atol, {name: (rtol, atol)})`` from the parsed ``--rtol``/``--atol`` settings."""
+    rtol, per_rtol = settings["rtol"]
+    atol, per_atol = settings["atol"]
+    per = {
+        name: (per_rtol.get(name, rtol), per_atol.get(name, atol))
+        for name in set(per_rtol) | set(per_atol)
+    }
+    return rtol, atol, per
 
 
 # -- loading -----------------------------------------------------------------------------------
