@@ -85,6 +85,23 @@ class ExecutionError(InvalidNetError):
         super().__init__(message)
 
 
+class MadeUpDataTooLargeError(InvalidNetError, MemoryError):
+    """A blob that would be made up (a data input, a parameter) is over the size a made-up
+    blob may hold: the shapes it follows from are wrong, or too big to run on made-up data.
+
+    Also a ``MemoryError``, which numpy raised before the limit existed.
+
+    Attributes:
+        name: the blob.
+        shape: the shape it would have had.
+    """
+
+    def __init__(self, message: str, *, name: str, shape: tuple[int, ...]) -> None:
+        self.name = name
+        self.shape = shape
+        super().__init__(message)
+
+
 class UnsupportedOpError(GraphToolsError):
     """An operation meets an op type it does not handle (no kernel, no rule)."""
 

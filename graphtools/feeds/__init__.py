@@ -38,7 +38,7 @@ from __future__ import annotations
 from graphtools.feeds.params import FLOAT_TYPES, ParamMaker, float_view
 from graphtools.feeds.report import MadeInput, SkippedOp, Synthesis
 from graphtools.feeds.roles import ROLES
-from graphtools.feeds.synthesize import synthesize, without_init_ops
+from graphtools.feeds.synthesis import synthesize, without_init_ops
 
 __all__ = [
     "FLOAT_TYPES",

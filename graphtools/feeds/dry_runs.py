@@ -6,7 +6,8 @@ failure stops the dry run (the real run reports it). A ``RecurrentNetwork``'s st
 dry step set up as the kernel sets it up (states from their initial values, one time slice of
 the sequence), so its references fit the linked inputs; when a made-up FC outside the loop gives
 a linked input a feature count the step op does not take, the dry step returns the ``Retry``
-with the count it needs.
+with the count it needs. Made-up data too big to hold is never a failure to leave to the real
+run: it is raised.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from graphtools.analysis.recurrent import APPLY_LINK, ForwardProgram, forward_program
-from graphtools.errors import GraphToolsError
+from graphtools.errors import GraphToolsError, MadeUpDataTooLargeError
 from graphtools.executor import Workspace, run_op
 from graphtools.executor.kernels_recurrent import state_tensor
 from graphtools.feeds.counts import FEATURES_LAST, demanded, feeding_ops, last_dim, producer_layer
@@ -34,6 +35,8 @@ def dry_run(state: WalkState, net: Net) -> None:
         for index, op in enumerate(net):
             make_missing(state, index, op, net, child)
             run_op(op, child, index=index, net=net)
+    except MadeUpDataTooLargeError:
+        raise
     except GraphToolsError:
         return
 
@@ -82,6 +85,8 @@ def _dry_step(state: WalkState, outer: int, net: Net, program: ForwardProgram) -
             if retry is not None:
                 return retry
             run_op(step_op, child, index=index, net=step)
+    except MadeUpDataTooLargeError:
+        raise
     except (GraphToolsError, ValueError, IndexError):
         return None
     return None

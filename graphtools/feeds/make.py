@@ -23,7 +23,7 @@ from graphtools.feeds.counts import fixed_counts, step_counts
 from graphtools.feeds.params import ParamMaker, float_view
 from graphtools.feeds.roles import ROLES, RoleContext
 from graphtools.feeds.state import WalkState
-from graphtools.feeds.values import as_array, quantized
+from graphtools.feeds.values import as_array, check_size, quantized
 from graphtools.ir import Net, Op
 
 __all__ = ["PARAM_CHANNELS", "make_missing", "replace_params"]
@@ -107,7 +107,13 @@ def replace_params(state: WalkState, index: int, op: Op, net: Net, reason: str) 
         if name in state.result.feeds:
             continue
         value = _param(
-            index, view[index], op, position, lambda p: state.ws.fetch(op.inputs[p]), maker
+            f"op #{index} ({op.type})",
+            index,
+            view[index],
+            op,
+            position,
+            lambda p: state.ws.fetch(op.inputs[p]),
+            maker,
         )
         if value is not None:
             old = np.shape(as_array(state.ws.fetch(name)))
@@ -131,13 +137,13 @@ def _make(
     name = op.inputs[position]
     role = ROLES.get((op.type, position))
     if role is not None:
-        value = role[0](RoleContext(op, ws, state.rng, need, state.image))
+        value = role[0](RoleContext(op, name, ws, state.rng, need, state.image))
         state.remember(name, value, "role", f"{role[1]} of op #{index} ({op.type})")
         return value
     where = f"op #{index} ({op.type})" + (f" in net {net.name!r}" if net.name else "")
     if position >= 1:
         view, maker = _maker(state, net, ws)
-        value = _param(index, view[index], op, position, need, maker)
+        value = _param(where, index, view[index], op, position, need, maker)
         if value is not None:
             if not state.params_allowed:
                 raise InvalidNetError(
@@ -153,6 +159,7 @@ def _make(
 
 
 def _param(
+    where: str,
     index: int,
     float_op: Op,
     op: Op,
@@ -160,8 +167,8 @@ def _param(
     need: Callable[[int], Any],
     maker: ParamMaker,
 ) -> Any:
-    """A made-up parameter for input ``position`` (quantized for Int8 ops), or ``None``
-    when no rule gives its shape."""
+    """A made-up parameter for input ``position`` of the op ``where`` names (quantized for
+    Int8 ops), or ``None`` when no rule gives its shape."""
     first = need(0)
     try:
         spec = param_spec(
@@ -176,6 +183,7 @@ def _param(
         spec = None
     if spec is None:
         return None
+    check_size(op.inputs[position], spec.shape, f"a parameter of {where}")
     value = maker.value(spec)
     if not op.type.startswith("Int8"):
         return value
@@ -197,6 +205,7 @@ def _like(state: WalkState, op: Op, position: int, ws: Workspace) -> tuple[Any, 
             inner = b[-1] if op.arg("trans_b", 0) else b[-2] if len(b) >= 2 else b[0]
             pair = (inner, 4) if op.arg("trans_a", 0) else (4, inner)
             shape = (*b[:-2], *pair) if op.type == "BatchMatMul" else pair
+            check_size(op.inputs[position], shape, f"an input of {op.type}")
             return rng.standard_normal(shape).astype(np.float32), "to fit the other"
         return rng.standard_normal(shape).astype(np.float32), "square matrices"
     for other in op.inputs:
@@ -207,6 +216,7 @@ def _like(state: WalkState, op: Op, position: int, ws: Workspace) -> tuple[Any, 
                 return Int8Tensor(q, value.scale, value.zero_point), f"like {other!r}"
             array = np.asarray(value)
             if np.issubdtype(array.dtype, np.number):
+                check_size(op.inputs[position], array.shape, f"an input shaped like {other!r}")
                 made = rng.standard_normal(array.shape).astype(array.dtype)
                 return made, f"shaped like {other!r}"
     name = op.inputs[position]
@@ -223,4 +233,5 @@ def _like(state: WalkState, op: Op, position: int, ws: Workspace) -> tuple[Any, 
         shape, reason = guess.shape, guess.reason
     if shape in GENERIC_SHAPES:
         state.generic_made[name] = GENERIC_SHAPES.index(shape)
+    check_size(name, shape, f"an input: {reason}")
     return rng.standard_normal(shape).astype(np.float32), reason

@@ -9,6 +9,7 @@ from math import sqrt
 import numpy as np
 
 from graphtools.analysis.channels import ParamSpec, param_spec
+from graphtools.feeds.values import check_size
 from graphtools.ir import Net, Op
 
 __all__ = ["FLOAT_TYPES", "ParamMaker", "float_view"]
@@ -67,6 +68,13 @@ class ParamMaker:
         return (self.rng.standard_normal(spec.shape) * 0.1).astype(np.float32)
 
     def make(self, index: int, op: Op, position: int, x: np.ndarray) -> np.ndarray | None:
-        """The value of input ``position`` of op #``index``, or ``None`` when no rule applies."""
+        """The value of input ``position`` of op #``index``, or ``None`` when no rule applies.
+
+        Raises:
+            MadeUpDataTooLargeError: the shape is over ``values.MAX_MADE_VALUES``.
+        """
         spec = param_spec(op, index, position, tuple(x.shape), self.counts, self.channels)
-        return None if spec is None else self.value(spec)
+        if spec is None:
+            return None
+        check_size(op.inputs[position], spec.shape, f"a parameter of op #{index} ({op.type})")
+        return self.value(spec)

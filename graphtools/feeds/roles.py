@@ -17,7 +17,7 @@ import numpy as np
 
 from graphtools.analysis.input_shapes import GENERIC_SHAPE
 from graphtools.executor import Workspace
-from graphtools.feeds.values import as_array
+from graphtools.feeds.values import as_array, check_size
 from graphtools.ir import Op
 
 __all__ = ["PLACEHOLDER_ROLES", "ROLES", "RoleContext", "RoleMaker"]
@@ -29,17 +29,20 @@ _SEGMENTS = 3
 
 
 class RoleContext:
-    """What a role maker sees: the op, its inputs so far (made on demand), the workspace."""
+    """What a role maker sees: the op and the name of the input it makes, the op's inputs so
+    far (made on demand), the workspace, the generator and the image size."""
 
     def __init__(
         self,
         op: Op,
+        name: str,
         ws: Workspace,
         rng: np.random.Generator,
         need: Callable[[int], Any],
         image: tuple[int, int] | None,
     ) -> None:
         self.op = op
+        self.name = name
         self.ws = ws
         self.rng = rng
         self.need = need
@@ -58,6 +61,8 @@ class RoleContext:
         return np.zeros(count, np.int32) if split is None else split.astype(np.int32)
 
     def floats(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Standard-normal float32 values of ``shape`` for the input being made."""
+        check_size(self.name, shape, f"an input of {self.op.type}")
         return self.rng.standard_normal(shape).astype(np.float32)
 
 

@@ -31,7 +31,7 @@ from graphtools.feeds.make import make_missing, replace_params
 from graphtools.feeds.report import SkippedOp
 from graphtools.feeds.roles import PLACEHOLDER_ROLES, ROLES
 from graphtools.feeds.state import Retry, WalkState
-from graphtools.feeds.values import as_array, quantized
+from graphtools.feeds.values import as_array, check_size, quantized
 from graphtools.ir import Op
 
 __all__ = ["EXTERNAL_IO", "collect_outputs", "feed_data", "run_init", "run_predict"]
@@ -115,6 +115,7 @@ def feed_data(state: WalkState) -> None:
             else:
                 guess = guesses[name]
                 shape, origin, reason = guess.shape, "guessed", guess.reason
+            check_size(name, shape, f"an input, {origin}: {reason}")
             value = rng.standard_normal(shape).astype(np.float32)
             reader = readers.get(name)
             if reader is not None and reader[1].type in _QUANTIZED_READERS:
