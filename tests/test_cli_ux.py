@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -404,7 +405,7 @@ def test_batch_run_and_verify_one_process_per_model(tmp_path: Path, real_fixture
     )
     assert done.returncode == 2, done.stderr
     rows = {line.split()[0]: line.split() for line in done.stdout.splitlines() if line}
-    assert rows["tiny"][1:3] == ["23", "13"] and rows["tiny"][-1] == "ok"
+    assert rows["tiny"][1:3] == ["15", "7"] and rows["tiny"][-1] == "ok"
     assert rows["squeeze_predict_net"][-1] == "ok"
     assert rows["broken_predict_net"][-1] == "error"
     assert "broken_predict_net: error:" in done.stdout
@@ -602,3 +603,19 @@ def test_more_flags_as_users_give_them(capsys: pytest.CaptureFixture[str], tmp_p
     assert_one_error_line(err, "names 'dta'", "did you mean 'data'?")
     code, out, err = run_cli(capsys, "verify", str(TINY), "--random-params", "--seed", "4")
     assert code == 0 and "outputs equal (rtol=1e-05, atol=1e-06, seed=4)" in out
+
+
+def test_run_verify_and_batch_count_ops_as_show_does(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 21 item 10: every command counts a model's ops as ``show`` does (the predict_net's;
+    the init_net's apart), not predict_net + init_net (``23 -> 13`` beside ``15 ops``)."""
+    code, out, _ = run_cli(capsys, "show", str(TINY))
+    assert code == 0 and "15 ops" in out.splitlines()[0]
+    code, out, _ = run_cli(capsys, "run", str(TINY), "-o", str(tmp_path / "one"))
+    first = next(line for line in out.splitlines() if "remove-reshape-for-fc" in line)
+    assert "15 -> 10 ops (init_net 8 -> 6)" in first
+    code, out, _ = run_cli(capsys, "verify", "--json", str(TINY))
+    assert (json.loads(out)["ops_before"], json.loads(out)["ops_after"]) == (15, 7)
+    code, out, _ = run_cli(capsys, "run", str(FIXTURES / "models"), "-o", str(tmp_path / "b"))
+    assert re.search(r"tiny_export\s+15\s+7\s", out), out

@@ -223,12 +223,12 @@ def verify_one(
     _notes(synthesis, report)
     before = _strip(model, synthesis)
     after = before.copy()
-    report.ops_before = sum(len(net) for net in before.nets())
+    report.ops_before = len(before.predict_net)
     after_pass = (
         printer_after_pass(out) if out is not None and settings["print_after_each"] else None
     )
     report.records = manager(after, after_pass=after_pass)
-    report.ops_after = sum(len(net) for net in after.nets())
+    report.ops_after = len(after.predict_net)
     if loaded is not None or any(record.modified for record in report.records):
         out_after = run_after(
             before,

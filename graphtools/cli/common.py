@@ -412,8 +412,11 @@ class RecordView:
         r = self.record
         state = "skipped" if r.skipped else "modified" if r.modified else "unchanged"
         stats = f" {r.stats}" if r.stats else ""
+        init = ""
+        if r.init_ops_before != r.init_ops_after:
+            init = f" (init_net {r.init_ops_before} -> {r.init_ops_after})"
         return (
-            f"round {r.round} {r.name}: {r.ops_before} -> {r.ops_after} ops, {state}, "
+            f"round {r.round} {r.name}: {r.ops_before} -> {r.ops_after} ops{init}, {state}, "
             f"{r.seconds:.3f}s{stats}"
         )
 
@@ -424,6 +427,8 @@ class RecordView:
             "pass": r.name,
             "ops_before": r.ops_before,
             "ops_after": r.ops_after,
+            "init_ops_before": r.init_ops_before,
+            "init_ops_after": r.init_ops_after,
             "modified": r.modified,
             "skipped": r.skipped,
             "seconds": round(r.seconds, 6),

@@ -218,10 +218,10 @@ def run_worker(ref: ModelRef, settings: dict[str, Any]) -> batch.BatchResult:
     if settings["outputs"]:
         set_outputs(model, settings["outputs"])
     manager = manager_for(settings["pipeline"], settings["steps"], settings["devices"])
-    before = sum(len(net) for net in model.nets())
+    before = len(model.predict_net)
     records = manager(model)
     written = save_model(model, Path(settings["output"]) / ref.name, text=settings["text"])
-    after = sum(len(net) for net in model.nets())
+    after = len(model.predict_net)
     data = {"rounds": record_data(records), "written": [str(p) for p in written]}
     return batch.BatchResult(ref.name, str(ref.path), "ok", 0, before, after, data=data)
 
