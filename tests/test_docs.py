@@ -3,6 +3,7 @@ command and Python example of the README runs as written."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -108,17 +109,58 @@ def _split(line: str) -> list[str]:
     return shlex.split(line)
 
 
+_RECORDING = """
+import builtins, io, json, sys
+source, record = sys.argv[1], sys.argv[2]
+printed = []
+real = builtins.print
+def recording(*args, **kwargs):
+    frame = sys._getframe(1)
+    if frame.f_code.co_filename == "<readme>":
+        text = io.StringIO()
+        real(*args, **{**kwargs, "file": text})
+        printed.append((frame.f_lineno, text.getvalue()))
+    real(*args, **kwargs)
+builtins.print = recording
+try:
+    exec(compile(open(source).read(), "<readme>", "exec"), {"__name__": "__main__"})
+finally:
+    with open(record, "w") as out:
+        json.dump(printed, out)
+"""
+
+_PRINT_WITH_COMMENT = re.compile(r"^\s*print\(.*\)\s+#\s*(.+)$")
+
+
 def test_every_readme_python_example_runs(workdir: Path) -> None:
+    """Each block runs as written, and each ``print(...)  # TEXT`` prints ``TEXT`` (or what
+    ``TEXT`` says before ``: why``): the README's claimed outputs are checked, not only run."""
     blocks = _blocks("python")
     assert len(blocks) >= 4
-    for block in blocks:
+    checked = 0
+    for number, block in enumerate(blocks):
+        record = workdir / f"printed{number}.json"
         if "def test_" in block:
             test_file = workdir / "test_readme_example.py"
             test_file.write_text(block)
             argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)]
         else:
-            argv = [sys.executable, "-c", block]
+            source = workdir / f"example{number}.py"
+            source.write_text(block)
+            argv = [sys.executable, "-c", _RECORDING, str(source), str(record)]
         done = subprocess.run(
             argv, cwd=workdir, capture_output=True, text=True, timeout=300, check=False
         )
         assert done.returncode == 0, f"{block}\n{done.stdout}\n{done.stderr}"
+        if "def test_" in block:
+            continue
+        printed = dict(json.loads(record.read_text()))
+        for line_number, line in enumerate(block.splitlines(), 1):
+            claimed = _PRINT_WITH_COMMENT.match(line)
+            if claimed is None:
+                continue
+            text = printed[line_number].rstrip("\n")
+            comment = claimed.group(1)
+            assert comment == text or comment.startswith(text + ": "), (line, text)
+            checked += 1
+    assert checked >= 3
