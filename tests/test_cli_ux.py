@@ -619,3 +619,17 @@ def test_run_verify_and_batch_count_ops_as_show_does(
     assert (json.loads(out)["ops_before"], json.loads(out)["ops_after"]) == (15, 7)
     code, out, _ = run_cli(capsys, "run", str(FIXTURES / "models"), "-o", str(tmp_path / "b"))
     assert re.search(r"tiny_export\s+15\s+7\s", out), out
+
+
+@pytest.mark.parametrize("name", ["x.pb", "x.pbtxt"])
+def test_an_output_named_like_a_net_file_is_refused_not_made_a_folder(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str
+) -> None:
+    """Issue 21 item 10: ``-o out/x.pb`` used to create a folder named ``x.pb``; a pair is
+    written into a folder, so a file name is refused in one line and nothing is created."""
+    target = tmp_path / "out" / name
+    for command in (["run", str(TINY)], ["run", str(FIXTURES / "models")]):
+        code, out, err = run_cli(capsys, *command, "-o", str(target))
+        assert (code, out) == (2, "")
+        assert_one_error_line(err, f"-o {target}", "folder", "-o " + str(target.with_suffix("")))
+        assert not target.exists()

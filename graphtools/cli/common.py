@@ -26,7 +26,7 @@ from graphtools.errors import GraphToolsError, SerdeError
 from graphtools.ir import Model
 from graphtools.pass_infra import DEFAULT_STEPS, PassManager, PassRecord
 from graphtools.serde import find_model_files, load_model
-from graphtools.serde.netdef_io import read_bytes
+from graphtools.serde.netdef_io import TEXT_SUFFIXES, read_bytes
 from graphtools.serde.pairing import find_init_beside
 from graphtools.testing import OutputDiff
 
@@ -43,6 +43,7 @@ __all__ = [
     "load_input",
     "model_input_names",
     "new_table",
+    "output_folder",
     "parse_name_list",
     "parse_shape_items",
     "read_shapes",
@@ -244,6 +245,23 @@ def load_input(
     if found is not None and _check_not_empty(found, "init_net") and out is not None:
         out.warn(f"init_net {found} is empty: the model gets no parameters from it")
     return load_model(predict, found, allow_empty=True)
+
+
+def output_folder(value: str) -> Path:
+    """The folder ``-o`` names for a pair.
+
+    Raises:
+        UsageError: ``value`` is named like a net file (``x.pb``, ``x.pbtxt``) and is not an
+            existing folder: a pair is two files, written into a folder (``-o out/x.pb``
+            would otherwise make a folder named ``x.pb``).
+    """
+    path = Path(value)
+    if path.suffix.lower() in {".pb", *TEXT_SUFFIXES} and not path.is_dir():
+        raise UsageError(
+            f"-o {value} is named like a net file, but a pair (predict_net + init_net) is "
+            f"written into a folder: give a folder, e.g. -o {path.with_suffix('')}"
+        )
+    return path
 
 
 # -- names and shapes ---------------------------------------------------------------------------

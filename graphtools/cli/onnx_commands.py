@@ -15,6 +15,7 @@ from graphtools.cli.common import (
     diff_table,
     load_input,
     model_input_names,
+    output_folder,
     read_shapes,
     report_records,
     shapes_file,
@@ -139,11 +140,12 @@ def run_onnx(options: argparse.Namespace, manager: PassManager, out: Output) -> 
     if output is None:
         raise UsageError("run on an .onnx model needs -o (a model folder or an .onnx file)")
     value_info: Mapping[str, Any] = {}
-    if output.endswith(".onnx"):
-        if source.endswith(".onnx") and not options.shapes:
-            value_info = _onnx_inputs(source)  # the source model's own input types
-        else:
-            value_info = _float_inputs(required_shapes(model, source, options.shapes))
+    if not output.endswith(".onnx"):
+        output_folder(output)
+    elif source.endswith(".onnx") and not options.shapes:
+        value_info = _onnx_inputs(source)  # the source model's own input types
+    else:
+        value_info = _float_inputs(required_shapes(model, source, options.shapes))
     records = manager(model)
     report_records(out, manager, records, options.time_passes)
     if output.endswith(".onnx"):
@@ -242,6 +244,7 @@ def _cmd_import_onnx(options: argparse.Namespace) -> int:
     from graphtools.onnx import import_onnx
 
     out = Output(options.verbosity, False)
+    output_folder(options.output)
     model = import_onnx(options.input)
     manager = PassManager.parse(options.pipeline, steps=options.steps)
     report_records(out, manager, manager(model), False)
