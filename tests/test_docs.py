@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -64,6 +65,25 @@ def test_the_readme_names_every_pass_and_links_its_page() -> None:
     text = README.read_text()
     for name in _builtin():
         assert f"(docs/passes/{name}.md)" in text, name
+
+
+def test_every_file_the_readme_names_exists() -> None:
+    """Issue 21 item 10: every link and every document named (``docs/onnx.md``) is in the
+    repository (the README named a STYLE.md it does not have)."""
+    text = README.read_text()
+    linked = re.findall(r"\]\(([^)#\s:]+)\)", text)
+    named = re.findall(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.md)\b", text)
+    assert [n for n in dict.fromkeys([*linked, *named]) if not (REPO / n).exists()] == []
+
+
+def test_the_folder_the_readme_writes_into_is_ignored_by_git() -> None:
+    """Issue 21 item 10: the tour writes ``out/``; git does not offer it for a commit."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    done = subprocess.run(
+        ["git", "check-ignore", "-q", "out/tiny_export/predict_net.pbtxt"], cwd=REPO, check=False
+    )
+    assert done.returncode == 0
 
 
 def test_the_setup_section_keeps_its_two_commands() -> None:

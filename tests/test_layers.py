@@ -1,7 +1,7 @@
 """The layer map is enforced: every import in the package (function-level ones included)
 goes to a lower or the same layer, and the modules form no import cycle.
 
-The layers (README, "Layout guardrails"; STYLE.md's, with the adjustments said there):
+The layers (README, "Layout guardrails", with the placements it explains):
 
 1. ``proto``, ``errors``, ``_gc``, ``interrupt``
 2. the core: ``ssa``, ``usedef``, ``ssa_view``, ``analysis.nested``, ``ir``, ``oplist``, ``graph``,
