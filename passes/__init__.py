@@ -2,7 +2,7 @@
 
 Each module holds one ``Pass`` (published as an entry point under its kebab-case name, see
 ``pyproject.toml``). Pass modules see the IR, the analyses and the pass infrastructure only.
-This package also re-exports the Caffe2/detectron2 drop-in functions of
+This package also re-exports every Caffe2/detectron2 drop-in function of
 ``graphtools.compat``, since that is where users' scripts import them from.
 """
 
@@ -26,13 +26,18 @@ from graphtools.compat import (
     construct_init_net_from_params,
     export_pair,
     fuse_copy_between_cpu_and_gpu,
+    get_external_blob_names,
     get_params_from_init_net,
+    get_sub_graph_external_input_output,
     identify_reshape_sub_graph,
+    infer_device_type,
+    infer_status,
     remove_dead_end_ops,
     remove_reshape_for_fc,
     rename_op_input,
     rename_op_output,
     ssa_rewrite,
+    to_networkx,
 )
 
 __all__ = [
@@ -52,11 +57,16 @@ __all__ = [
     "construct_init_net_from_params",
     "export_pair",
     "fuse_copy_between_cpu_and_gpu",
+    "get_external_blob_names",
     "get_params_from_init_net",
+    "get_sub_graph_external_input_output",
     "identify_reshape_sub_graph",
+    "infer_device_type",
+    "infer_status",
     "remove_dead_end_ops",
     "remove_reshape_for_fc",
     "rename_op_input",
     "rename_op_output",
     "ssa_rewrite",
+    "to_networkx",
 ]
