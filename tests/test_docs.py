@@ -86,6 +86,26 @@ def test_the_folder_the_readme_writes_into_is_ignored_by_git() -> None:
     assert done.returncode == 0
 
 
+def test_no_file_names_a_path_of_one_machine() -> None:
+    """Issue 21 item 11: scripts and documents name paths relative to the repository (or
+    ``$GRAPHTOOLS_REAL_FIXTURES``), never a folder of the machine they were written on."""
+    pattern = re.compile(r"(?<![\w.])/(?:work|home|Users|root)/")
+    found = [
+        f"{path.relative_to(REPO)}:{number}"
+        for folder in ("benchmarks", "tools", "docs", "graphtools", "passes", "tests")
+        for path in sorted((REPO / folder).rglob("*"))
+        if path.suffix in (".py", ".md") and "__pycache__" not in path.parts
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line) and "pattern = re.compile" not in line
+    ]
+    found += [
+        f"README.md:{n}"
+        for n, line in enumerate(README.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert found == []
+
+
 def test_the_setup_section_keeps_its_two_commands() -> None:
     setup = README.read_text().split("## Set-up", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```sh\n(.*?)```", setup, re.S)
