@@ -21,10 +21,13 @@ from graphtools.passes.ssa_rewrite import SSARewrite
 # isort: split
 # After the pass modules: `ssa_rewrite` names a module and, for users, this function.
 from graphtools.compat import (
+    ClonePartial,
     Int8Tensor,
     assign_device_option,
+    clone_partial,
     construct_init_net_from_params,
     export_pair,
+    fuse_alias_placeholder,
     fuse_copy_between_cpu_and_gpu,
     get_external_blob_names,
     get_params_from_init_net,
@@ -42,6 +45,7 @@ from graphtools.compat import (
 
 __all__ = [
     "AddGradients",
+    "ClonePartial",
     "FoldConstants",
     "FuseCopyOps",
     "InBranches",
@@ -54,8 +58,10 @@ __all__ = [
     "Rename",
     "SSARewrite",
     "assign_device_option",
+    "clone_partial",
     "construct_init_net_from_params",
     "export_pair",
+    "fuse_alias_placeholder",
     "fuse_copy_between_cpu_and_gpu",
     "get_external_blob_names",
     "get_params_from_init_net",
