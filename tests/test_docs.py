@@ -106,6 +106,22 @@ def test_no_file_names_a_path_of_one_machine() -> None:
     assert found == []
 
 
+def test_every_package_is_listed_for_a_non_editable_install() -> None:
+    """The set-up's ``pip install .`` installs only the packages pyproject.toml lists: a new
+    sub-package (``graphtools.feeds``, ``graphtools.extract``) must be among them."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        ".".join(("graphtools", *path.parent.relative_to(REPO / "graphtools").parts))
+        for path in (REPO / "graphtools").rglob("__init__.py")
+        if "__pycache__" not in path.parts
+    }
+    assert found - listed == set()
+
+
 def test_the_setup_section_keeps_its_two_commands() -> None:
     setup = README.read_text().split("## Set-up", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```sh\n(.*?)```", setup, re.S)

@@ -9,8 +9,8 @@ The layers (README, "Layout guardrails", with the placements it explains):
 3. ``analysis`` (the rest), ``serde``, ``dot``
 4. ``pass_infra``, ``executor``
 5. ``passes``, ``gradients``, ``recurrent``
-6. ``compat``, ``onnx``, ``testing`` and the other helpers for users' tests (``feeds``,
-   ``golden``, ``pytest_plugin``)
+6. ``compat``, ``onnx``, ``extract``, ``testing`` and the other helpers for users' tests
+   (``feeds``, ``golden``, ``pytest_plugin``)
 7. ``cli``, ``__main__``; the package ``graphtools`` itself (the public facade)
 
 Imports made only for type checking (``if TYPE_CHECKING:``) are not run and are not counted.
@@ -55,6 +55,7 @@ LAYERS: list[tuple[str, int]] = [
     ("graphtools.recurrent", 5),
     ("graphtools.compat", 6),
     ("graphtools.onnx", 6),
+    ("graphtools.extract", 6),
     ("graphtools.testing", 6),
     ("graphtools.feeds", 6),
     ("graphtools.gradient_check", 6),

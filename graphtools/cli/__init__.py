@@ -2,7 +2,8 @@
 
 Commands: ``show`` (a summary, or dumps), ``ssa``, ``list-passes`` (``graphtools.cli.inspect``),
 ``run`` and ``exec`` (``graphtools.cli.pipeline``), ``verify`` (``graphtools.cli.check``),
-``draw`` (``graphtools.cli.draw``), ``diff`` (``graphtools.cli.diff``), ``import-onnx`` and
+``draw`` (``graphtools.cli.draw``), ``diff`` (``graphtools.cli.diff``), ``extract``
+(``graphtools.cli.extract``), ``import-onnx`` and
 ``export-onnx`` (``graphtools.cli.onnx_commands``, which also serves ``run`` on ``.onnx``
 files and ``verify --onnx``). Each command module
 has a ``register(commands)`` function adding its subparsers; a new command family is a module
@@ -31,7 +32,7 @@ from typing import Any, NoReturn, TextIO
 
 import numpy as np
 
-from graphtools.cli import check, diff, draw, inspect, onnx_commands, pipeline
+from graphtools.cli import check, diff, draw, extract, inspect, onnx_commands, pipeline
 from graphtools.cli.common import UsageError
 from graphtools.errors import GraphToolsError
 from graphtools.interrupt import (
@@ -44,7 +45,15 @@ from graphtools.interrupt import (
 
 __all__ = ["COMMAND_MODULES", "UsageError", "build_parser", "console_main", "main"]
 
-COMMAND_MODULES: tuple[ModuleType, ...] = (inspect, pipeline, check, draw, diff, onnx_commands)
+COMMAND_MODULES: tuple[ModuleType, ...] = (
+    inspect,
+    pipeline,
+    check,
+    draw,
+    diff,
+    extract,
+    onnx_commands,
+)
 """The modules whose ``register(commands)`` adds subcommands, in help order."""
 
 EXIT_OK, EXIT_DIFFERENT, EXIT_ERROR = 0, 1, 2

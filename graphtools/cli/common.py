@@ -52,6 +52,7 @@ __all__ = [
     "set_outputs",
     "shapes_file",
     "tolerances_by_name",
+    "typing_shapes",
 ]
 
 SHAPES_FILE = "shapes.txt"
@@ -341,6 +342,28 @@ def read_shapes(
             return {}, ""  # the case file of another net in the same folder
     check_input_names(model, shapes, where)
     return shapes, where
+
+
+def typing_shapes(
+    model: Model, path: str | Path, items: Sequence[str] | None
+) -> tuple[dict[str, tuple[int, ...]], str]:
+    """Input shapes to type a model with (``show``, ``extract``): ``--shapes`` or
+    ``shapes.txt``, the data inputs left (read first at position 0 by a top-level op) guessed
+    (cheap, static); and where they came from. A blob only nested nets read is not guessed:
+    nothing says what it is (an If branch's weights, as often as data)."""
+    from graphtools.analysis.input_shapes import first_readers, guess_input_shapes
+
+    shapes, where = read_shapes(model, path, items)
+    data, _ = model_input_names(model)
+    readers = first_readers(model.predict_net)
+    missing = [
+        name for name in data if name not in shapes and name in readers and readers[name][2] == 0
+    ]
+    if not missing:
+        return shapes, where
+    guesses = guess_input_shapes(model, missing, shapes)
+    shapes.update({name: guess.shape for name, guess in guesses.items()})
+    return shapes, (where + " and " if where else "") + "guessed"
 
 
 def model_input_names(model: Model) -> tuple[list[str], list[str]]:

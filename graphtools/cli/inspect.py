@@ -6,7 +6,6 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from graphtools.analysis.input_shapes import first_readers, guess_input_shapes
 from graphtools.analysis.summary import ModelSummary, dtype_bytes, summarize
 from graphtools.cli.common import (
     Output,
@@ -14,9 +13,8 @@ from graphtools.cli.common import (
     add_model_options,
     did_you_mean,
     load_input,
-    model_input_names,
     new_table,
-    read_shapes,
+    typing_shapes,
 )
 from graphtools.ir import Model, Net
 from graphtools.pass_infra import DEFAULT_PIPELINE, available_passes
@@ -40,23 +38,6 @@ def parse_slice(text: str | None) -> slice | None:
         return slice(int(start) if start else None, int(stop) if stop else None)
     except ValueError:
         raise UsageError(f"--ops {text!r} is not a range like 10:20, :50 or 7") from None
-
-
-def _shapes_for(model: Model, path: str, items: Sequence[str] | None) -> tuple[dict, str]:
-    """Input shapes for typing the summary: given, else guessed (cheap, static)."""
-    shapes, where = read_shapes(model, path, items)
-    data, _ = model_input_names(model)
-    readers = first_readers(model.predict_net)
-    missing = [
-        name
-        for name in data
-        if name not in shapes and (name not in readers or readers[name][2] == 0)
-    ]
-    if not missing:
-        return shapes, where
-    guesses = guess_input_shapes(model, missing, shapes)
-    shapes.update({name: guess.shape for name, guess in guesses.items()})
-    return shapes, (where + " and " if where else "") + "guessed"
 
 
 def _dims(shape: Sequence[int]) -> str:
@@ -214,7 +195,7 @@ def _show_one(out: Output, options: argparse.Namespace, path: str, model: Model)
         data["params"] = [{"name": n, "type": t, "fill": f} for n, t, f in rows]
     if dumps:
         return data
-    shapes, where = _shapes_for(model, path, options.shapes)
+    shapes, where = typing_shapes(model, path, options.shapes)
     summary = summarize(model, shapes)
     _print_summary(out, summary, model, where)
     return _summary_data(summary, path, model)
