@@ -26,11 +26,12 @@ replaced by a feed, and said so. Everything made is reported in the ``Synthesis`
 user can tell a verdict on made-up data from one on their own.
 
 The parts, one job each: ``report`` (what was made), ``values`` (how made-up values are
-held), ``params`` (parameter values), ``roles`` (the registry of inputs made to fit their
-reader), ``counts`` (output counts of made-up layers the channel plan does not know),
-``state`` (one walk's state, and the ``Retry`` a walk returns), ``make`` (making one missing
-input), ``dry_runs`` (throwaway runs of nested and step nets), ``walk`` (one walk of the
-model) and ``synthesize`` (walks until one gets through).
+held, and the most one made-up blob may hold), ``params`` (parameter values), ``roles`` (the
+registry of inputs made to fit their reader), ``counts`` (output counts of made-up layers the
+channel plan does not know), ``state`` (one walk's state, and the ``Retry`` a walk returns),
+``make`` (making one missing input), ``dry_runs`` (throwaway runs of nested and step nets),
+``walk`` (one walk of the model) and ``synthesis`` (``synthesize``: walks until one gets
+through).
 """
 
 from __future__ import annotations
