@@ -19,7 +19,8 @@ from graphtools.errors import InvalidArgumentError
 from graphtools.executor import Workspace, run_net
 from graphtools.gradients import GradientRegistry
 from graphtools.gradients._proto import net_from_netdef, op_from_proto
-from graphtools.ir import Net, NetDef
+from graphtools.ir import Net
+from graphtools.proto.caffe2_pb2 import NetDef
 
 __all__ = ["GradientCheck", "check_gradients"]
 

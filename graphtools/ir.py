@@ -17,23 +17,23 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from itertools import chain
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from types import MappingProxyType
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
+from graphtools._core import CAFFE2, DIALECTS, as_names
 from graphtools._gc import paused_gc
-from graphtools.analysis.nested import NestedAccess, nested_access, nested_accesses
-from graphtools.errors import IllegalRewriteError
+from graphtools.layout import Layout
 from graphtools.oplist import OpList
-from graphtools.proto import caffe2_pb2
-from graphtools.ssa import VersionedBlob
+from graphtools.rewriter import Edit, affected_names
+from graphtools.ssa import Use, VersionedBlob
 from graphtools.ssa_view import SSAView
-from graphtools.usedef import Layout, NameScan, Overlay, Use, check_edit, written_differently
-
-NetDef = caffe2_pb2.NetDef
+from graphtools.usedef import Overlay
+from graphtools.values import Tensor, ValueType
 
 _MISSING: Any = object()
 _T = TypeVar("_T")
@@ -51,24 +51,23 @@ class DeviceOption:
     numa_node_id: int | None = None
     extra_info: tuple[str, ...] = ()
 
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "device_type",
+        "device_id",
+        "random_seed",
+        "node_name",
+        "numa_node_id",
+    )
+    """The optional scalar fields, as the DeviceOption message names them."""
+
     @classmethod
-    def from_proto(cls, msg: caffe2_pb2.DeviceOption) -> DeviceOption:
+    def from_proto(cls, msg: Any) -> DeviceOption:
         """Decode a DeviceOption message, keeping which fields were set."""
         values: dict[str, Any] = {}
-        for name in ("device_type", "device_id", "random_seed", "node_name", "numa_node_id"):
+        for name in cls.FIELDS:
             if msg.HasField(name):
                 values[name] = getattr(msg, name)
         return cls(extra_info=tuple(msg.extra_info), **values)
-
-    def to_proto(self, msg: caffe2_pb2.DeviceOption | None = None) -> caffe2_pb2.DeviceOption:
-        """Encode into ``msg`` (a new message when ``None``) and return it."""
-        msg = caffe2_pb2.DeviceOption() if msg is None else msg
-        for name in ("device_type", "device_id", "random_seed", "node_name", "numa_node_id"):
-            value = getattr(self, name)
-            if value is not None:
-                setattr(msg, name, value)
-        msg.extra_info.extend(self.extra_info)
-        return msg
 
     @property
     def type(self) -> int:
@@ -85,20 +84,29 @@ class Argument:
     a new argument to change one; an in-place edit bumps no revision and survives a rollback).
     Nested nets (``n``, ``nets``) are IR nets; an op holding nested nets belongs to one net at a
     time (its nets report their edits to that net). Equality compares nested nets by content.
+
+    ONNX attributes are arguments too: a graph is ``n`` (graphs: ``nets``), a tensor, sparse
+    tensor or type proto ``t`` (lists: ``tensors``). ``kind`` is the attribute's declared type
+    (``onnx.AttributeProto.AttributeType``; ``None`` for Caffe2 and for arguments built in
+    Python, whose type follows from the value) and ``raw`` the message it was decoded from,
+    which the codec writes back as it was when nothing it holds changed (doc strings and
+    reference attributes included).
     """
 
     name: str | None
     f: float | None = None
     i: int | None = None
     s: bytes | None = None
-    t: caffe2_pb2.TensorProto | None = None
+    t: Any = None
     n: Net | None = None
     floats: tuple[float, ...] = ()
     ints: tuple[int, ...] = ()
     strings: tuple[bytes, ...] = ()
-    tensors: tuple[caffe2_pb2.TensorProto, ...] = ()
+    tensors: tuple[Any, ...] = ()
     nets: tuple[Net, ...] = ()
-    qtensors: tuple[caffe2_pb2.QTensorProto, ...] = ()
+    qtensors: tuple[Any, ...] = ()
+    kind: int | None = None
+    raw: Any = field(default=None, compare=False, repr=False)
 
     @property
     def value(self) -> Any:
@@ -142,19 +150,30 @@ class Argument:
     __hash__ = None  # type: ignore[assignment]
 
 
-def _names(value: Iterable[str], what: str) -> tuple[str, ...]:
-    """``value`` as a tuple of blob names; a bare string is refused, not split into letters."""
-    if isinstance(value, str | bytes):
-        raise TypeError(f"{what} must be a list of blob names, not the string {value!r}")
-    return tuple(value)
+_TENSOR_MESSAGES = frozenset(
+    (
+        "graphtools.caffe2.TensorProto",
+        "onnx.TensorProto",
+        "onnx.SparseTensorProto",
+        "onnx.TypeProto",
+    )
+)
+"""Messages an argument holds as a tensor value (``t``, ``tensors``): data, not structure."""
+_QTENSOR = "graphtools.caffe2.QTensorProto"
+
+
+def _message_name(value: Any) -> str:
+    """The full protobuf type name of ``value`` ("" when it is no message)."""
+    descriptor = getattr(type(value), "DESCRIPTOR", None)
+    return str(getattr(descriptor, "full_name", ""))
 
 
 def make_arg(name: str, value: Any) -> Argument:
     """Build an ``Argument`` from a Python value, the way Caffe2's ``MakeArgument`` does.
 
     ``bool``/``int`` -> ``i``, ``float`` -> ``f``, ``str``/``bytes`` -> ``s``, ``Net`` -> ``n``
-    (a ``NetDef`` must be converted first: ``graphtools.serde.codec.net_from_netdef``),
-    ``TensorProto`` -> ``t``; sequences (numpy arrays included) go to ``ints``,
+    (a ``NetDef`` or ONNX ``GraphProto`` must be converted first), a tensor message (Caffe2's
+    or ONNX's ``TensorProto``) -> ``t``; sequences (numpy arrays included) go to ``ints``,
     ``floats``, ``strings``, ``nets``, ``tensors`` or ``qtensors`` by the type of *all* their
     elements (a list mixing ints and floats is ``floats``; other mixtures are refused). numpy
     scalars count as the Python number they hold.
@@ -169,14 +188,15 @@ def make_arg(name: str, value: Any) -> Argument:
         return Argument(name, s=value.encode())
     if isinstance(value, bytes):
         return Argument(name, s=value)
-    if isinstance(value, NetDef):
+    message = _message_name(value)
+    if message.endswith(("NetDef", "GraphProto")):
         raise TypeError(
-            f"argument {name!r}: convert the NetDef to a Net first "
-            "(graphtools.serde.codec.net_from_netdef)"
+            f"argument {name!r}: convert the {message.rpartition('.')[2]} to a Net first "
+            "(graphtools.serde: net_from_netdef, or the ONNX codec)"
         )
     if isinstance(value, Net):
         return Argument(name, n=value)
-    if isinstance(value, caffe2_pb2.TensorProto):
+    if message in _TENSOR_MESSAGES:
         return Argument(name, t=value)
     items = value.ravel().tolist() if isinstance(value, np.ndarray) else list(value)
     items = [v.item() if isinstance(v, np.generic) else v for v in items]
@@ -190,9 +210,9 @@ def make_arg(name: str, value: Any) -> Argument:
         return Argument(name, strings=tuple(v.encode() if isinstance(v, str) else v for v in items))
     if all(isinstance(v, Net) for v in items):
         return Argument(name, nets=tuple(items))
-    if all(isinstance(v, caffe2_pb2.TensorProto) for v in items):
+    if all(_message_name(v) in _TENSOR_MESSAGES for v in items):
         return Argument(name, tensors=tuple(items))
-    if all(isinstance(v, caffe2_pb2.QTensorProto) for v in items):
+    if all(_message_name(v) == _QTENSOR for v in items):
         return Argument(name, qtensors=tuple(items))
     kinds = sorted({type(v).__name__ for v in items})
     raise TypeError(f"cannot make argument {name!r} from a list of {', '.join(kinds)} values")
@@ -272,14 +292,14 @@ class Op:
         if isinstance(args, dict):
             args = [make_arg(k, v) for k, v in args.items()]
         self.type = type
-        self.inputs = _names(inputs, "inputs")
-        self.outputs = _names(outputs, "outputs")
+        self.inputs = as_names(inputs, "inputs")
+        self.outputs = as_names(outputs, "outputs")
         self._lazy: dict[str, Any] | None = {
             "name": name,
             "engine": engine,
             "device_option": device_option,
             "args": tuple(args),
-            "control_inputs": _names(control_inputs, "control_inputs"),
+            "control_inputs": as_names(control_inputs, "control_inputs"),
             "is_gradient_op": is_gradient_op,
             "debug_info": debug_info,
             "domain": domain,
@@ -301,10 +321,12 @@ class Op:
         *,
         nested: bool | None,
         control: bool | None,
+        type_field: str = "type",
     ) -> list[Op]:
         """Ops for a codec: one per record (anything with ``type``, ``input`` and ``output``,
-        an ``OperatorDef`` typically), the i-th decoding its other fields from ``source`` at
-        index i.
+        an ``OperatorDef`` typically; ``type_field`` names the type's field when it is not
+        ``type``: ``op_type`` for an ONNX ``NodeProto``), the i-th decoding its other fields
+        from ``source`` at index i.
 
         ``nested``/``control`` preset every op's "holds nested nets" / "lists control inputs"
         flags (``None``: each op works it out when first asked). One loop with no call per
@@ -314,9 +336,10 @@ class Op:
         types: dict[str, str] = {}  # one string object per op type, not one per op
         ops: list[Op] = []
         append = ops.append
+        type_of = operator.attrgetter(type_field)
         for index, record in enumerate(records):
             op = new(cls)
-            op_type = record.type
+            op_type = type_of(record)
             op.type = types.setdefault(op_type, op_type)
             op.inputs = inputs = tuple(record.input[:])
             op.outputs = outputs = tuple(record.output[:])
@@ -411,8 +434,8 @@ class Op:
         """
         new = Op.__new__(Op)
         new.type = changes.pop("type", self.type)
-        new.inputs = _names(changes.pop("inputs", self.inputs), "inputs")
-        new.outputs = _names(changes.pop("outputs", self.outputs), "outputs")
+        new.inputs = as_names(changes.pop("inputs", self.inputs), "inputs")
+        new.outputs = as_names(changes.pop("outputs", self.outputs), "outputs")
         new._lazy = {} if self._lazy is None else dict(self._lazy)
         new._parent = self._parent
         new._nested = None if "args" in changes else self._nested
@@ -435,7 +458,7 @@ class Op:
                 )
                 value = tuple(value)
             elif key == "control_inputs":
-                value = _names(value, "control_inputs")
+                value = as_names(value, "control_inputs")
             new._lazy[key] = value
             changed.add(key)
         new._changed = frozenset(changed)
@@ -514,38 +537,6 @@ class Op:
         return f"Op({self.type!r}, {list(self.inputs)!r}, {list(self.outputs)!r})"
 
 
-def op_bytes_reusing_loaded(
-    ops: Iterable[Op],
-    loaded_bytes: Callable[[OpSource], list[bytes] | None],
-    serialize: Callable[[Op], bytes],
-) -> list[bytes]:
-    """Each op's serialised OperatorDef: ``loaded_bytes(source)[index]`` for an op exactly as
-    loaded and known at load to hold no nested net (which nothing could have edited), else
-    ``serialize(op)``. The save of a 10^6-op net walks every op here, so the test reads the
-    op's slots inline; the codec supplies the bytes (this module never touches protobuf)."""
-    found: list[bytes] = []
-    append = found.append
-    current: OpSource | None = None
-    current_bytes: list[bytes] | None = None
-    for op in ops:
-        source = op._source
-        if source is not None and op._nested is False and not op._changed:
-            if source is not current:
-                current, current_bytes = source, loaded_bytes(source)
-            if current_bytes is not None:
-                append(current_bytes[op._index])
-                continue
-        append(serialize(op))
-    return found
-
-
-def _checked_op(op: Op) -> Op:
-    """``op`` itself, or ``TypeError`` before a net is touched when it is not an IR ``Op``."""
-    if not isinstance(op, Op):
-        raise TypeError(f"nets hold graphtools.ir.Op values, not {type(op).__name__}")
-    return op
-
-
 def _nested_revisions(args: Sequence[Argument]) -> tuple[int, ...]:
     return tuple(net.revision for argument in args for net in argument.nested_nets())
 
@@ -559,20 +550,22 @@ def _copy_argument(argument: Argument, parent: Net) -> Argument:
     for net in (n, *nets):
         if net is not None:
             net._parent = parent
-    return Argument(
-        argument.name,
-        argument.f,
-        argument.i,
-        argument.s,
-        argument.t,
-        n,
-        argument.floats,
-        argument.ints,
-        argument.strings,
-        argument.tensors,
-        nets,
-        argument.qtensors,
-    )
+    return replace(argument, n=n, nets=nets)
+
+
+def _checked_initializers(initializers: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """``initializers`` as a dict, or ``TypeError`` when a value is not a ``Tensor``."""
+    for name, value in initializers.items():
+        if not isinstance(value, Tensor):
+            raise TypeError(
+                f"initializer {name!r}: nets hold graphtools.values.Tensor values, not "
+                f"{type(value).__name__} (wrap arrays in ArrayTensor)"
+            )
+    return dict(initializers)
+
+
+def _same_tensor(first: Tensor, second: Tensor) -> bool:
+    return first.same_as(second)
 
 
 def _same_nets(first: Sequence[Net], second: Sequence[Net]) -> bool:
@@ -583,24 +576,36 @@ def _same_nets(first: Sequence[Net], second: Sequence[Net]) -> bool:
 
 
 class Net:
-    """A Caffe2 net: ops in order, external inputs and outputs, and its other NetDef fields.
+    """A net in a dialect: ops in order, external inputs and outputs, and what else the file's
+    net holds.
+
+    A Caffe2 net is a NetDef; an ONNX net is a graph, whose external inputs and outputs are the
+    graph's inputs and outputs, with ``initializers`` (constants it holds, by name) and
+    ``types`` (the declared type of a value: graph inputs, outputs, value_info). ``dialect``
+    says which; the nets an op holds are in its net's dialect.
 
     Mutate only through the methods below: each bumps ``revision`` (and the revision of the net
     that holds this one in an argument), which invalidates the cached SSA view.
 
-    Net-level fields beyond ops and external lists (name, executor type, device option,
-    arguments, partition info, fields this schema does not know) live in ``header``, a NetDef
-    message without ops or external lists; ``args`` holds the net-level arguments decoded.
+    Net-level fields beyond ops, external lists, name and device option (Caffe2: executor type,
+    arguments, partition info; ONNX: doc string, metadata, sparse initializers; fields the schema
+    does not know) stay in ``header``, the codec's record of the file's net without them;
+    ``args`` holds Caffe2's net-level arguments decoded.
     """
 
     __slots__ = (
         "_args",
+        "_device_option",
+        "_dialect",
         "_external_inputs",
         "_external_outputs",
         "_header",
+        "_initializers",
         "_memo",
+        "_name",
         "_ops",
         "_parent",
+        "_types",
         "revision",
     )
 
@@ -611,13 +616,21 @@ class Net:
         external_outputs: Iterable[str] = (),
         *,
         name: str | None = None,
+        dialect: str = CAFFE2,
+        initializers: Mapping[str, Tensor] | None = None,
+        types: Mapping[str, ValueType] | None = None,
     ) -> None:
+        if dialect not in DIALECTS:
+            raise ValueError(f"unknown dialect {dialect!r}: one of {', '.join(DIALECTS)}")
         self._ops: OpList[Op] = OpList(ops)
-        self._external_inputs: list[str] = list(_names(external_inputs, "external_inputs"))
-        self._external_outputs: list[str] = list(_names(external_outputs, "external_outputs"))
-        self._header = NetDef()
-        if name is not None:
-            self._header.name = name
+        self._external_inputs: list[str] = list(as_names(external_inputs, "external_inputs"))
+        self._external_outputs: list[str] = list(as_names(external_outputs, "external_outputs"))
+        self._name = name
+        self._device_option: DeviceOption | None = None
+        self._dialect = dialect
+        self._header: Any = None
+        self._initializers: dict[str, Tensor] = _checked_initializers(initializers or {})
+        self._types: dict[str, ValueType] = dict(types or {})
         self._args: tuple[Argument, ...] = ()
         self._parent: Net | None = None
         self._memo: dict[Hashable, tuple[int, Any]] = {}
@@ -630,12 +643,19 @@ class Net:
         make_ops: Callable[[Net], list[Op]],
         external_inputs: list[str],
         external_outputs: list[str],
-        header: NetDef,
+        header: Any,
         make_args: Callable[[Net], tuple[Argument, ...]],
         parent: Net | None = None,
+        *,
+        name: str | None = None,
+        device_option: DeviceOption | None = None,
+        dialect: str = CAFFE2,
+        initializers: dict[str, Tensor] | None = None,
+        types: dict[str, ValueType] | None = None,
     ) -> Net:
         """A net for a codec: ``make_ops(net)``/``make_args(net)`` build its ops and net-level
-        arguments already owned by the new net (``Op.wrap_loaded``), taken as they are."""
+        arguments already owned by the new net (``Op.wrap_loaded``), taken as they are;
+        ``header`` is the codec's record of the rest of the file's net."""
         with paused_gc():
             net = cls.__new__(cls)
             net._parent = parent
@@ -644,6 +664,11 @@ class Net:
             net._external_inputs = external_inputs
             net._external_outputs = external_outputs
             net._header = header
+            net._name = name
+            net._device_option = device_option
+            net._dialect = dialect
+            net._initializers = {} if initializers is None else initializers
+            net._types = {} if types is None else types
             net._ops = OpList(make_ops(net))
             net._args = make_args(net)
             return net
@@ -652,7 +677,8 @@ class Net:
         """An independent deep copy (nested nets included), at revision 0.
 
         Ops are immutable values, so the copy shares them (and the op list); only ops holding
-        nested nets are copied, with copies of their nets. Costs no re-encoding.
+        nested nets are copied, with copies of their nets. Initializers and types are immutable
+        values too, shared. Costs no re-encoding.
         """
         net = Net.__new__(Net)
         nested = self.nested_op_indices()
@@ -663,8 +689,12 @@ class Net:
         )
         net._external_inputs = list(self._external_inputs)
         net._external_outputs = list(self._external_outputs)
-        net._header = NetDef()
-        net._header.CopyFrom(self._header)
+        net._header = self._header
+        net._name = self._name
+        net._device_option = self._device_option
+        net._dialect = self._dialect
+        net._initializers = dict(self._initializers)
+        net._types = dict(self._types)
         net._args = tuple(_copy_argument(a, net) for a in self._args)
         net._parent = None
         net._memo = {}
@@ -672,13 +702,20 @@ class Net:
         return net
 
     def same_as(self, other: Net) -> bool:
-        """Whether ``other`` holds the same ops, external lists, header and arguments."""
+        """Whether ``other`` holds the same ops, external lists, header, arguments,
+        initializers and types."""
         return (
             len(self._ops) == len(other._ops)
+            and self._dialect == other._dialect
             and self._external_inputs == other._external_inputs
             and self._external_outputs == other._external_outputs
+            and self._name == other._name
+            and self._device_option == other._device_option
             and self._header == other._header
             and self._args == other._args
+            and self._initializers.keys() == other._initializers.keys()
+            and all(map(_same_tensor, self._initializers.values(), other._initializers.values()))
+            and self._types == other._types
             and all(map(operator.eq, self._ops, other._ops))
         )
 
@@ -699,34 +736,54 @@ class Net:
         return self._ops[index]
 
     @property
+    def dialect(self) -> str:
+        """``"caffe2"`` or ``"onnx"``: how the ops and names of this net are to be read."""
+        return self._dialect
+
+    @property
     def external_inputs(self) -> Sequence[str]:
-        """Declared external inputs, in file order."""
+        """Declared external inputs (an ONNX graph's inputs), in file order."""
         return tuple(self._external_inputs)
 
     @property
     def external_outputs(self) -> Sequence[str]:
-        """Declared external outputs, in file order."""
+        """Declared external outputs (an ONNX graph's outputs), in file order."""
         return tuple(self._external_outputs)
+
+    @property
+    def initializers(self) -> Mapping[str, Tensor]:
+        """The constants this net holds, by name, in file order (ONNX initializers; empty
+        for Caffe2, whose params the init_net fills). Read-only: change them in an edit."""
+        return MappingProxyType(self._initializers)
+
+    @property
+    def types(self) -> Mapping[str, ValueType]:
+        """Declared types of values, by name (ONNX graph inputs, outputs and value_info;
+        empty for Caffe2). Read-only: change them in an edit."""
+        return MappingProxyType(self._types)
+
+    def defined_names(self) -> frozenset[str]:
+        """Names the net defines besides its external inputs and its ops' outputs: its
+        initializers (computed once per revision)."""
+        return self.cached("defined_names", lambda net: frozenset(net._initializers))
 
     @property
     def name(self) -> str | None:
         """The net's name, ``None`` when absent."""
-        return self._header.name if self._header.HasField("name") else None
+        return self._name
 
     @property
     def device_option(self) -> DeviceOption | None:
         """The net-wide DeviceOption (applies to ops without their own), or ``None``."""
-        header = self._header
-        return (
-            DeviceOption.from_proto(header.device_option)
-            if header.HasField("device_option")
-            else None
-        )
+        return self._device_option
 
     @property
     def net_type(self) -> str | None:
-        """The executor type (``simple``, ``dag``, ...) or ``None`` when absent."""
-        return self._header.type if self._header.HasField("type") else None
+        """Caffe2's executor type (``simple``, ``dag``, ...) or ``None`` when absent."""
+        header = self._header
+        if self._dialect != CAFFE2 or header is None or not header.HasField("type"):
+            return None
+        return str(header.type)
 
     @property
     def args(self) -> tuple[Argument, ...]:
@@ -734,10 +791,18 @@ class Net:
         return self._args
 
     @property
-    def header(self) -> NetDef:
-        """The NetDef fields beyond ops and external lists, as a message (read-only: change
-        them with ``set_name``/``set_device_option``)."""
+    def header(self) -> Any:
+        """The codec's record of the file's net beyond what the IR models (a NetDef without
+        ops or external lists, an ONNX GraphProto without nodes, inputs, outputs, initializers
+        or value_info); ``None`` for a net built in Python. Read-only."""
         return self._header
+
+    def check_op(self, op: Op) -> Op:
+        """``op`` itself, or ``TypeError`` before the net is touched when it is not an IR
+        ``Op``."""
+        if not isinstance(op, Op):
+            raise TypeError(f"nets hold graphtools.ir.Op values, not {type(op).__name__}")
+        return op
 
     def op_device(self, op: Op) -> DeviceOption | None:
         """The DeviceOption that applies to ``op``: its own, else the net's."""
@@ -882,14 +947,14 @@ class Net:
         When the net's use-def was current, the new revision's is an overlay of it
         (``graphtools.usedef``): nothing is rebuilt. ``checked`` is what the edit's check
         worked out for these very changes (their layout over this net, and
-        ``_affected_names``), so that it is not worked out again.
+        ``rewriter.affected_names``), so that it is not worked out again.
         """
         ops = self._ops
         before = self._current_usedef()
         new_list = ops.spliced(removed, replaced, inserted)
         new_ops = [*replaced.values(), *(op for group in inserted.values() for op in group)]
         if checked is None:
-            edit_layout, affected = None, _affected_names(ops, removed, replaced, inserted)
+            edit_layout, affected = None, affected_names(ops, removed, replaced, inserted)
         else:
             edit_layout, affected = checked
         self._install(new_list, new_ops)
@@ -929,7 +994,7 @@ class Net:
 
     def append_op(self, op: Op) -> None:
         """Add ``op`` at the end."""
-        self._adopt((_checked_op(op),))
+        self._adopt((self.check_op(op),))
         self._ops = self._ops.appended(op)
         self._bump()
 
@@ -937,7 +1002,7 @@ class Net:
         """Insert ``op`` before position ``index``."""
         size = len(self._ops)
         position = min(max(index + size, 0) if index < 0 else index, size)  # as list.insert
-        self._adopt((_checked_op(op),))
+        self._adopt((self.check_op(op),))
         self._ops = self._ops.spliced(inserted={position: (op,)})
         self._bump()
 
@@ -945,13 +1010,13 @@ class Net:
         """Put ``op`` at position ``index`` in place of the op there."""
         position = index + len(self._ops) if index < 0 else index
         self._check_indices((position,))
-        self._adopt((_checked_op(op),))
+        self._adopt((self.check_op(op),))
         self._ops = self._ops.spliced(replaced={position: op})
         self._bump()
 
     def set_ops(self, ops: Iterable[Op]) -> None:
         """Replace the whole op list (nothing of the old use-def is carried over)."""
-        new_ops = [_checked_op(op) for op in ops]
+        new_ops = [self.check_op(op) for op in ops]
         self._adopt(new_ops)
         self._ops = OpList(new_ops)
         self._bump()
@@ -989,14 +1054,21 @@ class Net:
 
     def set_external_inputs(self, names: Iterable[str]) -> None:
         """Replace the declared external inputs."""
-        self._set_externals(list(_names(names, "external_inputs")), None)
+        self._set_externals(list(as_names(names, "external_inputs")), None)
 
     def set_external_outputs(self, names: Iterable[str]) -> None:
         """Replace the declared external outputs."""
-        self._set_externals(None, list(_names(names, "external_outputs")))
+        self._set_externals(None, list(as_names(names, "external_outputs")))
 
-    def _set_externals(self, inputs: list[str] | None, outputs: list[str] | None) -> None:
-        """Replace external lists; the ops' use-def stays valid, and the view is derived."""
+    def _set_externals(
+        self,
+        inputs: list[str] | None,
+        outputs: list[str] | None,
+        initializers: dict[str, Tensor] | None = None,
+        types: dict[str, ValueType] | None = None,
+    ) -> None:
+        """Replace external lists, initializers or types (``None``: unchanged); the ops'
+        use-def stays valid, and the view is derived."""
         view: SSAView | None = self._current("ssa")
         carry = self._current(_SSA_CARRY)
         usedef = self._current_usedef()
@@ -1004,6 +1076,10 @@ class Net:
             self._external_inputs = inputs
         if outputs is not None:
             self._external_outputs = outputs
+        if initializers is not None:
+            self._initializers = _checked_initializers(initializers)
+        if types is not None:
+            self._types = types
         self._bump()
         if view is not None:
             self._memo[_SSA_CARRY] = (self.revision, view.with_externals)
@@ -1014,17 +1090,12 @@ class Net:
 
     def set_device_option(self, device_option: DeviceOption | None) -> None:
         """Set (or with ``None`` clear) the net-wide DeviceOption."""
-        self._header.ClearField("device_option")
-        if device_option is not None:
-            device_option.to_proto(self._header.device_option)
+        self._device_option = device_option
         self._bump()
 
     def set_name(self, name: str | None) -> None:
         """Set (or with ``None`` clear) the net's name."""
-        if name is None:
-            self._header.ClearField("name")
-        else:
-            self._header.name = name
+        self._name = name
         self._bump()
 
     # -- transactions -------------------------------------------------------------------------
@@ -1036,14 +1107,16 @@ class Net:
             for index in sorted(self.nested_op_indices())
             for _, net in self._ops[index].nested_nets()
         ]
-        header = NetDef()
-        header.CopyFrom(self._header)  # the op list is immutable, and the external lists are
-        # only ever replaced, never mutated: the state shares them
+        # The op list, the header, initializers and types are immutable or only ever replaced,
+        # never mutated, like the external lists: the state shares them.
         return _NetState(
             self._ops,
             self._external_inputs,
             self._external_outputs,
-            header,
+            self._initializers,
+            self._types,
+            self._name,
+            self._device_option,
             self.revision,
             nested,
             self,
@@ -1054,8 +1127,10 @@ class Net:
         self._ops = state.ops
         self._external_inputs = state.external_inputs
         self._external_outputs = state.external_outputs
-        self._header = NetDef()
-        self._header.CopyFrom(state.header)
+        self._initializers = state.initializers
+        self._types = state.types
+        self._name = state.name
+        self._device_option = state.device_option
         self.revision = state.revision
         self._memo = {}  # revision numbers repeat after a restore: drop every cached analysis
         for nested_state in state.nested:
@@ -1095,23 +1170,6 @@ def _control_op_indices(net: Net) -> frozenset[int]:
     return frozenset(i for i, op in enumerate(net._ops) if op.has_control_inputs())
 
 
-def _affected_names(
-    ops: Sequence[Op],
-    removed: Iterable[int],
-    replaced: Mapping[int, Op],
-    inserted: Mapping[int, Sequence[Op]],
-) -> set[str]:
-    """Names whose versions an edit may change: those removed and inserted ops write, and
-    those a replacement writes differently from the op it replaces."""
-    names = {name for index in removed for name in ops[index].outputs}
-    names.update(name for group in inserted.values() for op in group for name in op.outputs)
-    for index, op in replaced.items():
-        if written_differently(ops[index], op):
-            names.update(ops[index].outputs)
-            names.update(op.outputs)
-    return names
-
-
 def _build_ssa(net: Net) -> SSAView:
     """``net``'s view: derived from the previous revision's when an edit left a way to, else
     built from scratch."""
@@ -1125,398 +1183,15 @@ def _build_ssa(net: Net) -> SSAView:
     return SSAView.build(net)
 
 
-class Edit:
-    """One transaction on a net: open it with ``Net.edit()``.
-
-    Every index and versioned blob refers to the net as it was when the edit opened; the
-    changes are recorded, then checked and applied together when the ``with`` block ends
-    (an exception inside the block discards them).
-
-    * ``remove(index)``: drop an op.
-    * ``insert(index, ops)``: put ops before the op at ``index`` (``len(net)``: at the end);
-      several inserts at one index keep their order and go before a replacement of that op.
-    * ``set_op(index, op)``: replace an op; the new op keeps its place and identity, so its
-      readers keep reading "its" outputs.
-    * ``expand(index, ops)``: replace an op by several (a lowering); each blob the old op
-      wrote is taken over by the last of ``ops`` writing that name, so its readers read that.
-    * ``replace_all_uses_with(old, new)``: every read of versioned blob ``old`` reads ``new``
-      (a blob of the same net, ``(name, version)``) instead, and when ``old`` is the final
-      version of an external output, the output becomes ``new``'s name.
-    * ``rename(blob, name)``: the value ``blob`` gets the name ``name`` (its producer, its
-      readers, the external list entry it is).
-    * ``set_external_inputs(names)`` / ``set_external_outputs(names)``.
-
-    The check refuses, with ``IllegalRewriteError`` and the net untouched, an edit that would
-    change a value an op reads without being asked to: removing an op whose value is still
-    read, inserting a write over a value still read, rewiring a read to a version it would not
-    see where it stands, touching a blob written inside a nested net. Removing an op and
-    rewiring or replacing it, or rewiring one read twice, is a conflict. After the block,
-    ``changed`` tells whether the net changed: a pass returns it as ``modified``.
-    """
-
-    def __init__(self, net: Net) -> None:
-        self._net = net
-        self._revision = net.revision
-        self._removed: set[int] = set()
-        self._replaced: dict[int, Op] = {}
-        self._inserted: dict[int, list[Op]] = {}
-        self._expanded: dict[int, tuple[int, int]] = {}  # index -> (first, count) in _inserted
-        self._rewires: list[tuple[VersionedBlob, VersionedBlob]] = []
-        self._renames: dict[VersionedBlob, str] = {}
-        self._external_inputs: list[str] | None = None
-        self._external_outputs: list[str] | None = None
-        self.changed = False
-        self._open = True
-
-    def __enter__(self) -> Edit:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
-        if kind is None:
-            self.commit()
-        self._open = False
-
-    # -- reading the net as it was --------------------------------------------------------------
-
-    def uses(self, blob: VersionedBlob) -> list[Use]:
-        """``Net.uses`` of the net as it was when the edit opened."""
-        return self._net.uses(blob)
-
-    def producer(self, blob: VersionedBlob) -> int | None:
-        """``Net.producer`` of the net as it was when the edit opened."""
-        return self._net.producer(blob)
-
-    # -- recording ------------------------------------------------------------------------------
-
-    def _index(self, index: int, what: str, *, end_ok: bool = False) -> int:
-        if not self._open:
-            raise IllegalRewriteError("this edit is closed; open a new one with net.edit()")
-        size = len(self._net)
-        if not isinstance(index, int) or not 0 <= index < size + end_ok:
-            raise IndexError(f"{what}: op index {index} out of range for a net of {size} ops")
-        return index
-
-    def remove(self, index: int) -> None:
-        """Remove the op at ``index``."""
-        self._removed.add(self._index(index, "remove"))
-
-    def insert(self, index: int, ops: Iterable[Op]) -> None:
-        """Insert ``ops`` before the op at ``index`` (``len(net)``: append)."""
-        group = [_checked_op(op) for op in ops]
-        index = self._index(index, "insert", end_ok=True)
-        if group:
-            self._inserted.setdefault(index, []).extend(group)
-
-    def set_op(self, index: int, op: Op) -> None:
-        """Replace the op at ``index`` with ``op``."""
-        self._replaced[self._index(index, "set_op")] = _checked_op(op)
-
-    def expand(self, index: int, ops: Iterable[Op]) -> None:
-        """Replace the op at ``index`` with ``ops``: for each name the old op writes, the last
-        of ``ops`` writing that name takes over its value (its readers and, for an external
-        output, the net's output read that op's value); the others are new ops."""
-        index = self._index(index, "expand")
-        group = [_checked_op(op) for op in ops]
-        if index in self._expanded:
-            raise IllegalRewriteError(f"op #{index} is expanded twice in one edit")
-        self._removed.add(index)
-        inserted = self._inserted.setdefault(index, [])
-        self._expanded[index] = (len(inserted), len(group))
-        inserted.extend(group)
-
-    def replace_all_uses_with(self, old: VersionedBlob, new: VersionedBlob) -> None:
-        """Make every read of ``old`` read ``new`` (see the class docstring)."""
-        self._index(0, "replace_all_uses_with", end_ok=True)
-        self._rewires.append((tuple(old), tuple(new)))  # type: ignore[arg-type]
-
-    def rename(self, blob: VersionedBlob, name: str) -> None:
-        """Give the value ``blob`` the name ``name``: its producer writes ``name`` instead, every
-        read of it reads ``name``, and so do the external input (version 0) or output (final
-        version) it is. Combined with ``replace_all_uses_with(old, blob)``, ``old``'s readers
-        read ``name`` too."""
-        self._index(0, "rename", end_ok=True)
-        blob = (blob[0], blob[1])
-        if blob in self._renames:
-            raise IllegalRewriteError(f"{blob} is renamed twice in one edit")
-        self._renames[blob] = name
-
-    def set_external_inputs(self, names: Iterable[str]) -> None:
-        """Replace the declared external inputs."""
-        self._external_inputs = list(_names(names, "external_inputs"))
-
-    def set_external_outputs(self, names: Iterable[str]) -> None:
-        """Replace the declared external outputs."""
-        self._external_outputs = list(_names(names, "external_outputs"))
-
-    # -- committing -----------------------------------------------------------------------------
-
-    def commit(self) -> bool:
-        """Check and apply the recorded changes (``with`` does this); returns ``changed``."""
-        with paused_gc():  # many small objects, none of them garbage: see graphtools._gc
-            return self._commit()
-
-    def _commit(self) -> bool:
-        net = self._net
-        if not self._open:
-            raise IllegalRewriteError("this edit was already committed")
-        self._open = False
-        if net.revision != self._revision:
-            raise IllegalRewriteError(
-                "the net changed while an edit was open: make every change through the edit"
-            )
-        conflict = self._removed.intersection(self._replaced)
-        if conflict:
-            raise IllegalRewriteError(f"op #{min(conflict)} is both removed and replaced")
-        replaced = dict(self._replaced)
-        usedef: SSAView | Overlay | NameScan | None = net._current_usedef()
-        if usedef is None and (
-            replaced or self._removed or self._inserted or self._rewires or self._renames
-        ):
-            usedef = NameScan(net._ops, self._names_to_check())
-        rewired, final_outputs, inputs, outputs = self._resolve_values(replaced, usedef)
-        ops_change = bool(self._removed or replaced or self._inserted)
-        checked = None
-        if ops_change or rewired or final_outputs:
-            checked = self._check(replaced, rewired, final_outputs, outputs, usedef)
-        if ops_change:
-            net._apply(self._removed, replaced, self._inserted, checked)
-        if inputs is not None and inputs == net._external_inputs:
-            inputs = None
-        if outputs is not None and outputs == net._external_outputs:
-            outputs = None
-        if inputs is not None or outputs is not None:
-            net._set_externals(inputs, outputs)
-        self.changed = net.revision != self._revision
-        return self.changed
-
-    def _names_to_check(self) -> set[str]:
-        """Every blob name this edit's check may ask about (for a scan of only those)."""
-        net = self._net
-        ops = net._ops
-        names = {name for index in (*self._removed, *self._replaced) for name in ops[index].outputs}
-        for op in (*self._replaced.values(), *chain.from_iterable(self._inserted.values())):
-            names.update(op.outputs)
-            names.update(op.inputs)
-            if op.has_nested_nets():
-                names.update(nested_access(op).names)
-        names.update(name for old, new in self._rewires for name in (old[0], new[0]))
-        names.update(
-            name for blob, new_name in self._renames.items() for name in (blob[0], new_name)
-        )
-        return names
-
-    def _resolve_values(
-        self, replaced: dict[int, Op], usedef: SSAView | Overlay | NameScan | None
-    ) -> _Resolved:
-        """Turn ``rename`` and ``replace_all_uses_with`` into replacements of the ops they
-        touch (added to ``replaced``).
-
-        Returns the reads they rewire (``(op index, slot)`` -> the op whose write the read
-        must see, ``None`` for the value the net starts with), the external outputs whose
-        final value is checked (name -> that op), and the new external inputs and outputs
-        (``None``: unchanged).
-        """
-        net = self._net
-        expected: dict[tuple[int, int], int | None] = {}
-        new_inputs: dict[int, list[str]] = {}
-        new_outputs: dict[int, list[str]] = {}
-        finals: dict[str, tuple[str, int | None]] = {}  # output name -> (new name, producer)
-        renamed_inputs: dict[str, str] = {}
-        if usedef is None:  # nothing to resolve
-            return {}, {}, self._external_inputs, self._external_outputs
-        nested = nested_accesses(net) if self._rewires or self._renames else {}
-
-        def rewire(use: Use, blob: VersionedBlob, name: str, producer: int | None) -> None:
-            if use.op in self._removed:
-                return
-            if use.op in replaced:
-                raise IllegalRewriteError(
-                    f"op #{use.op} ({net[use.op].type}) reads {blob}, which the edit rewires, "
-                    "and is replaced by set_op: rewire it in the op given to set_op"
-                )
-            if (use.op, use.position) in expected:
-                raise IllegalRewriteError(
-                    f"input {use.position} of op #{use.op} ({net[use.op].type}) is rewired "
-                    "twice in one edit"
-                )
-            expected[(use.op, use.position)] = producer
-            new_inputs.setdefault(use.op, list(net[use.op].inputs))[use.position] = name
-
-        external_outputs = frozenset(net._external_outputs)
-
-        def at_the_end(blob: VersionedBlob) -> bool:
-            return blob[0] in external_outputs and blob[1] == usedef.final_version(blob[0])
-
-        for blob, name in self._renames.items():
-            self._refuse_nested_reads(blob, nested, usedef)
-            producer = usedef.producer(blob)
-            if producer is None and blob[1] != 0:
-                raise IllegalRewriteError(f"cannot rename {blob}: no op writes that version")
-            for use in usedef.uses(blob):
-                rewire(use, blob, name, producer)
-            if producer is not None:
-                if producer in replaced or producer in self._removed:
-                    raise IllegalRewriteError(
-                        f"op #{producer} ({net[producer].type}) writes {blob}, which the edit "
-                        "renames, and is itself removed or replaced"
-                    )
-                written = new_outputs.setdefault(producer, list(net[producer].outputs))
-                for slot, output in enumerate(written):
-                    if output == blob[0]:
-                        written[slot] = name
-            elif blob[0] in net.external_inputs:
-                renamed_inputs[blob[0]] = name
-            if at_the_end(blob):
-                finals[blob[0]] = (name, producer)
-        for old, new in self._rewires:
-            self._refuse_nested_reads(old, nested, usedef)
-            name = self._renames.get(new, new[0])
-            producer = usedef.producer(new)
-            for use in usedef.uses(old):
-                rewire(use, old, name, producer)
-            if at_the_end(old) and old != new:
-                finals[old[0]] = (name, producer)
-        for index in new_inputs.keys() | new_outputs.keys():
-            op = net[index]
-            replaced[index] = op.replace(
-                inputs=new_inputs.get(index, op.inputs), outputs=new_outputs.get(index, op.outputs)
-            )
-        inputs: list[str] | None = self._external_inputs
-        if inputs is None and renamed_inputs:
-            inputs = [renamed_inputs.get(name, name) for name in net.external_inputs]
-        outputs: list[str] | None = self._external_outputs
-        final_outputs: dict[str, int | None] = {}
-        if outputs is None and finals:
-            outputs = [finals[name][0] if name in finals else name for name in net.external_outputs]
-            final_outputs = dict(finals.values())
-        return expected, final_outputs, inputs, outputs
-
-    def _refuse_nested_reads(
-        self,
-        old: VersionedBlob,
-        nested: Mapping[int, NestedAccess],
-        usedef: SSAView | Overlay | NameScan,
-    ) -> None:
-        """A nested net reading ``old`` by name cannot be rewired or renamed: refuse."""
-        net = self._net
-        for holder, access in nested.items():
-            if old[0] in access.reads and _version_at(usedef, old[0], holder) == old[1]:
-                raise IllegalRewriteError(
-                    f"cannot rewire {old}: the nested net of op #{holder} ({net[holder].type}) "
-                    "reads it by name, and graphtools does not rewrite inside nested nets"
-                )
-
-    def _check(
-        self,
-        replaced: dict[int, Op],
-        rewired: Mapping[tuple[int, int], int | None],
-        final_outputs: Mapping[str, int | None],
-        outputs: list[str] | None,
-        usedef: SSAView | Overlay | NameScan | None,
-    ) -> tuple[Layout, set[str]]:
-        """``usedef.check_edit`` on this edit (see the class docstring); ``outputs`` are the
-        edited net's external outputs when the edit changes them, ``usedef`` the net's use-def
-        as the edit opened. Returns the edit's layout over the net and the names whose
-        versions it may change (``_affected_names``), for ``Net._apply``."""
-        net = self._net
-        ops = net._ops
-        counts = {index: len(group) for index, group in self._inserted.items()}
-        layout = Layout.identity(len(ops)).edited(self._removed, replaced, counts)
-        order: list[Op] = []
-        for index in sorted(set(replaced) | set(self._inserted)):
-            order.extend(self._inserted.get(index, ()))
-            if index in replaced:
-                order.append(replaced[index])
-        positions = layout.new_positions()
-        new_ops = dict(zip(positions, order, strict=True))
-        takeovers = self._takeovers(positions, replaced)
-        replacement_at = {index: position for position, index in layout.replaced.items()}
-        moved_rewires = {
-            (replacement_at[index], slot): blob for (index, slot), blob in rewired.items()
-        }
-        nested_before = nested_accesses(net)
-        nested_after = {
-            position: nested_access(op) for position, op in new_ops.items() if op.has_nested_nets()
-        }
-        for index in self._removed | set(replaced):
-            access = nested_before.get(index)
-            if access is None or not access.writes:
-                continue
-            if index in self._removed or nested_after.get(replacement_at[index]) != access:
-                raise IllegalRewriteError(
-                    f"op #{index} ({ops[index].type}) holds nested nets that write "
-                    f"{sorted(access.writes)[:5]}; removing or changing it is not supported"
-                )
-        kept_nested = {
-            index: access for index, access in nested_before.items() if index not in self._removed
-        }
-        affected = _affected_names(ops, self._removed, replaced, self._inserted)
-        written = set(affected)
-        written.update(name for access in nested_after.values() for name in access.writes)
-        names = set(written)
-        names.update(replaced[index].inputs[slot] for index, slot in rewired)
-        names.update(final_outputs)
-        assert usedef is not None  # made by _commit whenever there is something to check
-        outputs_now = dict(final_outputs)
-        if self._external_outputs is None:  # else the author chose the outputs: no check
-            for name in net._external_outputs if outputs is None else outputs:
-                if name in names:  # the others keep their final value
-                    final = (name, usedef.final_version(name))
-                    outputs_now.setdefault(name, usedef.producer(final))
-        check_edit(
-            usedef,
-            layout,
-            sorted(self._removed),
-            ops,
-            new_ops,
-            names,
-            written,
-            moved_rewires,
-            kept_nested,
-            nested_after,
-            outputs_now,
-            takeovers,
-        )
-        return layout, affected
-
-    def _takeovers(self, positions: list[int], replaced: Mapping[int, Op]) -> dict[Any, int]:
-        """``{(position, name): base index}``: the new op at ``position`` stands for the
-        expanded op ``base index`` as the writer of ``name``."""
-        if not self._expanded:
-            return {}
-        starts: dict[int, int] = {}
-        cursor = 0
-        for index in sorted(set(replaced) | set(self._inserted)):
-            starts[index] = cursor
-            cursor += len(self._inserted.get(index, ())) + (index in replaced)
-        takeovers: dict[Any, int] = {}
-        ops = self._net._ops
-        for index, (first, count) in self._expanded.items():
-            group = positions[starts[index] + first : starts[index] + first + count]
-            group_ops = self._inserted[index][first : first + count]
-            for name in set(ops[index].outputs):
-                writers = [p for p, op in zip(group, group_ops, strict=True) if name in op.outputs]
-                if writers:
-                    takeovers[(writers[-1], name)] = index
-        return takeovers
-
-
-def _version_at(usedef: SSAView | Overlay | NameScan, name: str, index: int) -> int:
-    """The version of ``name`` op ``index`` reads."""
-    return sum(count for position, count in usedef.writes(name) if position < index)
-
-
-_Resolved = tuple[
-    dict[tuple[int, int], int | None], dict[str, int | None], list[str] | None, list[str] | None
-]
-
-
 @dataclass
 class _NetState:
     ops: OpList[Op]
     external_inputs: list[str]
     external_outputs: list[str]
-    header: NetDef
+    initializers: dict[str, Tensor]
+    types: dict[str, ValueType]
+    name: str | None
+    device_option: DeviceOption | None
     revision: int
     nested: list[_NetState]
     net: Net
@@ -1524,15 +1199,22 @@ class _NetState:
 
 @dataclass
 class Model:
-    """An init_net/predict_net pair, as exported for Caffe2 predictors.
+    """A model in one dialect: a Caffe2 init_net/predict_net pair, or an ONNX model (its graph is
+    the predict_net; there is no init_net, its initializers hold the parameters).
 
     Attributes:
-        predict_net: the computation.
-        init_net: the net that fills the parameters, or ``None``.
+        predict_net: the computation (an ONNX model's main graph).
+        init_net: the net that fills the parameters, or ``None`` (always for ONNX).
         predict_path / init_path: the files the nets came from, when loaded from disk.
         text: whether the model was loaded from text format (``save`` writes it back as text).
         init_text: whether the init_net was loaded from text, when it differs from ``text``
             (``None``: as ``text``); each file of a pair keeps its own format.
+        opset_imports: ``{domain: version}`` of an ONNX model (``""`` is the default domain);
+            empty for Caffe2. Replace it, never mutate it.
+        header: the codec's record of the model beyond its nets and opsets (an ONNX
+            ModelProto without its graph and opset imports: IR version, producer, functions,
+            metadata); ``None`` for Caffe2 and for models built in Python. Replace it, never
+            mutate it.
     """
 
     predict_net: Net
@@ -1541,17 +1223,26 @@ class Model:
     init_path: Path | None = None
     text: bool = False
     init_text: bool | None = None
+    opset_imports: Mapping[str, int] = field(default_factory=dict)
+    header: Any = None
+
+    @property
+    def dialect(self) -> str:
+        """The model's dialect (its predict_net's)."""
+        return self.predict_net.dialect
 
     def nets(self) -> list[Net]:
         """The init_net (when present) and the predict_net, in execution order."""
         return [net for net in (self.init_net, self.predict_net) if net is not None]
 
     @property
-    def revision(self) -> tuple[int, int, int, int]:
-        """Changes whenever either net changes, or is replaced by another ``Net`` object.
+    def revision(self) -> tuple[int, ...]:
+        """Changes whenever either net changes, or is replaced by another ``Net`` object, and
+        when the opset imports or the header are replaced.
 
-        ``(id(predict_net), its revision, id(init_net), its revision)``; ids tell a replaced net
-        apart from the original even when both are at the same revision number.
+        ``(id(predict_net), its revision, id(init_net), its revision, id(opset_imports),
+        id(header))``; ids tell a replaced object apart from the original even when both nets
+        are at the same revision number.
         """
         init = self.init_net
         return (
@@ -1559,23 +1250,29 @@ class Model:
             self.predict_net.revision,
             id(init),
             -1 if init is None else init.revision,
+            id(self.opset_imports),
+            id(self.header),
         )
 
-    def snapshot(self) -> tuple[_NetState, _NetState | None]:
-        """Capture both nets (which objects they are, and their content) for ``restore``."""
-        return (
+    def snapshot(self) -> ModelState:
+        """Capture both nets (which objects they are, and their content), the opset imports
+        and the header, for ``restore``."""
+        return ModelState(
             self.predict_net.snapshot(),
             None if self.init_net is None else self.init_net.snapshot(),
+            self.opset_imports,
+            self.header,
         )
 
-    def restore(self, state: tuple[_NetState, _NetState | None]) -> None:
+    def restore(self, state: ModelState) -> None:
         """Undo every change made since ``state`` was taken, reassigned nets included."""
-        predict_state, init_state = state
-        self.predict_net = predict_state.net
-        self.predict_net.restore(predict_state)
-        self.init_net = None if init_state is None else init_state.net
-        if init_state is not None:
-            init_state.net.restore(init_state)
+        self.predict_net = state.predict.net
+        self.predict_net.restore(state.predict)
+        self.init_net = None if state.init is None else state.init.net
+        if state.init is not None:
+            state.init.net.restore(state.init)
+        self.opset_imports = state.opset_imports
+        self.header = state.header
 
     def copy(self) -> Model:
         """An independent deep copy with the same paths."""
@@ -1586,4 +1283,16 @@ class Model:
             self.init_path,
             self.text,
             self.init_text,
+            dict(self.opset_imports),
+            self.header,
         )
+
+
+@dataclass(frozen=True)
+class ModelState:
+    """What ``Model.snapshot`` captured."""
+
+    predict: _NetState
+    init: _NetState | None
+    opset_imports: Mapping[str, int]
+    header: Any

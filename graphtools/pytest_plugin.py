@@ -100,11 +100,13 @@ def assert_matches_golden(text: str, path: str | Path, *, update: bool | None = 
     golden = Path(path)
     rewrite = updating_goldens() if update is None else update
     if rewrite or not golden.exists():
-        if golden.exists() and golden.read_text() == text:
+        existed = golden.exists()
+        if existed and golden.read_text() == text:
             return
         golden.parent.mkdir(parents=True, exist_ok=True)
         golden.write_text(text)
-        _REWRITTEN.append(golden.resolve())
+        if update is None or updating_goldens():  # not a caller's own update=True
+            _REWRITTEN.append(golden.resolve())
         if not rewrite:
             pytest.fail(f"{golden} did not exist; it was written: review it and commit it")
         return

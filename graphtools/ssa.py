@@ -16,19 +16,36 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
+from graphtools._core import NetLike
 from graphtools._gc import paused_gc
 from graphtools.proto import caffe2_pb2
-
-if TYPE_CHECKING:
-    from graphtools.ir import Net
 
 VersionedBlob = tuple[str, int]
 OpSSA = tuple[list[VersionedBlob], list[VersionedBlob]]
 
+NO_VALUE = ""
+"""The empty blob name: no value (an ONNX optional input or output left out). It is never
+read or written: the SSA view numbers each occurrence as a value of its own that no other op
+names, and the rewriter's checks ignore it."""
+
+
+class Use(NamedTuple):
+    """One read of a versioned blob: op index and input position.
+
+    ``position`` is -1 for a read from inside the op's nested nets (an ``If`` branch reading
+    the blob by name).
+    """
+
+    op: int
+    position: int
+
+
 __all__ = [
+    "NO_VALUE",
     "OpSSA",
+    "Use",
     "VersionedBlob",
     "get_consumer_map",
     "get_op_ids_in_path",
@@ -40,7 +57,7 @@ __all__ = [
 
 
 def get_ssa(
-    net: Net | caffe2_pb2.NetDef, blob_versions: dict[str, int] | None = None
+    net: NetLike | caffe2_pb2.NetDef, blob_versions: dict[str, int] | None = None
 ) -> tuple[list[OpSSA], dict[str, int]]:
     """Caffe2's ``core.get_ssa``: per-op versioned inputs and outputs.
 

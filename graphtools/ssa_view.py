@@ -30,17 +30,13 @@ import operator
 from collections import defaultdict
 from collections.abc import Container, Iterable, Sequence
 from itertools import chain, count, repeat
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from graphtools._core import NetLike, OpLike
 from graphtools._gc import paused_gc
-from graphtools.ssa import OpSSA, VersionedBlob, get_consumer_map, get_producer_map
-from graphtools.usedef import Use
-
-if TYPE_CHECKING:
-    from graphtools.ir import Net, Op
-    from graphtools.usedef import Layout
+from graphtools.layout import Layout
+from graphtools.ssa import NO_VALUE, OpSSA, Use, VersionedBlob, get_consumer_map, get_producer_map
 
 __all__ = ["SSAView"]
 
@@ -183,14 +179,22 @@ class _NameTable:
         table = cls()
         table.ids = dict(numbering)
         table.names = list(numbering)
+        empty = table.ids.pop(NO_VALUE, None)
+        if empty is not None:
+            # No value: each occurrence is a value of its own, which no other op names.
+            where = np.flatnonzero(ids == empty)[1:]
+            ids[where] = np.arange(len(table.names), len(table.names) + len(where))
+            table.names.extend([NO_VALUE] * len(where))
         return table, ids
 
     def id_of(self, name: str) -> int:
-        """The id of ``name``, numbering it when new."""
+        """The id of ``name``, numbering it when new (the empty name: always a new id)."""
         found = self.ids.get(name)
         if found is None:
-            found = self.ids[name] = len(self.names)
+            found = len(self.names)
             self.names.append(name)
+            if name != NO_VALUE:
+                self.ids[name] = found
         return found
 
     def ids_of(self, names: Sequence[str]) -> np.ndarray:
@@ -241,7 +245,7 @@ class SSAView:
 
     def __init__(
         self,
-        net: Net,
+        net: NetLike,
         table: _NameTable,
         in_ptr: np.ndarray,
         in_name: np.ndarray,
@@ -255,7 +259,7 @@ class SSAView:
         """
         self.net = net
         self.revision = net.revision
-        self._ops: Sequence[Op] = net.ops  # immutable: shared, not copied
+        self._ops: Sequence[OpLike] = net.ops  # immutable: shared, not copied
         self._external_in = list(net.external_inputs)
         self._external_out = list(net.external_outputs)
         self._table = table
@@ -298,7 +302,7 @@ class SSAView:
         self._consumers: dict[VersionedBlob, list[tuple[int, int]]] | None = None
 
     @classmethod
-    def build(cls, net: Net) -> SSAView:
+    def build(cls, net: NetLike) -> SSAView:
         """Compute the view of ``net`` as it is now.
 
         Names are interned in op order (each op's inputs, then its outputs): a blob's uses
@@ -326,7 +330,7 @@ class SSAView:
             )
 
     @classmethod
-    def derive(cls, base: SSAView, net: Net, layout: Layout) -> SSAView:
+    def derive(cls, base: SSAView, net: NetLike, layout: Layout) -> SSAView:
         """The view of ``net``, an edit of ``base``'s net whose ops ``layout`` places.
 
         The base ops' columns are copied in numpy, only the new ops' names are interned, and
@@ -393,7 +397,7 @@ class SSAView:
         """Number of ops of the net at this view's revision."""
         return len(self._ops)
 
-    def with_externals(self, net: Net) -> SSAView:
+    def with_externals(self, net: NetLike) -> SSAView:
         """The view of ``net``, which differs from this view's net only in its external
         inputs or outputs (no version changes: the columns are shared)."""
         with paused_gc():
@@ -708,6 +712,18 @@ class SSAView:
         ids = self._table.ids
         return {name for name in names if (i := ids.get(name)) is not None and read[i]}
 
+    def rewritten_names(self, held: Sequence[str]) -> set[str]:
+        """Names written more than once, and those of ``held`` (values the net has before any
+        op runs: inputs, initializers) written at all: what breaks single assignment."""
+        counts = self._write_counts
+        names = self._table.names
+        found = {names[i] for i in np.flatnonzero(counts > 1).tolist() if names[i] != NO_VALUE}
+        if held:
+            ids = self._lookup_ids(held)
+            ids = ids[(ids >= 0) & (ids < len(counts))]
+            found.update(names[i] for i in ids[counts[ids] > 0].tolist())
+        return found
+
     def undefined_reads(self, also_defined: Container[str]) -> list[tuple[int, str]]:
         """``(op index, name)`` of every read at version 0 ("used before defined", in Caffe2's
         words) of a name that is neither an external input of the net nor in
@@ -722,7 +738,11 @@ class SSAView:
         read[self._in_name[unwritten]] = True
         declared = self._external_input_ids()
         read[declared[(declared >= 0) & (declared < len(read))]] = False
-        bad = [i for i in np.flatnonzero(read).tolist() if names[i] not in also_defined]
+        bad = [
+            i
+            for i in np.flatnonzero(read).tolist()
+            if names[i] not in also_defined and names[i] != NO_VALUE
+        ]
         if not bad:
             return []
         undefined = np.zeros(len(names), dtype=bool)

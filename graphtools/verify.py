@@ -1,5 +1,5 @@
 """Well-formedness checks over a model: blobs read before anything defines them, outputs never
-produced.
+produced, and in a dialect whose values are single-assignment (ONNX) values written twice.
 
 ``verify`` returns findings rather than raising: real exported nets often arrive with some (a
 parameter read but not declared, an output left from training), so the pass manager compares
@@ -14,6 +14,12 @@ Rules, in Caffe2's terms:
   write blob), so such a net has no undefined reads.
 * **missing-output**: an external output that no op of the net writes and that is not an
   external input (declared, or implicit as above) nor an init_net output.
+* **rewritten-value** (ONNX): a value written by two ops, or written by an op although it is
+  a graph input or an initializer. ONNX graphs are single-assignment.
+
+A net's initializers (ONNX) count as defined, like its external inputs. An ONNX graph declares
+its inputs even when it has none (its reads are never implicit), and a sub-graph's writes stay
+its own; the empty name is no value and is never checked.
 
 Nested nets (``If``'s ``then_net``, ``Do``'s ``net``, ``RecurrentNetwork``'s ``step_net``) are
 checked too, with one simple scoping rule: a nested net held by op ``i`` sees, besides its own
@@ -34,13 +40,16 @@ from dataclasses import dataclass
 from itertools import chain, filterfalse
 from operator import attrgetter
 
+from graphtools._core import ONNX
 from graphtools._gc import paused_gc
 from graphtools.ir import Model, Net
+from graphtools.ssa import NO_VALUE
 
-__all__ = ["MISSING_OUTPUT", "UNDEFINED_BLOB", "Finding", "verify"]
+__all__ = ["MISSING_OUTPUT", "REWRITTEN_VALUE", "UNDEFINED_BLOB", "Finding", "verify"]
 
 UNDEFINED_BLOB = "undefined-blob"
 MISSING_OUTPUT = "missing-output"
+REWRITTEN_VALUE = "rewritten-value"
 
 _INPUTS = attrgetter("inputs")
 _OUTPUTS = attrgetter("outputs")
@@ -51,7 +60,7 @@ class Finding:
     """One problem ``verify`` found.
 
     Attributes:
-        kind: ``"undefined-blob"`` or ``"missing-output"``.
+        kind: ``"undefined-blob"``, ``"missing-output"`` or ``"rewritten-value"``.
         net: path of the net: ``predict_net``, ``init_net``, ``net`` (a bare ``Net``), or a
             nested net such as ``predict_net/op[12:If]/then_net``.
         op_index: index of the offending op in that net (``None`` for net-level findings).
@@ -193,8 +202,9 @@ def _findings_from_view(net: Net, path: str, init_outputs: _InitOutputs) -> list
     init_note = " nor an init_net output" if init_outputs else ""
     declares_inputs = bool(net.external_inputs)
     findings = []
-    if declares_inputs:
-        reads = view.undefined_reads(())
+    defined = net.defined_names()
+    if declares_inputs or net.dialect == ONNX:
+        reads = view.undefined_reads(defined)
         if reads:
             filled = init_outputs.written_among({name for _, name in reads})
             findings += [
@@ -202,7 +212,11 @@ def _findings_from_view(net: Net, path: str, init_outputs: _InitOutputs) -> list
                 for index, name in reads
                 if name not in filled
             ]
-    unproduced = [name for name in net.external_outputs if not view.final_version(name)]
+    unproduced = [
+        name
+        for name in net.external_outputs
+        if not view.final_version(name) and name not in defined
+    ]
     if unproduced:
         filled = init_outputs.written_among(unproduced)
         unproduced = [name for name in unproduced if name not in filled]
@@ -211,7 +225,45 @@ def _findings_from_view(net: Net, path: str, init_outputs: _InitOutputs) -> list
         if not declares_inputs:  # a read declares the blob implicitly
             declared = view.read_names(unproduced)
         findings += [_missing(path, name, init_note) for name in unproduced if name not in declared]
+    if net.dialect == ONNX:
+        findings += _rewritten_from_view(net, path)
     return findings
+
+
+def _rewritten_from_view(net: Net, path: str) -> list[Finding]:
+    """The ``rewritten-value`` findings of a flat ONNX net, from its view."""
+    view = net.ssa()
+    names = view.rewritten_names([*net.external_inputs, *net.initializers])
+    if not names:
+        return []
+    return [_rewritten(path, index, net[index].type, name) for index, name in _writers(net, names)]
+
+
+def _writers(net: Net, names: AbstractSet[str]) -> list[tuple[int, str]]:
+    """``(op index, name)`` of the second and later writes of ``names`` (the first, too, for a
+    name the net already holds as an input or initializer)."""
+    held = set(net.external_inputs).union(net.initializers)
+    seen: set[str] = set()
+    found = []
+    for index, op in enumerate(net):
+        for name in op.outputs:
+            if name in names:
+                if name in seen or name in held:
+                    found.append((index, name))
+                seen.add(name)
+    return found
+
+
+def _rewritten(path: str, index: int, op_type: str, name: str) -> Finding:
+    return Finding(
+        REWRITTEN_VALUE,
+        path,
+        index,
+        op_type,
+        name,
+        f"writes '{name}', which an earlier op writes or the graph holds as an input or "
+        "initializer; ONNX values are written once: give this output a fresh name",
+    )
 
 
 def _undefined(path: str, index: int, op_type: str, name: str, init_note: str) -> Finding:
@@ -252,17 +304,29 @@ def _check_flat_net(
     """
     init_note = " nor an init_net output" if outer_defined else ""
     external_inputs = net.external_inputs
-    if not external_inputs:
+    onnx = net.dialect == ONNX
+    if not external_inputs and not onnx:
         return _check_implicit_net(net, path, outer_defined, init_note, findings)
+    held = net.defined_names()
     check_later = bool(outer_defined)
     known = outer_defined if check_later else set(external_inputs)
+    if held:
+        known = set(known) | held
+    known = known | {NO_VALUE} if onnx else known
     written: set[str] = set()
     suspects: list[tuple[int, str, str]] = []
+    rewrites: list[tuple[int, str, str]] = []
     with paused_gc():
         for index, op in enumerate(net):
             for name in op.inputs:
                 if name not in written and name not in known:
                     suspects.append((index, op.type, name))
+            if onnx:
+                rewrites.extend(
+                    (index, op.type, name)
+                    for name in op.outputs
+                    if name and (name in written or name in held or name in external_inputs)
+                )
             written.update(op.outputs)
     unproduced = [n for n in net.external_outputs if n not in written and n not in known]
     if check_later and (suspects or unproduced):
@@ -272,6 +336,7 @@ def _check_flat_net(
         unproduced = [name for name in unproduced if name not in declared]
     findings += [_undefined(path, i, op_type, name, init_note) for i, op_type, name in suspects]
     findings += [_missing(path, name, init_note) for name in unproduced]
+    findings += [_rewritten(path, i, op_type, name) for i, op_type, name in rewrites]
     return written
 
 
@@ -303,8 +368,10 @@ def _check_net(
     findings: list[Finding],
 ) -> AbstractSet[str]:
     """Append the findings of ``net`` (and its nested nets); return the blobs it writes."""
-    implicit = not net.external_inputs
-    scope = _Scope(set(net.external_inputs) | outer_defined, implicit, parent)
+    onnx = net.dialect == ONNX
+    implicit = not net.external_inputs and not onnx
+    held = net.defined_names()
+    scope = _Scope(set(net.external_inputs) | outer_defined | held, implicit, parent)
     written = scope.written
     read: set[str] = set()
     init_note = " nor an init_net output" if outer_defined else ""
@@ -313,15 +380,23 @@ def _check_net(
         for name in op.inputs:
             if implicit:
                 read.add(name)
-            elif not scope.visible(name):
+            elif name and not scope.visible(name):
                 findings.append(_undefined(path, index, op.type, name, init_note))
         if index in holders:
             # Sibling nets (then/else) each see the scope before the op, not each other's writes.
             nested_writes: set[str] = set()
             for label, nested in _label_nested(op.nested_nets()):
                 nested_path = f"{path}/op[{index}:{op.type}]/{label}"
-                nested_writes |= _check_net(nested, nested_path, set(), scope, findings)
+                inner = _check_net(nested, nested_path, set(), scope, findings)
+                if nested.dialect != ONNX:  # an ONNX sub-graph's values are its own
+                    nested_writes |= inner
             written |= nested_writes
+        if onnx:
+            findings += [
+                _rewritten(path, index, op.type, name)
+                for name in op.outputs
+                if name and (name in written or name in scope.defined)
+            ]
         written.update(op.outputs)
     defined = scope.defined
     for name in net.external_outputs:

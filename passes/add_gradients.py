@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from graphtools._core import CAFFE2
 from graphtools.errors import PreconditionError
 from graphtools.gradients import add_gradient_operators
 from graphtools.ir import Model
@@ -45,6 +46,7 @@ class AddGradients(Pass):
     """
 
     name: ClassVar[str] = "add-gradients"
+    dialects: ClassVar[tuple[str, ...]] = (CAFFE2,)
     idempotent: ClassVar[bool] = True
     ys: tuple[str, ...] = ()
 

@@ -35,8 +35,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from graphtools.analysis.nested import nested_accesses
 from graphtools.ir import Model, Net, Op
+from graphtools.nested import nested_accesses
 from graphtools.pass_infra import Pass, PassResult, register_pass
 from graphtools.ssa import VersionedBlob
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from graphtools._core import CAFFE2
 from graphtools.analysis.copies import find_copy_fusion
 from graphtools.ir import Model
 from graphtools.pass_infra import Pass, PassResult
@@ -33,6 +34,7 @@ class FuseCopyOps(Pass):
     """
 
     name: ClassVar[str] = "fuse-copy-ops"
+    dialects: ClassVar[tuple[str, ...]] = (CAFFE2,)
     reads_ssa: ClassVar[bool] = True
 
     def call(self, model: Model) -> PassResult:

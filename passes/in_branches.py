@@ -1,15 +1,18 @@
-"""Run a pipeline inside the branches of ``If`` ops, as it runs at the top level.
+"""Run a pipeline inside the control-flow bodies of a model, as it runs at the top level.
 
-The passes see the top-level net; an ``If``'s ``then_net``/``else_net`` (ONNX branches become
-those on import) keep their Reshape chains, copies and dead ends. This pass runs a pipeline
-(``default`` unless told otherwise) on each branch as a model of its own, recursively through
-nested Ifs. A branch writes into the enclosing workspace, so while its pipeline runs, the
-names it writes that the enclosing net reads after the If (or declares as outputs) count as
-the branch's outputs too; its declared outputs are restored afterwards. The passes get a copy
-of the init_net, so they know the params, but params they would drop stay (the enclosing net
-may read them). The If's own declared inputs stay as they are (the rewriter refuses to edit an
-op whose nested nets write blobs), so params only a removed branch chain read stay declared
-there, and ``remove-unused-params`` keeps them.
+The passes see the top-level net; the bodies the model's op table names (Caffe2's ``If``
+branches ``then_net``/``else_net``; ONNX's ``If`` branches and ``Loop``/``Scan`` bodies) keep
+their Reshape chains, copies, identities and dead ends. This pass runs a pipeline (``default``
+unless told otherwise) on each body as a model of its own, recursively. A Caffe2 branch writes
+into the enclosing workspace, so while its pipeline runs, the names it writes that the
+enclosing net reads after the If (or declares as outputs) count as the branch's outputs too;
+its declared outputs are restored afterwards. The passes get a copy of the init_net, so they
+know the params, but params they would drop stay (the enclosing net may read them). The If's
+own declared inputs stay as they are (the rewriter refuses to edit an op whose nested nets
+write blobs), so params only a removed branch chain read stay declared there, and
+``remove-unused-params`` keeps them. An ONNX body's outputs are its own (it writes nothing
+outside), and the values it reads from outside are left alone. When no body's pipeline changes
+anything, the model is left exactly as it was (revision included).
 
 Example (``default`` in the then-branch of an If writing ``y``)::
 
@@ -26,13 +29,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from graphtools.analysis.nested import nested_access
+from graphtools.dialects import op_table
 from graphtools.ir import Model, Net
+from graphtools.nested import nested_access
 from graphtools.pass_infra import Pass, PassManager, PassResult, register_pass
 
 __all__ = ["InBranches"]
-
-_BRANCHES = ("then_net", "else_net")
 
 
 def _read_after(net: Net, index: int) -> set[str]:
@@ -51,43 +53,42 @@ def _written(net: Net) -> list[str]:
 @register_pass
 @dataclass(frozen=True)
 class InBranches(Pass):
-    """Run ``pipeline`` in every If branch, recursively (see the module docstring).
+    """Run ``pipeline`` in every control-flow body, recursively (see the module docstring).
 
     Options:
-        pipeline: the pipeline spec to run in the branches (``default``).
+        pipeline: the pipeline spec to run in the bodies (``default``: the default pipeline of
+            the model's dialect).
 
-    Stats: ``branches`` (branch nets visited), ``branches_modified``.
+    Stats: ``branches`` (bodies visited), ``branches_modified``.
     """
 
     name: ClassVar[str] = "in-branches"
     pipeline: str = "default"
 
     def call(self, model: Model) -> PassResult:
-        """Rewrite each branch in place through the pipeline's own edits; when no branch's
-        pipeline changed anything, put the model back as it was (widening and restoring a
-        branch's outputs is bookkeeping, not a change)."""
+        """Rewrite each body in place through the pipeline's own edits."""
         manager = PassManager.parse(self.pipeline)
+        before = model.revision
         state = model.snapshot()
         stats = {"branches": 0, "branches_modified": 0}
-        self._visit(model.predict_net, model.init_net, manager, stats)
+        self._visit(model, model.predict_net, manager, stats)
         if not stats["branches_modified"]:
-            model.restore(state)
-        return PassResult(model, bool(stats["branches_modified"]), stats)
+            model.restore(state)  # only the outputs widened for a while: nothing changed
+        return PassResult(model, model.revision != before, stats)
 
-    def _visit(
-        self, net: Net, init: Net | None, manager: PassManager, stats: dict[str, int]
-    ) -> bool:
-        """Run the pipeline in every branch of ``net``'s Ifs; whether any branch changed."""
+    def _visit(self, model: Model, net: Net, manager: PassManager, stats: dict[str, int]) -> bool:
+        """Run the pipeline in the bodies of ``net``'s ops; whether it changed one."""
+        table = op_table(model)
         changed = False
+        init = model.init_net
         for index, op in enumerate(net.ops):
-            if op.type != "If":
+            bodies = table.branch_nets(op)
+            if not bodies:
                 continue
-            keep = _read_after(net, index) | set(op.outputs)
-            for arg_name, branch in op.nested_nets():
-                if arg_name not in _BRANCHES:
-                    continue
+            writes_outside = bool(nested_access(op).writes)
+            keep = _read_after(net, index) | set(op.outputs) if writes_outside else set()
+            for _, branch in bodies:
                 stats["branches"] += 1
-                state = branch.snapshot()
                 declared = list(branch.external_outputs)
                 extra = [n for n in _written(branch) if n in keep and n not in declared]
                 if extra:
@@ -95,16 +96,20 @@ class InBranches(Pass):
                         widen.set_external_outputs([*declared, *extra])
                 # A copy of the init_net tells the passes which blobs are params; what they
                 # drop from it is not dropped for real (the enclosing net may read it).
-                records = manager(Model(branch, None if init is None else init.copy()))
+                body = Model(
+                    branch,
+                    None if init is None else init.copy(),
+                    opset_imports=model.opset_imports,
+                    header=model.header,
+                )
+                records = manager(body)
                 if extra:
                     with branch.edit() as restore:
                         restore.set_external_outputs(
                             [n for n in branch.external_outputs if n not in extra]
                         )
-                inner = self._visit(branch, init, manager, stats)
+                inner = self._visit(body, branch, manager, stats)
                 if inner or any(record.modified for record in records):
                     stats["branches_modified"] += 1
                     changed = True
-                else:
-                    branch.restore(state)
         return changed

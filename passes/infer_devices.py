@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from graphtools._core import CAFFE2
 from graphtools.analysis.devices import device_names, plan_device_options
 from graphtools.errors import InvalidArgumentError, PreconditionError
 from graphtools.ir import DeviceOption, Model, Net
@@ -78,6 +79,7 @@ class InferDevices(Pass):
     """
 
     name: ClassVar[str] = "infer-devices"
+    dialects: ClassVar[tuple[str, ...]] = (CAFFE2,)
     reads_ssa: ClassVar[bool] = True
     inputs: tuple[str, ...] = ()
     style: str = "caffe2"

@@ -35,6 +35,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from graphtools._core import CAFFE2
 from graphtools.analysis.shapes import TensorType
 from graphtools.analysis.unroll_recurrent import plan_recurrent_unrolls
 from graphtools.errors import PreconditionError
@@ -78,6 +79,7 @@ class LowerRecurrentNetworks(Pass):
     """
 
     name: ClassVar[str] = "lower-recurrent-networks"
+    dialects: ClassVar[tuple[str, ...]] = (CAFFE2,)
     idempotent: ClassVar[bool] = True
     seq_len: int = -1
     input_shapes: tuple[str, ...] = ()

@@ -1,6 +1,7 @@
-"""Remove ops that pass their input through unchanged: ``Identity``, ``Alias``,
-``AliasWithName``, test-mode ``Dropout`` whose mask nobody reads, and the op types of the
-``types`` option. Which can go, and how an external output keeps its name:
+"""Remove ops that pass their input through unchanged, as the model's op table says: Caffe2's
+``Identity``, ``Alias``, ``AliasWithName`` and test-mode ``Dropout``, ONNX's ``Identity`` and
+inference-mode ``Dropout`` (whose masks nobody reads), and the op types of the ``types``
+option. Which can go, and how an external output keeps its name:
 ``graphtools.analysis.identities``.
 
 Example (external output ``y``)::
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from graphtools.analysis.identities import find_identity_ops
+from graphtools.dialects import op_table
 from graphtools.ir import Model
 from graphtools.pass_infra import Pass, PassResult
 
@@ -41,7 +43,13 @@ class RemoveIdentityOps(Pass):
     def call(self, model: Model) -> PassResult:
         """Find the identities, then drop them in one edit."""
         net = model.predict_net
-        found = find_identity_ops(net, self.types)
+        table = op_table(model)
+        found = find_identity_ops(
+            net,
+            table.identity_types(),
+            lambda op: table.passes_through(op, net),
+            self.types,
+        )
         with net.edit() as edit:
             for source, name in found.renames:
                 edit.rename(source, name)

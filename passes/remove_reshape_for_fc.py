@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from graphtools._core import CAFFE2
 from graphtools.analysis.reshape import find_reshape_removal, init_ops_only_filling, written_by
 from graphtools.ir import Model
 from graphtools.pass_infra import Pass, PassResult
@@ -39,6 +40,7 @@ class RemoveReshapeForFC(Pass):
     """
 
     name: ClassVar[str] = "remove-reshape-for-fc"
+    dialects: ClassVar[tuple[str, ...]] = (CAFFE2,)
     reads_ssa: ClassVar[bool] = True
     changes_interface: ClassVar[bool] = True
 

@@ -1,4 +1,5 @@
-"""Remove params nobody reads: init_net fills whose blobs the predict_net never uses.
+"""Remove params nobody reads: init_net fills whose blobs the predict_net never uses, and
+initializers an ONNX graph never uses.
 
 After an import or a rewrite (``remove-reshape-for-fc`` drops shape chains, constants folded
 into arguments), the init_net can hold params no op reads: ONNX exporters leave unused
@@ -22,30 +23,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from graphtools.analysis.nested import nested_accesses
 from graphtools.ir import Model, Net
+from graphtools.nested import nested_accesses
 from graphtools.pass_infra import Pass, PassResult, register_pass
 
 __all__ = ["RemoveUnusedParams", "unused_params"]
 
 
 def unused_params(model: Model) -> list[str]:
-    """Blobs the init_net writes that the predict_net never uses (init_net order)."""
-    init = model.init_net
-    if init is None:
-        return []
+    """Params the predict_net never uses: blobs the init_net writes (init_net order), then the
+    predict_net's own initializers (file order)."""
     net = model.predict_net
+    init = model.init_net
+    if init is None and not net.initializers:
+        return []
     nested_reads: set[str] = set()
     for access in nested_accesses(net).values():
         nested_reads.update(access.reads)
     view = net.ssa()
     outputs = {name for name, version in view.external_outputs if version == 0}
     found: dict[str, None] = {}
-    for op in init:
-        for name in op.outputs:
-            if name in outputs or name in nested_reads or net.uses((name, 0)):
-                continue
-            found[name] = None
+    params = [name for op in init for name in op.outputs] if init is not None else []
+    for name in (*params, *net.initializers):
+        if name in outputs or name in nested_reads or net.uses((name, 0)):
+            continue
+        found[name] = None
     return list(found)
 
 
@@ -77,25 +79,33 @@ class RemoveUnusedParams(Pass):
     reads_ssa: ClassVar[bool] = True
 
     def call(self, model: Model) -> PassResult:
-        """Remove the unused params' fills and declarations in two edits (one per net)."""
+        """Remove the unused params' fills, initializers and declarations (one edit per net)."""
         unused = set(unused_params(model))
         init = model.init_net
-        if not unused or init is None:
-            return PassResult(model, False, {"params_removed": 0, "init_ops_removed": 0})
-        removable = _removable_init_ops(init, unused)
-        dropped = {name for index in removable for name in init[index].outputs}
-        with init.edit() as edit:
-            for index in removable:
-                edit.remove(index)
-            if not dropped.isdisjoint(init.external_outputs):
-                edit.set_external_outputs(n for n in init.external_outputs if n not in dropped)
         predict = model.predict_net
-        changed_inputs = False
-        if not dropped.isdisjoint(predict.external_inputs):
-            with predict.edit() as inputs_edit:
-                inputs_edit.set_external_inputs(
-                    n for n in predict.external_inputs if n not in dropped
-                )
-            changed_inputs = inputs_edit.changed
+        if not unused:
+            return PassResult(model, False, {"params_removed": 0, "init_ops_removed": 0})
+        removable = [] if init is None else _removable_init_ops(init, unused)
+        changed = False
+        dropped: set[str] = set()
+        if init is not None and removable:
+            dropped = {name for index in removable for name in init[index].outputs}
+            with init.edit() as edit:
+                for index in removable:
+                    edit.remove(index)
+                if not dropped.isdisjoint(init.external_outputs):
+                    edit.set_external_outputs(n for n in init.external_outputs if n not in dropped)
+            changed = edit.changed
+        held = unused.intersection(predict.initializers)
+        dropped |= held
+        if held or not dropped.isdisjoint(predict.external_inputs):
+            with predict.edit() as declarations:
+                for name in held:
+                    declarations.set_initializer(name, None)
+                if not dropped.isdisjoint(predict.external_inputs):
+                    declarations.set_external_inputs(
+                        n for n in predict.external_inputs if n not in dropped
+                    )
+            changed = declarations.changed or changed
         stats = {"params_removed": len(dropped), "init_ops_removed": len(removable)}
-        return PassResult(model, edit.changed or changed_inputs, stats)
+        return PassResult(model, changed, stats)

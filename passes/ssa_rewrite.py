@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
+from graphtools._core import CAFFE2
 from graphtools.analysis.ssa_names import plan_ssa_names
 from graphtools.ir import Model
 from graphtools.pass_infra import Pass, PassResult
@@ -43,6 +44,7 @@ class SSARewrite(Pass):
     """
 
     name: ClassVar[str] = "ssa-rewrite"
+    dialects: ClassVar[tuple[str, ...]] = (CAFFE2,)
     reads_ssa: ClassVar[bool] = True
     changes_interface: ClassVar[bool] = True
     style: str = "multi"

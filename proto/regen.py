@@ -18,7 +18,14 @@ import tempfile
 from pathlib import Path
 
 PROTO_DIR = Path(__file__).resolve().parent
-SOURCES = ("caffe2.proto", "metanet.proto", "netdef_lite.proto", "netdef_check.proto")
+SOURCES = (
+    "caffe2.proto",
+    "metanet.proto",
+    "netdef_lite.proto",
+    "netdef_check.proto",
+    "onnx_lite.proto",
+    "onnx_check.proto",
+)
 
 
 def generate(out_dir: Path) -> list[Path]:

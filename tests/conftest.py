@@ -1,4 +1,5 @@
-"""Shared test fixtures: where the real model files are, and how to run the CLI.
+"""Shared test fixtures: where the real model files are, how to run the CLI, and the ONNX models
+to test the ONNX dialect on (``onnx_corpus``, ``onnx_backend_node_cases``).
 
 ``--update-goldens`` and the ``update_goldens`` fixture come from graphtools' own pytest plugin
 (``graphtools.pytest_plugin``, entry point ``pytest11``), which the golden tests use.
@@ -12,7 +13,7 @@ import sys
 import types
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -21,12 +22,19 @@ from graphtools.errors import SerdeError
 from graphtools.pass_infra import ENTRY_POINT_GROUP
 from graphtools.serde import load_ir_net
 
+if TYPE_CHECKING:
+    from onnx_corpus import CorpusModel
+    from onnx_testdata import NodeCase
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
 SHARED_REAL = Path(
     os.environ.get("GRAPHTOOLS_REAL_FIXTURES", REPO.parent / "shared" / "fixtures-real")
 )
 """The real published model files: ``../shared/fixtures-real``, or ``$GRAPHTOOLS_REAL_FIXTURES``."""
+ONNX_CORPUS_CACHE = os.environ.get("GRAPHTOOLS_ONNX_CORPUS")
+"""A folder that keeps the exported ONNX corpus between sessions (``$GRAPHTOOLS_ONNX_CORPUS``);
+unset, each session exports it again into its own temporary folder."""
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -122,3 +130,25 @@ def assert_one_error_line(err: str, *fragments: str) -> None:
     assert lines[0].startswith("error: ")
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
+
+
+@pytest.fixture(scope="session")
+def onnx_corpus(tmp_path_factory: pytest.TempPathFactory) -> list[CorpusModel]:
+    """The ONNX corpus of ``tests/onnx_corpus.py``, exported once per session (about 25 s);
+    skips the test without the ``torch`` extra (torch and onnxscript)."""
+    pytest.importorskip("torch", reason="torch is not installed (optional extra 'torch')")
+    pytest.importorskip("onnxscript", reason="the dynamo exporter needs onnxscript (extra 'torch')")
+    from onnx_corpus import build_corpus
+
+    if ONNX_CORPUS_CACHE:
+        return build_corpus(Path(ONNX_CORPUS_CACHE))
+    return build_corpus(tmp_path_factory.mktemp("onnx_corpus"))
+
+
+@pytest.fixture(scope="session")
+def onnx_backend_node_cases(tmp_path_factory: pytest.TempPathFactory) -> list[NodeCase]:
+    """Every backend node case of the installed onnx package, generated with onnx's own data
+    generator and written as model files once per session (about 5 s)."""
+    from onnx_testdata import write_node_cases
+
+    return write_node_cases(tmp_path_factory.mktemp("onnx_node_cases"))

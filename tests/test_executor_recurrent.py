@@ -9,12 +9,12 @@ from google.protobuf import text_format
 from recurrent_cells import tanh_rnn
 from test_recurrent_numbers import floating, run
 
-from graphtools.analysis.nested import nested_access
 from graphtools.errors import ExecutionError, InvalidNetError
 from graphtools.executor import Workspace, run_net, run_op
 from graphtools.executor.step_workspaces import scratch_of
 from graphtools.gradients import GradientRegistry, add_gradient_operators
 from graphtools.ir import Argument, Net, Op
+from graphtools.nested import nested_access
 from graphtools.recurrent import recurrent_net, retrieve_step_blobs
 from graphtools.serde.codec import net_to_netdef, op_from_proto
 from graphtools.testing import check_gradients

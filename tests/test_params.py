@@ -26,7 +26,7 @@ from graphtools.errors import (
 from graphtools.ir import DeviceOption, Net, Op
 from graphtools.proto import caffe2_pb2
 from graphtools.serde import load_net
-from graphtools.serde.codec import net_to_netdef
+from graphtools.serde.codec import device_option_to_proto, net_to_netdef
 
 GPU0 = DeviceOption(device_type=1, device_id=0)
 
@@ -215,9 +215,9 @@ def test_device_options_come_from_the_final_producer() -> None:
     # Messages, as upstream: scripts copy them into ops' device options.
     assert all(isinstance(d, caffe2_pb2.DeviceOption) for d in devices.values())
     assert devices == {
-        "a": GPU0.to_proto(),
-        "b": DeviceOption().to_proto(),
-        "c": DeviceOption().to_proto(),
+        "a": device_option_to_proto(GPU0),
+        "b": device_option_to_proto(DeviceOption()),
+        "c": device_option_to_proto(DeviceOption()),
     }
     op = caffe2_pb2.OperatorDef()
     op.device_option.CopyFrom(devices["a"])
@@ -233,7 +233,7 @@ def test_construct_uses_detectron2_fill_table() -> None:
         "u": np.array([1, 2, 3], np.uint8),
         "q": Int8Tensor(np.array([[1, 2]], np.uint8), 0.5, 3),
     }
-    net = construct_init_net_from_params(params, {"f": GPU0.to_proto()})
+    net = construct_init_net_from_params(params, {"f": device_option_to_proto(GPU0)})
     assert [op.type for op in net.op] == [
         "GivenTensorFill",
         "GivenTensorIntFill",

@@ -9,6 +9,7 @@ from typing import ClassVar
 import pytest
 from conftest import publish_passes
 
+from graphtools._core import CAFFE2, ONNX
 from graphtools.errors import (
     GraphToolsError,
     IllegalRewriteError,
@@ -19,6 +20,7 @@ from graphtools.errors import (
 from graphtools.ir import Model, Net, Op
 from graphtools.pass_infra import (
     DEFAULT_PIPELINE,
+    DEFAULT_PIPELINES,
     Pass,
     PassManager,
     PassRecord,
@@ -27,6 +29,7 @@ from graphtools.pass_infra import (
     available_passes,
     register_pass,
 )
+from graphtools.passes import FuseCopyOps
 from graphtools.serde.codec import net_from_netdef, net_to_netdef
 
 # -- toy passes ---------------------------------------------------------------------------------
@@ -375,11 +378,31 @@ def test_spec_round_trips(options: Options) -> None:
     assert PassManager.parse(manager.spec).passes == manager.passes
 
 
-def test_default_expands_inside_a_larger_spec() -> None:
+def test_default_expands_inside_a_larger_spec_for_the_models_dialect() -> None:
     manager = PassManager.parse("test-peel-one,default,test-options")
-    expected = PassManager.parse(f"test-peel-one,{DEFAULT_PIPELINE},test-options")
-    assert manager.passes == expected.passes
-    assert [p.name for p in PassManager.parse("default").passes] == DEFAULT_PIPELINE.split(",")
+    for dialect, pipeline in DEFAULT_PIPELINES.items():
+        expected = PassManager.parse(f"test-peel-one,{pipeline},test-options")
+        assert manager.passes_for(dialect) == expected.passes
+    assert [p.name for p in PassManager.parse("default").passes_for(CAFFE2)] == (
+        DEFAULT_PIPELINE.split(",")
+    )
+    assert PassManager.parse("default").spec == "default"
+
+
+def test_default_runs_the_pipeline_of_the_models_dialect() -> None:
+    records = PassManager.parse("default")(_model())
+    assert [r.name for r in records[:4]] == DEFAULT_PIPELINES[CAFFE2].split(",")
+    onnx_model = Model(Net([Op("Identity", ["x"], ["y"])], ["x"], ["y"], dialect=ONNX))
+    records = PassManager.parse("default")(onnx_model)
+    assert [r.name for r in records[:3]] == DEFAULT_PIPELINES[ONNX].split(",")
+
+
+def test_a_pass_refuses_a_model_of_another_dialect_by_name() -> None:
+    onnx_model = Model(Net([Op("Relu", ["x"], ["y"])], ["x"], ["y"], dialect=ONNX))
+    with pytest.raises(PreconditionError, match=r"fuse-copy-ops.*caffe2.*onnx model"):
+        FuseCopyOps()(onnx_model)
+    with pytest.raises(PassError, match="fuse-copy-ops"):
+        PassManager.parse("fuse-copy-ops")(onnx_model)
 
 
 def test_empty_spec_is_an_empty_pipeline() -> None:

@@ -13,9 +13,9 @@ from graphtools import usedef
 from graphtools.errors import IllegalRewriteError
 from graphtools.ir import Net, Op
 from graphtools.serde.codec import serialize_net
-from graphtools.ssa import get_ssa
+from graphtools.ssa import Use, get_ssa
 from graphtools.ssa_view import SSAView
-from graphtools.usedef import Overlay, Use
+from graphtools.usedef import Overlay
 
 
 def _net() -> Net:

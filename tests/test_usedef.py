@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from graphtools.errors import IllegalRewriteError
 from graphtools.ir import Net, Op
-from graphtools.usedef import Layout
+from graphtools.layout import Layout
 
 # A slot of the naive model: ("base", index) for an untouched base op, ("new", base index or
 # None) for a new op (the base op it replaced, if any).

@@ -31,8 +31,8 @@ import operator
 from dataclasses import dataclass
 from itertools import compress, count
 
-from graphtools.analysis.nested import names_in_nested_nets
 from graphtools.ir import Net, Op
+from graphtools.nested import names_in_nested_nets
 from graphtools.ssa import VersionedBlob
 
 __all__ = ["REVERSE_COPY", "CopyFusion", "find_copy_fusion"]

@@ -1,8 +1,9 @@
 """Ops that pass their input through unchanged, and how to drop them without changing a value.
 
-An *identity* here is an ``Identity``, ``Alias`` or ``AliasWithName`` op (what ONNX importers
-and detectron2's exports leave behind), a ``Dropout`` in test mode (``is_test`` set) whose mask
-nobody reads, or an op of a type the caller adds. Dropping one ``x@v -> y@w`` makes every
+An *identity* here is an op the net's op table says passes its first input through as its first
+output (Caffe2's ``Identity``, ``Alias``, ``AliasWithName`` and test-mode ``Dropout``; ONNX's
+``Identity`` and inference-mode ``Dropout``) whose other outputs (a dropout mask) nobody reads,
+or a one-input, one-output op of a type the caller adds. Dropping one ``x@v -> y@w`` makes every
 reader of ``y@w`` read ``x@v``, which needs ``x`` not to be overwritten before those readers.
 When ``y@w`` is an external output the net's interface keeps its name: the *value* ``x@v``
 takes the name ``y`` instead (its producer writes ``y``, its readers read ``y``), which needs
@@ -14,18 +15,15 @@ is kept; names used inside nested nets are left alone.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import compress, count
 
-from graphtools.analysis.nested import names_in_nested_nets
 from graphtools.ir import Net, Op
+from graphtools.nested import names_in_nested_nets
 from graphtools.ssa import VersionedBlob
 
-__all__ = ["IDENTITY_TYPES", "IdentityRemoval", "find_identity_ops"]
-
-IDENTITY_TYPES: frozenset[str] = frozenset({"Identity", "Alias", "AliasWithName"})
-"""Op types that always pass their one input through (``Dropout`` only in test mode)."""
+__all__ = ["IdentityRemoval", "find_identity_ops"]
 
 _TYPE = operator.attrgetter("type")
 
@@ -46,17 +44,25 @@ class IdentityRemoval:
     renames: tuple[tuple[VersionedBlob, str], ...]
 
 
-def _is_identity(op: Op, types: frozenset[str]) -> bool:
-    if len(op.inputs) != 1:
-        return False
-    if op.type == "Dropout":
-        return bool(op.arg("is_test", 0)) and len(op.outputs) in (1, 2)
-    return op.type in types and len(op.outputs) == 1
+def find_identity_ops(
+    net: Net,
+    candidates: frozenset[str],
+    passes_through: Callable[[Op], bool],
+    types: Iterable[str] = (),
+) -> IdentityRemoval:
+    """The identities of ``net`` that can go (see the module docstring); linear time.
 
+    ``candidates`` are the op types that may be identities and ``passes_through(op)`` says
+    whether one is (the op table's ``identity_types`` and ``passes_through``); ``types`` are
+    more types taken as identities when they have one input and one output.
+    """
+    extra = frozenset(types)
 
-def find_identity_ops(net: Net, types: Iterable[str] = ()) -> IdentityRemoval:
-    """The identities of ``net`` that can go (see the module docstring); linear time."""
-    wanted = IDENTITY_TYPES.union(types)
+    def is_identity(op: Op) -> bool:
+        if op.type in extra and len(op.inputs) == 1 and len(op.outputs) == 1:
+            return True
+        return op.type in candidates and passes_through(op)
+
     view = net.ssa()
     external = {key for key in map(view.key, view.external_outputs) if key is not None}
     inputs = set(net.external_inputs)
@@ -67,12 +73,12 @@ def find_identity_ops(net: Net, types: Iterable[str] = ()) -> IdentityRemoval:
     renames: list[tuple[VersionedBlob, str]] = []
     renamed: set[int] = set()
     same_as: dict[int, int] = {}  # a dropped identity's output key -> its source's key
-    candidates = wanted | {"Dropout"}
-    for index in compress(count(), map(candidates.__contains__, map(_TYPE, net))):
+    wanted = candidates | extra
+    for index in compress(count(), map(wanted.__contains__, map(_TYPE, net))):
         op = net[index]
-        if not _is_identity(op, wanted):
+        if not is_identity(op):
             continue
-        (read,) = view.input_keys(index)
+        read = view.input_keys(index)[0]
         output, *mask = view.output_keys(index)
         if any(key in external or view.readers(key) for key in mask):
             continue

@@ -15,45 +15,43 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from itertools import compress, count
 
-from graphtools.analysis.nested import nested_accesses
 from graphtools.ir import Net
+from graphtools.nested import nested_accesses
 from graphtools.ssa_view import SSAView
 
-__all__ = ["SIDE_EFFECT_OP_TYPES", "dead_end_op_indices", "unread_outputs"]
-
-SIDE_EFFECT_OP_TYPES: frozenset[str] = frozenset(
-    {"Print", "Save", "Checkpoint", "Assert", "EnforceFinite"}
-)
-"""Op types whose effect is not (only) their outputs: logging, writing files, checks that
-raise. (Caffe2's ``Log`` is the elementwise logarithm, not a logging op, so it is not here.)"""
+__all__ = ["dead_end_op_indices", "unread_outputs"]
 
 _TYPE = operator.attrgetter("type")
 
 
 def dead_end_op_indices(
-    net: Net, *, keep_side_effects: bool = True, keep_types: Iterable[str] = ()
+    net: Net,
+    *,
+    kept: AbstractSet[int],
+    keep_side_effects: bool = True,
+    keep_types: Iterable[str] = (),
 ) -> list[int]:
     """Sorted indices of the top-level ops of ``net`` that cannot reach an external output.
 
-    Always live: ops holding nested nets (their inner ops may write enclosing blobs they do
-    not list), ops of a type in ``keep_types``, and with ``keep_side_effects`` ops of a type
-    in ``SIDE_EFFECT_OP_TYPES``, ops with no outputs, and the last write of a blob the net
-    declares as an external input (state carried into the next run). Returns ``[]`` for a
-    net that declares no external output. Linear in the size of the net (nested nets
-    included): one forward sweep for control inputs and nested reads, one backward sweep for
-    liveness over the SSA view's integer keys.
+    Always live: the ops in ``kept`` (what the net's op table says must stay: ops whose nested
+    nets write blobs they do not list, ops with side effects, opaque ops), ops of a type in
+    ``keep_types``, and with ``keep_side_effects`` ops with no outputs and the last write of a
+    blob the net declares as an external input (state carried into the next run). Returns
+    ``[]`` for a net that declares no external output. Linear in the size of the net (nested
+    nets included): one forward sweep for control inputs and nested reads, one backward sweep
+    for liveness over the SSA view's integer keys.
     """
     if not net.external_outputs:
         return []
     view = net.ssa()
     always_keep = set(keep_types)
-    if keep_side_effects:
-        always_keep |= SIDE_EFFECT_OP_TYPES
+    kept = set(kept)
+    if always_keep:
+        kept.update(compress(count(), map(always_keep.__contains__, map(_TYPE, net))))
     holders = net.nested_op_indices()
-    kept = set(holders)
-    kept.update(compress(count(), map(always_keep.__contains__, map(_TYPE, net))))
     extra_reads = _extra_reads(net, view) if holders or net.control_op_indices() else {}
     live = bytearray(view.num_keys)
     for key in map(view.key, view.external_outputs):

@@ -31,9 +31,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from graphtools.analysis.nested import names_in_nested_nets
 from graphtools.errors import IllegalRewriteError
 from graphtools.ir import Net, Op
+from graphtools.nested import names_in_nested_nets
 from graphtools.ssa import OpSSA, VersionedBlob, get_ssa
 
 __all__ = ["RenamePlan", "op_slot", "plan_rename"]

@@ -52,8 +52,8 @@ import operator
 from collections.abc import Callable, Container
 from dataclasses import dataclass
 
-from graphtools.analysis.nested import names_in_nested_nets
 from graphtools.ir import Net
+from graphtools.nested import names_in_nested_nets
 from graphtools.ssa import VersionedBlob
 from graphtools.ssa_view import SSAView
 

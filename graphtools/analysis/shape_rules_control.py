@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphtools.analysis.nested import do_bindings
 from graphtools.analysis.shape_rules_nn import need
 from graphtools.analysis.shape_types import (
     UNKNOWN,
@@ -35,6 +34,7 @@ from graphtools.analysis.shape_types import (
 )
 from graphtools.errors import InvalidNetError
 from graphtools.ir import Net, Op
+from graphtools.nested import do_bindings
 
 _BOOL, _OBJECT = np.dtype(np.bool_), np.dtype(object)
 #: Rounds of a While's nets before the types of the blobs they write are given up as unknown

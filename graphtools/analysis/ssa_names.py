@@ -32,7 +32,6 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from graphtools.analysis.nested import names_in_nested_nets
 from graphtools.errors import (
     InvalidArgumentError,
     InvalidNetError,
@@ -40,6 +39,7 @@ from graphtools.errors import (
     UnsupportedOpError,
 )
 from graphtools.ir import Net
+from graphtools.nested import names_in_nested_nets
 from graphtools.ssa import VersionedBlob
 
 __all__ = ["STYLES", "SSANames", "check_init_net", "plan_ssa_names"]

@@ -8,7 +8,7 @@ which an op writing the name in place after the cut, or an ``If`` that may write
 move past the cut). An op holding nested nets needs what they read from outside as well: for
 ``If`` and ``While``, whose nets run in the enclosing workspace, the names a net reads before
 writing them (branches and loop nets alike); for the others (``Do``, ``RecurrentNetwork``,
-which bind names) what ``analysis.nested`` says. It refuses, by name:
+which bind names) what ``graphtools.nested`` says. It refuses, by name:
 
 * a name the net neither declares nor reads nor writes;
 * an output the inputs do not determine: the walk reaches a blob that is neither an input nor
@@ -26,9 +26,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
 
-from graphtools.analysis.nested import nested_access
 from graphtools.errors import SubNetError
 from graphtools.ir import Net, Op
+from graphtools.nested import nested_access
 
 __all__ = ["SubNet", "find_sub_net", "versioned_accesses"]
 

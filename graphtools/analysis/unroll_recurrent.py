@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from graphtools.analysis.nested import names_in_nested_nets
 from graphtools.analysis.recurrent import (
     ACCUMULATE_INPUT_GRADIENT,
     APPLY_LINK,
@@ -44,6 +43,7 @@ from graphtools.analysis.recurrent import (
 from graphtools.analysis.shapes import ShapeInfo, TensorType, TypeLike, infer_model_shapes
 from graphtools.errors import InvalidNetError, UnsupportedOpError
 from graphtools.ir import Model, Net, Op
+from graphtools.nested import names_in_nested_nets
 
 __all__ = [
     "RecurrentUnroll",

@@ -29,7 +29,7 @@ from graphtools.executor import Int8Tensor, Workspace, run_net
 from graphtools.executor.kernels_fill import FILL_OPS, GIVEN_FILL_DTYPES, RANDOM_FILLS
 from graphtools.ir import Argument, DeviceOption, Net, Op
 from graphtools.proto import caffe2_pb2
-from graphtools.serde.codec import as_net, net_to_netdef
+from graphtools.serde.codec import as_net, device_option_to_proto, net_to_netdef
 
 __all__ = [
     "Int8Tensor",
@@ -114,7 +114,7 @@ def get_params_from_init_net(
         op = net.ops[producer]
         params[name] = workspace.fetch(name)
         device = DeviceOption() if op.type == "CopyGPUToCPU" else net.op_device(op)
-        device_options[name] = (DeviceOption() if device is None else device).to_proto()
+        device_options[name] = device_option_to_proto(DeviceOption() if device is None else device)
     return params, device_options
 
 

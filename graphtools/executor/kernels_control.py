@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from graphtools.analysis.nested import do_bindings
 from graphtools.errors import InvalidNetError
 from graphtools.executor.interpreter import run_net
 from graphtools.executor.registry import OpContext, kernel
 from graphtools.executor.scopes import WorkspaceStack, stack_of
 from graphtools.ir import Net, Op
+from graphtools.nested import do_bindings
 
 
 @kernel("CreateScope")

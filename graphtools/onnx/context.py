@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from onnx import AttributeProto, GraphProto, NodeProto, helper
@@ -18,13 +18,29 @@ from onnx import AttributeProto, GraphProto, NodeProto, helper
 from graphtools.errors import UnsupportedOpError
 from graphtools.ir import Net, Op, make_arg
 
-if TYPE_CHECKING:
-    from graphtools.onnx.importer import GraphImporter
-
 __all__ = ["NameGen", "NodeContext", "Shape", "int_list"]
 
 Shape = tuple[int | None, ...]
 """A static shape from ONNX shape inference; ``None`` marks an unknown or symbolic dim."""
+
+
+class GraphImporter(Protocol):
+    """What a converter's context uses of the importer of the graph it converts (the importer
+    module, which imports the converters, implements it)."""
+
+    graph_label: str
+    folded: set[str]
+    shapes: dict[str, Shape]
+    names: NameGen
+    ops: list[Op]
+
+    def constant(self, name: str) -> np.ndarray | None: ...
+
+    def add_constant(self, name: str, value: np.ndarray, where: str) -> None: ...
+
+    def import_subgraph(
+        self, graph: GraphProto, outputs: Sequence[str], ctx: NodeContext
+    ) -> Net: ...
 
 
 class NameGen:

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from graphtools.onnx.context import NodeContext
+from graphtools.onnx.context import NodeContext
 
 __all__ = ["CONVERTERS", "Converter", "converter"]
 

@@ -9,12 +9,20 @@ from graphtools.errors import PipelineSpecError
 from graphtools.pass_infra.base import Pass, PassResult
 from graphtools.pass_infra.manager import DEFAULT_STEPS, PassManager, PassRecord
 from graphtools.pass_infra.registry import ENTRY_POINT_GROUP, available_passes, register_pass
-from graphtools.pass_infra.spec import DEFAULT_PIPELINE, parse_pipeline, pass_spec
+from graphtools.pass_infra.spec import (
+    DEFAULT_PIPELINE,
+    DEFAULT_PIPELINES,
+    DefaultPipeline,
+    parse_pipeline,
+    pass_spec,
+)
 
 __all__ = [
     "DEFAULT_PIPELINE",
+    "DEFAULT_PIPELINES",
     "DEFAULT_STEPS",
     "ENTRY_POINT_GROUP",
+    "DefaultPipeline",
     "Pass",
     "PassManager",
     "PassRecord",

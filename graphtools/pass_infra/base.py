@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from graphtools.errors import PassError
+from graphtools._core import DIALECTS
+from graphtools.errors import PassError, PreconditionError
 from graphtools.ir import Model
 
 __all__ = ["CheckFailure", "Pass", "PassResult", "check_result", "interface", "run_checked"]
@@ -47,12 +48,15 @@ class Pass:
         reads_ssa: whether the pass reads ``model.predict_net.ssa()``; when one does, a
             manager builds the view before its first ``verify``, which then reads the findings
             off it instead of walking the ops.
+        dialects: the dialects of the models the pass rewrites; a model of another dialect
+            is refused (``PreconditionError`` naming the pass and both dialects).
     """
 
     name: ClassVar[str] = ""
     changes_interface: ClassVar[bool] = False
     idempotent: ClassVar[bool] = False
     reads_ssa: ClassVar[bool] = False
+    dialects: ClassVar[tuple[str, ...]] = DIALECTS
 
     def call(self, model: Model) -> PassResult:
         """Rewrite ``model`` in place and say what changed (the work; no checks)."""
@@ -113,6 +117,11 @@ def run_checked(item: Pass, model: Model) -> tuple[Any, CheckFailure | None]:
     """
     revision = model.revision
     before = interface(model)
+    if model.dialect not in item.dialects:
+        raise PreconditionError(
+            f"pass '{item.name}' rewrites {' and '.join(item.dialects)} models; this is "
+            f"{'an' if model.dialect[0] in 'aeiou' else 'a'} {model.dialect} model"
+        )
     item.requires(model)
     result = item.call(model)
     failure = check_result(item, model, result, revision, before)
@@ -125,7 +134,7 @@ def check_result(
     item: Pass,
     model: Model,
     result: Any,
-    revision: tuple[int, int, int, int],
+    revision: tuple[int, ...],
     before: Interface,
 ) -> CheckFailure | None:
     """The pass's own promises: a PassResult for this model, an honest flag, same interface."""

@@ -20,7 +20,7 @@ from graphtools.errors import GraphToolsError, PassError, PipelineSpecError
 from graphtools.ir import Model
 from graphtools.pass_infra.base import CheckFailure, Pass, run_checked
 from graphtools.pass_infra.registry import available_passes
-from graphtools.pass_infra.spec import parse_pipeline, pass_spec
+from graphtools.pass_infra.spec import expand_default, parse_pipeline, pass_spec
 from graphtools.verify import Finding, verify
 
 __all__ = ["DEFAULT_STEPS", "PassManager", "PassRecord"]
@@ -114,7 +114,8 @@ class PassManager:
         Option values are converted by the type of the pass's dataclass field: ``int``,
         ``float``, ``bool`` (``true``/``false``/``1``/``0``), ``str``, and ``tuple[str, ...]``
         written ``a;b;c``. Double-quote a value to include ``,{}=`` (``\\`` escapes ``"``).
-        The name ``default`` expands to ``DEFAULT_PIPELINE`` and may appear among others.
+        The name ``default`` may appear among others: it is the default pipeline of the
+        dialect of the model the manager runs on (``DEFAULT_PIPELINES``).
         """
         return cls(parse_pipeline(spec, available_passes()), steps=steps)
 
@@ -138,14 +139,20 @@ class PassManager:
         ``verify``; a round that fails is replayed, so its passes may be reported twice).
         """
         self._after_pass = after_pass
+        self._active = self.passes_for(model.dialect)
         with paused_gc():  # passes build many small objects; see graphtools._gc
             return self._run(model)
 
     _after_pass: Callable[[PassRecord, Model], None] | None = None
+    _active: tuple[Pass, ...] = ()
+
+    def passes_for(self, dialect: str) -> tuple[Pass, ...]:
+        """The passes this manager runs on a model of ``dialect`` (``default`` expanded)."""
+        return tuple(expand_default(self.passes, dialect, available_passes()))
 
     def _run(self, model: Model) -> list[PassRecord]:
         records: list[PassRecord] = []
-        if any(item.reads_ssa for item in self.passes):
+        if any(item.reads_ssa for item in self._active):
             model.predict_net.ssa()  # built now, read by verify and then by the passes
         findings = {_finding_key(f) for f in verify(model)}
         ran_at: dict[int, _RanAt] = {}  # pipeline position -> the model when the pass last ran
@@ -203,7 +210,7 @@ class PassManager:
         checked after every pass, and a failure raises ``PassError`` naming the pass.
         """
         changed = False
-        for position, item in enumerate(self.passes):
+        for position, item in enumerate(self._active):
             skipped = self._skipped(item, position, model, round_, ran_at)
             if skipped is not None:
                 records.append(skipped)
@@ -304,7 +311,7 @@ class PassManager:
 
 # The nets themselves, not only model.revision (which holds their ids): keeping them referenced
 # means a freed net's id cannot come back as another net at the same revision.
-_RanAt = tuple[tuple[int, int, int, int], object, object]
+_RanAt = tuple[tuple[int, ...], object, object]
 
 
 def _ran_at(model: Model) -> _RanAt:

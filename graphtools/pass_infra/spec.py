@@ -1,9 +1,9 @@
 """Pipeline specs: one spelling everywhere (Python, CLI, goldens).
 
 ``remove-reshape-for-fc,fuse-copy-ops,remove-dead-ends{keep_side_effects=false}``: pass names
-with options in braces, converted by the type of the pass's dataclass field; ``default``
-expands to ``DEFAULT_PIPELINE``. ``parse_pipeline`` builds the passes, ``pass_spec`` prints one
-back.
+with options in braces, converted by the type of the pass's dataclass field; ``default`` is the
+default pipeline of the model's dialect (``DEFAULT_PIPELINES``), expanded when the dialect is
+known. ``parse_pipeline`` builds the passes, ``pass_spec`` prints one back.
 """
 
 from __future__ import annotations
@@ -12,13 +12,58 @@ import dataclasses
 import typing
 from typing import Any
 
-from graphtools.errors import GraphToolsError, PipelineSpecError
-from graphtools.pass_infra.base import Pass
+from graphtools._core import CAFFE2, ONNX
+from graphtools.errors import GraphToolsError, PassError, PipelineSpecError
+from graphtools.ir import Model
+from graphtools.pass_infra.base import Pass, PassResult
 
-__all__ = ["DEFAULT_PIPELINE", "parse_pipeline", "pass_spec"]
+__all__ = [
+    "DEFAULT_PIPELINE",
+    "DEFAULT_PIPELINES",
+    "DefaultPipeline",
+    "expand_default",
+    "parse_pipeline",
+    "pass_spec",
+]
 
-DEFAULT_PIPELINE = "remove-identity-ops,remove-reshape-for-fc,fuse-copy-ops,remove-dead-ends"
-"""What the pipeline name ``default`` expands to."""
+DEFAULT_PIPELINES: dict[str, str] = {
+    CAFFE2: "remove-identity-ops,remove-reshape-for-fc,fuse-copy-ops,remove-dead-ends",
+    ONNX: "remove-identity-ops,remove-dead-ends,remove-unused-params",
+}
+"""What the pipeline name ``default`` expands to, by the dialect of the model."""
+DEFAULT_PIPELINE = DEFAULT_PIPELINES[CAFFE2]
+"""Caffe2's default pipeline (``DEFAULT_PIPELINES[CAFFE2]``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DefaultPipeline(Pass):
+    """``default`` in a pipeline whose models' dialect is not known yet: a ``PassManager``
+    puts the passes of ``DEFAULT_PIPELINES[model.dialect]`` in its place when it runs."""
+
+    name: typing.ClassVar[str] = "default"
+
+    def call(self, model: Model) -> PassResult:
+        """Never run: the manager expands it (a pass object run by hand refuses)."""
+        raise PassError(
+            self.name,
+            [],
+            "the 'default' pipeline runs through a PassManager, which picks the passes of "
+            "the model's dialect",
+        )
+
+
+def expand_default(
+    passes: typing.Sequence[Pass], dialect: str, known: dict[str, type[Pass]]
+) -> list[Pass]:
+    """``passes`` with each ``DefaultPipeline`` replaced by ``dialect``'s default passes."""
+    expanded: list[Pass] = []
+    for item in passes:
+        if isinstance(item, DefaultPipeline):
+            expanded.extend(parse_pipeline(DEFAULT_PIPELINES[dialect], known, dialect=dialect))
+        else:
+            expanded.append(item)
+    return expanded
+
 
 _SPECIAL = frozenset(',{}="\\')
 
@@ -179,24 +224,35 @@ def _build_pass(cls: type[Pass], raw_options: dict[str, str]) -> Pass:
         raise PipelineSpecError(f"cannot configure pass '{cls.name}': {exc}") from exc
 
 
-def parse_pipeline(spec: str, known: dict[str, type[Pass]]) -> list[Pass]:
-    """The configured passes of ``spec``, looked up in ``known`` (name -> class)."""
-    return _parse_passes(spec, known, allow_default=True)
+def parse_pipeline(
+    spec: str, known: dict[str, type[Pass]], *, dialect: str | None = None
+) -> list[Pass]:
+    """The configured passes of ``spec``, looked up in ``known`` (name -> class); ``default``
+    becomes ``dialect``'s default passes, or a ``DefaultPipeline`` when ``dialect`` is None."""
+    return _parse_passes(spec, known, dialect, allow_default=True)
 
 
-def _parse_passes(spec: str, known: dict[str, type[Pass]], *, allow_default: bool) -> list[Pass]:
+def _parse_passes(
+    spec: str, known: dict[str, type[Pass]], dialect: str | None, *, allow_default: bool
+) -> list[Pass]:
     passes: list[Pass] = []
     for name, options in _SpecReader(spec).items():
         if name == "default" and allow_default:
             if options:
                 raise PipelineSpecError("the 'default' pipeline takes no options")
-            passes.extend(_parse_passes(DEFAULT_PIPELINE, known, allow_default=False))
+            if dialect is None:
+                passes.append(DefaultPipeline())
+            else:
+                passes.extend(
+                    _parse_passes(DEFAULT_PIPELINES[dialect], known, dialect, allow_default=False)
+                )
             continue
         cls = known.get(name)
         if cls is None:
+            defaults = "; ".join(f"{d}: {p}" for d, p in DEFAULT_PIPELINES.items())
             raise PipelineSpecError(
                 f"unknown pass {name!r} in pipeline spec {spec!r}; known passes: "
-                f"{', '.join(known) or 'none'} (and 'default' = {DEFAULT_PIPELINE})"
+                f"{', '.join(known) or 'none'} (and 'default' = {defaults})"
             )
         passes.append(_build_pass(cls, options))
     return passes

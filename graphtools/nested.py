@@ -1,5 +1,5 @@
-"""What ops holding nested nets (``If``, ``Do``, ``While``, ``RecurrentNetwork``) read and
-write in the enclosing workspace.
+"""What ops holding nested nets (Caffe2's ``If``, ``Do``, ``While``, ``RecurrentNetwork``; ONNX's
+``If``, ``Loop``, ``Scan``) read and write in the enclosing net.
 
 Nested nets read and write blobs *by name* at run time (``If`` and ``While`` run in the
 enclosing workspace; ``Do`` and ``RecurrentNetwork`` bind names to it), and their ops are not
@@ -14,6 +14,11 @@ output counts as written outside. Except for ``RecurrentNetwork`` and
 write stays there (Caffe2 writes a name outside only when the enclosing workspace already holds
 it, which nets built by ``recurrent_net`` never do); the op's outputs are its only writes.
 
+ONNX scopes names lexically instead: a sub-graph reads the outer values it names without
+defining them (its formal inputs, its initializers and its nodes' outputs are its own), and
+writes nothing outside (its outputs are bound to the holder's outputs, which the holder lists).
+A nested net's dialect (``net.dialect``) says which rule applies.
+
 ``do_bindings`` reads which inner name of a ``Do`` stands for which outer blob, checked the way
 Caffe2 checks them (the executor and the shape analysis both need it).
 
@@ -25,12 +30,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from graphtools._core import ONNX, NetLike, OpLike
 from graphtools.errors import InvalidNetError
-
-if TYPE_CHECKING:
-    from graphtools.ir import Net, Op
+from graphtools.ssa import NO_VALUE
 
 __all__ = [
     "NestedAccess",
@@ -57,20 +60,23 @@ class NestedAccess:
         return self.reads | self.writes
 
 
-def nested_access(op: Op) -> NestedAccess:
+def nested_access(op: OpLike) -> NestedAccess:
     """The names ``op``'s nested nets read and write (empty sets when it holds none)."""
     if not op.has_nested_nets():
         return NestedAccess(frozenset(), frozenset())
     reads: set[str] = set()
     writes: set[str] = set()
     for _, net in op.nested_nets():
-        _collect(net, reads, writes)
+        if net.dialect == ONNX:
+            reads.update(free_names(net))
+        else:
+            _collect(net, reads, writes)
     if op.type in _STEP_WORKSPACE_OPS:
         writes.clear()
     return NestedAccess(frozenset(reads), frozenset(writes))
 
 
-def _collect(net: Net, reads: set[str], writes: set[str]) -> None:
+def _collect(net: NetLike, reads: set[str], writes: set[str]) -> None:
     reads.update(net.external_inputs)
     writes.update(net.external_outputs)
     for inner in net:
@@ -83,17 +89,32 @@ def _collect(net: Net, reads: set[str], writes: set[str]) -> None:
                 _collect(nested, reads, writes)
 
 
-def nested_accesses(net: Net) -> dict[int, NestedAccess]:
+def free_names(net: NetLike) -> set[str]:
+    """The outer names a lexically scoped net (an ONNX sub-graph) reads, recursively: every
+    name read inside that the net does not define before the read."""
+    defined = set(net.external_inputs) | net.defined_names()
+    free: set[str] = set()
+    for inner in net:
+        free.update(name for name in inner.inputs if name not in defined)
+        if inner.has_nested_nets():
+            for _, nested in inner.nested_nets():
+                free.update(name for name in free_names(nested) if name not in defined)
+        defined.update(inner.outputs)
+    free.discard(NO_VALUE)
+    return free
+
+
+def nested_accesses(net: NetLike) -> dict[int, NestedAccess]:
     """``{op index: access}`` for every top-level op of ``net`` holding nested nets, computed
     once per revision of the net (linear in the size of the nested nets)."""
     return net.cached("nested_accesses", _compute)
 
 
-def _compute(net: Net) -> dict[int, NestedAccess]:
+def _compute(net: NetLike) -> dict[int, NestedAccess]:
     return {index: nested_access(net[index]) for index in sorted(net.nested_op_indices())}
 
 
-def names_in_nested_nets(net: Net) -> set[str]:
+def names_in_nested_nets(net: NetLike) -> set[str]:
     """Every blob name used inside the nets held by ``net``'s ops, recursively."""
     return set(_names(access.names for access in nested_accesses(net).values()))
 
@@ -103,7 +124,7 @@ def _names(groups: Iterable[frozenset[str]]) -> Iterator[str]:
         yield from group
 
 
-def do_bindings(op: Op) -> dict[str, str]:
+def do_bindings(op: OpLike) -> dict[str, str]:
     """``{inner name: outer name}`` of a Do op, checked the way Caffe2's ``DoOp`` checks them.
 
     Raises:

@@ -1,0 +1,40 @@
+"""What the code knows about ops, one table per dialect.
+
+``op_table(model)`` gives the ``OpTable`` of the model's dialect (for ONNX, of its opsets and
+model-local functions). Generic passes ask it (which ops liveness must keep, which pass their
+input through, which nested nets are control-flow bodies, how to evaluate an op on constants)
+instead of naming a dialect's op types. Caffe2's table is built from graphtools' own facts and
+executor kernels; ONNX's from what already knows the ops: ``onnx.defs`` schemas, and
+onnxruntime (or ``onnx.reference``) to evaluate.
+"""
+
+from __future__ import annotations
+
+from graphtools._core import CAFFE2, ONNX
+from graphtools.dialects.base import OpTable
+from graphtools.ir import Model, Net
+
+__all__ = ["OpTable", "op_table"]
+
+
+def op_table(model: Model | Net) -> OpTable:
+    """The op table of ``model``'s dialect (a ``Net`` gets the table of its dialect with no
+    opset information: ONNX's newest opsets). Each dialect's table loads on first use."""
+    dialect = model.dialect
+    if dialect == CAFFE2:
+        from graphtools.dialects.caffe2 import CAFFE2_TABLE
+
+        return CAFFE2_TABLE
+    if dialect == ONNX:
+        from graphtools.dialects.onnx import onnx_table
+
+        if isinstance(model, Model):
+            return onnx_table(dict(model.opset_imports), _function_ids(model))
+        return onnx_table({}, frozenset())
+    raise ValueError(f"no op table for dialect {dialect!r}")
+
+
+def _function_ids(model: Model) -> frozenset[tuple[str, str]]:
+    """``(domain, name)`` of the model-local functions an ONNX model defines."""
+    functions = getattr(model.header, "functions", ())
+    return frozenset((f.domain, f.name) for f in functions)

@@ -1,0 +1,59 @@
+"""``OpTable``: the questions generic passes and analyses ask about ops."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from graphtools.ir import Net, Op
+
+__all__ = ["OpTable"]
+
+
+class OpTable(ABC):
+    """What one dialect (and, for ONNX, one set of opsets) knows about its ops."""
+
+    dialect: ClassVar[str]
+
+    @abstractmethod
+    def kept_ops(self, net: Net, *, side_effects: bool = True) -> frozenset[int]:
+        """Indices of the ops of ``net`` that stay whether or not their outputs are read: ops
+        whose nested nets write outside them, and with ``side_effects`` ops whose effect is not
+        (only) their outputs or that nobody knows (opaque ops)."""
+
+    @abstractmethod
+    def identity_types(self) -> frozenset[str]:
+        """Op types that may pass their first input through as their first output."""
+
+    @abstractmethod
+    def passes_through(self, op: Op, net: Net) -> bool:
+        """Whether ``op`` (of an ``identity_types`` type, in ``net``) writes its first input
+        unchanged as its first output; its other outputs, if any, are side products a caller
+        must check are unread."""
+
+    @abstractmethod
+    def branch_nets(self, op: Op) -> list[tuple[str, Net]]:
+        """``(argument name, net)`` of the nested nets of ``op`` that are control-flow bodies
+        (branches, loop bodies) a pipeline may rewrite as nets of their own."""
+
+    def foldable(self, op: Op, net: Net) -> bool:
+        """Whether ``op`` may be replaced by its value when all its inputs are constants:
+        known, deterministic, without side effects and nested nets."""
+        return False
+
+    def evaluate(self, op: Op, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        """The outputs of ``op`` on constant ``inputs`` (``None`` for an input left out).
+
+        Raises:
+            UnsupportedOpError: the table cannot evaluate this op.
+        """
+        from graphtools.errors import UnsupportedOpError
+
+        raise UnsupportedOpError(f"{self.dialect} ops are not evaluated by this table: {op.type}")
+
+    def describe(self) -> dict[str, Any]:
+        """A summary for messages and ``show``."""
+        return {"dialect": self.dialect}

@@ -1,0 +1,160 @@
+"""ONNX's op table, built from what already knows the ops: ``onnx.defs`` schemas for which ops
+exist, and onnxruntime (``onnx.reference`` where onnxruntime has no kernel) to evaluate one.
+
+An op of the default or ``ai.onnx.ml`` domain whose type the schemas know, or a call of a
+model-local function, is a pure function of its inputs: liveness may drop it when nothing reads
+it. Any other op (a custom domain's, an unknown type) is opaque: kept, never evaluated. ONNX
+sub-graphs read outer values and write none (``graphtools.nested``), so no op is kept for its
+nested nets. ``Identity`` passes its input through, and so does ``Dropout`` when it runs in
+inference mode (no ``training_mode`` input, or one that is a constant false; before opset 7 its
+``is_test`` attribute set). The branches of ``If`` and the bodies of ``Loop`` and ``Scan`` are
+control-flow bodies.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache, lru_cache
+from itertools import compress, count
+from typing import Any, ClassVar
+
+import numpy as np
+import onnx
+
+from graphtools._core import ONNX
+from graphtools.dialects.base import OpTable
+from graphtools.errors import UnsupportedOpError
+from graphtools.ir import Net, Op
+
+__all__ = ["STANDARD_DOMAINS", "OnnxOpTable", "onnx_table"]
+
+STANDARD_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training"})
+"""Domains whose ops ``onnx.defs`` describes."""
+_DEFAULT_DOMAINS = frozenset({"", "ai.onnx"})
+_NONDETERMINISTIC = frozenset(
+    {
+        "RandomNormal",
+        "RandomNormalLike",
+        "RandomUniform",
+        "RandomUniformLike",
+        "Multinomial",
+        "Bernoulli",
+    }
+)
+"""Standard ops whose outputs are not a function of their inputs: never folded."""
+_BODIES = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": ("body",)}
+_TYPE = operator.attrgetter("type")
+
+
+@cache
+def _standard_type(op_type: str) -> bool:
+    """Whether the default or ``ai.onnx.ml`` domain defines ``op_type``."""
+    return bool(onnx.defs.has(op_type) or onnx.defs.has(op_type, "ai.onnx.ml"))
+
+
+def _domain(op: Op) -> str:
+    return "" if op.domain in (None, "ai.onnx") else str(op.domain)
+
+
+class OnnxOpTable(OpTable):
+    """The table of ONNX models importing ``opsets`` and defining ``functions``."""
+
+    dialect: ClassVar[str] = ONNX
+
+    def __init__(
+        self, opsets: Mapping[str, int], functions: Iterable[tuple[str, str]] = ()
+    ) -> None:
+        self.opsets = dict(opsets)
+        self.functions = frozenset(functions)
+        self._custom = any(domain not in STANDARD_DOMAINS for domain in self.opsets)
+
+    def known(self, op: Op) -> bool:
+        """Whether ``op`` is a standard op the schemas know or a model-local function call."""
+        domain = _domain(op)
+        if (domain, op.type) in self.functions:
+            return True
+        if domain not in STANDARD_DOMAINS:
+            return False
+        return bool(onnx.defs.has(op.type, domain)) if domain else _standard_type(op.type)
+
+    def kept_ops(self, net: Net, *, side_effects: bool = True) -> frozenset[int]:
+        if not side_effects:
+            return frozenset()
+        unknown = {t for t in set(map(_TYPE, net)) if not _standard_type(t)}
+        if not self._custom and not unknown:
+            return frozenset()
+        if self._custom:  # any type may be a custom domain's: ask each op
+            return frozenset(i for i, op in enumerate(net) if not self.known(op))
+        candidates = compress(count(), map(unknown.__contains__, map(_TYPE, net)))
+        return frozenset(i for i in candidates if not self.known(net[i]))
+
+    def identity_types(self) -> frozenset[str]:
+        return frozenset({"Identity", "Dropout"})
+
+    def passes_through(self, op: Op, net: Net) -> bool:
+        if _domain(op) or not op.inputs or not op.outputs or not op.inputs[0]:
+            return False
+        if op.type == "Identity":
+            return len(op.inputs) == 1 and len(op.outputs) == 1
+        if op.type != "Dropout" or len(op.outputs) > 2:
+            return False
+        if op.has_arg("is_test"):  # Dropout-1 and -6: training unless is_test
+            return bool(op.arg("is_test"))
+        training = op.inputs[2] if len(op.inputs) > 2 else ""
+        if not training:
+            return True
+        tensor = net.initializers.get(training)
+        if tensor is None or tensor.size != 1:
+            return False
+        return not bool(np.asarray(tensor.numpy()).reshape(-1)[0])
+
+    def branch_nets(self, op: Op) -> list[tuple[str, Net]]:
+        names = _BODIES.get(op.type, ())
+        if not names or _domain(op):
+            return []
+        return [(name, net) for name, net in op.nested_nets() if name in names]
+
+    def foldable(self, op: Op, net: Net) -> bool:
+        return (
+            not _domain(op)
+            and op.type not in _NONDETERMINISTIC
+            and not op.has_nested_nets()
+            and _standard_type(op.type)
+        )
+
+    def evaluate(self, op: Op, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        from graphtools.dialects.onnx_eval import evaluate_node
+
+        if not self.known(op) or op.has_nested_nets():
+            raise UnsupportedOpError(f"op {op.type!r} cannot be evaluated on its own")
+        return evaluate_node(op, inputs, self.opsets)
+
+    def schema(self, op: Op) -> Any:
+        """The ``onnx.defs`` schema ``op`` resolves to under the model's opsets (``None`` for
+        an op the schemas do not know)."""
+        domain = _domain(op)
+        version = self.opsets.get(domain, self.opsets.get(domain if domain else "ai.onnx"))
+        try:
+            if version is None:
+                return onnx.defs.get_schema(op.type, domain=domain)
+            return onnx.defs.get_schema(op.type, version, domain)
+        except onnx.defs.SchemaError:
+            return None
+
+    def describe(self) -> dict[str, Any]:
+        return {"dialect": self.dialect, "opsets": self.opsets, "functions": len(self.functions)}
+
+
+@lru_cache(maxsize=64)
+def _table(
+    opsets: tuple[tuple[str, int], ...], functions: frozenset[tuple[str, str]]
+) -> OnnxOpTable:
+    return OnnxOpTable(dict(opsets), functions)
+
+
+def onnx_table(
+    opsets: Mapping[str, int], functions: frozenset[tuple[str, str]] = frozenset()
+) -> OnnxOpTable:
+    """The table for a model importing ``opsets`` and defining ``functions`` (cached)."""
+    return _table(tuple(sorted(opsets.items())), functions)

@@ -1,0 +1,125 @@
+"""Evaluating ONNX ops on constants: the ops as a small model, run by onnxruntime (or by
+``onnx.reference`` when onnxruntime refuses it: an op it has no kernel for, a type it lacks).
+
+Never a hand-written kernel: what a node computes is what a runtime computes for it. A whole
+constant sub-graph runs as one model (one session), which is what makes folding hundreds of
+shape computations cheap.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+
+from graphtools.errors import UnsupportedOpError
+from graphtools.ir import Op
+from graphtools.serde.onnx_codec import node_to_proto
+
+__all__ = ["evaluate_node", "run_ops"]
+
+
+def evaluate_node(
+    op: Op, inputs: Sequence[np.ndarray | None], opsets: Mapping[str, int]
+) -> list[np.ndarray]:
+    """The outputs of one op on constant ``inputs`` (``None``: an input left out)."""
+    feeds = {
+        name: value
+        for name, value in zip(op.inputs, inputs, strict=True)
+        if name and value is not None
+    }
+    wanted = [name for name in op.outputs if name]
+    found = run_ops([op], feeds, wanted, opsets)
+    return [found[name] for name in wanted]
+
+
+def run_ops(
+    ops: Sequence[Op],
+    feeds: Mapping[str, Any],
+    wanted: Sequence[str],
+    opsets: Mapping[str, int],
+) -> dict[str, np.ndarray]:
+    """Run ``ops`` (in order, reading ``feeds`` and each other's outputs) and return the
+    ``wanted`` values.
+
+    Raises:
+        UnsupportedOpError: neither onnxruntime nor the reference evaluator can run them.
+    """
+    model = _model(ops, feeds, wanted, opsets)
+    arrays = {name: np.asarray(value) for name, value in feeds.items()}
+    try:
+        return _with_onnxruntime(model, arrays, wanted)
+    except Exception as ort_error:  # onnxruntime raises its own exception types
+        try:
+            return _with_reference(model, arrays, wanted)
+        except Exception as exc:  # the reference evaluator raises anything
+            types = sorted({op.type for op in ops})
+            raise UnsupportedOpError(
+                f"cannot evaluate {', '.join(types)} on constants: onnxruntime: "
+                f"{_first_line(ort_error)}; onnx.reference: {_first_line(exc)}"
+            ) from exc
+
+
+def _model(
+    ops: Sequence[Op], feeds: Mapping[str, Any], wanted: Sequence[str], opsets: Mapping[str, int]
+) -> onnx.ModelProto:
+    inputs = [
+        onnx.helper.make_tensor_value_info(
+            name,
+            onnx.helper.np_dtype_to_tensor_dtype(np.asarray(value).dtype),
+            np.asarray(value).shape,
+        )
+        for name, value in feeds.items()
+    ]
+    outputs = [onnx.ValueInfoProto(name=name) for name in wanted]
+    graph = onnx.helper.make_graph([node_to_proto(op) for op in ops], "fold", inputs, outputs)
+    imports = [onnx.helper.make_opsetid(domain, version) for domain, version in opsets.items()]
+    if not any(domain in ("", "ai.onnx") for domain in opsets):
+        imports.append(onnx.helper.make_opsetid("", onnx.defs.onnx_opset_version()))
+    model = onnx.helper.make_model(graph, opset_imports=imports)
+    model.ir_version = min(model.ir_version, 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+        except Exception:  # shape inference refusing leaves the outputs untyped
+            return model
+    types = {info.name: info for info in inferred.graph.value_info}
+    types.update({info.name: info for info in inferred.graph.output})
+    del model.graph.output[:]
+    model.graph.output.extend(types.get(name, onnx.ValueInfoProto(name=name)) for name in wanted)
+    return model
+
+
+def _with_onnxruntime(
+    model: onnx.ModelProto, feeds: dict[str, np.ndarray], wanted: Sequence[str]
+) -> dict[str, np.ndarray]:
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    values = session.run(list(wanted), feeds)
+    return {name: np.asarray(value) for name, value in zip(wanted, values, strict=True)}
+
+
+def _with_reference(
+    model: onnx.ModelProto, feeds: dict[str, np.ndarray], wanted: Sequence[str]
+) -> dict[str, np.ndarray]:
+    from onnx.reference import ReferenceEvaluator
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        values = ReferenceEvaluator(model).run(list(wanted), feeds)
+    return {name: np.asarray(value) for name, value in zip(wanted, values, strict=True)}
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0][:200] if text else type(error).__name__

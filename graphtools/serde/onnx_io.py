@@ -1,0 +1,187 @@
+"""Loading and saving ONNX models as IR ``Model`` objects, external data included.
+
+A model is read from its file; the data of external tensors stays in their files until a
+tensor's values are asked for. Saving writes the model file and the external data files it
+refers to as one unit (``atomic.write_files``): a data file whose tensors are all still in the
+model, unchanged, is copied as it is (same locations, offsets and lengths, so an unchanged model
+keeps its layout); one that lost tensors is written again with only those kept. With
+``external_data=True`` every initializer of at least ``size_threshold`` bytes goes to
+``<model file>.data`` instead. A location that would lie outside the output's folder is never
+written; a model over protobuf's 2 GB limit is refused with what to do.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+import onnx
+
+from graphtools.errors import SerdeError
+from graphtools.ir import Model
+from graphtools.serde.atomic import write_files
+from graphtools.serde.netdef_io import read_bytes
+from graphtools.serde.onnx_codec import (
+    ExternalFile,
+    OnnxTensor,
+    external_tensors,
+    model_from_onnx_bytes,
+    model_to_onnx_bytes,
+    tensor_to_proto,
+)
+from graphtools.values import Tensor
+
+__all__ = ["PROTOBUF_LIMIT", "load_onnx_model", "onnx_model_files", "save_onnx_model"]
+
+PROTOBUF_LIMIT = 2**31 - 1
+"""Protobuf refuses to serialise a message larger than this."""
+
+
+def load_onnx_model(path: str | Path) -> Model:
+    """Load an ONNX model file into the IR (dialect ``onnx``).
+
+    Raises:
+        SerdeError: the file cannot be read or is not a valid ONNX model (see
+            ``onnx_codec.model_from_onnx_bytes``).
+    """
+    return model_from_onnx_bytes(read_bytes(path), Path(path))
+
+
+def save_onnx_model(
+    model: Model, path: str | Path, *, external_data: bool = False, size_threshold: int = 1024
+) -> Path:
+    """Write an ONNX-dialect ``model`` to ``path`` with its external data (see the module
+    docstring), all files as one unit.
+
+    Raises:
+        SerdeError: the model cannot be written as ONNX, an external data file cannot be read,
+            the model is over protobuf's limit, or the folder cannot be written.
+    """
+    path = Path(path)
+    write_files(
+        onnx_model_files(model, path, external_data=external_data, size_threshold=size_threshold)
+    )
+    return path
+
+
+def onnx_model_files(
+    model: Model, path: str | Path, *, external_data: bool = False, size_threshold: int = 1024
+) -> list[tuple[Path, bytes]]:
+    """``(path, bytes)`` of every file ``save_onnx_model`` writes: the model file first."""
+    path = Path(path)
+    if external_data:
+        writer = _AllExternal(path.name + ".data", size_threshold)
+        data = model_to_onnx_bytes(model, writer)
+        extra = writer.files(path.parent)
+    else:
+        writer_fn, extra = _kept_external(model, path.parent)
+        data = model_to_onnx_bytes(model, writer_fn)
+    if len(data) > PROTOBUF_LIMIT:
+        raise SerdeError(
+            path,
+            f"the model is {len(data)} bytes, over protobuf's 2 GB limit: save it with its "
+            "tensors as external data (external_data=True; the CLI's --external-data)",
+        )
+    return [(path, data), *extra]
+
+
+def _read_range(file: ExternalFile, tensor: OnnxTensor) -> bytes:
+    """The bytes of ``tensor`` in ``file``, as its offset and length say."""
+    entries = {entry.key: entry.value for entry in tensor.proto.external_data}
+    offset = int(entries.get("offset", 0) or 0)
+    length = entries.get("length")
+    try:
+        with file.path.open("rb") as handle:
+            handle.seek(offset)
+            chunk = handle.read(-1 if length is None else int(length))
+    except OSError as exc:
+        raise SerdeError(file.path, f"cannot read external data: {exc.strerror or exc}") from exc
+    if length is not None and len(chunk) != int(length):
+        raise SerdeError(
+            file.path,
+            f"external data of initializer {tensor.proto.name!r} is {len(chunk)} bytes, the "
+            f"model says {length}",
+        )
+    return chunk
+
+
+def _kept_external(
+    model: Model, folder: Path
+) -> tuple[Callable[[str, Tensor], onnx.TensorProto], list[tuple[Path, bytes]]]:
+    """How to write the initializers of ``model`` into ``folder`` keeping their data where it
+    is, and the external data files to write."""
+    by_file: dict[int, list[OnnxTensor]] = defaultdict(list)
+    files: dict[int, ExternalFile] = {}
+    for _, _, tensor in external_tensors(model):
+        assert isinstance(tensor, OnnxTensor) and tensor.external is not None
+        by_file[id(tensor.external)].append(tensor)
+        files[id(tensor.external)] = tensor.external
+    written: list[tuple[Path, bytes]] = []
+    moved: dict[int, onnx.TensorProto] = {}
+    for key, tensors in by_file.items():
+        file = files[key]
+        target = folder / file.location
+        unique = {id(t): t for t in tensors}
+        if len(unique) == file.count:
+            if target.resolve() != file.path.resolve():
+                written.append((target, read_bytes(file.path)))
+            continue
+        chunks: list[bytes] = []
+        offset = 0
+        for tensor in unique.values():
+            chunk = _read_range(file, tensor)
+            proto = onnx.TensorProto()
+            proto.CopyFrom(tensor.proto)
+            _set_location(proto, file.location, offset, len(chunk))
+            moved[id(tensor)] = proto
+            chunks.append(chunk)
+            offset += len(chunk)
+        written.append((target, b"".join(chunks)))
+
+    def write(name: str, tensor: Tensor) -> onnx.TensorProto:
+        proto = moved.get(id(tensor))
+        if proto is None:
+            return tensor_to_proto(name, tensor)
+        if proto.name != name:
+            renamed = onnx.TensorProto()
+            renamed.CopyFrom(proto)
+            renamed.name = name
+            return renamed
+        return proto
+
+    return write, written
+
+
+def _set_location(proto: onnx.TensorProto, location: str, offset: int, length: int) -> None:
+    del proto.external_data[:]
+    for key, value in (("location", location), ("offset", offset), ("length", length)):
+        proto.external_data.add(key=key, value=str(value))
+    proto.data_location = onnx.TensorProto.EXTERNAL
+    proto.ClearField("raw_data")
+
+
+class _AllExternal:
+    """Writes every initializer of at least ``threshold`` bytes into one data file."""
+
+    def __init__(self, location: str, threshold: int) -> None:
+        self.location = location
+        self.threshold = threshold
+        self.chunks: list[bytes] = []
+        self.offset = 0
+
+    def __call__(self, name: str, tensor: Tensor) -> onnx.TensorProto:
+        if tensor.nbytes < self.threshold or tensor.dtype == object:
+            proto = tensor_to_proto(name, tensor)
+            if proto.data_location != onnx.TensorProto.EXTERNAL:
+                return proto
+        array = tensor.numpy()
+        proto = onnx.numpy_helper.from_array(array, name)
+        chunk = proto.raw_data
+        _set_location(proto, self.location, self.offset, len(chunk))
+        self.chunks.append(chunk)
+        self.offset += len(chunk)
+        return proto
+
+    def files(self, folder: Path) -> list[tuple[Path, bytes]]:
+        return [(folder / self.location, b"".join(self.chunks))] if self.chunks else []
