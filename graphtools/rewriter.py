@@ -92,6 +92,9 @@ class Edit:
     * ``rename(blob, name)``: the value ``blob`` gets the name ``name`` (its producer, its
       readers, the external list entry it is).
     * ``set_external_inputs(names)`` / ``set_external_outputs(names)``.
+    * ``replace_with_constant(blob, tensor)``: the value ``blob`` becomes a constant the net
+      holds under the same name (an initializer); the op writing it must be removed in the
+      same edit, and its readers (nested nets included) then read the constant.
     * ``set_initializer(name, tensor)`` / ``set_type(name, value_type)``: add, replace or (with
       ``None``) remove a constant the net holds or the declared type of a value (ONNX). A rename
       carries both along, and an external output that a rewire gives another name keeps its
@@ -118,6 +121,7 @@ class Edit:
         self._external_outputs: list[str] | None = None
         self._initializers: dict[str, Tensor | None] = {}
         self._types: dict[str, ValueType | None] = {}
+        self._constants: dict[VersionedBlob, Tensor] = {}
         self.changed = False
         self._open = True
 
@@ -201,6 +205,17 @@ class Edit:
         """Replace the declared external outputs."""
         self._external_outputs = list(as_names(names, "external_outputs"))
 
+    def replace_with_constant(self, blob: VersionedBlob, tensor: Tensor) -> None:
+        """Make the value ``blob`` a constant the net holds under its name (see the class
+        docstring); the op writing ``blob`` must be removed in the same edit."""
+        self._index(0, "replace_with_constant", end_ok=True)
+        if not isinstance(tensor, Tensor):
+            raise TypeError(f"the constant for {blob} must be a graphtools.values.Tensor")
+        blob = (blob[0], blob[1])
+        if blob in self._constants:
+            raise IllegalRewriteError(f"{blob} is replaced by a constant twice in one edit")
+        self._constants[blob] = tensor
+
     def set_initializer(self, name: str, tensor: Tensor | None) -> None:
         """Make ``name`` a constant of the net holding ``tensor`` (``None``: no longer one)."""
         self._index(0, "set_initializer", end_ok=True)
@@ -239,23 +254,45 @@ class Edit:
         ):
             usedef = NameScan(net._ops, self._names_to_check())
         rewired, final_outputs, inputs, outputs = self._resolve_values(replaced, usedef)
+        constants = self._resolve_constants(usedef)
         ops_change = bool(self._removed or replaced or self._inserted)
         checked = None
         if ops_change or rewired or final_outputs:
-            checked = self._check(replaced, rewired, final_outputs, outputs, usedef)
+            checked = self._check(replaced, rewired, final_outputs, outputs, usedef, constants)
         if ops_change:
             net._apply(self._removed, replaced, self._inserted, checked)
         if inputs is not None and inputs == net._external_inputs:
             inputs = None
         if outputs is not None and outputs == net._external_outputs:
             outputs = None
-        initializers, types = self._constants(outputs)
+        initializers, types = self._held_values(outputs)
         if any(part is not None for part in (inputs, outputs, initializers, types)):
             net._set_externals(inputs, outputs, initializers, types)
         self.changed = net.revision != self._revision
         return self.changed
 
-    def _constants(
+    def _resolve_constants(self, usedef: UseDef | None) -> dict[str, int]:
+        """``{name: the removed op whose value becomes the constant}`` of the edit's
+        ``replace_with_constant`` calls (which also set the initializers)."""
+        found: dict[str, int] = {}
+        for blob, tensor in self._constants.items():
+            producer = None if usedef is None else usedef.producer(blob)
+            if producer is None or producer not in self._removed:
+                raise IllegalRewriteError(
+                    f"cannot replace {blob} by a constant: the op writing it must be removed "
+                    "in the same edit"
+                )
+            assert usedef is not None
+            if usedef.final_version(blob[0]) != blob[1] or blob[1] != 1:
+                raise IllegalRewriteError(
+                    f"cannot replace {blob} by a constant: '{blob[0]}' is written more than "
+                    "once, and the constant would take every one of its values"
+                )
+            found[blob[0]] = producer
+            self._initializers[blob[0]] = tensor
+        return found
+
+    def _held_values(
         self, outputs: list[str] | None
     ) -> tuple[dict[str, Tensor] | None, dict[str, ValueType] | None]:
         """The net's initializers and types after this edit (``None``: unchanged): the changes
@@ -286,6 +323,7 @@ class Edit:
         names.update(
             name for blob, new_name in self._renames.items() for name in (blob[0], new_name)
         )
+        names.update(blob[0] for blob in self._constants)
         names.discard(NO_VALUE)
         return names
 
@@ -395,6 +433,7 @@ class Edit:
         final_outputs: Mapping[str, int | None],
         outputs: list[str] | None,
         usedef: UseDef | None,
+        constants: Mapping[str, int],
     ) -> tuple[Layout, set[str]]:
         """``usedef.check_edit`` on this edit (see the class docstring); ``outputs`` are the
         edited net's external outputs when the edit changes them, ``usedef`` the net's use-def
@@ -458,6 +497,7 @@ class Edit:
             nested_after,
             outputs_now,
             takeovers,
+            constants,
         )
         return layout, affected
 
@@ -569,6 +609,7 @@ def check_edit(
     nested_after: Mapping[int, NestedAccess],
     final_outputs: Mapping[str, int | None],
     takeovers: Mapping[tuple[int, str], int] | None = None,
+    constants: Mapping[str, int] | None = None,
 ) -> None:
     """Refuse an edit that changes a value some op reads without being asked to.
 
@@ -588,7 +629,9 @@ def check_edit(
     nobody read before is fine); names written inside the nested nets of an op the edit keeps
     are refused outright: the versioned view cannot tell which write a later op sees.
     ``takeovers`` maps ``(position, name)`` to the base op whose write of ``name`` the new op
-    at ``position`` stands for (an expanded op).
+    at ``position`` stands for (an expanded op). ``constants`` maps a name to the removed op
+    whose value the net now holds as a constant of that name: a read expecting that op may
+    see no writer.
 
     ``written`` are the names whose writes the edit changes (removed, inserted, or replaced
     ops writing differently).
@@ -639,6 +682,7 @@ def check_edit(
             nested_before,
             final_outputs,
             takeovers or {},
+            (constants or {}).get(name),
         )
 
 
@@ -764,7 +808,10 @@ def _check_name(
     nested_before: Mapping[int, NestedAccess],
     final_outputs: Mapping[str, int | None],
     takeovers: Mapping[tuple[int, str], int],
+    constant_of: int | None = None,
 ) -> None:
+    """Check the reads of ``name`` (see ``check_edit``); ``constant_of``: the removed op whose
+    value the net now holds as a constant named ``name``."""
     writes_before = before.writes(name)
 
     def identity(position: int) -> int | tuple[str, int]:
@@ -812,12 +859,14 @@ def _check_name(
     for reader in readers:
         found = bisect_left(new_writers, reader.position)
         actual = identity(new_writers[found - 1]) if found else None
-        if actual != reader.expected:
+        if actual != reader.expected and not (
+            actual is None and constant_of is not None and reader.expected == constant_of
+        ):
             raise IllegalRewriteError(_refusal(name, reader, actual, old_ops, new_ops, layout))
     if name in final_outputs:
         expected = final_outputs[name]
         actual = identity(new_writers[-1]) if new_writers else None
-        if actual != expected:
+        if actual != expected and not (actual is None and constant_of == expected):
             end = _Reader(layout.size, -2, expected)
             raise IllegalRewriteError(_refusal(name, end, actual, old_ops, new_ops, layout))
 

@@ -1,4 +1,12 @@
-"""Fold shape arithmetic on constants into params, keeping a dynamic batch dimension dynamic.
+"""Fold constants into params, keeping a dynamic batch dimension dynamic.
+
+ONNX models: every op the model's op table may fold (a known, deterministic op) whose inputs are
+all constants (initializers, outputs of ops folded with it, ``Shape``/``Size`` of a value whose
+shape is static) is evaluated by onnxruntime (``onnx.reference`` where it lacks a kernel), the
+whole constant sub-graph in one run; the values the rest of the graph reads become initializers
+and the ops go. A value bigger than ``max_bytes`` and than the constants it was computed from
+(a ``ConstantOfShape`` or ``Expand`` blowing a scalar up) is not folded, so a fold never makes
+the file bigger; graph outputs stay computed. Caffe2 models:
 
 Exporters compute shapes at run time: ``x.view(x.size(0), -1)`` becomes
 ``Shape -> Gather -> Unsqueeze -> Concat -> Reshape``. Two rewrites remove such chains:
@@ -29,16 +37,20 @@ edit of each net. Example (``x`` is a ``N x 4 x 4`` input)::
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
+from graphtools._core import ONNX
+from graphtools.analysis.constants import constant_ops, needed_outputs
+from graphtools.dialects import OpTable, op_table
 from graphtools.ir import Model, Net, Op
 from graphtools.nested import nested_accesses
 from graphtools.pass_infra import Pass, PassResult, register_pass
 from graphtools.ssa import VersionedBlob
+from graphtools.values import ArrayTensor, ValueType
 
 __all__ = ["FoldConstants"]
 
@@ -314,19 +326,27 @@ def _fill_op(name: str, value: np.ndarray) -> Op:
 @register_pass
 @dataclass(frozen=True)
 class FoldConstants(Pass):
-    """Fold constant shape arithmetic and Reshape shapes with dynamic dims (module docstring).
+    """Fold constants (see the module docstring): ONNX constant sub-graphs into initializers;
+    Caffe2 shape arithmetic and Reshape shapes with dynamic dims into params.
 
-    Adds params (init_net fills and predict_net external inputs), hence ``changes_interface``.
-    Stats: ``ops_folded`` (constant ops evaluated), ``reshapes_folded``, ``ops_removed``,
-    ``params_added``.
+    Options:
+        max_bytes: an ONNX value bigger than this and than the constants it was computed
+            from stays computed.
+
+    Adds params (init_net fills and predict_net external inputs; ONNX initializers), hence
+    ``changes_interface``. Stats: ``ops_folded`` (constant ops evaluated), ``reshapes_folded``,
+    ``ops_removed``, ``params_added``.
     """
 
     name: ClassVar[str] = "fold-constants"
     changes_interface: ClassVar[bool] = True
     reads_ssa: ClassVar[bool] = True
+    max_bytes: int = 1 << 20
 
     def call(self, model: Model) -> PassResult:
         """Plan on the nets as they are, then apply it in one edit per net."""
+        if model.dialect == ONNX:
+            return _fold_onnx(model, op_table(model), self.max_bytes)
         folder = _Folder(model)
         folder.fold_constant_ops()
         folded = len(folder.plan.removed)
@@ -367,3 +387,103 @@ class FoldConstants(Pass):
                 edit.set_external_inputs([*net.external_inputs, *new])
         stats["params_added"] = len(new)
         return PassResult(model, True, stats)
+
+
+def _fold_onnx(model: Model, table: OpTable, max_bytes: int) -> PassResult:
+    """The ONNX folding of ``FoldConstants`` (module docstring), in one edit."""
+    net = model.predict_net
+    stats = {"ops_folded": 0, "reshapes_folded": 0, "ops_removed": 0, "params_added": 0}
+    shapes = _static_shape_values(model, net, table)
+    known = set(net.initializers) | set(shapes)
+    found = constant_ops(
+        net, lambda op: table.foldable(op, net) and not table.shape_only(op), known
+    )
+    if not found.ops and not shapes:
+        return PassResult(model, False, stats)
+    ops = [net[i] for i in found.ops]
+    feeds = {
+        name: net.initializers[name].numpy() for name in found.inputs if name in net.initializers
+    }
+    feeds.update({name: value for name, value in shapes.items() if name in found.inputs})
+    wanted = [name for op in ops for name in op.outputs if name]
+    values = dict(shapes)
+    if ops:
+        values.update(table.evaluate_ops(ops, feeds, wanted))
+    folded = _within_size(net, found.ops, values, shapes, max_bytes)
+    removed = folded | {i for i, op in enumerate(net) if op.outputs and op.outputs[0] in shapes}
+    outputs = set(net.external_outputs)
+    removed = {i for i in removed if not outputs.intersection(net[i].outputs)}
+    kept_values = needed_outputs(net, removed)
+    if not removed:
+        return PassResult(model, False, stats)
+    with net.edit() as edit:
+        for index in sorted(removed):
+            edit.remove(index)
+        for name in kept_values:
+            edit.replace_with_constant((name, 1), ArrayTensor(values[name]))
+    stats.update(ops_folded=len(folded), ops_removed=len(removed), params_added=len(kept_values))
+    return PassResult(model, edit.changed, stats)
+
+
+def _static_shape_values(model: Model, net: Net, table: OpTable) -> dict[str, np.ndarray]:
+    """The values of the shape-only ops (``Shape``, ``Size``) of ``net`` whose input has a
+    static shape, evaluated on a placeholder of that shape."""
+    candidates = [op for op in net if table.shape_only(op) and op.inputs and op.inputs[0]]
+    if not candidates:
+        return {}
+    inferred = table.infer_types(model)
+    ops: list[Op] = []
+    feeds: dict[str, np.ndarray] = {}
+    for op in candidates:
+        placeholder = _placeholder(op.inputs[0], net, inferred)
+        if placeholder is not None:
+            ops.append(op)
+            feeds[op.inputs[0]] = placeholder
+    if not ops:
+        return {}
+    return table.evaluate_ops(ops, feeds, [op.outputs[0] for op in ops])
+
+
+def _placeholder(name: str, net: Net, inferred: Mapping[str, ValueType]) -> np.ndarray | None:
+    """Zeros of the static shape of value ``name`` (a shape-only op reads nothing else of it),
+    ``None`` when its shape is not static."""
+    tensor = net.initializers.get(name)
+    if tensor is not None:
+        return np.zeros(tensor.shape, dtype=np.float32)
+    value_type = inferred.get(name) or net.types.get(name)
+    if value_type is None or value_type.kind != "tensor" or value_type.shape is None:
+        return None
+    dims = [dim for dim in value_type.shape if isinstance(dim, int)]
+    if len(dims) != len(value_type.shape):
+        return None
+    return np.zeros(dims, dtype=np.float32)
+
+
+def _within_size(
+    net: Net,
+    ops: tuple[int, ...],
+    values: dict[str, np.ndarray],
+    shapes: dict[str, np.ndarray],
+    max_bytes: int,
+) -> set[int]:
+    """The constant ops whose outputs are no bigger than ``max_bytes`` or than the constants
+    they read, and whose inputs all stay constant (an op fed by one left computed stays)."""
+    constant = set(net.initializers) | set(shapes)
+    folded: set[int] = set()
+    for index in ops:
+        op = net[index]
+        reads = [name for name in op.inputs if name]
+        if not all(name in constant for name in reads):
+            continue
+        budget = max(
+            max_bytes,
+            sum(
+                np.asarray(values[n]).nbytes if n in values else net.initializers[n].nbytes
+                for n in reads
+            ),
+        )
+        if any(np.asarray(values[name]).nbytes > budget for name in op.outputs if name):
+            continue
+        folded.add(index)
+        constant.update(name for name in op.outputs if name)
+    return folded

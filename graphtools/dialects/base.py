@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
-from graphtools.ir import Net, Op
+from graphtools.ir import Model, Net, Op
+from graphtools.values import ValueType
 
 __all__ = ["OpTable"]
 
@@ -53,6 +54,27 @@ class OpTable(ABC):
         from graphtools.errors import UnsupportedOpError
 
         raise UnsupportedOpError(f"{self.dialect} ops are not evaluated by this table: {op.type}")
+
+    def shape_only(self, op: Op) -> bool:
+        """Whether ``op``'s outputs depend on the shape of its input alone (``Shape``): it may
+        be evaluated on a placeholder of the input's static shape."""
+        return False
+
+    def evaluate_ops(
+        self, ops: Sequence[Op], feeds: Mapping[str, np.ndarray], wanted: Sequence[str]
+    ) -> dict[str, np.ndarray]:
+        """Run ``ops`` in order on the constants ``feeds`` and return the ``wanted`` values
+        (one op at a time through ``evaluate``; a table may run them together)."""
+        values = dict(feeds)
+        for op in ops:
+            results = self.evaluate(op, [values.get(name) if name else None for name in op.inputs])
+            values.update(zip(op.outputs, results, strict=False))
+        return {name: values[name] for name in wanted}
+
+    def infer_types(self, model: Model) -> dict[str, ValueType]:
+        """The types (dtype, static or symbolic shape) the dialect's inference gives the
+        predict_net's values; empty when the table has no inference."""
+        return {}
 
     def describe(self) -> dict[str, Any]:
         """A summary for messages and ``show``."""

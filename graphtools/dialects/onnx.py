@@ -25,7 +25,8 @@ import onnx
 from graphtools._core import ONNX
 from graphtools.dialects.base import OpTable
 from graphtools.errors import UnsupportedOpError
-from graphtools.ir import Net, Op
+from graphtools.ir import Model, Net, Op
+from graphtools.values import ValueType
 
 __all__ = ["STANDARD_DOMAINS", "OnnxOpTable", "onnx_table"]
 
@@ -129,6 +130,21 @@ class OnnxOpTable(OpTable):
         if not self.known(op) or op.has_nested_nets():
             raise UnsupportedOpError(f"op {op.type!r} cannot be evaluated on its own")
         return evaluate_node(op, inputs, self.opsets)
+
+    def evaluate_ops(
+        self, ops: Sequence[Op], feeds: Mapping[str, np.ndarray], wanted: Sequence[str]
+    ) -> dict[str, np.ndarray]:
+        from graphtools.dialects.onnx_eval import run_ops
+
+        return run_ops(ops, feeds, wanted, self.opsets)
+
+    def shape_only(self, op: Op) -> bool:
+        return not _domain(op) and op.type in ("Shape", "Size")
+
+    def infer_types(self, model: Model) -> dict[str, ValueType]:
+        from graphtools.dialects.onnx_eval import inferred_types
+
+        return inferred_types(model)
 
     def schema(self, op: Op) -> Any:
         """The ``onnx.defs`` schema ``op`` resolves to under the model's opsets (``None`` for

@@ -16,10 +16,11 @@ import numpy as np
 import onnx
 
 from graphtools.errors import UnsupportedOpError
-from graphtools.ir import Op
-from graphtools.serde.onnx_codec import node_to_proto
+from graphtools.ir import Model, Op
+from graphtools.serde.onnx_codec import model_to_onnx_bytes, node_to_proto, value_type_from_proto
+from graphtools.values import ValueType
 
-__all__ = ["evaluate_node", "run_ops"]
+__all__ = ["evaluate_node", "inferred_types", "run_ops"]
 
 
 def evaluate_node(
@@ -123,3 +124,21 @@ def _with_reference(
 def _first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return text[0][:200] if text else type(error).__name__
+
+
+def inferred_types(model: Model) -> dict[str, ValueType]:
+    """The types ONNX shape inference (with data propagation) gives the values of an ONNX
+    model's main graph; empty when inference refuses the model."""
+    proto = onnx.ModelProto.FromString(model_to_onnx_bytes(model))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
+        except Exception:  # inference refusing a model is not an error of the model's user
+            return {}
+    graph = inferred.graph
+    return {
+        info.name: value_type_from_proto(info)
+        for section in (graph.input, graph.value_info, graph.output)
+        for info in section
+    }

@@ -1,0 +1,384 @@
+"""ONNX as a dialect of the IR: lossless load and save, the versioned view and the rewriter on
+ONNX graphs, external data, functions, opaque ops, and the typed refusals of the codec.
+
+Lossless means: the ModelProto written back equals the one read, field by field (initializer
+data, opsets, IR version, value_info, functions included), and external data keeps its layout.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx_testdata import onnx_package_models
+
+from graphtools.errors import IllegalRewriteError, SerdeError
+from graphtools.ir import Op
+from graphtools.serde.onnx_io import load_onnx_model, onnx_model_files, save_onnx_model
+from graphtools.values import ArrayTensor, ValueType
+from graphtools.verify import REWRITTEN_VALUE, verify
+
+
+def _saved_equal(source: Path, target: Path) -> None:
+    """``source`` loaded and saved to ``target`` gives the same ModelProto."""
+    save_onnx_model(load_onnx_model(source), target)
+    want = onnx.load(str(source), load_external_data=False)
+    got = onnx.load(str(target), load_external_data=False)
+    assert got == want
+
+
+def test_every_backend_node_case_round_trips(onnx_backend_node_cases, tmp_path: Path) -> None:
+    assert len(onnx_backend_node_cases) > 1500
+    for case in onnx_backend_node_cases:
+        model = load_onnx_model(case.path)
+        data = onnx_model_files(model, tmp_path / "out.onnx")[0][1]
+        assert onnx.ModelProto.FromString(data) == onnx.load(str(case.path)), case.name
+
+
+def test_the_onnx_wheels_models_round_trip(tmp_path: Path) -> None:
+    models = onnx_package_models()
+    assert models
+    for found in models:
+        model = load_onnx_model(found.path)
+        data = onnx_model_files(model, tmp_path / "out.onnx")[0][1]
+        assert onnx.ModelProto.FromString(data) == onnx.load(str(found.path)), found.name
+
+
+def test_every_corpus_export_round_trips_with_its_external_data(
+    onnx_corpus, tmp_path: Path
+) -> None:
+    external = 0
+    for corpus_model in onnx_corpus:
+        target = tmp_path / corpus_model.name / corpus_model.path.name
+        target.parent.mkdir()
+        _saved_equal(corpus_model.path, target)
+        data = corpus_model.path.with_name(corpus_model.path.name + ".data")
+        if data.exists() and data.stat().st_size:
+            external += 1
+            assert (target.parent / data.name).read_bytes() == data.read_bytes()
+        onnx.checker.check_model(str(target), full_check=True)
+    assert external >= 5  # the dynamo exporter writes weights as external data
+
+
+def _external_model(folder: Path) -> Path:
+    """A Conv whose weight lies in ``weights.bin`` (offset 0) and a bias at offset 16."""
+    weight = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 1, 2, 2), "w")
+    bias = numpy_helper.from_array(np.ones(4, dtype=np.float32), "b")
+    unused = numpy_helper.from_array(np.full(8, 7, dtype=np.float32), "unused")
+    blob = b""
+    for tensor in (weight, unused, bias):
+        data = tensor.raw_data
+        tensor.ClearField("raw_data")
+        tensor.data_location = TensorProto.EXTERNAL
+        for key, value in (
+            ("location", "weights.bin"),
+            ("offset", len(blob)),
+            ("length", len(data)),
+        ):
+            tensor.external_data.add(key=key, value=str(value))
+        blob += data
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"])],
+        "ext",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 2, 2])],
+        [weight, unused, bias],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "weights.bin").write_bytes(blob)
+    path = folder / "ext.onnx"
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def test_external_data_stays_external_with_its_layout(tmp_path: Path) -> None:
+    source = _external_model(tmp_path / "in")
+    target = tmp_path / "out" / "ext.onnx"
+    target.parent.mkdir()
+    _saved_equal(source, target)
+    assert (target.parent / "weights.bin").read_bytes() == (
+        source.parent / "weights.bin"
+    ).read_bytes()
+    model = load_onnx_model(target)
+    assert model.predict_net.initializers["w"].numpy()[3, 0, 1, 1] == 15
+
+
+def test_external_data_of_dropped_tensors_is_left_behind(tmp_path: Path) -> None:
+    from graphtools.pass_infra import PassManager
+
+    model = load_onnx_model(_external_model(tmp_path / "in"))
+    PassManager.parse("remove-unused-params")(model)
+    assert "unused" not in model.predict_net.initializers
+    target = tmp_path / "out" / "ext.onnx"
+    target.parent.mkdir()
+    save_onnx_model(model, target)
+    assert (target.parent / "weights.bin").stat().st_size == 16 * 4 + 4 * 4
+    loaded = onnx.load(str(target))
+    x = np.arange(9, dtype=np.float32).reshape(1, 1, 3, 3)
+    import onnxruntime
+
+    got = onnxruntime.InferenceSession(str(target)).run(None, {"x": x})[0]
+    want = onnxruntime.InferenceSession(str(tmp_path / "in" / "ext.onnx")).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, want)
+    assert len(loaded.graph.initializer) == 2
+
+
+def test_external_data_outside_the_models_folder_is_refused(tmp_path: Path) -> None:
+    path = _external_model(tmp_path / "in")
+    model = onnx.load(str(path), load_external_data=False)
+    for entry in model.graph.initializer[0].external_data:
+        if entry.key == "location":
+            entry.value = "../secret.bin"
+    path.write_bytes(model.SerializeToString())
+    with pytest.raises(SerdeError, match=r"outside the model's folder.*refusing"):
+        load_onnx_model(path)
+
+
+def _function_model() -> onnx.ModelProto:
+    """A model calling a model-local function ``local.Twice`` (x + x) and an opaque
+    ``custom.Print`` whose output nobody reads."""
+    twice = helper.make_function(
+        "local",
+        "Twice",
+        ["a"],
+        ["b"],
+        [helper.make_node("Add", ["a", "a"], ["b"])],
+        [helper.make_opsetid("", 17)],
+    )
+    nodes = [
+        helper.make_node("Twice", ["x"], ["t"], domain="local"),
+        helper.make_node("Print", ["t"], ["logged"], domain="custom", doc_string="side effect"),
+        helper.make_node("Twice", ["x"], ["dead"], domain="local"),
+        helper.make_node("Identity", ["t"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "functions",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2])],
+    )
+    return helper.make_model(
+        graph,
+        functions=[twice],
+        opset_imports=[
+            helper.make_opsetid("", 17),
+            helper.make_opsetid("local", 1),
+            helper.make_opsetid("custom", 1),
+        ],
+    )
+
+
+def test_functions_and_opaque_ops_load_count_and_save(tmp_path: Path) -> None:
+    from graphtools.pass_infra import PassManager
+
+    source = tmp_path / "f.onnx"
+    source.write_bytes(_function_model().SerializeToString())
+    _saved_equal(source, tmp_path / "same.onnx")
+    model = load_onnx_model(source)
+    records = PassManager.parse("default")(model)
+    kept = [(op.type, op.domain) for op in model.predict_net]
+    # The dead function call goes; the opaque op stays (it may have effects nobody sees);
+    # the Identity writing the output goes, its source taking the output's name.
+    assert kept == [("Twice", "local"), ("Print", "custom")]
+    assert model.predict_net[0].outputs == ("y",)
+    assert any(r.modified for r in records)
+    target = tmp_path / "cleaned.onnx"
+    save_onnx_model(model, target)
+    written = onnx.load(str(target))
+    assert [f.name for f in written.functions] == ["Twice"]
+    assert written.graph.node[1].doc_string == "side effect"
+    assert written.graph.output[0].type.tensor_type.shape.dim[0].dim_param == "N"
+
+
+def _graph(nodes, inputs=("x",), outputs=("y",), initializers=()) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        list(nodes),
+        "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in inputs],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in outputs],
+        list(initializers),
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _load(tmp_path: Path, proto: onnx.ModelProto, name: str = "m.onnx"):
+    path = tmp_path / name
+    path.write_bytes(proto.SerializeToString())
+    return load_onnx_model(path)
+
+
+def test_the_view_and_the_rewriter_work_on_an_onnx_graph(tmp_path: Path) -> None:
+    model = _load(
+        tmp_path,
+        _graph(
+            [
+                helper.make_node("Relu", ["x"], ["a"]),
+                helper.make_node("Identity", ["a"], ["b"]),
+                helper.make_node("Add", ["b", "w"], ["y"]),
+            ],
+            initializers=[numpy_helper.from_array(np.ones(2, np.float32), "w")],
+        ),
+    )
+    net = model.predict_net
+    assert net.dialect == "onnx"
+    assert net.producer(("b", 1)) == 1
+    assert [u.op for u in net.uses(("b", 1))] == [2]
+    assert [u.op for u in net.uses(("w", 0))] == [2]
+    with net.edit() as edit:
+        edit.replace_all_uses_with(("b", 1), ("a", 1))
+        edit.remove(1)
+    assert [op.type for op in net] == ["Relu", "Add"]
+    assert net[1].inputs == ("a", "w")
+    assert verify(model) == []
+
+
+def test_missing_optional_inputs_and_outputs_are_no_value(tmp_path: Path) -> None:
+    """The empty name of an optional input or output left out is never a value: a node
+    writing "" does not feed a node reading "", and removing it is no refusal."""
+    nodes = [
+        helper.make_node("Dropout", ["x"], ["d", ""]),
+        helper.make_node("Clip", ["x", "", "m"], ["y"]),
+    ]
+    model = _load(
+        tmp_path,
+        _graph(nodes, initializers=[numpy_helper.from_array(np.array(1, np.float32), "m")]),
+    )
+    net = model.predict_net
+    assert net.uses(("", 1)) == []
+    with net.edit() as edit:
+        edit.remove(0)
+    assert [op.type for op in net] == ["Clip"]
+    assert verify(model) == []
+
+
+def test_an_onnx_value_written_twice_is_a_finding(tmp_path: Path) -> None:
+    """What a buggy pass writing a value twice leaves (the unchecked ``insert_op``; an edit
+    refuses it when the value is read) is a ``verify`` finding, which a pass manager refuses."""
+    model = _load(tmp_path, _graph([helper.make_node("Relu", ["x"], ["y"])]))
+    net = model.predict_net
+    net.insert_op(1, Op("Neg", ["x"], ["x"]))
+    net.insert_op(2, Op("Neg", ["x"], ["y"]))
+    found = {(f.kind, f.blob) for f in verify(model)}
+    assert found == {(REWRITTEN_VALUE, "x"), (REWRITTEN_VALUE, "y")}
+    net.ssa()  # the view's fast path finds the same
+    assert {(f.kind, f.blob) for f in verify(model)} == found
+
+
+def test_initializers_are_defined_and_types_follow_renames(tmp_path: Path) -> None:
+    model = _load(
+        tmp_path,
+        _graph(
+            [helper.make_node("Add", ["x", "w"], ["a"]), helper.make_node("Neg", ["a"], ["y"])],
+            initializers=[numpy_helper.from_array(np.ones(2, np.float32), "w")],
+        ),
+    )
+    net = model.predict_net
+    with net.edit() as edit:
+        edit.set_type("a", ValueType(TensorProto.FLOAT, (2,)))
+    with net.edit() as edit:
+        edit.rename(("a", 1), "sum")
+        edit.rename(("w", 0), "weight")
+    assert net.types["sum"].shape == (2,)
+    assert set(net.initializers) == {"weight"}
+    assert net[0].inputs == ("x", "weight")
+    assert verify(model) == []
+    target = tmp_path / "renamed.onnx"
+    save_onnx_model(model, target)
+    onnx.checker.check_model(str(target), full_check=True)
+    written = onnx.load(str(target))
+    assert [v.name for v in written.graph.value_info] == ["sum"]
+
+
+def test_a_constant_replaces_a_value_only_with_its_producer_removed(tmp_path: Path) -> None:
+    model = _load(
+        tmp_path,
+        _graph([helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Neg", ["a"], ["y"])]),
+    )
+    net = model.predict_net
+    with pytest.raises(IllegalRewriteError, match="must be removed"), net.edit() as edit:
+        edit.replace_with_constant(("a", 1), ArrayTensor(np.zeros(2, np.float32)))
+    with (
+        pytest.raises(IllegalRewriteError, match="would see the value of no op"),
+        net.edit() as edit,
+    ):
+        edit.remove(0)
+    with net.edit() as edit:
+        edit.remove(0)
+        edit.replace_with_constant(("a", 1), ArrayTensor(np.zeros(2, np.float32)))
+    assert [op.type for op in net] == ["Neg"]
+    assert set(net.initializers) == {"a"}
+    assert verify(model) == []
+
+
+@pytest.mark.parametrize(
+    ("mutate", "words"),
+    [
+        (lambda data: data[: len(data) // 2], "not an ONNX model"),
+        (lambda data: data.replace(b"relu_out", b"relu\xff\xfeut"), "is not UTF-8"),
+        (lambda data: b"", "not an ONNX model"),
+    ],
+)
+def test_broken_files_are_typed_errors_naming_the_file(tmp_path: Path, mutate, words: str) -> None:
+    proto = _graph(
+        [
+            helper.make_node("Relu", ["x"], ["relu_out"]),
+            helper.make_node("Neg", ["relu_out"], ["y"]),
+        ]
+    )
+    path = tmp_path / "broken.onnx"
+    path.write_bytes(mutate(proto.SerializeToString()))
+    with pytest.raises(SerdeError, match=words) as info:
+        load_onnx_model(path)
+    assert "broken.onnx" in str(info.value)
+
+
+def test_graphs_nested_too_deep_are_refused(tmp_path: Path) -> None:
+    inner = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["out"])],
+        "leaf",
+        [],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2])],
+    )
+    leaf = inner
+    for depth in range(20):
+        node = helper.make_node("If", ["c"], [f"o{depth}"], then_branch=inner, else_branch=leaf)
+        inner = helper.make_graph(
+            [node],
+            f"level{depth}",
+            [],
+            [helper.make_tensor_value_info(f"o{depth}", TensorProto.FLOAT, [2])],
+        )
+    graph = helper.make_graph(
+        list(inner.node),
+        "top",
+        [
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+        ],
+        list(inner.output),
+    )
+    path = tmp_path / "deep.onnx"
+    path.write_bytes(helper.make_model(graph).SerializeToString())
+    with pytest.raises(SerdeError, match="nest more than 16 deep"):
+        load_onnx_model(path)
+
+
+def test_the_onnx_codec_keeps_the_caffe2_round_trip(tmp_path: Path) -> None:
+    """Loading an ONNX model leaves the Caffe2 codec as it was: a NetDef pair still saves
+    byte for byte (the dialects share the IR, not their codecs)."""
+    from conftest import FIXTURES
+
+    from graphtools.serde import load_model_dir, save_model
+
+    folder = FIXTURES / "models" / "tiny_export"
+    model = load_model_dir(folder)
+    target = tmp_path / "copy"
+    shutil.copytree(folder, target)
+    written = save_model(model, target)
+    for path in written:
+        assert path.read_bytes() == (folder / path.name).read_bytes()
