@@ -78,7 +78,7 @@ def test_run_onnx_to_onnx_and_verify(tmp_path: Path, capsys: pytest.CaptureFixtu
     (pair_dir / "shapes.txt").write_text("x=2x3x4x4\n")
     code, out, _ = run_cli(capsys, "verify", "--onnx", str(source), str(pair_dir), "--per-blob")
     assert code == 0, out
-    assert "outputs equal" in out and "no blob diverges" in out
+    assert "outputs equal" in out and "no blob outside the tolerances" in out
 
     exported = tmp_path / "again.onnx"
     code, out, _ = run_cli(
@@ -115,7 +115,7 @@ def test_verify_onnx_reports_the_first_diverging_op(
         "x=2x3x4x4",
     )
     assert code == 1
-    assert "first divergence: op #1 (Sigmoid) writing 'r'" in out
+    assert "first blob outside the tolerances: op #1 (Sigmoid) writing 'r'" in out
 
 
 def test_export_onnx_without_shapes_is_one_error_line(
@@ -127,3 +127,63 @@ def test_export_onnx_without_shapes_is_one_error_line(
     code, _, err = run_cli(capsys, "export-onnx", str(pair_dir), "-o", str(tmp_path / "o.onnx"))
     assert code == 2
     assert_one_error_line(err, "need shapes")
+
+
+def _relu_times_zero(path: Path) -> Path:
+    """y = Relu(x) * 0: the intermediate ``r`` can change without the output changing."""
+    zero = numpy_helper.from_array(np.zeros((1,), np.float32), "zero")
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Mul", ["r", "zero"], ["y"])]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y], [zero]),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def test_verify_onnx_per_blob_has_one_verdict_with_the_outputs_statistics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 21 item 6: a blob outside the tolerances whose difference does not reach the
+    outputs is reported with the statistics of the output table (max rel, mismatches), under
+    the same (per-name) tolerances; the verdict and the exit code are the outputs'."""
+    source = _relu_times_zero(tmp_path / "m.onnx")
+    pair_dir = tmp_path / "pair"
+    assert run_cli(capsys, "import-onnx", str(source), "-o", str(pair_dir))[0] == 0
+    pair = load_model_dir(pair_dir)
+    relu = next(i for i, op in enumerate(pair.predict_net) if op.type == "Relu")
+    pair.predict_net.replace_op(relu, pair.predict_net[relu].replace(type="Sigmoid"))
+    save_model(pair, pair_dir)
+    argv = ["verify", "--onnx", str(source), str(pair_dir), "--per-blob", "--shapes", "x=2x3"]
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0, out
+    assert "outputs equal" in out and "outputs differ" not in out
+    divergence = next(line for line in out.splitlines() if line.startswith("r "))
+    assert "NO" in divergence and "/6" in divergence  # mismatches of the 6 values
+    assert "1e-05/1e-06" in divergence  # the tolerances it was compared with
+    assert "first blob outside the tolerances: op #0 (Sigmoid) writing 'r'" in out
+
+    code, out, _ = run_cli(capsys, *argv, "--rtol", "1e-5,r:100", "--atol", "1e-6,r:100")
+    assert code == 0 and "no blob outside the tolerances" in out
+
+
+def test_verify_onnx_of_a_pair_without_weights_says_they_are_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 21 item 7: a predict_net shipped without its init_net is not asked for the shape
+    of a weight; the error says the weights are missing and how to give them."""
+    source = _flatten_before_gemm(tmp_path / "m.onnx")
+    pair_dir = tmp_path / "pair"
+    assert run_cli(capsys, "import-onnx", str(source), "-o", str(pair_dir))[0] == 0
+    (pair_dir / "init_net.pb").unlink()
+    for command in (
+        ["verify", "--onnx", str(source), str(pair_dir), "--shapes", "x=2x3x4x4"],
+        ["export-onnx", str(pair_dir), "-o", str(tmp_path / "o.onnx"), "--shapes", "x=2x3x4x4"],
+    ):
+        code, _, err = run_cli(capsys, *command)
+        assert code == 2
+        assert_one_error_line(err, "weights", "'w'", "init_net", "--init")
+        assert "--shapes w=" not in err

@@ -30,6 +30,7 @@ from graphtools.cli.common import (
     UsageError,
     add_model_options,
     add_pipeline_options,
+    diff_table,
     load_input,
     new_table,
     parse_name_list,
@@ -37,6 +38,7 @@ from graphtools.cli.common import (
     record_data,
     report_records,
     set_outputs,
+    tolerances_by_name,
 )
 from graphtools.cli.pipeline import is_collection, load_npz, npz_bytes, printer_after_pass
 from graphtools.errors import GraphToolsError
@@ -221,12 +223,12 @@ def verify_one(
     _notes(synthesis, report)
     before = _strip(model, synthesis)
     after = before.copy()
-    report.ops_before = sum(len(net) for net in before.nets())
+    report.ops_before = len(before.predict_net)
     after_pass = (
         printer_after_pass(out) if out is not None and settings["print_after_each"] else None
     )
     report.records = manager(after, after_pass=after_pass)
-    report.ops_after = sum(len(net) for net in after.nets())
+    report.ops_after = len(after.predict_net)
     if loaded is not None or any(record.modified for record in report.records):
         out_after = run_after(
             before,
@@ -239,12 +241,7 @@ def verify_one(
     else:  # nothing changed: the executor is deterministic, the outputs are the original's
         out_after = dict(synthesis.outputs)
         report.notes.append("no pass changed the model: its outputs are the original's")
-    rtol, per_rtol = settings["rtol"]
-    atol, per_atol = settings["atol"]
-    per = {
-        name: (per_rtol.get(name, rtol), per_atol.get(name, atol))
-        for name in set(per_rtol) | set(per_atol)
-    }
+    rtol, atol, per = tolerances_by_name(settings)
     for name in per:
         if name not in names:
             raise UsageError(f"--rtol/--atol name {name!r}, which is not an output compared")
@@ -322,33 +319,7 @@ def render(out: Output, report: VerifyReport) -> None:
         out.note(note)
     verdict = "outputs equal" if report.verdict == "equal" else "outputs differ"
     out.line(f"pipeline {report.pipeline}: {verdict} ({report.tolerance})", level=0)
-    table = new_table(
-        "output",
-        "ok",
-        "max abs",
-        "mean abs",
-        "max rel",
-        "mean rel",
-        "mismatches",
-        "shape",
-        "rtol/atol",
-        "reason",
-    )
-    for d in report.diffs:
-        shape = d.shape_before if d.shape_before is not None else d.shape_after
-        table.add_row(
-            d.name,
-            "yes" if d.ok else "NO",
-            _number(d.max_abs),
-            _number(d.mean_abs),
-            _number(d.max_rel),
-            _number(d.mean_rel),
-            f"{d.mismatches}/{d.size}",
-            "-" if shape is None else str(list(shape)),
-            f"{d.rtol:g}/{d.atol:g}",
-            d.reason,
-        )
-    out.table(table)
+    out.table(diff_table(report.diffs))
     for d in report.diffs:
         if not d.ok or out.verbosity >= 2:
             _histogram(out, d)

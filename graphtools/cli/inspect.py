@@ -6,7 +6,6 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from graphtools.analysis.input_shapes import first_readers, guess_input_shapes
 from graphtools.analysis.summary import ModelSummary, dtype_bytes, summarize
 from graphtools.cli.common import (
     Output,
@@ -14,9 +13,8 @@ from graphtools.cli.common import (
     add_model_options,
     did_you_mean,
     load_input,
-    model_input_names,
     new_table,
-    read_shapes,
+    typing_shapes,
 )
 from graphtools.ir import Model, Net
 from graphtools.pass_infra import DEFAULT_PIPELINE, available_passes
@@ -40,23 +38,6 @@ def parse_slice(text: str | None) -> slice | None:
         return slice(int(start) if start else None, int(stop) if stop else None)
     except ValueError:
         raise UsageError(f"--ops {text!r} is not a range like 10:20, :50 or 7") from None
-
-
-def _shapes_for(model: Model, path: str, items: Sequence[str] | None) -> tuple[dict, str]:
-    """Input shapes for typing the summary: given, else guessed (cheap, static)."""
-    shapes, where = read_shapes(model, path, items)
-    data, _ = model_input_names(model)
-    readers = first_readers(model.predict_net)
-    missing = [
-        name
-        for name in data
-        if name not in shapes and (name not in readers or readers[name][2] == 0)
-    ]
-    if not missing:
-        return shapes, where
-    guesses = guess_input_shapes(model, missing, shapes)
-    shapes.update({name: guess.shape for name, guess in guesses.items()})
-    return shapes, (where + " and " if where else "") + "guessed"
 
 
 def _dims(shape: Sequence[int]) -> str:
@@ -214,21 +195,23 @@ def _show_one(out: Output, options: argparse.Namespace, path: str, model: Model)
         data["params"] = [{"name": n, "type": t, "fill": f} for n, t, f in rows]
     if dumps:
         return data
-    shapes, where = _shapes_for(model, path, options.shapes)
+    shapes, where = typing_shapes(model, path, options.shapes)
     summary = summarize(model, shapes)
     _print_summary(out, summary, model, where)
     return _summary_data(summary, path, model)
 
 
-def _ssa_rows(net: Net) -> list[tuple[str, str, str]]:
+def _ssa_rows(net: Net) -> list[tuple[str, str | None, list[str]]]:
+    """``(blob@version, writer, readers)`` per versioned blob: the writer is ``%i``, ``input``
+    for a version 0, or ``None`` when nothing writes it."""
     view = net.ssa()
     producers = view.producers
     blobs = sorted(set(producers) | set(view.consumers) | set(view.external_inputs))
     rows = []
     for name, version in blobs:
         writer = producers.get((name, version))
-        written = f"%{writer[0]}" if writer else ("input" if version == 0 else "-")
-        readers = " ".join(f"%{i}" for i in view.consumer_ops((name, version))) or "-"
+        written = f"%{writer[0]}" if writer else ("input" if version == 0 else None)
+        readers = [f"%{i}" for i in view.consumer_ops((name, version))]
         rows.append((f"{name}@{version}", written, readers))
     return rows
 
@@ -238,11 +221,11 @@ def _cmd_ssa(options: argparse.Namespace) -> int:
     model = load_input(options.path, options.init, no_init=options.no_init, out=out)
     rows = _ssa_rows(model.predict_net)
     if options.json:
-        out.json([{"blob": b, "written_by": w, "read_by": r.split()} for b, w, r in rows])
+        out.json([{"blob": b, "written_by": w, "read_by": r} for b, w, r in rows])
         return 0
     table = new_table("blob@version", "written by", "read by")
-    for row in rows:
-        table.add_row(*row)
+    for blob, written, readers in rows:
+        table.add_row(blob, written or "-", " ".join(readers) or "-")
     out.table(table, level=0)
     return 0
 

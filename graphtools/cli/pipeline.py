@@ -25,6 +25,7 @@ from graphtools.cli.common import (
     check_input_names,
     did_you_mean,
     load_input,
+    output_folder,
     parse_name_list,
     record_data,
     report_records,
@@ -93,7 +94,7 @@ def _output_plan(model: Model, options: argparse.Namespace) -> Path | None:
         raise UsageError(
             "give an output folder with -o OUTDIR, or --in-place to overwrite the input"
         )
-    out_dir = Path(options.output).resolve()
+    out_dir = output_folder(options.output).resolve()
     inputs = {p.resolve() for p in (model.predict_path, model.init_path) if p is not None}
     planned = set(model_output_paths(model, out_dir, text=options.text))
     clash = sorted(str(p) for p in inputs & planned)
@@ -194,6 +195,7 @@ def _run_batch(options: argparse.Namespace, out: Output) -> int:
         )
     if options.output is None:
         raise UsageError("several models need an output folder: -o OUTDIR (one folder each)")
+    output_folder(options.output)
     refs = discover_models(options.inputs)
     manager_for(options.pipeline, options.steps, tuple(options.device or ()))  # check it now
     settings = {
@@ -218,10 +220,10 @@ def run_worker(ref: ModelRef, settings: dict[str, Any]) -> batch.BatchResult:
     if settings["outputs"]:
         set_outputs(model, settings["outputs"])
     manager = manager_for(settings["pipeline"], settings["steps"], settings["devices"])
-    before = sum(len(net) for net in model.nets())
+    before = len(model.predict_net)
     records = manager(model)
     written = save_model(model, Path(settings["output"]) / ref.name, text=settings["text"])
-    after = sum(len(net) for net in model.nets())
+    after = len(model.predict_net)
     data = {"rounds": record_data(records), "written": [str(p) for p in written]}
     return batch.BatchResult(ref.name, str(ref.path), "ok", 0, before, after, data=data)
 

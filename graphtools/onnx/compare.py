@@ -2,8 +2,11 @@
 
 ``compare_with_onnxruntime`` compares the outputs (``graphtools.testing.OutputDiff`` entries,
 onnxruntime's value as ``before``); ``compare_blobs_with_onnxruntime`` also compares every
-intermediate blob both sides name and reports the first op of the pair whose output diverges,
-which is where to look when a conversion or a pass went wrong.
+intermediate blob both sides name, with the same statistics and (per-name) tolerances, and
+reports the first op of the pair whose output is outside them, which is where to look when a
+conversion or a pass went wrong. The verdict is the outputs' (``outputs_equal``): an
+intermediate difference that does not reach them (float rounding in a big reduction, say) only
+locates.
 """
 
 from __future__ import annotations
@@ -90,8 +93,10 @@ def compare_with_onnxruntime(
     *,
     rtol: float = 1e-4,
     atol: float = 1e-5,
+    per_output: Mapping[str, tuple[float, float]] | None = None,
 ) -> list[OutputDiff]:
-    """Run onnxruntime on ``onnx_model`` and our executor on ``model``; compare the outputs.
+    """Run onnxruntime on ``onnx_model`` and our executor on ``model``; compare the outputs
+    (``per_output``: ``(rtol, atol)`` by name, as ``testing.compare_outputs`` takes them).
 
     Returns:
         One ``OutputDiff`` per output (onnxruntime's value is ``before``, ours ``after``).
@@ -101,12 +106,14 @@ def compare_with_onnxruntime(
     proto = load_onnx(onnx_model)
     reference = run_onnxruntime(proto, feeds)
     ours = run_model(model, _our_feeds(model, feeds))
-    return compare_outputs(reference, _matched(list(reference), model, ours), rtol=rtol, atol=atol)
+    ours = _matched(list(reference), model, ours)
+    return compare_outputs(reference, ours, rtol=rtol, atol=atol, per_output=per_output)
 
 
 @dataclass(frozen=True)
 class Divergence:
-    """The first op of the pair whose output differs from onnxruntime's value of that name."""
+    """The first op of the pair whose output is outside the tolerances of onnxruntime's value
+    of that name."""
 
     op_index: int
     op_type: str
@@ -122,9 +129,19 @@ class BlobComparison:
     first_divergence: Divergence | None
 
     @property
+    def outputs_equal(self) -> bool:
+        """Whether every output matched: the verdict (a blob only locates a difference)."""
+        return all(d.ok for d in self.outputs)
+
+    @property
     def ok(self) -> bool:
         """Whether every output and every compared blob matched."""
-        return all(d.ok for d in self.outputs) and self.first_divergence is None
+        return self.outputs_equal and self.first_divergence is None
+
+    @property
+    def blobs_outside(self) -> list[OutputDiff]:
+        """The compared blobs outside their tolerances, in the pair's op order."""
+        return [d for d in self.blobs if not d.ok]
 
 
 def compare_blobs_with_onnxruntime(
@@ -134,9 +151,11 @@ def compare_blobs_with_onnxruntime(
     *,
     rtol: float = 1e-4,
     atol: float = 1e-5,
+    per_output: Mapping[str, tuple[float, float]] | None = None,
 ) -> BlobComparison:
     """Compare every value of the main graph onnxruntime computes with the blob of the same
-    name as the pair's op writes it, and name the first op (in the pair's order) that diverges.
+    name as the pair's op writes it, and name the first op (in the pair's order) whose output
+    is outside the tolerances (``per_output``: ``(rtol, atol)`` by output or blob name).
 
     The pair's blobs are matched under the names ``export_onnx`` gives them (``ssa_rewrite``),
     so a model exported from the pair compares blob by blob. Values inside sub-graphs are not
@@ -171,12 +190,17 @@ def compare_blobs_with_onnxruntime(
         for name in op.outputs:
             if name in reference:
                 diff = compare_outputs(
-                    {name: reference[name]}, {name: workspace.fetch(name)}, rtol=rtol, atol=atol
+                    {name: reference[name]},
+                    {name: workspace.fetch(name)},
+                    rtol=rtol,
+                    atol=atol,
+                    per_output=per_output,
                 )[0]
                 blobs.append(diff)
                 if not diff.ok and first is None:
                     first = Divergence(index, op.type, diff)
     ours = {name: workspace.fetch(name) for name in net.external_outputs if workspace.has(name)}
     wanted = {name: reference[name] for name in graph_outputs}
-    outputs = compare_outputs(wanted, _matched(graph_outputs, model, ours), rtol=rtol, atol=atol)
+    ours = _matched(graph_outputs, model, ours)
+    outputs = compare_outputs(wanted, ours, rtol=rtol, atol=atol, per_output=per_output)
     return BlobComparison(outputs, blobs, first)

@@ -215,6 +215,7 @@ def _cast(cx: ExportContext, op: Op) -> None:
     "EnsureCPUOutput",
     "Alias",
     "AliasWithName",
+    "Identity",
     "StopGradient",
 )
 def _copy(cx: ExportContext, op: Op) -> None:

@@ -14,6 +14,7 @@ file in it that is not the init partner of another (each with its partner), recu
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -94,18 +95,23 @@ def _is_model_folder(folder: Path) -> bool:
 def discover_models(paths: Iterable[str | Path]) -> list[ModelRef]:
     """The models under ``paths`` (files and folders), in order, with unique names.
 
+    A model is named by its path under the folder given (``2018-12_fp32`` for
+    ``zoo/2018-12/fp32`` found under ``zoo``), a model given itself by its own name (a file's
+    stem); models whose names would clash are named by their paths under the folder they
+    share (an extension kept only for twins in two formats, ``_2`` for a model given twice).
+
     Raises:
         SerdeError: a path does not exist.
     """
-    found: list[tuple[Path, Path | None]] = []
+    found: list[tuple[Path, Path | None, Path]] = []
     for raw in paths:
         path = Path(raw)
         if path.is_file():
-            found.append((path, find_init_beside(path)))
+            found.append((path, find_init_beside(path), path))
         elif path.is_dir() and _is_model_folder(path):
-            found.append((path, None))
+            found.append((path, None, path))
         elif path.is_dir():
-            found += _walk(path)
+            found += [(model, init, path) for model, init in _walk(path)]
         else:
             raise SerdeError(path, "no such file or folder")
     return _named(found)
@@ -123,25 +129,36 @@ def _walk(folder: Path) -> list[tuple[Path, Path | None]]:
     return found
 
 
-def _named(found: list[tuple[Path, Path | None]]) -> list[ModelRef]:
-    """Give each model the shortest trailing part of its path that no other model shares
-    (the file's extension only when a twin in the other format needs it)."""
-    full = [p.resolve().parts for p, _ in found]
-    refs: list[ModelRef] = []
-    for index, (path, init) in enumerate(found):
-        depth = 1
-        while depth < len(full[index]) and any(
-            other[-depth:] == full[index][-depth:] for j, other in enumerate(full) if j != index
-        ):
-            depth += 1
-        parts = list(full[index][-depth:])
-        if path.is_file():
-            stem = Path(parts[-1]).stem
-            twins = [
-                other
-                for j, other in enumerate(full)
-                if j != index and other[:-1] == full[index][:-1] and Path(other[-1]).stem == stem
-            ]
-            parts[-1] = parts[-1].replace(".", "_") if twins else stem
-        refs.append(ModelRef(path, init, "_".join(parts)))
+def _label(path: Path, under: Path, keep_suffix: bool = False) -> str:
+    """``path``'s parts below ``under`` joined by ``_`` (its own name when it is ``under``);
+    a file's extension is dropped unless ``keep_suffix``."""
+    parts = list(path.relative_to(under).parts) if path != under else [path.name]
+    if path.is_file():
+        parts[-1] = parts[-1].replace(".", "_") if keep_suffix else Path(parts[-1]).stem
+    return "_".join(parts)
+
+
+def _named(found: list[tuple[Path, Path | None, Path]]) -> list[ModelRef]:
+    """Name each model (see ``discover_models``)."""
+    names = [_label(path, root) for path, _, root in found]
+    groups: dict[str, list[int]] = {}
+    for index, name in enumerate(names):
+        groups.setdefault(name, []).append(index)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        paths = [found[i][0].resolve() for i in members]
+        shared = Path(os.path.commonpath([p.parent for p in paths]))
+        stems = {p: _label(p, shared) for p in paths}
+        for i, path in zip(members, paths, strict=True):
+            twin = any(o != path and stem == stems[path] for o, stem in stems.items())
+            if shared == path.parent:  # one folder: twins in two formats keep their prefix
+                names[i] = _label(found[i][0], found[i][2], keep_suffix=twin)
+            else:
+                names[i] = _label(path, shared, keep_suffix=twin)
+    seen: dict[str, int] = {}
+    refs = []
+    for (path, init, _), name in zip(found, names, strict=True):
+        seen[name] = seen.get(name, 0) + 1
+        refs.append(ModelRef(path, init, name if seen[name] == 1 else f"{name}_{seen[name]}"))
     return refs
