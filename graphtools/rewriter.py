@@ -88,7 +88,8 @@ class Edit:
       wrote is taken over by the last of ``ops`` writing that name, so its readers read that.
     * ``replace_all_uses_with(old, new)``: every read of versioned blob ``old`` reads ``new``
       (a blob of the same net, ``(name, version)``) instead, and when ``old`` is the final
-      version of an external output, the output becomes ``new``'s name.
+      version of an external output, the output becomes ``new``'s name. Rewires compose: with
+      ``a -> b`` and ``b -> c`` in one edit, the readers of ``a`` read ``c``.
     * ``rename(blob, name)``: the value ``blob`` gets the name ``name`` (its producer, its
       readers, the external list entry it is).
     * ``set_external_inputs(names)`` / ``set_external_outputs(names)``.
@@ -273,6 +274,26 @@ class Edit:
         self.changed = net.revision != self._revision
         return self.changed
 
+    def _rewire_targets(self) -> dict[VersionedBlob, VersionedBlob]:
+        """Where each rewired blob's reads end up: rewires compose within an edit, so with
+        ``a -> b`` and ``b -> c`` the reads of ``a`` read ``c`` (whatever the order the rewires
+        were given in: removing a chain of identities one by one just works)."""
+        step = dict(self._rewires)
+        targets: dict[VersionedBlob, VersionedBlob] = {}
+        for old in step:
+            path = [old]
+            blob = step[old]
+            while blob in step and blob not in targets:
+                if blob in path:
+                    chain = " -> ".join(map(str, [*path, blob]))
+                    raise IllegalRewriteError(f"rewires go round in a circle: {chain}")
+                path.append(blob)
+                blob = step[blob]
+            final = targets.get(blob, blob)
+            for passed in path:
+                targets[passed] = final
+        return targets
+
     def _resolve_constants(self, usedef: UseDef | None) -> dict[str, int]:
         """``{name: the removed op whose value becomes the constant}`` of the edit's
         ``replace_with_constant`` calls (which also set the initializers)."""
@@ -385,8 +406,10 @@ class Edit:
                 renamed_inputs[blob[0]] = name
             if at_the_end(blob):
                 finals[blob[0]] = (name, producer)
+        targets = self._rewire_targets()
         for old, new in self._rewires:
             self._refuse_nested_reads(old, nested, usedef)
+            new = targets[old]
             name = self._renames.get(new, new[0])
             producer = usedef.producer(new)
             for use in usedef.uses(old):
