@@ -6,6 +6,9 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
+from rich.markup import escape
+
+from graphtools._core import ONNX
 from graphtools.analysis.input_shapes import first_readers, guess_input_shapes
 from graphtools.analysis.summary import ModelSummary, dtype_bytes, summarize
 from graphtools.cli.common import (
@@ -18,6 +21,7 @@ from graphtools.cli.common import (
     new_table,
     read_shapes,
 )
+from graphtools.cli.onnx_show import initializer_rows, onnx_summary, print_onnx_summary
 from graphtools.ir import Model, Net
 from graphtools.pass_infra import DEFAULT_PIPELINE, available_passes
 from graphtools.pass_infra.describe import describe_pass
@@ -193,6 +197,7 @@ def _cmd_show(options: argparse.Namespace) -> int:
 
 
 def _show_one(out: Output, options: argparse.Namespace, path: str, model: Model) -> Any:
+    onnx = model.dialect == ONNX
     if options.full:
         out.line(print_model(model, full=True).rstrip("\n"), level=0)
         return {"path": path, "dump": print_model(model, full=True)}
@@ -204,16 +209,27 @@ def _show_one(out: Output, options: argparse.Namespace, path: str, model: Model)
             out.line(line, level=0)
         data["ops"] = _ops_data(model.predict_net, chosen)
     if options.params:
-        table = new_table("parameter", "type", "filled by")
-        rows = _params_rows(model)
+        if onnx:
+            table = new_table("initializer", "type", "data")
+            rows = initializer_rows(model)
+        else:
+            table = new_table("parameter", "type", "filled by")
+            rows = _params_rows(model)
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*(escape(cell) for cell in row) if onnx else row)
         if not rows:
             out.line("no init_net: the model has no parameters of its own", level=0)
         out.table(table, level=0)
-        data["params"] = [{"name": n, "type": t, "fill": f} for n, t, f in rows]
+        key = "data" if onnx else "fill"
+        data["params"] = [{"name": n, "type": t, key: f} for n, t, f in rows]
     if dumps:
         return data
+    if onnx:
+        if options.shapes:
+            out.note("--shapes is not used for an ONNX model: its types are the declared ones")
+        described = onnx_summary(model, path)
+        print_onnx_summary(out, described)
+        return described
     shapes, where = _shapes_for(model, path, options.shapes)
     summary = summarize(model, shapes)
     _print_summary(out, summary, model, where)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from graphtools._core import ONNX
 from graphtools.analysis.model_diff import diff_models
 from graphtools.cli import batch, onnx_commands
 from graphtools.cli.common import (
@@ -31,6 +32,14 @@ from graphtools.cli.common import (
     set_outputs,
 )
 from graphtools.cli.diff import render_diff
+from graphtools.cli.onnx_files import is_onnx_file
+from graphtools.cli.onnx_run import (
+    check_run_options,
+    exec_onnx,
+    onnx_manager,
+    run_onnx_batch_one,
+    run_onnx_model,
+)
 from graphtools.errors import SerdeError
 from graphtools.executor import Int8Tensor, run_model
 from graphtools.ir import Model
@@ -137,11 +146,13 @@ def printer_after_pass(out: Output) -> Callable[[PassRecord, Model], None]:
 
 def _cmd_run(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, options.json)
-    if onnx_commands.wants_onnx(options):
-        manager = manager_for(options.pipeline, options.steps, tuple(options.device or ()))
-        return onnx_commands.run_onnx(options, manager, out)
     if len(options.inputs) > 1 or is_collection(options.inputs[0]):
         return _run_batch(options, out)
+    if is_onnx_file(options.inputs[0]):
+        return run_onnx_model(options, out)
+    if onnx_commands.wants_export(options):
+        manager = manager_for(options.pipeline, options.steps, tuple(options.device or ()))
+        return onnx_commands.run_onnx(options, manager, out)
     model = load_input(options.inputs[0], options.init, no_init=options.no_init, out=out)
     outputs = parse_name_list(options.outputs)
     if outputs:
@@ -194,8 +205,13 @@ def _run_batch(options: argparse.Namespace, out: Output) -> int:
         )
     if options.output is None:
         raise UsageError("several models need an output folder: -o OUTDIR (one folder each)")
+    if str(options.output).lower().endswith(".onnx"):
+        raise UsageError("several models are written to a folder: -o OUTDIR, not an .onnx file")
     refs = discover_models(options.inputs)
     manager_for(options.pipeline, options.steps, tuple(options.device or ()))  # check it now
+    if any(is_onnx_file(ref.path) for ref in refs):
+        check_run_options(options)  # what an ONNX model of the batch cannot take
+        onnx_manager(options.pipeline, options.steps, options.dynamic_batch)
     settings = {
         "pipeline": options.pipeline,
         "steps": options.steps,
@@ -204,6 +220,8 @@ def _run_batch(options: argparse.Namespace, out: Output) -> int:
         "outputs": parse_name_list(options.outputs),
         "output": options.output,
         "no_init": options.no_init,
+        "dynamic_batch": options.dynamic_batch,
+        "external_data": options.external_data,
     }
     results = batch.run_batch(refs, run_worker, settings, options.jobs, out)
     batch.render_batch(out, results, f"run -p {options.pipeline}")
@@ -215,6 +233,8 @@ def run_worker(ref: ModelRef, settings: dict[str, Any]) -> batch.BatchResult:
     model = load_input(
         ref.path, None if ref.init is None else str(ref.init), no_init=settings["no_init"]
     )
+    if model.dialect == ONNX:
+        return run_onnx_batch_one(model, ref, settings)
     if settings["outputs"]:
         set_outputs(model, settings["outputs"])
     manager = manager_for(settings["pipeline"], settings["steps"], settings["devices"])
@@ -264,18 +284,23 @@ def _feeds(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 def _cmd_exec(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, False)
     model = load_input(options.input, options.init, no_init=options.no_init, out=out)
+    onnx = model.dialect == ONNX
     outputs = parse_name_list(options.outputs)
-    if outputs:
+    if outputs and not onnx:
         set_outputs(model, outputs)
-    warn_no_outputs(out, model, "the .npz file will hold no arrays")
+    if not outputs:
+        warn_no_outputs(out, model, "the .npz file will hold no arrays")
     feeds_path = Path(options.feeds)
     out_path = Path(options.output)
     inputs = (feeds_path, model.predict_path, model.init_path)
     if out_path.resolve() in {p.resolve() for p in inputs if p is not None}:
         raise UsageError(f"refusing to overwrite the input {out_path}; name another -o file")
     feeds = _feeds(load_npz(feeds_path, "feeds"))
-    check_input_names(model, feeds, f"--feeds {feeds_path}")
-    results = run_model(model, feeds, seed=options.seed)
+    if onnx:
+        results = exec_onnx(model, feeds, outputs)
+    else:
+        check_input_names(model, feeds, f"--feeds {feeds_path}")
+        results = run_model(model, feeds, seed=options.seed)
     arrays: dict[str, np.ndarray] = {}
     for name, value in results.items():
         quantized = isinstance(value, Int8Tensor)

@@ -1,0 +1,124 @@
+"""ONNX model files on the command line: telling one by its content, the files a model is
+made of, what onnx's checker says about a file, and writing a model with its external data.
+
+A file is an ONNX model when its name ends in ``.onnx`` (the fast path) or when its bytes are
+a ModelProto (``graphtools.serde.sniff.looks_like_onnx``); anything else goes to the NetDef
+loader, which says what a file is when it is neither.
+
+onnx's checker (``onnx.checker.check_model(full_check=True)``) is a second opinion: graphtools
+loads and rewrites models it rejects (an op of a domain the checker does not know, a type the
+exporter left out), so its verdict on an input is a warning; on an output it is an error only
+when the input passed it (a rewrite must not break a valid model).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from graphtools.errors import SerdeError
+from graphtools.ir import Model
+from graphtools.serde.atomic import write_files
+from graphtools.serde.netdef_io import read_bytes
+from graphtools.serde.onnx_codec import external_tensors, model_from_onnx_bytes
+from graphtools.serde.onnx_io import onnx_model_files
+from graphtools.serde.sniff import looks_like_onnx
+
+__all__ = [
+    "ONNX_SUFFIX",
+    "checker_problem",
+    "is_onnx_file",
+    "load_onnx_file",
+    "model_files",
+    "output_files",
+]
+
+ONNX_SUFFIX = ".onnx"
+_VARINT_FIELD_1 = 0x08
+"""The first byte of every ModelProto that onnx writes (``ir_version``, field 1); a NetDef
+never starts with it (binary: its name or ops; text: a printable character)."""
+
+
+def is_onnx_file(path: str | Path) -> bool:
+    """Whether ``path`` names an ONNX model: by its suffix, else (for an existing file) by
+    its content."""
+    source = Path(path)
+    if source.suffix.lower() == ONNX_SUFFIX:
+        return not source.is_dir()
+    if not source.is_file():
+        return False
+    try:
+        with source.open("rb") as handle:
+            first = handle.read(1)
+    except OSError:
+        return False  # the NetDef loader says why it cannot read it
+    return first == bytes([_VARINT_FIELD_1]) and looks_like_onnx(read_bytes(source))
+
+
+def load_onnx_file(path: str | Path) -> Model:
+    """Load an ONNX model file (external data stays in its files until read).
+
+    Raises:
+        SerdeError: the file cannot be read, is empty or is not a valid ONNX model.
+    """
+    source = Path(path)
+    data = read_bytes(source)
+    if not data.strip():
+        raise SerdeError(source, "the file is empty; an ONNX model file must hold a model")
+    return model_from_onnx_bytes(data, source)
+
+
+def model_files(model: Model) -> list[Path]:
+    """The files an ONNX model was loaded from: the model file and its external data files
+    (resolved)."""
+    found: dict[Path, None] = {}
+    if model.predict_path is not None:
+        found[model.predict_path.resolve()] = None
+    for _, _, tensor in external_tensors(model):
+        external = getattr(tensor, "external", None)
+        if external is not None:
+            found[external.path.resolve()] = None
+    return list(found)
+
+
+def output_files(
+    model: Model, target: Path, *, external_data: bool = False
+) -> list[tuple[Path, bytes]]:
+    """``(path, bytes)`` of what writing ``model`` to ``target`` writes (model file first):
+    external data as loaded beside it, or with ``external_data`` every initializer of 1 KB
+    or more in ``<target>.data``.
+
+    Raises:
+        SerdeError: the model cannot be written as ONNX or a data file would lie outside the
+            target's folder.
+    """
+    files = onnx_model_files(model, target, external_data=external_data)
+    folder = target.parent.resolve()
+    for path, _ in files[1:]:
+        if not path.resolve().is_relative_to(folder):
+            raise SerdeError(path, f"external data would be written outside {folder}; refused")
+    return files
+
+
+def checker_problem(files: Sequence[tuple[Path, bytes]] | Path) -> str | None:
+    """What ``onnx.checker.check_model(full_check=True)`` rejects in a model file (``Path``)
+    or in files about to be written (checked in a temporary folder when they are several:
+    the checker reads external data files), or ``None`` when it accepts it."""
+    import onnx
+
+    try:
+        if isinstance(files, Path):
+            onnx.checker.check_model(str(files), full_check=True)
+        elif len(files) == 1:
+            onnx.checker.check_model(files[0][1], full_check=True)
+        else:
+            with tempfile.TemporaryDirectory(prefix="graphtools-check-") as folder:
+                base = files[0][0].parent
+                staged = [(Path(folder) / path.relative_to(base), data) for path, data in files]
+                write_files(staged)
+                onnx.checker.check_model(str(staged[0][0]), full_check=True)
+    except Exception as exc:  # the checker raises ValidationError, InferenceError and others
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        return " ".join(lines[:2])[:300] or type(exc).__name__
+    return None
