@@ -94,6 +94,8 @@ def test_run_onnx_to_onnx_and_verify(tmp_path: Path, capsys: pytest.CaptureFixtu
         "--opset",
         "13",
         "--external-data",
+        "--shapes",
+        "x=2x3x4x4",
     )
     assert code == 0 and exported.exists()
     assert import_onnx(exported) is not None
