@@ -13,6 +13,7 @@ when the input passed it (a rewrite must not break a valid model).
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -101,24 +102,47 @@ def output_files(
     return files
 
 
-def checker_problem(files: Sequence[tuple[Path, bytes]] | Path) -> str | None:
+def checker_problem(
+    files: Sequence[tuple[Path, bytes]] | Path, model: Model | None = None
+) -> str | None:
     """What ``onnx.checker.check_model(full_check=True)`` rejects in a model file (``Path``)
-    or in files about to be written (checked in a temporary folder when they are several:
-    the checker reads external data files), or ``None`` when it accepts it."""
+    or in the files about to be written for ``model``, or ``None`` when it accepts it.
+
+    Files to be written are checked in a temporary folder, beside the external data files
+    they refer to (the checker reads them, and refuses symbolic and hard links): those
+    written with them, and copies of those already in the target folder that the write keeps
+    (an unchanged data file is not written again).
+    """
     import onnx
 
     try:
         if isinstance(files, Path):
             onnx.checker.check_model(str(files), full_check=True)
-        elif len(files) == 1:
+        elif len(files) == 1 and (model is None or not external_tensors(model)):
             onnx.checker.check_model(files[0][1], full_check=True)
         else:
             with tempfile.TemporaryDirectory(prefix="graphtools-check-") as folder:
-                base = files[0][0].parent
-                staged = [(Path(folder) / path.relative_to(base), data) for path, data in files]
-                write_files(staged)
-                onnx.checker.check_model(str(staged[0][0]), full_check=True)
+                onnx.checker.check_model(str(_staged(files, model, Path(folder))), full_check=True)
     except Exception as exc:  # the checker raises ValidationError, InferenceError and others
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         return " ".join(lines[:2])[:300] or type(exc).__name__
     return None
+
+
+def _staged(files: Sequence[tuple[Path, bytes]], model: Model | None, folder: Path) -> Path:
+    """Write ``files`` into ``folder`` as they would lie in their own, link the kept data
+    files beside them; the staged model file."""
+    base = files[0][0].parent
+    staged = [(folder / path.relative_to(base), data) for path, data in files]
+    write_files(staged)
+    written = {path for path, _ in staged}
+    for _, _, tensor in external_tensors(model) if model is not None else ():
+        external = getattr(tensor, "external", None)
+        if external is None:
+            continue
+        link = folder / external.location
+        kept = base / external.location
+        if link not in written and not link.exists() and kept.is_file():
+            link.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(kept, link)  # the checker refuses symbolic and hard links
+    return staged[0][0]

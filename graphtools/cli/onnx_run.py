@@ -147,10 +147,10 @@ def _write(files: list[tuple[Path, bytes]]) -> list[Path]:
 
 
 def _checked(
-    files: list[tuple[Path, bytes]], input_problem: str | None, out: Output | None
+    model: Model, files: list[tuple[Path, bytes]], input_problem: str | None, out: Output | None
 ) -> str | None:
     """The checker's verdict on the files to write: an error when only the output fails."""
-    problem = checker_problem(files)
+    problem = checker_problem(files, model)
     if problem is None:
         return None
     if input_problem is None:
@@ -203,7 +203,7 @@ def run_onnx_model(options: argparse.Namespace, out: Output) -> int:
     files = output_files(model, target, external_data=options.external_data)
     if not options.in_place:
         _refuse_overwrite(files, inputs)
-    checker = _checked(files, input_problem, out)
+    checker = _checked(model, files, input_problem, out)
     written = _write(files)
     opsets = ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in model.opset_imports.items())
     header_ir = getattr(model.header, "ir_version", 0)
@@ -240,7 +240,7 @@ def run_onnx_batch_one(model: Model, ref: ModelRef, settings: dict[str, Any]) ->
     target = Path(settings["output"]) / ref.name / Path(ref.path).name
     files = output_files(model, target, external_data=settings["external_data"])
     _refuse_overwrite(files, inputs)
-    checker = _checked(files, input_problem, None)
+    checker = _checked(model, files, input_problem, None)
     written = _write(files)
     after = sum(1 for net in model.nets() for _ in net)
     data = {
