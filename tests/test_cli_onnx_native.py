@@ -420,7 +420,7 @@ def test_an_input_the_checker_rejects_is_a_warning(
     model = onnx.load(str(_mlp(tmp_path / "m.onnx")))
     model.graph.node[2].op_type = "NoSuchOp"  # Relu: unknown to the checker, opaque to us
     source = _save(model, tmp_path / "bad.onnx")
-    code, out, err = run_cli(capsys, "run", str(source), "-o", str(tmp_path / "o.onnx"))
+    code, _, err = run_cli(capsys, "run", str(source), "-o", str(tmp_path / "o.onnx"))
     assert code == 0
     assert "warning: onnx's checker rejects" in err and "running anyway" in err
     assert "warning: onnx's checker rejects the result too" in err

@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from graphtools.analysis.model_diff import ModelDiff, NetDiff, diff_models
 from graphtools._core import ONNX
+from graphtools.analysis.model_diff import ModelDiff, NetDiff, diff_models
 from graphtools.cli.common import Output, add_model_options, load_input
 from graphtools.cli.onnx_diff import add_initializer_changes
 
