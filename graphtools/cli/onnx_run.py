@@ -149,29 +149,23 @@ def _write(files: list[tuple[Path, bytes]]) -> list[Path]:
 def _checked(
     model: Model, files: list[tuple[Path, bytes]], input_problem: str | None, out: Output | None
 ) -> str | None:
-    """The checker's verdict on the files to write: an error when only the output fails."""
+    """The checker's verdict on the files to write: an error when only the output fails; the
+    warnings about input and output otherwise, said only now that the run succeeded (an error
+    stays the one line a failed run prints)."""
     problem = checker_problem(files, model)
-    if problem is None:
-        return None
-    if input_problem is None:
+    if problem is not None and input_problem is None:
         raise SerdeError(
             files[0][0],
             f"the result fails onnx's checker although the input passed it: {problem}; "
             "nothing was written (a pass broke the model: --bisect with verify, or report it)",
         )
-    if out is not None:
-        out.warn(f"onnx's checker rejects the result too: {problem}")
-    return problem
-
-
-def _input_check(model: Model, out: Output | None) -> str | None:
-    assert model.predict_path is not None
-    problem = checker_problem(model.predict_path)
-    if problem is not None and out is not None:
+    if out is not None and input_problem is not None:
         out.warn(
-            f"onnx's checker rejects {model.predict_path}: {problem} (graphtools' own checks "
-            "pass: running anyway)"
+            f"onnx's checker rejects {model.predict_path}: {input_problem} (graphtools' own "
+            "checks pass: ran anyway)"
         )
+        if problem is not None:
+            out.warn(f"onnx's checker rejects the result too: {problem}")
     return problem
 
 
@@ -188,7 +182,8 @@ def run_onnx_model(options: argparse.Namespace, out: Output) -> int:
     inputs = model_files(model)
     if not options.in_place and target.resolve() in inputs:
         raise UsageError(f"refusing to overwrite the input {target}; pass --in-place to do that")
-    input_problem = _input_check(model, out)
+    assert model.predict_path is not None  # loaded from its file
+    input_problem = checker_problem(model.predict_path)
     before = model.copy() if options.diff else None
     after_pass = None
     if options.print_after_each:
