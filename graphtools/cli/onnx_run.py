@@ -59,20 +59,14 @@ DYNAMIC_BATCH_PASS = "make-dynamic-batch"
 def check_run_options(options: argparse.Namespace) -> None:
     """Refuse what ``run`` cannot do on an ONNX input: convert it (``--opset``), write it as
     text, or take shapes or devices it has no use for."""
-    refused = {
-        "--opset": getattr(options, "opset", None) is not None,
-        "--text/--binary": getattr(options, "text", None) is not None,
-        "--shapes": bool(getattr(options, "shapes", None)),
-        "--device": bool(getattr(options, "device", None)),
-    }
-    for flag, given in refused.items():
+    refused = (
+        ("--opset", options.opset is not None, "the model keeps its opsets"),
+        ("--text/--binary", options.text is not None, "ONNX models are written in binary"),
+        ("--shapes", bool(options.shapes), "its inputs are typed in the model"),
+        ("--device", bool(options.device), "devices are Caffe2's (infer-devices)"),
+    )
+    for flag, given, why in refused:
         if given:
-            why = {
-                "--opset": "the model keeps its opsets (convert it with another tool)",
-                "--text/--binary": "ONNX models are written in binary",
-                "--shapes": "its inputs are typed in the model",
-                "--device": "devices are Caffe2's (infer-devices)",
-            }[flag]
             raise UsageError(f"{flag} is not for an ONNX model: {why}")
 
 
@@ -91,13 +85,13 @@ def onnx_manager(pipeline: str, steps: int, dynamic_batch: bool) -> PassManager:
     return PassManager([*manager.passes, cls()], steps=manager.steps)
 
 
-def _target(model: Model, options: argparse.Namespace) -> Path:
-    """Where a single ``run`` writes (see the module docstring)."""
+def _target(source: Path, options: argparse.Namespace) -> Path:
+    """Where a single ``run`` of the model file ``source`` writes (see the module
+    docstring)."""
     if options.in_place:
         if options.output is not None:
             raise UsageError("give -o or --in-place, not both")
-        assert model.predict_path is not None  # loaded from a file by the CLI
-        return model.predict_path
+        return source
     if options.output is None:
         raise UsageError(
             "give an output file with -o OUT.onnx, or --in-place to overwrite the input"
@@ -105,8 +99,7 @@ def _target(model: Model, options: argparse.Namespace) -> Path:
     output = Path(options.output)
     if output.suffix.lower() == ONNX_SUFFIX:
         return output
-    source = model.predict_path
-    name = source.name if source is not None else "model.onnx"
+    name = source.name
     return output / (name if name.lower().endswith(ONNX_SUFFIX) else name + ONNX_SUFFIX)
 
 
@@ -178,12 +171,11 @@ def run_onnx_model(options: argparse.Namespace, out: Output) -> int:
     outputs = parse_name_list(options.outputs)
     if outputs:
         set_outputs(model, outputs)
-    target = _target(model, options)
+    target = _target(Path(path), options)
     inputs = model_files(model)
     if not options.in_place and target.resolve() in inputs:
         raise UsageError(f"refusing to overwrite the input {target}; pass --in-place to do that")
-    assert model.predict_path is not None  # loaded from its file
-    input_problem = checker_problem(model.predict_path)
+    input_problem = checker_problem(Path(path))
     before = model.copy() if options.diff else None
     after_pass = None
     if options.print_after_each:
@@ -230,7 +222,7 @@ def run_onnx_batch_one(model: Model, ref: ModelRef, settings: dict[str, Any]) ->
         set_outputs(model, settings["outputs"])
     before = sum(1 for net in model.nets() for _ in net)
     inputs = model_files(model)
-    input_problem = checker_problem(model.predict_path) if model.predict_path else None
+    input_problem = checker_problem(Path(ref.path))
     records = manager(model)
     target = Path(settings["output"]) / ref.name / Path(ref.path).name
     files = output_files(model, target, external_data=settings["external_data"])
