@@ -609,3 +609,17 @@ def test_seeded_inputs_follow_the_declared_types(tmp_path: Path) -> None:
     assert feeds["ids"].shape == (2, 7, 3) and made[0].origin == "given"
     with pytest.raises(GraphToolsError, match="2 dims; the model declares 3"):
         seeded_inputs(model, {"ids": (2, 7)}, seed=0)
+
+
+def test_verify_a_folder_of_onnx_models(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    models = tmp_path / "models"
+    models.mkdir()
+    _mlp(models / "a.onnx")
+    _mlp(models / "b.onnx", identity=False)
+    code, out, _ = run_cli(capsys, "verify", str(models), "-j", "2", "-p", "default", "--json")
+    results = json.loads(out)
+    assert code == 0
+    assert [(r["name"], r["verdict"], r["ops_before"], r["ops_after"]) for r in results] == [
+        ("a", "equal", 3, 2),
+        ("b", "equal", 2, 2),
+    ]
