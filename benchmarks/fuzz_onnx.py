@@ -20,6 +20,7 @@ functions calling themselves.
 
     python benchmarks/fuzz_onnx.py                  # 3,000 mutants (corpus needs torch)
     python benchmarks/fuzz_onnx.py --mutants 500 --seed 7 --no-corpus
+    python benchmarks/fuzz_onnx.py --corpus-dir /tmp/corpus   # keeps the corpus export
 
 ``tests/test_fuzz_onnx.py`` runs a short version of the same campaign in the suite.
 """
@@ -518,12 +519,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-corpus", action="store_true", help="node cases only (no torch)")
     parser.add_argument("--stride", type=int, default=4, help="every Nth node case (default 4)")
+    parser.add_argument(
+        "--corpus-dir", type=Path, help="a folder keeping the exported corpus between runs"
+    )
     options = parser.parse_args(argv)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         sources = node_case_sources(Path(tmp) / "cases", options.stride)
         if not options.no_corpus:
-            sources += corpus_sources(Path(tmp) / "corpus")
+            sources += corpus_sources(options.corpus_dir or Path(tmp) / "corpus")
         made = time.perf_counter()
         work = Path(tmp) / "work"
         work.mkdir()

@@ -5,7 +5,9 @@ it with onnxruntime, and hostile files end in one ``error:`` line."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -623,3 +625,27 @@ def test_verify_a_folder_of_onnx_models(tmp_path: Path, capsys: pytest.CaptureFi
         ("a", "equal", 3, 2),
         ("b", "equal", 2, 2),
     ]
+
+
+CHECKER_CRASH = FIXTURES / "onnx" / "checker_crash_layernorm.onnx"
+"""A LayerNormalization node case whose ``axis`` attribute the fuzz campaign mangled: onnx
+1.23's shape inference dies on it with a segmentation fault (found by benchmarks/fuzz_onnx.py)."""
+
+
+def test_a_checker_crash_is_a_verdict_not_the_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphtools.cli import onnx_files
+
+    def crash(source: object) -> None:
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+    monkeypatch.setattr(onnx_files, "_check", crash)
+    assert onnx_files.checker_problem(CHECKER_CRASH) == (
+        "onnx's checker crashed on the model (signal 11)"
+    )
+    monkeypatch.undo()
+    code, _, err = run_cli(capsys, "run", str(CHECKER_CRASH), "-o", str(tmp_path / "o.onnx"))
+    assert code == 0
+    assert "warning: onnx's checker rejects" in err
+    assert (tmp_path / "o.onnx").is_file()

@@ -13,9 +13,11 @@ when the input passed it (a rewrite must not break a valid model).
 
 from __future__ import annotations
 
+import multiprocessing
 import shutil
 import tempfile
 from collections.abc import Sequence
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from graphtools.errors import SerdeError
@@ -111,22 +113,55 @@ def checker_problem(
     Files to be written are checked in a temporary folder, beside the external data files
     they refer to (the checker reads them, and refuses symbolic and hard links): those
     written with them, and copies of those already in the target folder that the write keeps
-    (an unchanged data file is not written again).
+    (an unchanged data file is not written again). The checker runs in a child process: its
+    shape inference crashes the process on some damaged models (a segmentation fault is not
+    an exception), and that must not take the command down; such a crash is its verdict.
     """
+    if isinstance(files, Path):
+        return _isolated(str(files))
+    if len(files) == 1 and (model is None or not external_tensors(model)):
+        return _isolated(files[0][1])
+    with tempfile.TemporaryDirectory(prefix="graphtools-check-") as folder:
+        return _isolated(str(_staged(files, model, Path(folder))))
+
+
+def _check(source: str | bytes) -> str | None:
     import onnx
 
     try:
-        if isinstance(files, Path):
-            onnx.checker.check_model(str(files), full_check=True)
-        elif len(files) == 1 and (model is None or not external_tensors(model)):
-            onnx.checker.check_model(files[0][1], full_check=True)
-        else:
-            with tempfile.TemporaryDirectory(prefix="graphtools-check-") as folder:
-                onnx.checker.check_model(str(_staged(files, model, Path(folder))), full_check=True)
+        onnx.checker.check_model(source, full_check=True)
     except Exception as exc:  # the checker raises ValidationError, InferenceError and others
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         return " ".join(lines[:2])[:300] or type(exc).__name__
     return None
+
+
+def _child(source: str | bytes, writer: Connection) -> None:
+    writer.send(_check(source))
+    writer.close()
+
+
+def _isolated(source: str | bytes) -> str | None:
+    """``_check`` in a forked child (where fork exists; else here)."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return _check(source)
+    context = multiprocessing.get_context("fork")
+    reader, writer = context.Pipe(duplex=False)
+    child = context.Process(target=_child, args=(source, writer), daemon=True)
+    child.start()
+    writer.close()
+    try:
+        verdict: str | None = reader.recv()
+    except EOFError:  # the child died before it could answer
+        verdict = None
+    finally:
+        reader.close()
+        child.join()
+    code = child.exitcode or 0
+    if code != 0:
+        how = f"signal {-code}" if code < 0 else f"exit status {code}"
+        return f"onnx's checker crashed on the model ({how})"
+    return verdict
 
 
 def _staged(files: Sequence[tuple[Path, bytes]], model: Model | None, folder: Path) -> Path:
