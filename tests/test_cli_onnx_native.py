@@ -611,6 +611,8 @@ def test_seeded_inputs_follow_the_declared_types(tmp_path: Path) -> None:
     assert feeds["ids"].shape == (2, 7, 3) and made[0].origin == "given"
     with pytest.raises(GraphToolsError, match="2 dims; the model declares 3"):
         seeded_inputs(model, {"ids": (2, 7)}, seed=0)
+    with pytest.raises(GraphToolsError, match="too much to make up"):
+        seeded_inputs(model, {"ids": (2**20, 2**20, 3)}, seed=0)
 
 
 def test_verify_a_folder_of_onnx_models(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

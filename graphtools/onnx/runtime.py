@@ -16,6 +16,7 @@ naming the model and, when onnxruntime says, the node.
 
 from __future__ import annotations
 
+import math
 import re
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -35,6 +36,7 @@ from graphtools.serde.onnx_io import PROTOBUF_LIMIT, onnx_model_files
 from graphtools.values import ValueType
 
 __all__ = [
+    "MAX_MADE_BYTES",
     "InputSpec",
     "RuntimeFailure",
     "graph_inputs",
@@ -51,6 +53,8 @@ _NODE_PATTERNS = (
     re.compile(r"node (?P<name>\S+) of type (?P<type>\w+)", re.IGNORECASE),
 )
 _PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
+MAX_MADE_BYTES = 2**31
+"""The most data ``seeded_inputs`` makes up for one input (a declared dim can be huge)."""
 
 
 class RuntimeFailure(GraphToolsError):
@@ -231,6 +235,12 @@ def seeded_inputs(
                 "cannot hold: values cannot be made up for it"
             )
         shape, origin, reason = _shape(spec.name, value_type, shapes)
+        size = math.prod(shape) * max(dtype.itemsize, 1)
+        if size > MAX_MADE_BYTES:
+            raise GraphToolsError(
+                f"input {spec.name!r} would hold {size} bytes ({dtype}[{_dims(shape)}]): too "
+                "much to make up; give a smaller shape with --shapes"
+            )
         feeds[spec.name] = _values(rng, dtype, shape)
         made.append(MadeInput(spec.name, shape, str(dtype), origin, reason))
     return feeds, made
