@@ -2,8 +2,9 @@
 
 Every mutant must either load and survive the default pipeline and a write + reload through
 the codec, or be refused with a ``GraphToolsError`` (a ``PassError`` wrapping an untyped
-exception is a finding); and through the CLI, ``show`` and ``run -p default -o`` must exit 0
-or 2 without raising. A file ``run`` wrote after exit 0 must pass
+exception is a finding); through the CLI, ``show`` and ``run -p default -o`` must exit 0 or 2
+and ``verify -p default`` (onnxruntime before and after) 0, 1 or 2, without raising, with one
+``error:`` line on 2. A file ``run`` wrote after exit 0 must pass
 ``onnx.checker.check_model(full_check=True)``, unless onnx's checker rejected the input too
 (then ``run`` said so in a warning: graphtools rewrites models the checker rejects, such as
 ones with an op it does not know, and keeps what it cannot judge).
@@ -433,15 +434,21 @@ def checker_rejects(path: Path) -> str | None:
 
 
 def exercise_cli(path: Path, out_dir: Path, counts: Counter[str]) -> Outcome:
-    """``show`` and ``run -p default -o``: exit 0 or 2 with one error line, never an
-    exception; a written file passes the checker unless the input failed it too."""
+    """``show``, ``run -p default -o`` and ``verify -p default``: exit 0 or 2 (verify: 1
+    too) with one error line, never an exception; a written file passes the checker unless
+    the input failed it too."""
     target = out_dir / "out.onnx"
-    for argv in (["show", str(path)], ["run", str(path), "-p", "default", "-o", str(target)]):
+    calls = (
+        ["show", str(path)],
+        ["run", str(path), "-p", "default", "-o", str(target)],
+        ["verify", str(path), "-p", "default"],
+    )
+    for argv in calls:
         code, _, err = _cli(argv)
         counts[f"{argv[0]} exit {code}"] += 1
         if code is None:
             return Outcome("bug", argv[0], err)
-        if code not in (0, 2):
+        if code not in ((0, 1, 2) if argv[0] == "verify" else (0, 2)):
             return Outcome("bug", argv[0], f"exit {code}: {err[-500:]}")
         if code == 2 and len(err.strip().splitlines()) != 1:
             return Outcome("bug", argv[0], f"not one error line:\n{err[-800:]}")
