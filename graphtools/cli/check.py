@@ -495,7 +495,8 @@ def register(
         "inputs",
         nargs="+",
         metavar="IN",
-        help="model folders, predict_net files, or folders of them",
+        help="model folders, predict_net files, ONNX models (run on onnxruntime), or folders "
+        "of them",
     )
     add_pipeline_options(check)
     add_model_options(check)

@@ -336,7 +336,10 @@ def register(
         "--ops, --params and --full dump instead.",
     )
     show.add_argument(
-        "paths", nargs="+", metavar="PATH", help="model folders or predict_net/init_net files"
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="model folders, predict_net/init_net files or ONNX models",
     )
     add_model_options(show)
     show.add_argument(

@@ -330,10 +330,12 @@ def register(
         "inputs",
         nargs="+",
         metavar="IN",
-        help="model folders, predict_net files, or folders of them",
+        help="model folders, predict_net files, ONNX models, or folders of them",
     )
     add_pipeline_options(run)
-    run.add_argument("-o", "--output", metavar="OUTDIR", help="output folder")
+    run.add_argument(
+        "-o", "--output", metavar="OUTDIR", help="output folder (OUT.onnx for an ONNX model)"
+    )
     add_model_options(run)
     run.add_argument(
         "--in-place", action="store_true", help="overwrite the input files instead of -o"
@@ -395,7 +397,9 @@ def register(
         "FEEDS.npz (numpy.savez(path, data=x), or a verify --save-outputs file) and write its "
         "outputs to OUT.npz.",
     )
-    execute.add_argument("input", metavar="IN", help="model folder or predict_net file")
+    execute.add_argument(
+        "input", metavar="IN", help="model folder, predict_net file or ONNX model (onnxruntime)"
+    )
     execute.add_argument("--feeds", required=True, metavar="FEEDS.npz", help="input arrays by name")
     execute.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="output file")
     add_model_options(execute)
