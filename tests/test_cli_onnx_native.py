@@ -651,3 +651,12 @@ def test_a_checker_crash_is_a_verdict_not_the_end(
     assert code == 0
     assert "warning: onnx's checker rejects" in err
     assert (tmp_path / "o.onnx").is_file()
+
+
+def test_export_onnx_refuses_an_onnx_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = _mlp(tmp_path / "m.onnx")
+    code, _, err = run_cli(capsys, "export-onnx", str(source), "-o", str(tmp_path / "o.onnx"))
+    assert code == 2
+    assert_one_error_line(err, "is an ONNX model already")

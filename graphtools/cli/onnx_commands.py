@@ -254,6 +254,11 @@ def _cmd_import_onnx(options: argparse.Namespace) -> int:
 def _cmd_export_onnx(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, False)
     model = load_input(options.input, options.init, no_init=options.no_init, out=out)
+    if model.dialect == ONNX:
+        raise UsageError(
+            f"{options.input} is an ONNX model already: export-onnx converts a Caffe2 pair "
+            "(to rewrite an ONNX model: run MODEL.onnx -o OUT.onnx)"
+        )
     shapes = required_shapes(model, options.input, options.shapes)
     _export(model, options, _float_inputs(shapes), out)
     return 0
