@@ -501,6 +501,26 @@ def test_onnxruntime_failures_are_one_error_line_naming_the_node(
     assert caught.value.node == "the_reshape" and caught.value.op_type == "Reshape"
 
 
+def test_onnxruntime_writes_nothing_to_stderr_itself(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """onnxruntime logs its errors from C++ straight to file descriptor 2 unless told not to:
+    the one error line must stay one line at the descriptor too."""
+    from graphtools.cli import main
+
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "s"], ["y"], name="the_reshape")],
+        "r",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([5, 5], dtype=np.int64), "s")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    source = _save(model, tmp_path / "r.onnx")
+    assert main(["verify", str(source), "-p", ""]) == 2
+    assert_one_error_line(capfd.readouterr().err, "the_reshape")
+
+
 def test_exec_on_onnx(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = _mlp(tmp_path / "m.onnx")
     x = np.ones((2, 4), np.float32)

@@ -21,7 +21,7 @@ from graphtools.errors import GraphToolsError
 from graphtools.executor import Workspace, run_net, run_op
 from graphtools.ir import Model
 from graphtools.onnx.external import ModelSource, load_onnx
-from graphtools.onnx.runtime import runtime_failure
+from graphtools.onnx.runtime import quiet_run, runtime_failure
 from graphtools.passes import ssa_rewrite
 from graphtools.testing import OutputDiff, compare_outputs
 
@@ -56,7 +56,7 @@ def run_onnxruntime(
     path = Path(onnx_model) if isinstance(onnx_model, str | Path) else None
     model = load_onnx(onnx_model)
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options.log_severity_level = 4  # fatal only: its errors are raised, not printed
     try:
         session = ort.InferenceSession(
             model.SerializeToString(), options, providers=["CPUExecutionProvider"]
@@ -66,7 +66,8 @@ def run_onnxruntime(
     wanted = {i.name for i in session.get_inputs()}
     names = outputs if outputs is not None else [o.name for o in session.get_outputs()]
     try:
-        values = session.run(names, {k: np.asarray(v) for k, v in feeds.items() if k in wanted})
+        arrays = {k: np.asarray(v) for k, v in feeds.items() if k in wanted}
+        values = session.run(names, arrays, quiet_run(ort))
     except Exception as exc:  # onnxruntime raises its own exception types
         raise runtime_failure(exc, path, "run") from exc
     return dict(zip(names, values, strict=True))

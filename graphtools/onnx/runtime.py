@@ -41,6 +41,7 @@ __all__ = [
     "RuntimeFailure",
     "graph_inputs",
     "numpy_dtype",
+    "quiet_run",
     "run_model",
     "runtime_failure",
     "seeded_inputs",
@@ -97,6 +98,18 @@ def runtime_failure(exc: BaseException, path: Path | None, stage: str) -> Runtim
     return RuntimeFailure(path, stage, reason, node, op_type)
 
 
+_FATAL_ONLY = 4
+"""onnxruntime's log severity that keeps it from writing its errors to stderr itself (they are
+raised as exceptions too, which become one ``error:`` line)."""
+
+
+def quiet_run(ort: Any) -> Any:
+    """``RunOptions`` under which onnxruntime logs nothing but fatal errors."""
+    options = ort.RunOptions()
+    options.log_severity_level = _FATAL_ONLY
+    return options
+
+
 def _onnxruntime() -> Any:
     try:
         import onnxruntime
@@ -139,7 +152,7 @@ def run_model(
     wanted = list(model.predict_net.external_outputs if outputs is None else outputs)
     runnable = _with_outputs(model, wanted)
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options.log_severity_level = _FATAL_ONLY  # its errors reach the caller as exceptions
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
@@ -152,7 +165,7 @@ def run_model(
         taken = {i.name for i in session.get_inputs()}
         arrays = {name: np.asarray(value) for name, value in feeds.items() if name in taken}
         try:
-            values = session.run(wanted, arrays)
+            values = session.run(wanted, arrays, quiet_run(ort))
         except Exception as exc:  # onnxruntime raises its own exception types
             raise runtime_failure(exc, model.predict_path, "run") from exc
     return {name: np.asarray(value) for name, value in zip(wanted, values, strict=True)}
