@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,6 @@ from graphtools.cli.onnx_files import (
 from graphtools.errors import SerdeError
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager, PassRecord, available_passes
-from graphtools.printer import print_model
 from graphtools.serde.atomic import write_files
 from graphtools.serde.pairing import ModelRef
 
@@ -162,8 +162,12 @@ def _checked(
     return problem
 
 
-def run_onnx_model(options: argparse.Namespace, out: Output) -> int:
-    """``run`` on one ONNX model file."""
+def run_onnx_model(
+    options: argparse.Namespace,
+    out: Output,
+    after_pass: Callable[[PassRecord, Model], None] | None = None,
+) -> int:
+    """``run`` on one ONNX model file; ``after_pass`` is ``--print-after-each``'s printer."""
     check_run_options(options)
     path = options.inputs[0]
     model = load_onnx_file(path)
@@ -177,14 +181,6 @@ def run_onnx_model(options: argparse.Namespace, out: Output) -> int:
         raise UsageError(f"refusing to overwrite the input {target}; pass --in-place to do that")
     input_problem = checker_problem(Path(path))
     before = model.copy() if options.diff else None
-    after_pass = None
-    if options.print_after_each:
-
-        def after_pass(record: PassRecord, current: Model) -> None:
-            if record.modified:
-                out.line(f"// after {record.name} (round {record.round})", level=0)
-                out.line(print_model(current).rstrip("\n"), level=0)
-
     records = manager(model, after_pass=after_pass)
     report_records(out, manager, records, options.time_passes)
     files = output_files(model, target, external_data=options.external_data)

@@ -149,7 +149,8 @@ def _cmd_run(options: argparse.Namespace) -> int:
     if len(options.inputs) > 1 or is_collection(options.inputs[0]):
         return _run_batch(options, out)
     if is_onnx_file(options.inputs[0]):
-        return run_onnx_model(options, out)
+        printer = printer_after_pass(out) if options.print_after_each else None
+        return run_onnx_model(options, out, printer)
     if onnx_commands.wants_export(options):
         manager = manager_for(options.pipeline, options.steps, tuple(options.device or ()))
         return onnx_commands.run_onnx(options, manager, out)
