@@ -332,7 +332,7 @@ def test_dynamic_batch_on_onnx_needs_the_pass(
     @dataclass(frozen=True)
     class MakeDynamicBatch(Pass):
         name: ClassVar[str] = "make-dynamic-batch"
-        dialects: ClassVar[frozenset[str]] = frozenset({"onnx"})
+        dialects: ClassVar[tuple[str, ...]] = ("onnx",)
 
         def call(self, model: Model) -> PassResult:
             return PassResult(model, False, {"marked": 1})
