@@ -680,3 +680,19 @@ def test_export_onnx_refuses_an_onnx_model(
     code, _, err = run_cli(capsys, "export-onnx", str(source), "-o", str(tmp_path / "o.onnx"))
     assert code == 2
     assert_one_error_line(err, "is an ONNX model already")
+
+
+def test_run_outputs_on_onnx_are_typed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A value named by --outputs becomes a typed graph output (the checker requires a type):
+    from shape inference when the model declares none."""
+    source = _mlp(tmp_path / "m.onnx")
+    target = tmp_path / "o" / "m.onnx"
+    code, _, err = run_cli(capsys, "run", str(source), "--outputs", "m,y", "-o", str(target))
+    assert code == 0, err
+    written = onnx.load(str(target))
+    assert [o.name for o in written.graph.output] == ["m", "y"]
+    assert written.graph.output[0].type.tensor_type.elem_type == TensorProto.FLOAT
+    onnx.checker.check_model(written, full_check=True)
+    code, _, err = run_cli(capsys, "run", str(source), "--outputs", "nowhere", "-o", str(target))
+    assert code == 2
+    assert_one_error_line(err, "--outputs names 'nowhere'")

@@ -16,22 +16,33 @@ from __future__ import annotations
 import multiprocessing
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any, TypeVar
 
 from graphtools.errors import SerdeError
 from graphtools.ir import Model
 from graphtools.serde.atomic import write_files
 from graphtools.serde.netdef_io import read_bytes
-from graphtools.serde.onnx_codec import external_tensors, model_from_onnx_bytes
+from graphtools.serde.onnx_codec import (
+    external_tensors,
+    model_from_onnx_bytes,
+    model_to_onnx_bytes,
+    value_type_from_proto,
+)
 from graphtools.serde.onnx_io import onnx_model_files
 from graphtools.serde.sniff import looks_like_onnx
+from graphtools.values import ValueType
+
+_T = TypeVar("_T")
 
 __all__ = [
     "ONNX_SUFFIX",
     "checker_problem",
+    "inferred_types",
     "is_onnx_file",
+    "isolated",
     "load_onnx_file",
     "model_files",
     "output_files",
@@ -113,16 +124,18 @@ def checker_problem(
     Files to be written are checked in a temporary folder, beside the external data files
     they refer to (the checker reads them, and refuses symbolic and hard links): those
     written with them, and copies of those already in the target folder that the write keeps
-    (an unchanged data file is not written again). The checker runs in a child process: its
-    shape inference crashes the process on some damaged models (a segmentation fault is not
-    an exception), and that must not take the command down; such a crash is its verdict.
+    (an unchanged data file is not written again). The checker runs in a child process (see
+    ``isolated``); a crash is its verdict.
     """
     if isinstance(files, Path):
-        return _isolated(str(files))
-    if len(files) == 1 and (model is None or not external_tensors(model)):
-        return _isolated(files[0][1])
-    with tempfile.TemporaryDirectory(prefix="graphtools-check-") as folder:
-        return _isolated(str(_staged(files, model, Path(folder))))
+        source: str | bytes = str(files)
+    elif len(files) == 1 and (model is None or not external_tensors(model)):
+        source = files[0][1]
+    else:
+        with tempfile.TemporaryDirectory(prefix="graphtools-check-") as folder:
+            return checker_problem(_staged(files, model, Path(folder)))
+    crashed, verdict = isolated(_check, source)
+    return f"onnx's checker crashed on the model ({crashed})" if crashed else verdict
 
 
 def _check(source: str | bytes) -> str | None:
@@ -136,32 +149,68 @@ def _check(source: str | bytes) -> str | None:
     return None
 
 
-def _child(source: str | bytes, writer: Connection) -> None:
-    writer.send(_check(source))
+def inferred_types(model: Model, names: Sequence[str]) -> dict[str, ValueType]:
+    """The types ``onnx.shape_inference`` gives the values ``names`` of the main graph (those
+    it can type), inferred in a child process (see ``isolated``)."""
+    data = model_to_onnx_bytes(model)
+    crashed, found = isolated(_infer, data, tuple(names))
+    if crashed or not found:
+        return {}
+    return {name: value_type_from_proto(_value_info(raw)) for name, raw in found.items()}
+
+
+def _value_info(raw: bytes) -> Any:
+    import onnx
+
+    return onnx.ValueInfoProto.FromString(raw)
+
+
+def _infer(data: bytes, names: tuple[str, ...]) -> dict[str, bytes]:
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(onnx.ModelProto.FromString(data))
+    except Exception:  # inference refusing leaves the values untyped
+        return {}
+    graph = inferred.graph
+    wanted = set(names)
+    return {
+        info.name: info.SerializeToString()
+        for info in (*graph.value_info, *graph.output, *graph.input)
+        if info.name in wanted and info.type.HasField("tensor_type")
+    }
+
+
+def _child(fn: Callable[..., Any], args: tuple[Any, ...], writer: Connection) -> None:
+    writer.send(fn(*args))
     writer.close()
 
 
-def _isolated(source: str | bytes) -> str | None:
-    """``_check`` in a forked child (where fork exists; else here)."""
+def isolated(fn: Callable[..., _T], *args: Any) -> tuple[str | None, _T | None]:
+    """``(None, fn(*args))`` computed in a forked child (where fork exists; else here), or
+    ``(how it crashed, None)``.
+
+    onnx's C++ code (the checker's shape inference) dies with a segmentation fault on some
+    damaged models; that is not an exception, and it must not take the command down.
+    """
     if "fork" not in multiprocessing.get_all_start_methods():
-        return _check(source)
+        return None, fn(*args)
     context = multiprocessing.get_context("fork")
     reader, writer = context.Pipe(duplex=False)
-    child = context.Process(target=_child, args=(source, writer), daemon=True)
+    child = context.Process(target=_child, args=(fn, args, writer), daemon=True)
     child.start()
     writer.close()
     try:
-        verdict: str | None = reader.recv()
+        result: _T | None = reader.recv()
     except EOFError:  # the child died before it could answer
-        verdict = None
+        result = None
     finally:
         reader.close()
         child.join()
     code = child.exitcode or 0
     if code != 0:
-        how = f"signal {-code}" if code < 0 else f"exit status {code}"
-        return f"onnx's checker crashed on the model ({how})"
-    return verdict
+        return (f"signal {-code}" if code < 0 else f"exit status {code}"), None
+    return None, result
 
 
 def _staged(files: Sequence[tuple[Path, bytes]], model: Model | None, folder: Path) -> Path:

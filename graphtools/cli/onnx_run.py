@@ -33,6 +33,7 @@ from graphtools.cli.onnx_diff import add_initializer_changes
 from graphtools.cli.onnx_files import (
     ONNX_SUFFIX,
     checker_problem,
+    inferred_types,
     load_onnx_file,
     model_files,
     output_files,
@@ -46,6 +47,7 @@ from graphtools.serde.pairing import ModelRef
 __all__ = [
     "DYNAMIC_BATCH_PASS",
     "check_run_options",
+    "declare_outputs",
     "exec_onnx",
     "onnx_manager",
     "run_onnx_batch_one",
@@ -83,6 +85,31 @@ def onnx_manager(pipeline: str, steps: int, dynamic_batch: bool) -> PassManager:
             "is not installed; run without it (the model keeps the batch dims it declares)"
         )
     return PassManager([*manager.passes, cls()], steps=manager.steps)
+
+
+def declare_outputs(model: Model, names: list[str]) -> None:
+    """``--outputs`` on an ONNX model: the graph outputs become ``names``, each with a type
+    (an ONNX graph output needs one): its declared one, else what onnx's shape inference
+    gives it.
+
+    Raises:
+        UsageError: a name the graph never computes, or one no type can be found for.
+    """
+    set_outputs(model, names)
+    net = model.predict_net
+    untyped = [name for name in names if name not in net.types]
+    if not untyped:
+        return
+    found = inferred_types(model, untyped)
+    missing = [name for name in untyped if name not in found]
+    if missing:
+        raise UsageError(
+            f"--outputs names {missing[0]!r}, which has no declared type and onnx's shape "
+            "inference gives it none: an ONNX graph output needs a type"
+        )
+    with net.edit() as edit:
+        for name in untyped:
+            edit.set_type(name, found[name])
 
 
 def _target(source: Path, options: argparse.Namespace) -> Path:
@@ -174,7 +201,7 @@ def run_onnx_model(
     manager = onnx_manager(options.pipeline, options.steps, options.dynamic_batch)
     outputs = parse_name_list(options.outputs)
     if outputs:
-        set_outputs(model, outputs)
+        declare_outputs(model, outputs)
     target = _target(Path(path), options)
     inputs = model_files(model)
     if not options.in_place and target.resolve() in inputs:
@@ -215,7 +242,7 @@ def run_onnx_batch_one(model: Model, ref: ModelRef, settings: dict[str, Any]) ->
     """One ONNX model of a ``run`` batch, written to ``OUTDIR/NAME/<file name>``."""
     manager = onnx_manager(settings["pipeline"], settings["steps"], settings["dynamic_batch"])
     if settings["outputs"]:
-        set_outputs(model, settings["outputs"])
+        declare_outputs(model, settings["outputs"])
     before = sum(1 for net in model.nets() for _ in net)
     inputs = model_files(model)
     input_problem = checker_problem(Path(ref.path))
