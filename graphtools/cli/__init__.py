@@ -3,11 +3,12 @@
 Commands: ``show`` (a summary, or dumps), ``ssa``, ``list-passes`` (``graphtools.cli.inspect``),
 ``run`` and ``exec`` (``graphtools.cli.pipeline``), ``verify`` (``graphtools.cli.check``),
 ``draw`` (``graphtools.cli.draw``), ``diff`` (``graphtools.cli.diff``), ``extract``
-(``graphtools.cli.extract``), ``import-onnx`` and
-``export-onnx`` (``graphtools.cli.onnx_commands``, which also serves ``run`` on ``.onnx``
-files and ``verify --onnx``). Each command module
-has a ``register(commands)`` function adding its subparsers; a new command family is a module
-listed in ``COMMAND_MODULES``.
+(``graphtools.cli.extract``), ``import-onnx`` and ``export-onnx``
+(``graphtools.cli.onnx_commands``, which also serves ``run`` of a pair to an ``.onnx`` file and
+``verify --onnx``). Each command module has a ``register(commands)`` function adding its
+subparsers; a new command family is a module listed in ``COMMAND_MODULES``. Every command takes
+ONNX models too: ``onnx_files`` tells and loads them, ``onnx_show``, ``onnx_run``,
+``onnx_verify`` and ``onnx_diff`` do what differs for them.
 
 Exit codes follow Polygraphy's: 0 success, 1 ``verify`` found a difference or ``diff`` found
 differences, 2 bad input or an error (one line ``error: ...`` on stderr; ``--traceback``
@@ -104,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="graphtools",
         description="Read, analyse, rewrite and verify exported Caffe2 models "
-        "(init_net + predict_net pairs).",
+        "(init_net + predict_net pairs) and ONNX models.",
         epilog="Exit codes: 0 ok, 1 verify/diff found a difference, 2 bad input or error. "
         "Run 'graphtools COMMAND --help' for a command's options.",
         formatter_class=_Formatter,

@@ -1,11 +1,12 @@
 """What every command shares: loading models the one way, the options that mean the same
 everywhere, console output (rich tables, notes on stderr, JSON) and the usage error.
 
-One rule for files across commands: a predict_net file (or a file to show) that is empty is an
-error; an empty init_net file is an init_net without ops (a few published pairs ship one), said
-in a warning. A predict_net file given alone gets the init_net beside it
-(``graphtools.serde.pairing``), said in a note; ``--init FILE`` picks another and ``--no-init``
-none.
+One rule for files across commands: a file is an ONNX model or a NetDef by its content
+(``graphtools.cli.onnx_files``; ``.onnx`` is the fast path), and an ONNX model loads alone.
+A predict_net file (or a file to show) that is empty is an error; an empty init_net file is
+an init_net without ops (a few published pairs ship one), said in a warning. A predict_net
+file given alone gets the init_net beside it (``graphtools.serde.pairing``), said in a note;
+``--init FILE`` picks another and ``--no-init`` none.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.table import Table
 
+from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file
 from graphtools.errors import GraphToolsError, SerdeError
 from graphtools.ir import Model
 from graphtools.pass_infra import DEFAULT_STEPS, PassManager, PassRecord
@@ -223,6 +225,10 @@ def load_input(
     """Load a model folder, or a predict_net file with its init_net, by the one rule (see the
     module docstring); notes go to ``out``."""
     source = Path(path)
+    if is_onnx_file(source):
+        if init is not None:
+            raise UsageError(f"--init is for a predict_net file; {source} is an ONNX model")
+        return load_onnx_file(source)
     if source.is_dir():
         if init is not None:
             raise UsageError("--init is only for a predict_net file, not a model folder")

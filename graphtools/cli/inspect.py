@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
+from graphtools._core import ONNX
 from graphtools.analysis.summary import ModelSummary, dtype_bytes, summarize
 from graphtools.cli.common import (
     Output,
@@ -16,6 +17,7 @@ from graphtools.cli.common import (
     new_table,
     typing_shapes,
 )
+from graphtools.cli.onnx_show import initializer_rows, onnx_summary, print_onnx_summary
 from graphtools.ir import Model, Net
 from graphtools.pass_infra import DEFAULT_PIPELINE, available_passes
 from graphtools.pass_infra.describe import describe_pass
@@ -174,6 +176,7 @@ def _cmd_show(options: argparse.Namespace) -> int:
 
 
 def _show_one(out: Output, options: argparse.Namespace, path: str, model: Model) -> Any:
+    onnx = model.dialect == ONNX
     if options.full:
         out.line(print_model(model, full=True).rstrip("\n"), level=0)
         return {"path": path, "dump": print_model(model, full=True)}
@@ -185,16 +188,27 @@ def _show_one(out: Output, options: argparse.Namespace, path: str, model: Model)
             out.line(line, level=0)
         data["ops"] = _ops_data(model.predict_net, chosen)
     if options.params:
-        table = new_table("parameter", "type", "filled by")
-        rows = _params_rows(model)
+        if onnx:
+            table = new_table("initializer", "type", "data")
+            rows = initializer_rows(model)
+        else:
+            table = new_table("parameter", "type", "filled by")
+            rows = _params_rows(model)
         for row in rows:
             table.add_row(*row)
         if not rows:
             out.line("no init_net: the model has no parameters of its own", level=0)
         out.table(table, level=0)
-        data["params"] = [{"name": n, "type": t, "fill": f} for n, t, f in rows]
+        key = "data" if onnx else "fill"
+        data["params"] = [{"name": n, "type": t, key: f} for n, t, f in rows]
     if dumps:
         return data
+    if onnx:
+        if options.shapes:
+            out.note("--shapes is not used for an ONNX model: its types are the declared ones")
+        described = onnx_summary(model, path)
+        print_onnx_summary(out, described)
+        return described
     shapes, where = typing_shapes(model, path, options.shapes)
     summary = summarize(model, shapes)
     _print_summary(out, summary, model, where)
@@ -303,7 +317,10 @@ def register(
         "--ops, --params and --full dump instead.",
     )
     show.add_argument(
-        "paths", nargs="+", metavar="PATH", help="model folders or predict_net/init_net files"
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="model folders, predict_net/init_net files or ONNX models",
     )
     add_model_options(show)
     show.add_argument(

@@ -1,13 +1,16 @@
-"""The ONNX bridge on the command line: ``import-onnx``, ``export-onnx``, ``run`` with an
-``.onnx`` input or output, and ``verify --onnx`` (onnxruntime against the executor)."""
+"""The ONNX bridge on the command line: ``import-onnx``, ``export-onnx``, ``run`` of a pair
+with an ``.onnx`` output (pipeline, then export), and ``verify --onnx`` (onnxruntime against
+the executor). ONNX models themselves run natively: ``graphtools.cli.onnx_run``."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from graphtools._core import ONNX
 from graphtools.cli.common import (
     Output,
     UsageError,
@@ -21,11 +24,12 @@ from graphtools.cli.common import (
     shapes_file,
     tolerances_by_name,
 )
+from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file
 from graphtools.errors import SerdeError
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager
 from graphtools.serde import save_model
-from graphtools.testing import make_feeds
+from graphtools.testing import OutputDiff, make_feeds
 
 __all__ = [
     "add_export_options",
@@ -34,7 +38,7 @@ __all__ = [
     "required_shapes",
     "run_onnx",
     "verify_onnx",
-    "wants_onnx",
+    "wants_export",
 ]
 
 
@@ -49,21 +53,9 @@ def required_shapes(
             position, as ``show`` counts them: values, not shapes to give), or an input
             without a shape.
     """
-    from graphtools.analysis.input_shapes import first_readers
-
     shapes, _ = read_shapes(model, path, items)
     data, _ = model_input_names(model)
-    readers = first_readers(model.predict_net)
-    weights = [
-        name for name in data if name not in shapes and name in readers and readers[name][2] >= 1
-    ]
-    if weights and model.init_net is None:
-        listed = ", ".join(repr(n) for n in weights[:4]) + (", ..." if len(weights) > 4 else "")
-        raise UsageError(
-            f"the pair has no weights: {len(weights)} parameters its ops read ({listed}) come "
-            "from no init_net; give its init_net with --init FILE (or put init_net.pb beside "
-            "the predict_net)"
-        )
+    _refuse_missing_weights(model, data, shapes)
     missing = [
         name for name in data if name not in shapes and name in model.predict_net.external_inputs
     ]
@@ -75,36 +67,57 @@ def required_shapes(
     return shapes
 
 
-def _load_any(path: str, init: str | None, no_init: bool, out: Output) -> Model:
-    """A pair, or a model imported from an ``.onnx`` file."""
-    if path.endswith(".onnx"):
-        from graphtools.onnx import import_onnx
+def _refuse_missing_weights(
+    model: Model, data: Sequence[str], shapes: Mapping[str, Any]
+) -> None:
+    """A predict_net without its init_net reads blobs at a parameter position (as ``show``
+    counts them): those are values to give, not shapes; refuse saying so."""
+    from graphtools.analysis.input_shapes import first_readers
 
-        return import_onnx(path)
-    return load_input(path, init, no_init=no_init, out=out)
+    readers = first_readers(model.predict_net)
+    weights = [
+        name for name in data if name not in shapes and name in readers and readers[name][2] >= 1
+    ]
+    if weights and model.init_net is None:
+        listed = ", ".join(repr(n) for n in weights[:4]) + (", ..." if len(weights) > 4 else "")
+        raise UsageError(
+            f"the pair has no weights: {len(weights)} parameters its ops read ({listed}) come "
+            "from no init_net; give its init_net with --init FILE (or put init_net.pb beside "
+            "the predict_net)"
+        )
 
 
 def _float_inputs(shapes: Mapping[str, Sequence[int]]) -> dict[str, tuple[int, list[int]]]:
     return {name: (1, list(shape)) for name, shape in shapes.items()}  # 1: ONNX FLOAT
 
 
-def _onnx_inputs(path: str) -> dict[str, tuple[int, list[int | str | None]]]:
-    """Types and shapes of an ONNX model's graph inputs (initializers excluded)."""
-    from graphtools.onnx import load_onnx
-
-    graph = load_onnx(path).graph
-    params = {t.name for t in graph.initializer}
-    return {
-        i.name: (
-            i.type.tensor_type.elem_type,
-            [
-                d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                for d in i.type.tensor_type.shape.dim
-            ],
-        )
-        for i in graph.input
-        if i.name not in params
-    }
+def _shapes_from_onnx(
+    model: Model, path: str, items: Sequence[str] | None, onnx_path: str, out: Output
+) -> dict[str, tuple[int, ...]]:
+    """Input shapes for ``verify --onnx``: ``--shapes`` or ``shapes.txt`` first, then the
+    ONNX model's declared input shapes (a symbolic dim taken as 1, said so)."""
+    shapes, _ = read_shapes(model, path, items)
+    data, _ = model_input_names(model)
+    _refuse_missing_weights(model, data, shapes)
+    missing = [
+        name for name in data if name not in shapes and name in model.predict_net.external_inputs
+    ]
+    if not missing:
+        return shapes
+    onnx_model = load_onnx_file(onnx_path)
+    types = onnx_model.predict_net.types
+    for name in missing:
+        value_type = types.get(name)
+        if value_type is None or value_type.shape is None:
+            raise UsageError(
+                f"input {name!r} has no shape in {onnx_path}: pass --shapes "
+                f"{name}=1x3x224x224 ... or write it in {shapes_file(path)}"
+            )
+        free = [i for i, d in enumerate(value_type.shape) if not isinstance(d, int) or d < 0]
+        shapes[name] = tuple(d if isinstance(d, int) and d >= 0 else 1 for d in value_type.shape)
+        said = f" (dims {free} symbolic: taken as 1)" if free else ""
+        out.note(f"input {name!r}: shape {list(shapes[name])} from {onnx_path}{said}")
+    return shapes
 
 
 def _export(
@@ -124,51 +137,59 @@ def _export(
     out.line(f"wrote {path} (opset {exported.opset_import[0].version}, IR {exported.ir_version})")
 
 
-def wants_onnx(options: argparse.Namespace) -> bool:
-    """Whether ``run`` reads or writes an ``.onnx`` file."""
-    inputs = getattr(options, "inputs", [])
-    return any(str(p).endswith(".onnx") for p in inputs) or (options.output or "").endswith(".onnx")
+def wants_export(options: argparse.Namespace) -> bool:
+    """Whether ``run`` on a pair writes an ``.onnx`` file (pipeline, then export)."""
+    return (options.output or "").lower().endswith(".onnx")
 
 
 def run_onnx(options: argparse.Namespace, manager: PassManager, out: Output) -> int:
-    """``run`` with an ``.onnx`` input or output: import, pipeline, then save or export."""
-    if len(options.inputs) != 1:
-        raise UsageError("run on an .onnx model takes one model")
+    """``run`` of a pair with an ``.onnx`` output: the pipeline, then the export."""
     source = options.inputs[0]
-    model = _load_any(source, options.init, options.no_init, out)
-    output = options.output
-    if output is None:
-        raise UsageError("run on an .onnx model needs -o (a model folder or an .onnx file)")
-    value_info: Mapping[str, Any] = {}
-    if not output.endswith(".onnx"):
-        output_folder(output)
-    elif source.endswith(".onnx") and not options.shapes:
-        value_info = _onnx_inputs(source)  # the source model's own input types
-    else:
-        value_info = _float_inputs(required_shapes(model, source, options.shapes))
+    model = load_input(source, options.init, no_init=options.no_init, out=out)
+    value_info = _float_inputs(required_shapes(model, source, options.shapes))
     records = manager(model)
     report_records(out, manager, records, options.time_passes)
-    if output.endswith(".onnx"):
-        _export(model, options, value_info, out)
-    else:
-        for path in save_model(model, output, text=options.text):
-            out.line(f"wrote {path}")
+    _export(model, options, value_info, out)
     return 0
+
+
+def _diff_json(d: OutputDiff) -> dict[str, Any]:
+    data = asdict(d)
+    counts, edges = d.histogram
+    data["histogram"] = {"counts": list(counts), "edges": list(edges)}
+    for key in ("max_abs", "max_rel", "mean_abs", "mean_rel"):
+        data[key] = None if data[key] != data[key] else data[key]  # NaN is not JSON
+    return data
 
 
 def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: Output) -> int:
     """onnxruntime on the ONNX model against our executor on the pair (``--per-blob``: also
     every blob both name, and the first op whose output is outside the tolerances). One
-    verdict, the outputs'; blobs are compared with the same statistics and tolerances."""
+    verdict, the outputs'; blobs are compared with the same statistics and tolerances. Input
+    shapes from ``--shapes``, ``shapes.txt``, else the ONNX model's declared ones."""
     from graphtools.onnx import compare_blobs_with_onnxruntime, compare_with_onnxruntime
 
     if len(options.inputs) != 1:
         raise UsageError("verify --onnx takes one model")
     path = options.inputs[0]
     model = load_input(path, options.init, no_init=options.no_init, out=out)
-    feeds = make_feeds(model, required_shapes(model, path, options.shapes), options.seed)
+    if model.dialect == ONNX:
+        raise UsageError(
+            f"verify --onnx compares an ONNX model with a Caffe2 pair, and {path} is an ONNX "
+            "model; to prove a pipeline on it: verify MODEL.onnx -p PIPELINE"
+        )
+    if not is_onnx_file(options.onnx):
+        raise UsageError(f"--onnx {options.onnx} is not an ONNX model")
+    shapes = _shapes_from_onnx(model, path, options.shapes, options.onnx, out)
+    feeds = make_feeds(model, shapes, options.seed)
     rtol, atol, per = tolerances_by_name(settings)
     tolerance = f"rtol={rtol:g}, atol={atol:g}, seed={options.seed}"
+    data: dict[str, Any] = {
+        "onnx": options.onnx,
+        "model": path,
+        "inputs": {name: list(shape) for name, shape in shapes.items()},
+        "tolerance": {"rtol": rtol, "atol": atol, "seed": options.seed},
+    }
     if not options.per_blob:
         diffs = compare_with_onnxruntime(
             options.onnx, model, feeds, rtol=rtol, atol=atol, per_output=per
@@ -179,6 +200,17 @@ def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: O
             options.onnx, model, feeds, rtol=rtol, atol=atol, per_output=per
         )
         diffs, equal = report.outputs, report.outputs_equal
+        found = report.first_divergence
+        data.update(
+            blobs=[_diff_json(d) for d in report.blobs],
+            first_divergence=None
+            if found is None
+            else {"op_index": found.op_index, "op_type": found.op_type, **_diff_json(found.diff)},
+        )
+    data.update(verdict="equal" if equal else "differ", outputs=[_diff_json(d) for d in diffs])
+    if options.json:
+        out.json(data)
+        return 0 if equal else 1
     verdict = "outputs equal" if equal else "outputs differ"
     out.line(f"onnxruntime vs executor: {verdict} ({tolerance})", level=0)
     out.table(diff_table(diffs))
@@ -256,6 +288,11 @@ def _cmd_import_onnx(options: argparse.Namespace) -> int:
 def _cmd_export_onnx(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, False)
     model = load_input(options.input, options.init, no_init=options.no_init, out=out)
+    if model.dialect == ONNX:
+        raise UsageError(
+            f"{options.input} is an ONNX model already: export-onnx converts a Caffe2 pair "
+            "(to rewrite an ONNX model: run MODEL.onnx -o OUT.onnx)"
+        )
     shapes = required_shapes(model, options.input, options.shapes)
     _export(model, options, _float_inputs(shapes), out)
     return 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from graphtools.errors import GraphToolsError
 from graphtools.executor import Workspace, run_net, run_op
 from graphtools.ir import Model
 from graphtools.onnx.external import ModelSource, load_onnx
+from graphtools.onnx.runtime import quiet_run, runtime_failure
 from graphtools.passes import ssa_rewrite
 from graphtools.testing import OutputDiff, compare_outputs
 
@@ -44,6 +46,9 @@ def run_onnxruntime(
         onnx_model: a ModelProto, path or bytes (external data is loaded).
         feeds: values of the graph inputs; entries the graph does not take are ignored.
         outputs: names of values to fetch (graph outputs when ``None``).
+
+    Raises:
+        RuntimeFailure: onnxruntime cannot load the model or fails running it.
     """
     try:
         import onnxruntime as ort
@@ -51,15 +56,23 @@ def run_onnxruntime(
         raise GraphToolsError(
             "onnxruntime is not installed; install it (pip install onnxruntime) to compare"
         ) from exc
+    path = Path(onnx_model) if isinstance(onnx_model, str | Path) else None
     model = load_onnx(onnx_model)
     options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
+    options.log_severity_level = 4  # fatal only: its errors are raised, not printed
+    try:
+        session = ort.InferenceSession(
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:  # onnxruntime raises its own exception types
+        raise runtime_failure(exc, path, "load") from exc
     wanted = {i.name for i in session.get_inputs()}
     names = outputs if outputs is not None else [o.name for o in session.get_outputs()]
-    values = session.run(names, {k: np.asarray(v) for k, v in feeds.items() if k in wanted})
+    try:
+        arrays = {k: np.asarray(v) for k, v in feeds.items() if k in wanted}
+        values = session.run(names, arrays, quiet_run(ort))
+    except Exception as exc:  # onnxruntime raises its own exception types
+        raise runtime_failure(exc, path, "run") from exc
     return dict(zip(names, values, strict=True))
 
 

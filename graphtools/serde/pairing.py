@@ -8,8 +8,9 @@ replaced by the matching ``init`` spelling, or with ``_init``/``_init_net`` appe
 files finds none (the caller then says so and asks for ``--init``).
 
 ``discover_models`` expands folders for batch runs: a model folder (``find_model_files``
-succeeds) is one model; any other folder yields its model sub-folders and every NetDef-named
-file in it that is not the init partner of another (each with its partner), recursively.
+succeeds) is one model; any other folder yields its model sub-folders, every NetDef-named
+file in it that is not the init partner of another (each with its partner) and every ``.onnx``
+file (alone: an ONNX model has no partner), recursively.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from graphtools.serde.model_io import find_model_files
 __all__ = ["ModelRef", "discover_models", "find_init_beside", "init_candidates"]
 
 _EXTENSIONS = (".pb", ".pbtxt")
+_ONNX = ".onnx"
 # (pattern on the stem, replacement), most specific first.
 _RENAMES = (
     (re.compile(r"predict_net$"), "init_net"),
@@ -60,8 +62,8 @@ def find_init_beside(predict: str | Path) -> Path | None:
     """The init_net file beside ``predict`` by the naming rules, or ``None`` (no file, or
     several spellings exist)."""
     path = Path(predict)
-    if _INIT_NAME.search(path.stem):
-        return None  # an init_net file itself has no partner
+    if _INIT_NAME.search(path.stem) or path.suffix.lower() == _ONNX:
+        return None  # an init_net file itself has no partner, nor has an ONNX model
     for candidate in init_candidates(path):
         if candidate.is_file():
             other = candidate.with_suffix(".pbtxt" if candidate.suffix == ".pb" else ".pb")
@@ -124,6 +126,7 @@ def _walk(folder: Path) -> list[tuple[Path, Path | None]]:
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in _EXTENSIONS)
     partners = {find_init_beside(p) for p in files} - {None}
     found += [(p, find_init_beside(p)) for p in files if p not in partners]
+    found += [(p, None) for p in sorted(folder.iterdir()) if p.is_file() and p.suffix == _ONNX]
     for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
         found += [(sub, None)] if _is_model_folder(sub) else _walk(sub)
     return found
