@@ -696,3 +696,34 @@ def test_run_outputs_on_onnx_are_typed(tmp_path: Path, capsys: pytest.CaptureFix
     code, _, err = run_cli(capsys, "run", str(source), "--outputs", "nowhere", "-o", str(target))
     assert code == 2
     assert_one_error_line(err, "--outputs names 'nowhere'")
+
+
+def test_a_second_model_does_not_overwrite_the_data_file_of_the_first(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Data files keep their names: two models written from one export into one folder would
+    share ``weights.bin``. The second write, holding other data, is refused."""
+    from onnx_testdata import write_external_model
+
+    source = write_external_model(tmp_path / "in")
+    out = tmp_path / "out"
+    assert run_cli(capsys, "run", str(source), "-p", "", "-o", str(out / "same.onnx"))[0] == 0
+    kept = (out / "weights.bin").read_bytes()
+    code, _, err = run_cli(
+        capsys, "run", str(source), "-p", "remove-unused-params", "-o", str(out / "pruned.onnx")
+    )
+    assert code == 2
+    assert_one_error_line(err, "weights.bin", "external data", "--external-data")
+    assert (out / "weights.bin").read_bytes() == kept
+    assert not (out / "pruned.onnx").exists()
+    code, _, _ = run_cli(
+        capsys,
+        "run",
+        str(source),
+        "-p",
+        "remove-unused-params",
+        "-o",
+        str(out / "pruned.onnx"),
+        "--external-data",
+    )
+    assert code == 0 and (out / "pruned.onnx.data").exists()

@@ -131,13 +131,24 @@ def _target(source: Path, options: argparse.Namespace) -> Path:
 
 
 def _refuse_overwrite(files: list[tuple[Path, bytes]], inputs: list[Path]) -> None:
+    """Refuse to overwrite a file of the input model, or an external data file of another
+    model (data files keep their names: two models cut from one export share them), with
+    other bytes."""
     inputs_set = set(inputs)
-    for path, data in files:
+    for index, (path, data) in enumerate(files):
         resolved = path.resolve()
-        if resolved in inputs_set and not (resolved.is_file() and _same_bytes(resolved, data)):
+        if resolved.is_file() and _same_bytes(resolved, data):
+            continue
+        if resolved in inputs_set:
             raise UsageError(
                 f"refusing to overwrite {path}, a file of the input model; write to another "
                 "file or folder, or pass --in-place"
+            )
+        if index and resolved.exists():
+            raise UsageError(
+                f"refusing to overwrite {path}, an external data file already there with other "
+                "data (another model's?); write to another folder, pass --external-data to "
+                "give this model a data file of its own, or --in-place"
             )
 
 
