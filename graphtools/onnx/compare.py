@@ -4,12 +4,23 @@
 onnxruntime's value as ``before``); ``compare_blobs_with_onnxruntime`` also compares every
 intermediate blob both sides name and reports the first op of the pair whose output diverges,
 which is where to look when a conversion or a pass went wrong.
+
+Two kinds of blobs are not compared value by value with ``rtol``/``atol``:
+
+* Int8 blobs (``Int8Tensor`` on our side, their uint8/int32 values in ONNX) are compared in
+  quantization steps: equal within ``int8_steps`` units (Int8 feeds go to onnxruntime as their
+  values).
+* A blob a random fill writes (``GaussianFill``, ``UniformFill``, ``XavierFill``, ...) holds
+  other draws on each side: it is compared by shape, dtype and distribution (values within a
+  uniform's bounds; sample mean and standard deviation within six standard errors of the
+  fill's), said in the entry's ``reason``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from math import prod, sqrt
 from typing import Any
 
 import numpy as np
@@ -17,8 +28,9 @@ import onnx
 from onnx import ModelProto
 
 from graphtools.errors import GraphToolsError
-from graphtools.executor import Workspace, run_net, run_op
-from graphtools.ir import Model
+from graphtools.executor import Int8Tensor, Workspace, run_net, run_op
+from graphtools.executor.kernels_fill import RANDOM_FILLS
+from graphtools.ir import Model, Op
 from graphtools.onnx.external import ModelSource, load_onnx
 from graphtools.passes import ssa_rewrite
 from graphtools.testing import OutputDiff, compare_outputs
@@ -56,8 +68,112 @@ def run_onnxruntime(
     )
     wanted = {i.name for i in session.get_inputs()}
     names = outputs if outputs is not None else [o.name for o in session.get_outputs()]
-    values = session.run(names, {k: np.asarray(v) for k, v in feeds.items() if k in wanted})
+    values = session.run(names, {k: _onnx_value(v) for k, v in feeds.items() if k in wanted})
     return dict(zip(names, values, strict=True))
+
+
+def _onnx_value(value: Any) -> np.ndarray:
+    """A feed as onnxruntime takes it (an Int8 blob as its quantized values)."""
+    return np.asarray(value.values if isinstance(value, Int8Tensor) else value)
+
+
+def _random_fills(model: Model) -> dict[str, Op]:
+    """The predict_net's random fills, by the blob each writes."""
+    return {op.outputs[0]: op for op in model.predict_net if op.type in RANDOM_FILLS}
+
+
+def _fans(shape: tuple[int, ...]) -> tuple[int, int]:
+    size = prod(shape)
+    fan_in = size // shape[0] if shape and shape[0] else size
+    fan_out = size // shape[1] if len(shape) > 1 and shape[1] else size
+    return max(fan_in, 1), max(fan_out, 1)
+
+
+def _distribution(op: Op, shape: tuple[int, ...]) -> tuple[str, float, float]:
+    """``(kind, a, b)``: ``("uniform", low, high)``, ``("integers", low, high)`` or
+    ``("normal", mean, std)`` of a random fill's values (the executor's rules)."""
+    if op.type == "XavierFill":
+        bound = sqrt(3.0 / _fans(shape)[0])
+        return "uniform", -bound, bound
+    if op.type == "MSRAFill":
+        return "normal", 0.0, sqrt(2.0 / _fans(shape)[1])
+    if op.type == "GaussianFill":
+        return "normal", float(op.arg("mean", 0.0)), float(op.arg("std", 1.0))
+    kind = "integers" if op.type == "UniformIntFill" else "uniform"
+    return kind, float(op.arg("min", 0)), float(op.arg("max", 1))
+
+
+def _moments(kind: str, a: float, b: float) -> tuple[float, float]:
+    if kind == "normal":
+        return a, b
+    if kind == "integers":
+        count = b - a + 1
+        return (a + b) / 2, sqrt((count * count - 1) / 12)
+    return (a + b) / 2, (b - a) / sqrt(12)
+
+
+def _random_diff(name: str, op: Op, reference: Any, ours: Any) -> OutputDiff:
+    """Two draws of one random fill compared by shape, dtype and distribution."""
+    a, b = np.asarray(reference), np.asarray(ours)
+    shape = tuple(a.shape)
+    if len(op.inputs) > 1:
+        why = "random fill with bounds as inputs: not comparable"
+        return OutputDiff(name, False, shape_before=shape, shape_after=b.shape, reason=why)
+    kind, low, high = _distribution(op, shape)
+    mean, std = _moments(kind, low, high)
+    problems = []
+    if a.shape != b.shape:
+        problems.append("shape differs")
+    elif a.dtype != b.dtype:
+        problems.append(f"dtype {a.dtype} != {b.dtype}")
+    for side, values in (("onnxruntime", a), ("ours", b)):
+        if not values.size:
+            continue
+        flat = values.astype(np.float64).reshape(-1)
+        if kind != "normal" and (flat.min() < low or flat.max() > high):
+            problems.append(f"{side}'s values leave [{low:g}, {high:g}]")
+        if abs(flat.mean() - mean) > 6 * std / sqrt(flat.size) + 1e-6:
+            problems.append(f"{side}'s mean {flat.mean():.4g} is not {mean:.4g}")
+        if flat.size > 1 and abs(flat.std() - std) > 6 * std / sqrt(2 * flat.size) + 1e-6:
+            problems.append(f"{side}'s std {flat.std():.4g} is not {std:.4g}")
+    detail = "; ".join(problems) or "same shape, dtype and distribution"
+    return OutputDiff(
+        name,
+        not problems,
+        shape_before=shape,
+        shape_after=tuple(b.shape),
+        reason=f"random ({op.type}, {kind} {low:g}, {high:g}): {detail}",
+        size=a.size,
+    )
+
+
+def _diffs(
+    reference: Mapping[str, Any],
+    ours: Mapping[str, Any],
+    random: Mapping[str, Op],
+    rtol: float,
+    atol: float,
+    int8_steps: int,
+) -> list[OutputDiff]:
+    """``compare_outputs`` with Int8 blobs compared in quantization steps and random fills
+    by distribution."""
+    plain = {k: v for k, v in ours.items() if k not in random}
+    per: dict[str, tuple[float, float]] = {}
+    for name, value in plain.items():
+        if isinstance(value, Int8Tensor):
+            plain[name] = value.values
+            per[name] = (0.0, float(int8_steps))
+    found = compare_outputs(
+        {k: v for k, v in reference.items() if k not in random},
+        plain,
+        rtol=rtol,
+        atol=atol,
+        per_output=per,
+    )
+    for name, op in random.items():
+        if name in reference and name in ours:
+            found.append(_random_diff(name, op, reference[name], ours[name]))
+    return found
 
 
 def _matched(onnx_outputs: list[str], model: Model, ours: dict[str, Any]) -> dict[str, Any]:
@@ -90,8 +206,12 @@ def compare_with_onnxruntime(
     *,
     rtol: float = 1e-4,
     atol: float = 1e-5,
+    int8_steps: int = 1,
 ) -> list[OutputDiff]:
     """Run onnxruntime on ``onnx_model`` and our executor on ``model``; compare the outputs.
+
+    Int8 outputs are compared in quantization steps (``int8_steps``), outputs of random fills
+    by distribution (see the module docstring).
 
     Returns:
         One ``OutputDiff`` per output (onnxruntime's value is ``before``, ours ``after``).
@@ -100,8 +220,8 @@ def compare_with_onnxruntime(
 
     proto = load_onnx(onnx_model)
     reference = run_onnxruntime(proto, feeds)
-    ours = run_model(model, _our_feeds(model, feeds))
-    return compare_outputs(reference, _matched(list(reference), model, ours), rtol=rtol, atol=atol)
+    ours = _matched(list(reference), model, run_model(model, _our_feeds(model, feeds)))
+    return _diffs(reference, ours, _random_fills(model), rtol, atol, int8_steps)
 
 
 @dataclass(frozen=True)
@@ -134,9 +254,11 @@ def compare_blobs_with_onnxruntime(
     *,
     rtol: float = 1e-4,
     atol: float = 1e-5,
+    int8_steps: int = 1,
 ) -> BlobComparison:
     """Compare every value of the main graph onnxruntime computes with the blob of the same
-    name as the pair's op writes it, and name the first op (in the pair's order) that diverges.
+    name as the pair's op writes it, and name the first op (in the pair's order) that diverges
+    (Int8 blobs in quantization steps, random fills by distribution: see the module docstring).
 
     The pair's blobs are matched under the names ``export_onnx`` gives them (``ssa_rewrite``),
     so a model exported from the pair compares blob by blob. Values inside sub-graphs are not
@@ -166,17 +288,24 @@ def compare_blobs_with_onnxruntime(
     blobs: list[OutputDiff] = []
     first: Divergence | None = None
     net = model.predict_net
+    random = _random_fills(model)
     for index, op in enumerate(net):
         run_op(op, workspace, index=index, net=net)
         for name in op.outputs:
             if name in reference:
-                diff = compare_outputs(
-                    {name: reference[name]}, {name: workspace.fetch(name)}, rtol=rtol, atol=atol
-                )[0]
+                (diff,) = _diffs(
+                    {name: reference[name]},
+                    {name: workspace.fetch(name)},
+                    {name: op} if name in random else {},
+                    rtol,
+                    atol,
+                    int8_steps,
+                )
                 blobs.append(diff)
                 if not diff.ok and first is None:
                     first = Divergence(index, op.type, diff)
     ours = {name: workspace.fetch(name) for name in net.external_outputs if workspace.has(name)}
     wanted = {name: reference[name] for name in graph_outputs}
-    outputs = compare_outputs(wanted, _matched(graph_outputs, model, ours), rtol=rtol, atol=atol)
+    ours = _matched(graph_outputs, model, ours)
+    outputs = _diffs(wanted, ours, random, rtol, atol, int8_steps)
     return BlobComparison(outputs, blobs, first)

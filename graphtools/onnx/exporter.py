@@ -22,10 +22,11 @@ import onnx
 from onnx import ModelProto, helper, numpy_helper
 
 from graphtools.errors import GraphToolsError, InvalidNetError, UnsupportedOpError
-from graphtools.executor import Workspace, run_net
+from graphtools.executor import Int8Tensor, Workspace, run_net
 from graphtools.ir import Model, Net
 from graphtools.onnx import (  # noqa: F401  (importing registers the exporters)
     export_control,
+    export_elementwise,
     export_math,
     export_nn,
     export_recurrent,
@@ -33,7 +34,7 @@ from graphtools.onnx import (  # noqa: F401  (importing registers the exporters)
 )
 from graphtools.onnx.context import NameGen
 from graphtools.onnx.dtypes import numpy_of_onnx, onnx_dtype_of_numpy
-from graphtools.onnx.export_context import EXPORTERS, ExportContext, TypeInfo
+from graphtools.onnx.export_context import CAFFE2_DOMAIN, EXPORTERS, ExportContext, TypeInfo
 from graphtools.onnx.importer import max_opset
 from graphtools.passes import ssa_rewrite
 
@@ -55,13 +56,32 @@ def ir_version_for(opset: int) -> int:
     return int(helper.find_min_ir_version_for([helper.make_opsetid("", opset)]))
 
 
-def _init_values(model: Model) -> dict[str, np.ndarray]:
-    """Every blob the init_net writes, by running it."""
+def _init_values(model: Model) -> dict[str, Any]:
+    """Every blob the init_net writes, by running it (Int8 blobs as ``Int8Tensor``)."""
     if model.init_net is None or not len(model.init_net):
         return {}
     workspace = Workspace()
     run_net(model.init_net, workspace)
-    return {name: np.asarray(workspace.fetch(name)) for name in workspace.local_blobs()}
+    values = {}
+    for name in workspace.local_blobs():
+        value = workspace.fetch(name)
+        values[name] = value if isinstance(value, Int8Tensor) else np.asarray(value)
+    return values
+
+
+def _split_quantized(
+    values: Mapping[str, Any],
+) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, int]]]:
+    """Params as arrays, and the ``(scale, zero point)`` of the Int8 ones (whose arrays are
+    their quantized values: uint8, or int32 for biases)."""
+    arrays, quant = {}, {}
+    for name, value in values.items():
+        if isinstance(value, Int8Tensor):
+            arrays[name] = np.asarray(value.values)
+            quant[name] = (float(value.scale), int(value.zero_point))
+        else:
+            arrays[name] = value
+    return arrays, quant
 
 
 def _shape_info(
@@ -158,9 +178,23 @@ def _input_types(
     return types
 
 
-def _output_types(graph: onnx.GraphProto, opset: int, ir_version: int) -> dict[str, Any]:
+def _opset_imports(opset: int, functions: Sequence[onnx.FunctionProto]) -> list[Any]:
+    imports = [helper.make_opsetid("", opset)]
+    if functions:
+        imports.append(helper.make_opsetid(CAFFE2_DOMAIN, 1))
+    return imports
+
+
+def _output_types(
+    graph: onnx.GraphProto,
+    opset: int,
+    ir_version: int,
+    functions: Sequence[onnx.FunctionProto] = (),
+) -> dict[str, Any]:
     """Types ONNX shape inference gives the graph's values."""
-    probe = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    probe = helper.make_model(
+        graph, opset_imports=_opset_imports(opset, functions), functions=list(functions)
+    )
     probe.ir_version = ir_version
     inferred = onnx.shape_inference.infer_shapes(probe, strict_mode=False, data_prop=True)
     found = {}
@@ -193,6 +227,7 @@ def _convert(
     read: set[str],
     params: Mapping[str, Any],
     rewritten: frozenset[str],
+    quant: Mapping[str, tuple[float, int]],
     *,
     final: bool,
     recurrent: str = "loop",
@@ -210,6 +245,7 @@ def _convert(
         outer_names=outer | frozenset(params),
         rewritten=rewritten,
         recurrent=recurrent,
+        quant=dict(quant),
     )
     for index, op in enumerate(net.ops):
         fn = EXPORTERS.get(op.type)
@@ -225,6 +261,65 @@ def _convert(
     return cx
 
 
+def _graph_reads(graph: onnx.GraphProto) -> Iterable[str]:
+    """Every value the nodes of ``graph`` and of its sub-graphs read."""
+    for node in graph.node:
+        yield from node.input
+        for sub in _subgraphs(node):
+            yield from _graph_reads(sub)
+
+
+def _subgraphs(node: onnx.NodeProto) -> Iterable[onnx.GraphProto]:
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            yield attr.g
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            yield from attr.graphs
+
+
+def _without_unread_helpers(
+    nodes: Sequence[onnx.NodeProto], outputs: Sequence[str], helpers: set[str]
+) -> list[onnx.NodeProto]:
+    """``nodes`` without the helper transposes whose results no node (sub-graphs included)
+    and no graph output reads: one walk from the last node back."""
+    needed = set(outputs)
+    kept: list[onnx.NodeProto] = []
+    for node in reversed(nodes):
+        if node.output and node.output[0] in helpers and node.output[0] not in needed:
+            continue
+        kept.append(node)
+        needed.update(node.input)
+        for sub in _subgraphs(node):
+            needed.update(_graph_reads(sub))
+    kept.reverse()
+    return kept
+
+
+def _annotate_quantization(
+    graph: onnx.GraphProto, quant: Mapping[str, tuple[float, int]], names: set[str]
+) -> None:
+    """Say the scale and zero point of every Int8 graph input, output and initializer in
+    ``graph.quantization_annotation`` (ONNX's record of them), with scalar initializers."""
+    elem_types = {i.name: i.type.tensor_type.elem_type for i in (*graph.input, *graph.output)}
+    elem_types.update({t.name: t.data_type for t in graph.initializer})
+    taken = {t.name for t in graph.initializer} | {i.name for i in graph.input}
+    taken |= {n for node in graph.node for n in (*node.input, *node.output)}
+    fresh = NameGen(taken)
+    for name in sorted(n for n in names if n in quant):
+        scale, zero_point = quant[name]
+        zp_type = np.uint8 if elem_types.get(name) == onnx.TensorProto.UINT8 else np.int32
+        scale_name, zp_name = fresh.fresh(f"{name}_scale"), fresh.fresh(f"{name}_zero_point")
+        graph.initializer.extend(
+            [
+                numpy_helper.from_array(np.asarray(scale, np.float32), scale_name),
+                numpy_helper.from_array(np.asarray(zero_point, zp_type), zp_name),
+            ]
+        )
+        annotation = graph.quantization_annotation.add(tensor_name=name)
+        annotation.quant_parameter_tensor_names.add(key="SCALE_TENSOR", value=scale_name)
+        annotation.quant_parameter_tensor_names.add(key="ZERO_POINT_TENSOR", value=zp_name)
+
+
 def export_onnx(
     model: Model,
     opset: int | None = None,
@@ -232,6 +327,7 @@ def export_onnx(
     value_info: ValueInfo | None = None,
     dynamic_batch: bool = False,
     recurrent: str = "loop",
+    input_quantization: Mapping[str, tuple[float, int]] | None = None,
 ) -> ModelProto:
     """Convert an init_net/predict_net pair into an ONNX model.
 
@@ -246,6 +342,8 @@ def export_onnx(
             free dimension ``N``.
         recurrent: ``"loop"`` writes each RecurrentNetwork op as an ONNX ``Loop``, ``"scan"``
             as a ``Scan`` (``graphtools.onnx.export_recurrent``).
+        input_quantization: ``{input name: (scale, zero point)}`` of the graph inputs that
+            are Int8 blobs (fed as their uint8 values; ``value_info`` gives UINT8).
 
     Raises:
         UnsupportedOpError: an op without an ONNX form (naming op index and type; op types
@@ -268,7 +366,10 @@ def export_onnx(
     _refuse_unmapped(model.predict_net, opset)
     work = model.copy()
     # A blob the init_net fills but value_info names is fed (a feed overrides the init value).
-    params = {k: v for k, v in _init_values(work).items() if k not in (value_info or {})}
+    params, quant = _split_quantized(
+        {k: v for k, v in _init_values(work).items() if k not in (value_info or {})}
+    )
+    quant.update(input_quantization or {})
     net = work.predict_net
     writes = Counter(name for op in net.ops for name in op.outputs)
     rewritten = frozenset(
@@ -310,27 +411,39 @@ def export_onnx(
         numpy_helper.from_array(value, name) for name, value in params.items() if name in read
     ]
     graph_inputs = [_value_info(name, types.get(name)) for name in inputs]
-    cx = _convert(net, opset, types, read, params, rewritten, final=False, recurrent=recurrent)
+    cx = _convert(
+        net, opset, types, read, params, rewritten, quant, final=False, recurrent=recurrent
+    )
     while cx.missing_rank:
         # An exporter wanted a rank nobody knew: learn the shapes ONNX inference finds for
         # the graph converted so far, then convert again with them.
         partial = helper.make_graph(
             cx.nodes, "probe", graph_inputs, [], [*initializers, *cx.constants]
         )
-        learned = _learn_types(types, _output_types(partial, opset, ir))
+        functions = list(cx.functions.values())
+        learned = _learn_types(types, _output_types(partial, opset, ir, functions))
         cx = _convert(
-            net, opset, types, read, params, rewritten, final=not learned, recurrent=recurrent
+            net,
+            opset,
+            types,
+            read,
+            params,
+            rewritten,
+            quant,
+            final=not learned,
+            recurrent=recurrent,
         )
         if not learned:
             break
+    functions = list(cx.functions.values())
     graph = helper.make_graph(
-        cx.nodes,
+        _without_unread_helpers(cx.nodes, outputs, cx.helpers),
         net.name or "graphtools",
         graph_inputs,
         [onnx.ValueInfoProto(name=name) for name in outputs],
         [*initializers, *cx.constants],
     )
-    inferred = _output_types(graph, opset, ir)
+    inferred = _output_types(graph, opset, ir, functions)
     for output in graph.output:
         known = types.get(output.name)
         if known is not None and known.dtype is not None and known.shape is not None:
@@ -339,13 +452,17 @@ def export_onnx(
             output.type.CopyFrom(inferred[output.name])
         else:
             raise InvalidNetError(f"the type of graph output {output.name!r} cannot be inferred")
+    _annotate_quantization(graph, cx.quant, {*inputs, *outputs, *params})
     produced = {name for node in cx.nodes for name in node.output}
     for name in sorted(produced - set(outputs)):
         known = types.get(name)
         if known is not None and known.dtype is not None and known.shape is not None:
             graph.value_info.append(_value_info(name, known))
     result = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="graphtools"
+        graph,
+        opset_imports=_opset_imports(opset, functions),
+        producer_name="graphtools",
+        functions=functions,
     )
     result.ir_version = ir
     try:

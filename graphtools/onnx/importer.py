@@ -33,6 +33,7 @@ from graphtools.errors import UnsupportedOpError
 from graphtools.ir import Model, Net, Op
 from graphtools.onnx import (  # noqa: F401  (importing registers the converters)
     import_control,
+    import_elementwise,
     import_math,
     import_nn,
     import_recurrent,
@@ -40,7 +41,9 @@ from graphtools.onnx import (  # noqa: F401  (importing registers the converters
 )
 from graphtools.onnx.context import NameGen, NodeContext, Shape
 from graphtools.onnx.dtypes import fill_op_for
+from graphtools.onnx.export_context import CAFFE2_DOMAIN
 from graphtools.onnx.external import ModelSource, load_onnx
+from graphtools.onnx.import_caffe2 import caffe2_call
 from graphtools.onnx.registry import CONVERTERS
 from graphtools.proto import caffe2_pb2
 from graphtools.serde.codec import net_from_netdef, op_from_proto
@@ -50,6 +53,7 @@ __all__ = [
     "GraphImporter",
     "fill_message",
     "import_onnx",
+    "int8_fill_message",
     "max_opset",
     "supported_ops",
 ]
@@ -104,6 +108,43 @@ def fill_message(name: str, value: np.ndarray, where: str) -> caffe2_pb2.Operato
     else:
         values.strings.extend(v if isinstance(v, bytes) else str(v).encode() for v in flat)
     return msg
+
+
+def int8_fill_message(
+    name: str, value: np.ndarray, scale: float, zero_point: int
+) -> caffe2_pb2.OperatorDef:
+    """The Int8 fill OperatorDef writing the quantized ``value`` (uint8: its bytes in an
+    ``Int8GivenTensorFill``; int32, a bias: ``Int8GivenIntTensorFill``) with its quantization.
+
+    Raises:
+        UnsupportedOpError: ``value`` is neither uint8 nor int32.
+    """
+    if value.dtype == np.uint8:
+        msg = caffe2_pb2.OperatorDef(type="Int8GivenTensorFill", output=[name])
+        msg.arg.add(name="values").s = value.tobytes()
+    elif value.dtype == np.int32:
+        msg = caffe2_pb2.OperatorDef(type="Int8GivenIntTensorFill", output=[name])
+        msg.arg.add(name="values").ints.extend(value.reshape(-1).tolist())
+    else:
+        raise UnsupportedOpError(
+            f"initializer {name!r}: a quantized {value.dtype} tensor has no Caffe2 Int8 fill "
+            "(uint8 and int32 do)"
+        )
+    msg.arg.add(name="shape").ints.extend(int(d) for d in value.shape)
+    msg.arg.add(name="Y_scale").f = float(scale)
+    msg.arg.add(name="Y_zero_point").i = int(zero_point)
+    return msg
+
+
+def _quantization(graph: GraphProto) -> dict[str, tuple[str, str]]:
+    """``{tensor: (scale initializer, zero point initializer)}`` of the graph's
+    ``quantization_annotation`` (per-tensor entries with both keys)."""
+    found = {}
+    for annotation in graph.quantization_annotation:
+        keys = {p.key: p.value for p in annotation.quant_parameter_tensor_names}
+        if "SCALE_TENSOR" in keys and "ZERO_POINT_TENSOR" in keys:
+            found[annotation.tensor_name] = (keys["SCALE_TENSOR"], keys["ZERO_POINT_TENSOR"])
+    return found
 
 
 def _fill_op(name: str, value: np.ndarray, where: str) -> Op:
@@ -213,6 +254,12 @@ class GraphImporter:
         else:
             self.ops.append(_fill_op(name, value, where))
 
+    def add_int8_param(self, name: str, value: np.ndarray, scale: float, zero_point: int) -> None:
+        """Record an Int8 param of the main graph (a quantized initializer): an
+        ``Int8GivenTensorFill`` (uint8) or ``Int8GivenIntTensorFill`` (int32)."""
+        self.consts[name] = value
+        self.params.append(int8_fill_message(name, value, scale, zero_point))
+
     def convert(self, graph: GraphProto) -> None:
         """Convert every node of ``graph`` in order."""
         for index, node in enumerate(graph.node):
@@ -221,6 +268,9 @@ class GraphImporter:
     def _convert_node(self, index: int, node: onnx.NodeProto) -> None:
         since = 0
         ctx = NodeContext(node, index, self.opset, since, self)
+        if node.domain == CAFFE2_DOMAIN:
+            caffe2_call(ctx)
+            return
         if node.domain not in _DEFAULT_DOMAINS:
             raise ctx.refuse(f"op domain {node.domain!r} is not supported (only the default)")
         entry = CONVERTERS.get(node.op_type)
@@ -341,9 +391,16 @@ def import_onnx(model_or_path: ModelSource, *, base_dir: str | Path | None = Non
     shapes = _static_shapes(model)
     names = NameGen(_all_names(graph))
     importer = GraphImporter(opset, shapes, names)
-    for tensor in graph.initializer:
-        where = f"initializer {tensor.name!r}"
-        importer.add_constant(tensor.name, _tensor_array(tensor, where), where)
+    arrays = {t.name: _tensor_array(t, f"initializer {t.name!r}") for t in graph.initializer}
+    quantized = {k: v for k, v in _quantization(graph).items() if k in arrays}
+    for scale, zero_point in quantized.values():
+        importer.folded.update((scale, zero_point))
+    for name, value in arrays.items():
+        if name in quantized:
+            scale, zero_point = (arrays[n].reshape(-1)[0] for n in quantized[name])
+            importer.add_int8_param(name, value, float(scale), int(zero_point))
+        else:
+            importer.add_constant(name, value, f"initializer {name!r}")
     initializers = {t.name for t in graph.initializer}
     feeds = list(dict.fromkeys(i.name for i in graph.input if i.name not in initializers))
     importer.convert(graph)
