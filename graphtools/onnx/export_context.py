@@ -345,7 +345,8 @@ class ExportContext:
         """``value`` transposed by ``perm``: the source of an earlier transpose when ``perm``
         undoes it (the pair cancels), an earlier identical transpose when there is one, else
         a new ``Transpose`` node. ``out`` names the result (an ``Identity`` when it is an
-        existing value); without it, a ``Transpose`` no one reads is dropped from the model."""
+        existing value). A ``Transpose`` or ``Identity`` made here that no one reads is
+        dropped from the model (so the Caffe2 blob a cancelled pair stood for may vanish)."""
         perm = tuple(int(p) for p in perm)
         identity = tuple(range(len(perm)))
         source = value
@@ -364,17 +365,30 @@ class ExportContext:
         if found is None:
             found = out or self.fresh(f"{source}_t")
             self.node("Transpose", [source], [found], perm=list(perm))
-            if out is None:
-                self.helpers.add(found)
+            self.helpers.add(found)
             self._transposed[found] = (source, perm)
             self._transposes[(source, perm)] = found
             return found
         if out is None or out == found:
             return found
         self.node("Identity", [found], [out])
+        self.helpers.add(out)
         # out holds found's value: transposing it is transposing found.
         self._transposed[out] = self._transposed.get(found, (found, identity))
         return out
+
+    def elementwise(self, op_type: str, inputs: Sequence[str], output: str, **attrs: Any) -> None:
+        """An element-wise op whose first input may be a transposed value: then it runs on
+        the source (its other inputs must be scalars) and ``output`` is its result transposed
+        the same way, so the Transposes around it can cancel."""
+        found = self.transposed(inputs[0])
+        if found is None:
+            self.node(op_type, inputs, [output], **attrs)
+            return
+        source, perm = found
+        inner = self.fresh(f"{output}_{'_'.join(map(str, perm))}")
+        self.node(op_type, [source, *inputs[1:]], [inner], **attrs)
+        self.transpose(inner, perm, out=output)
 
     def transposed(self, value: str) -> tuple[str, tuple[int, ...]] | None:
         """``(source, perm)`` when ``value`` is ``source`` transposed by ``perm`` here."""

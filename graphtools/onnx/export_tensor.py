@@ -161,7 +161,7 @@ def _layout(cx: ExportContext, op: Op) -> None:
     rank = cx.need_rank(op.inputs[0], "layout transposition")
     to_nhwc = op.type == "NCHW2NHWC"
     perm = [0, *range(2, rank), 1] if to_nhwc else [0, rank - 1, *range(1, rank - 1)]
-    cx.node("Transpose", op.inputs[:1], op.outputs[:1], perm=perm)
+    cx.transpose(op.inputs[0], perm, out=op.outputs[0])
 
 
 @exporter("Squeeze")

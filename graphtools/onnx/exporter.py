@@ -29,6 +29,7 @@ from graphtools.onnx import (  # noqa: F401  (importing registers the exporters)
     export_elementwise,
     export_math,
     export_nn,
+    export_normalize,
     export_recurrent,
     export_tensor,
 )
@@ -453,7 +454,7 @@ def export_onnx(
         else:
             raise InvalidNetError(f"the type of graph output {output.name!r} cannot be inferred")
     _annotate_quantization(graph, cx.quant, {*inputs, *outputs, *params})
-    produced = {name for node in cx.nodes for name in node.output}
+    produced = {name for node in graph.node for name in node.output}
     for name in sorted(produced - set(outputs)):
         known = types.get(name)
         if known is not None and known.dtype is not None and known.shape is not None:
