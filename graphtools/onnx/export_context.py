@@ -173,15 +173,19 @@ class ExportContext:
         outputs: Sequence[str],
         domain: str,
         attrs: Mapping[str, Any],
+        kinds: Mapping[str, str] | None = None,
     ) -> None:
         kept = {k: v for k, v in attrs.items() if v is not None and not isinstance(v, AttrRef)}
         refs = {k: v for k, v in attrs.items() if isinstance(v, AttrRef)}
         name = None
         if self.in_function is None and self.op is not None and self.op.name:
             name = self.node_names.fresh(self.op.name)  # unique; one op may give several
-        node = helper.make_node(
-            op_type, list(inputs), list(outputs), name=name, domain=domain or None, **kept
-        )
+        node = helper.make_node(op_type, list(inputs), list(outputs), name=name, domain=domain)
+        for key, value in kept.items():
+            kind = (kinds or {}).get(key)
+            node.attribute.append(
+                helper.make_attribute(key, value, attr_type=None if kind is None else _KINDS[kind])
+            )
         for key, ref in refs.items():
             node.attribute.append(
                 AttributeProto(name=key, ref_attr_name=ref.name, type=self._kind(ref.name))
@@ -252,7 +256,7 @@ class ExportContext:
             self.fresh(f"{fn.op_type}_{o}") for o in fn.outputs[len(outputs) :]
         ]
         values = {k: _typed(fn.attributes[k], v, fn.op_type, k) for k, v in attrs.items()}
-        self._emit(fn.op_type, inputs, named, CAFFE2_DOMAIN, values)
+        self._emit(fn.op_type, inputs, named, CAFFE2_DOMAIN, values, fn.attributes)
 
     def _define(self, fn: Function) -> FunctionProto:
         body = ExportContext(

@@ -19,7 +19,8 @@ from graphtools.analysis.op_args import (
     order,
     window_args,
 )
-from graphtools.ir import Op
+from graphtools.errors import UnsupportedOpError
+from graphtools.ir import Op, make_arg
 from graphtools.onnx.export_context import ExportContext, exporter, onnx_int64
 
 __all__: list[str] = []
@@ -178,11 +179,31 @@ def _average_pool(cx: ExportContext, op: Op) -> None:
     _pool(cx, op, "AveragePool")
 
 
+TEST_MODE_OPS = frozenset({"Dropout", "SpatialBN"})
+"""Op types whose ``is_test`` argument ``export_onnx(test_mode=True)`` sets."""
+
+
+def in_test_mode(op: Op) -> Op:
+    """``op`` with ``is_test=1`` when it is one of ``TEST_MODE_OPS``, else ``op``."""
+    if op.type not in TEST_MODE_OPS or op.arg("is_test", 0):
+        return op
+    args = [a for a in op.args if a.name != "is_test"]
+    return op.replace(args=[*args, make_arg("is_test", 1)])
+
+
+def _refuse_training(cx: ExportContext, op: Op, what: str) -> UnsupportedOpError:
+    return cx.refuse(
+        f"{op.type} in training mode (is_test=0: {what}); a training net: export its "
+        "inference form with test_mode=True (graphtools export-onnx --test-mode), which sets "
+        "is_test=1"
+    )
+
+
 @exporter("SpatialBN")
 @channels_first()
 def _spatial_bn(cx: ExportContext, op: Op) -> None:
     if not op.arg("is_test", 0) and len(op.outputs) > 1:
-        raise cx.refuse("SpatialBN in training mode")
+        raise _refuse_training(cx, op, "batch statistics and running averages")
     cx.node(
         "BatchNormalization",
         op.inputs[:5],
@@ -210,7 +231,7 @@ def _lrn(cx: ExportContext, op: Op) -> None:
 @exporter("Dropout")
 def _dropout(cx: ExportContext, op: Op) -> None:
     if not op.arg("is_test", 0):
-        raise cx.refuse("Dropout in training mode (random masks)")
+        raise _refuse_training(cx, op, "random masks")
     outputs = list(op.outputs[:1])
     if len(op.outputs) > 1 and cx.used(op.outputs[1]):
         outputs.append(op.outputs[1])

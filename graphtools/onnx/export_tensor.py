@@ -16,7 +16,6 @@ from onnx import numpy_helper
 from graphtools.analysis.op_args import order
 from graphtools.errors import GraphToolsError
 from graphtools.executor import Workspace, run_op
-from graphtools.executor.kernels_fill import RANDOM_FILLS
 from graphtools.ir import Op
 from graphtools.onnx.dtypes import CAFFE2_TO_ONNX, caffe2_dtype_number, numpy_of_onnx
 from graphtools.onnx.export_context import ExportContext, exporter, onnx_int64
@@ -245,8 +244,6 @@ def _fill_value(cx: ExportContext, op: Op) -> np.ndarray:
     "RangeFill",
 )
 def _fill(cx: ExportContext, op: Op) -> None:
-    if op.type in RANDOM_FILLS:
-        raise cx.refuse("random fills have no deterministic ONNX form")
     if not op.inputs:
         value = _fill_value(cx, op)
         cx.node("Constant", [], op.outputs[:1], value=numpy_helper.from_array(value))

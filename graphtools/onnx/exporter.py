@@ -30,12 +30,14 @@ from graphtools.onnx import (  # noqa: F401  (importing registers the exporters)
     export_math,
     export_nn,
     export_normalize,
+    export_random,
     export_recurrent,
     export_tensor,
 )
 from graphtools.onnx.context import NameGen
 from graphtools.onnx.dtypes import numpy_of_onnx, onnx_dtype_of_numpy
 from graphtools.onnx.export_context import CAFFE2_DOMAIN, EXPORTERS, ExportContext, TypeInfo
+from graphtools.onnx.export_nn import in_test_mode
 from graphtools.onnx.importer import max_opset
 from graphtools.passes import ssa_rewrite
 
@@ -262,6 +264,16 @@ def _convert(
     return cx
 
 
+def _in_test_mode(net: Net) -> None:
+    """Set ``is_test=1`` on the ops of ``net`` and its nested nets that have it."""
+    ops = []
+    for op in net.ops:
+        for _, nested in op.nested_nets():
+            _in_test_mode(nested)
+        ops.append(in_test_mode(op))
+    net.set_ops(ops)
+
+
 def _graph_reads(graph: onnx.GraphProto) -> Iterable[str]:
     """Every value the nodes of ``graph`` and of its sub-graphs read."""
     for node in graph.node:
@@ -329,6 +341,7 @@ def export_onnx(
     dynamic_batch: bool = False,
     recurrent: str = "loop",
     input_quantization: Mapping[str, tuple[float, int]] | None = None,
+    test_mode: bool = False,
 ) -> ModelProto:
     """Convert an init_net/predict_net pair into an ONNX model.
 
@@ -345,6 +358,8 @@ def export_onnx(
             as a ``Scan`` (``graphtools.onnx.export_recurrent``).
         input_quantization: ``{input name: (scale, zero point)}`` of the graph inputs that
             are Int8 blobs (fed as their uint8 values; ``value_info`` gives UINT8).
+        test_mode: export a training net's inference form: ``is_test=1`` on the ops that
+            have it (``Dropout``, ``SpatialBN``), which are refused in training mode otherwise.
 
     Raises:
         UnsupportedOpError: an op without an ONNX form (naming op index and type; op types
@@ -366,6 +381,8 @@ def export_onnx(
     ir = ir_version_for(opset) if ir_version is None else int(ir_version)
     _refuse_unmapped(model.predict_net, opset)
     work = model.copy()
+    if test_mode:
+        _in_test_mode(work.predict_net)
     # A blob the init_net fills but value_info names is fed (a feed overrides the init value).
     params, quant = _split_quantized(
         {k: v for k, v in _init_values(work).items() if k not in (value_info or {})}

@@ -36,6 +36,7 @@ from graphtools.onnx import (  # noqa: F401  (importing registers the converters
     import_elementwise,
     import_math,
     import_nn,
+    import_random,
     import_recurrent,
     import_tensor,
 )
