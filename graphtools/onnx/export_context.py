@@ -7,7 +7,9 @@ the graph, or as a call of an ONNX model-local function of the ``caffe2`` domain
 per model from standard ops, and the call node carries the op's arguments as attributes, so the
 exported graph keeps one node per Caffe2 op and the importer maps it back to that op.
 Attributes whose names start with ``_`` are what the export derived for the body (the
-quantization of the inputs, permutations); the import drops them.
+quantization of the inputs, permutations); the import drops them. An op type whose input or
+output count changes the body has one function per form, named ``Type__form``
+(``VARIANT_SEPARATOR``; Caffe2 op types hold no double underscore).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ __all__ = [
     "DERIVED_PREFIX",
     "EXPORTERS",
     "FUNCTION_MIN_OPSET",
+    "VARIANT_SEPARATOR",
     "AttrRef",
     "ExportContext",
     "Function",
@@ -48,6 +51,8 @@ CAFFE2_DOMAIN = "caffe2"
 """Domain of the model-local functions standing for Caffe2 ops."""
 DERIVED_PREFIX = "_"
 """Prefix of the call attributes the export derives (not Caffe2 arguments)."""
+VARIANT_SEPARATOR = "__"
+"""Separates a Caffe2 op type from the form in a function's name (``SparseToDense__infer``)."""
 FUNCTION_MIN_OPSET = 15
 """The oldest default-domain opset function bodies are written for (``CastLike`` is 15)."""
 
@@ -88,7 +93,7 @@ class Function:
     """A Caffe2 op type written as a model-local function of the ``caffe2`` domain.
 
     Attributes:
-        op_type: the Caffe2 op type, which is also the function's name.
+        op_type: the Caffe2 op type.
         inputs: formal input names (the Caffe2 op's inputs, in order).
         outputs: formal output names (the Caffe2 op's outputs, in order).
         attributes: ``{name: kind}`` of every attribute a call carries (``int``, ``float``,
@@ -96,6 +101,7 @@ class Function:
         body: emits the body's nodes through a function context (``ExportContext.in_function``)
             reading the formal inputs and writing the formal outputs; it sees no shapes.
         since: the oldest default-domain opset the body is written for.
+        variant: names the form when the op type has several (input or output counts).
     """
 
     op_type: str
@@ -104,6 +110,12 @@ class Function:
     attributes: Mapping[str, str]
     body: Callable[[ExportContext], None]
     since: int = FUNCTION_MIN_OPSET
+    variant: str = ""
+
+    @property
+    def name(self) -> str:
+        """The function's name: the op type, with the form after ``__`` when there is one."""
+        return f"{self.op_type}{VARIANT_SEPARATOR}{self.variant}" if self.variant else self.op_type
 
 
 @dataclass
@@ -118,7 +130,7 @@ class ExportContext:
         nodes: the ONNX nodes emitted so far.
         constants: initializers made for constant operands.
         recurrent: how RecurrentNetwork ops are exported, ``"loop"`` or ``"scan"``.
-        functions: the model-local functions called so far, by Caffe2 op type (shared).
+        functions: the model-local functions called so far, by name (shared).
         quant: ``(scale, zero point)`` of every Int8 blob exported as a uint8/int32 tensor
             (shared; names are unique after the SSA rewrite).
         helpers: outputs of the transposes ``transpose`` made (the model drops those no one
@@ -250,13 +262,13 @@ class ExportContext:
             raise ValueError(
                 f"{fn.op_type}: attributes {sorted(attrs)} given, {sorted(fn.attributes)} declared"
             )
-        if fn.op_type not in self.functions:
-            self.functions[fn.op_type] = self._define(fn)
+        if fn.name not in self.functions:
+            self.functions[fn.name] = self._define(fn)
         named = list(outputs) + [
             self.fresh(f"{fn.op_type}_{o}") for o in fn.outputs[len(outputs) :]
         ]
         values = {k: _typed(fn.attributes[k], v, fn.op_type, k) for k, v in attrs.items()}
-        self._emit(fn.op_type, inputs, named, CAFFE2_DOMAIN, values, fn.attributes)
+        self._emit(fn.name, inputs, named, CAFFE2_DOMAIN, values, fn.attributes)
 
     def _define(self, fn: Function) -> FunctionProto:
         body = ExportContext(
@@ -271,13 +283,13 @@ class ExportContext:
         written = {name for node in body.nodes for name in node.output}
         missing = [name for name in fn.outputs if name not in written]
         if missing:
-            raise ValueError(f"the body of function {fn.op_type} does not write {missing}")
+            raise ValueError(f"the body of function {fn.name} does not write {missing}")
         imports = [helper.make_opsetid("", self.opset)]
         if any(node.domain == CAFFE2_DOMAIN for node in body.nodes):
             imports.append(helper.make_opsetid(CAFFE2_DOMAIN, 1))
         return helper.make_function(
             CAFFE2_DOMAIN,
-            fn.op_type,
+            fn.name,
             list(fn.inputs),
             list(fn.outputs),
             body.nodes,

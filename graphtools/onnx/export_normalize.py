@@ -9,8 +9,8 @@ are ``caffe2``-domain functions computing in the input's float type what the exe
 * ``LayerNorm``: over the dims from ``axis`` (the input as a matrix, ``Flatten`` at ``axis``),
   two passes (mean, then the mean of squared deviations), ``std = sqrt(var + epsilon)``; mean
   and std shaped ``X.shape[:axis] + [1]``; gamma and beta apply only with
-  ``elementwise_affine=1``, as in Caffe2 (an op without them is called with ``1`` and ``0``,
-  which it ignores). The composition is used at every opset: ONNX's ``LayerNormalization``
+  ``elementwise_affine=1``, as in Caffe2 (``LayerNorm__plain`` for an op without them). The
+  composition is used at every opset: ONNX's ``LayerNormalization``
   (17) returns the inverse std and onnxruntime computes its variance in one pass;
 * ``RMSNorm``: ``X / sqrt(mean(X^2) + eps) * gamma + beta``, and the reciprocal RMS;
 * ``LpNorm``: ``sum |x|`` (p=1) or ``sum x^2`` (p=2), over the size with ``average``;
@@ -59,7 +59,7 @@ def _moments_shape(fx: ExportContext) -> str:
     return shape
 
 
-def _layer_norm_body(fx: ExportContext) -> None:
+def _layer_norm_body(affine_inputs: bool, fx: ExportContext) -> None:
     names = ("rows", "mean", "centered", "square", "var", "eps", "shifted", "std", "normed")
     rows, mean, centered, square, var, eps, shifted, std, normed = (fx.fresh(k) for k in names)
     fx.node("Flatten", ["X"], [rows], axis=AttrRef("axis"))
@@ -71,6 +71,14 @@ def _layer_norm_body(fx: ExportContext) -> None:
     fx.node("Add", [var, eps], [shifted])
     fx.node("Sqrt", [shifted], [std])
     fx.node("Div", [centered, std], [normed])
+    shape = fx.fresh("shape")
+    fx.node("Shape", ["X"], [shape])
+    moments = _moments_shape(fx)
+    fx.node("Reshape", [mean, moments], ["mean"])
+    fx.node("Reshape", [std, moments], ["std"])
+    if not affine_inputs:
+        fx.node("Reshape", [normed, shape], ["Y"])
+        return
     parts = ("affine", "gamma_row", "beta_row", "gamma", "beta", "scaled", "moved")
     affine, gamma_row, beta_row, gamma, beta, scaled, moved = (fx.fresh(k) for k in parts)
     row = int64s(fx, [1, -1], "row")
@@ -81,12 +89,7 @@ def _layer_norm_body(fx: ExportContext) -> None:
     fx.node("Where", [affine, beta_row, _like(fx, 0.0, "X", "zero")], [beta])
     fx.node("Mul", [normed, gamma], [scaled])
     fx.node("Add", [scaled, beta], [moved])
-    shape = fx.fresh("shape")
-    fx.node("Shape", ["X"], [shape])
     fx.node("Reshape", [moved, shape], ["Y"])
-    moments = _moments_shape(fx)
-    fx.node("Reshape", [mean, moments], ["mean"])
-    fx.node("Reshape", [std, moments], ["std"])
 
 
 _LAYER_NORM = Function(
@@ -94,25 +97,34 @@ _LAYER_NORM = Function(
     ("X", "gamma", "beta"),
     ("Y", "mean", "std"),
     {"axis": "int", "epsilon": "float", "elementwise_affine": "int"},
-    _layer_norm_body,
+    partial(_layer_norm_body, True),
+)
+_LAYER_NORM_PLAIN = Function(
+    "LayerNorm",
+    ("X",),
+    ("Y", "mean", "std"),
+    {"axis": "int", "epsilon": "float"},
+    partial(_layer_norm_body, False),
+    variant="plain",
 )
 
 
 @exporter("LayerNorm")
 def _layer_norm(cx: ExportContext, op: Op) -> None:
-    inputs = list(op.inputs[:3])
-    if len(inputs) == 2:
-        raise cx.refuse("LayerNorm with gamma but no beta")
-    if len(inputs) == 1:
-        dtype = cx.dtype(inputs[0])
-        inputs += [cx.const([1.0], "gamma", dtype), cx.const([0.0], "beta", dtype)]
+    axis, epsilon = int(op.arg("axis", 1)), float(op.arg("epsilon", 1e-5))
+    if len(op.inputs) == 1:
+        cx.call(_LAYER_NORM_PLAIN, op.inputs, op.outputs[:3], axis=axis, epsilon=epsilon)
+        return
+    if len(op.inputs) != 3:
+        raise cx.refuse(f"LayerNorm with {len(op.inputs)} inputs (X, or X, gamma, beta)")
+    affine = int(op.arg("elementwise_affine", 0))
     cx.call(
         _LAYER_NORM,
-        inputs,
+        op.inputs,
         op.outputs[:3],
-        axis=int(op.arg("axis", 1)),
-        epsilon=float(op.arg("epsilon", 1e-5)),
-        elementwise_affine=int(op.arg("elementwise_affine", 0)),
+        axis=axis,
+        epsilon=epsilon,
+        elementwise_affine=affine,
     )
 
 

@@ -32,6 +32,7 @@ from graphtools.onnx import (  # noqa: F401  (importing registers the exporters)
     export_normalize,
     export_random,
     export_recurrent,
+    export_sparse,
     export_tensor,
 )
 from graphtools.onnx.context import NameGen
@@ -172,11 +173,16 @@ def _value_info(name: str, info: TypeInfo | None) -> onnx.ValueInfoProto:
 def _input_types(
     value_info: ValueInfo | None, names: Sequence[str], dynamic_batch: bool
 ) -> dict[str, TypeInfo]:
+    """Types of the graph inputs from ``value_info``; with ``dynamic_batch`` dim 0 of the first
+    input is ``N`` and that of every other input its own free dim ``N_<input>`` (inputs need
+    not share their first dim: a sparse net's indices and lengths do not)."""
     types: dict[str, TypeInfo] = {}
+    shaped = [n for n in names if n in (value_info or {}) and (value_info or {})[n][1]]
     for name, (elem_type, shape) in (value_info or {}).items():
         dims: tuple[int | str | None, ...] | None = None if shape is None else tuple(shape)
         if dynamic_batch and name in names and dims:
-            dims = (BATCH_DIM, *dims[1:])
+            free = BATCH_DIM if name == shaped[0] else f"{BATCH_DIM}_{name}"
+            dims = (free, *dims[1:])
         types[name] = TypeInfo(numpy_of_onnx(int(elem_type)), dims)
     return types
 
@@ -352,8 +358,8 @@ def export_onnx(
         ir_version: IR version to write; by default the lowest that carries ``opset``.
         value_info: ``{input name: (onnx elem_type, shape)}`` as Caffe2's frontend took it;
             needed for every graph input our shape analysis cannot type.
-        dynamic_batch: write dim 0 of every graph input (and what follows from it) as the
-            free dimension ``N``.
+        dynamic_batch: write dim 0 of the graph inputs (and what follows from them) as free
+            dimensions: ``N`` for the first input, ``N_<input>`` for each other one.
         recurrent: ``"loop"`` writes each RecurrentNetwork op as an ONNX ``Loop``, ``"scan"``
             as a ``Scan`` (``graphtools.onnx.export_recurrent``).
         input_quantization: ``{input name: (scale, zero point)}`` of the graph inputs that
