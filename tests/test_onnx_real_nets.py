@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import REPO, SHARED_REAL, real_net_files
+from onnx_round_trip import export_inputs
 
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -37,13 +38,13 @@ import onnx
 
 from graphtools.analysis.liveness import unread_outputs
 from graphtools.errors import GraphToolsError, UnsupportedOpError
-from graphtools.executor import run_model
+from graphtools.executor import Int8Tensor, run_model
 from graphtools.feeds import Synthesis, synthesize
 from graphtools.ir import Model, Net
 from graphtools.onnx import compare_blobs_with_onnxruntime, export_onnx, import_onnx
-from graphtools.onnx.dtypes import onnx_dtype_of_numpy
 from graphtools.onnx.export_context import EXPORTERS
-from graphtools.onnx.importer import fill_message
+from graphtools.onnx.importer import fill_message, int8_fill_message
+from graphtools.proto import caffe2_pb2
 from graphtools.serde import load_ir_net, load_model
 from graphtools.serde.codec import op_from_proto
 from graphtools.serde.pairing import find_init_beside
@@ -160,16 +161,19 @@ def _with_made_up_params(model: Model, synthesis: Synthesis) -> Model:
         if net is not None and skipped:
             net.remove_ops(skipped)
     init = pair.init_net if pair.init_net is not None else Net(name="init")
-    fills = {
-        name: op_from_proto(fill_message(name, np.asarray(synthesis.feeds[name]), name))
-        for name in synthesis.params
-    }
+    fills = {name: op_from_proto(_fill(name, synthesis.feeds[name])) for name in synthesis.params}
     with init.edit() as edit:
         for index, op in enumerate(init):
             if len(op.outputs) == 1 and op.outputs[0] in fills:
                 edit.set_op(index, fills.pop(op.outputs[0]))
         edit.insert(len(init), list(fills.values()))
     return Model(pair.predict_net, init)
+
+
+def _fill(name: str, value: object) -> caffe2_pb2.OperatorDef:
+    if isinstance(value, Int8Tensor):
+        return int8_fill_message(name, value.values, value.scale, value.zero_point)
+    return fill_message(name, np.asarray(value), name)
 
 
 def _unmapped(net: Net) -> set[str]:
@@ -208,11 +212,10 @@ def _round_trip(net: RealNet) -> int:
         stage = "export"
         pair = _with_made_up_params(model, synthesis)
         feeds = {made.name: synthesis.feeds[made.name] for made in synthesis.inputs}
-        value_info = {
-            name: (onnx_dtype_of_numpy(np.asarray(value).dtype), list(np.shape(value)))
-            for name, value in feeds.items()
-        }
-        exported = export_onnx(pair, value_info=value_info, dynamic_batch=True)
+        value_info, quantization = export_inputs(feeds)
+        exported = export_onnx(
+            pair, value_info=value_info, dynamic_batch=True, input_quantization=quantization
+        )
         stage = "import back"
         back = import_onnx(exported)
     except GraphToolsError as exc:

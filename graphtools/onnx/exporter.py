@@ -27,6 +27,7 @@ from graphtools.ir import Model, Net
 from graphtools.onnx import (  # noqa: F401  (importing registers the exporters)
     export_control,
     export_elementwise,
+    export_int8,
     export_math,
     export_nn,
     export_normalize,

@@ -137,14 +137,20 @@ def int8_fill_message(
     return msg
 
 
-def _quantization(graph: GraphProto) -> dict[str, tuple[str, str]]:
-    """``{tensor: (scale initializer, zero point initializer)}`` of the graph's
-    ``quantization_annotation`` (per-tensor entries with both keys)."""
+def _quantization(graph: GraphProto, arrays: dict[str, np.ndarray]) -> dict[str, tuple[float, int]]:
+    """``{tensor: (scale, zero point)}`` of the graph's ``quantization_annotation``: the
+    per-tensor entries whose scale and zero point are scalar initializers."""
     found = {}
     for annotation in graph.quantization_annotation:
         keys = {p.key: p.value for p in annotation.quant_parameter_tensor_names}
-        if "SCALE_TENSOR" in keys and "ZERO_POINT_TENSOR" in keys:
-            found[annotation.tensor_name] = (keys["SCALE_TENSOR"], keys["ZERO_POINT_TENSOR"])
+        scale, zero_point = (
+            arrays.get(keys.get(k, "")) for k in ("SCALE_TENSOR", "ZERO_POINT_TENSOR")
+        )
+        if scale is not None and zero_point is not None and scale.size == zero_point.size == 1:
+            found[annotation.tensor_name] = (
+                float(scale.reshape(-1)[0]),
+                int(zero_point.reshape(-1)[0]),
+            )
     return found
 
 
@@ -234,6 +240,7 @@ class GraphImporter:
         self.graph_label = graph_label
         self.ops: list[Op] = []
         self.folded: set[str] = set() if parent is None else parent.folded
+        self.quantized: dict[str, tuple[float, int]] = {} if parent is None else parent.quantized
         self.consts: dict[str, np.ndarray] = {}
         self.params: list[caffe2_pb2.OperatorDef] = []
 
@@ -248,18 +255,15 @@ class GraphImporter:
         return None
 
     def add_constant(self, name: str, value: np.ndarray, where: str) -> None:
-        """Record a constant: an init_net param in the main graph, a fill op in a branch."""
+        """Record a constant: an init_net param in the main graph (an Int8 fill when the graph's
+        ``quantization_annotation`` gives its scale), a fill op in a branch."""
         self.consts[name] = value
-        if self.parent is None:
+        if self.parent is None and name in self.quantized:
+            self.params.append(int8_fill_message(name, value, *self.quantized[name]))
+        elif self.parent is None:
             self.params.append(fill_message(name, value, where))
         else:
             self.ops.append(_fill_op(name, value, where))
-
-    def add_int8_param(self, name: str, value: np.ndarray, scale: float, zero_point: int) -> None:
-        """Record an Int8 param of the main graph (a quantized initializer): an
-        ``Int8GivenTensorFill`` (uint8) or ``Int8GivenIntTensorFill`` (int32)."""
-        self.consts[name] = value
-        self.params.append(int8_fill_message(name, value, scale, zero_point))
 
     def convert(self, graph: GraphProto) -> None:
         """Convert every node of ``graph`` in order."""
@@ -393,15 +397,11 @@ def import_onnx(model_or_path: ModelSource, *, base_dir: str | Path | None = Non
     names = NameGen(_all_names(graph))
     importer = GraphImporter(opset, shapes, names)
     arrays = {t.name: _tensor_array(t, f"initializer {t.name!r}") for t in graph.initializer}
-    quantized = {k: v for k, v in _quantization(graph).items() if k in arrays}
-    for scale, zero_point in quantized.values():
-        importer.folded.update((scale, zero_point))
+    importer.quantized.update(_quantization(graph, arrays))
+    for annotation in graph.quantization_annotation:  # the scales live in the Int8 fills
+        importer.folded.update(p.value for p in annotation.quant_parameter_tensor_names)
     for name, value in arrays.items():
-        if name in quantized:
-            scale, zero_point = (arrays[n].reshape(-1)[0] for n in quantized[name])
-            importer.add_int8_param(name, value, float(scale), int(zero_point))
-        else:
-            importer.add_constant(name, value, f"initializer {name!r}")
+        importer.add_constant(name, value, f"initializer {name!r}")
     initializers = {t.name for t in graph.initializer}
     feeds = list(dict.fromkeys(i.name for i in graph.input if i.name not in initializers))
     importer.convert(graph)
