@@ -554,7 +554,7 @@ def _resize_body(fx: ExportContext) -> None:
     fx.node("Transpose", ["X"], [x], perm=[0, 3, 1, 2])
     unsqueeze(fx, fx.attr("height_scale"), [0], out=height)
     unsqueeze(fx, fx.attr("width_scale"), [0], out=width)
-    ones = fx.const(np.float32([1.0, 1.0]), "ones")
+    ones = fx.const(np.asarray([1.0, 1.0], np.float32), "ones")
     fx.node("Concat", [ones, height, width], [scales], axis=0)
     fx.node(
         "Resize",
