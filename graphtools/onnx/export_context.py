@@ -25,6 +25,7 @@ from onnx import (
     GraphProto,
     NodeProto,
     TensorProto,
+    ValueInfoProto,
     helper,
     numpy_helper,
 )
@@ -137,6 +138,8 @@ class ExportContext:
             reads, shared).
         in_function: the function whose body is being built, else ``None``.
         graph_inputs: the inputs of a sub-graph being built (``subgraph``).
+        nested_names: ``{op index: (inputs, outputs)}`` of the top-level If ops as their
+            branches spell them (before the SSA renaming; ``export_control``).
     """
 
     opset: int
@@ -158,6 +161,7 @@ class ExportContext:
     helpers: set[str] = field(default_factory=set)
     in_function: Function | None = None
     graph_inputs: list[Any] = field(default_factory=list)
+    nested_names: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
     _transposed: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
     _transposes: dict[tuple[str, tuple[int, ...]], str] = field(default_factory=dict)
 
@@ -330,7 +334,7 @@ class ExportContext:
             self.nodes,
             name,
             list(self.graph_inputs),
-            [helper.make_empty_tensor_value_info(n) for n in results],
+            [ValueInfoProto(name=n) for n in results],
         )
 
     def child(self, read: set[str], label: str) -> ExportContext:
@@ -443,6 +447,14 @@ class ExportContext:
         if info is None or info.dtype is None:
             return np.dtype(default)
         return info.dtype
+
+    def declare(self, name: str, dtype: Any, shape: Sequence[int | str | None]) -> None:
+        """Record the type an exporter knows a value it wrote has, unless something knew it
+        already (for outputs whose size depends on the data, which ONNX shape inference
+        cannot follow through a ``Loop``: the graph's outputs need at least a rank)."""
+        known = self.types.get(name)
+        if known is None or known.dtype is None or known.shape is None:
+            self.types[name] = TypeInfo(np.dtype(dtype), tuple(shape))
 
     def used(self, name: str) -> bool:
         """Whether ``name`` is read by some op or is a graph output."""

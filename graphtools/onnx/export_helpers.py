@@ -18,6 +18,7 @@ from graphtools.onnx.export_context import ExportContext, onnx_int64
 
 __all__ = [
     "INT64",
+    "Emitter",
     "cast",
     "int64s",
     "reduce",
@@ -114,3 +115,65 @@ def shape_of(
         bounds = [int64s(cx, [start], "start"), int64s(cx, [stop], "end")]
         cx.node("Slice", [full, *bounds], [result])
     return result
+
+
+class Emitter:
+    """Terse node building for long compositions: ``e("Add", a, b)`` emits an ``Add`` through
+    the context and returns its (fresh) output name; ``e.outputs(...)`` for several outputs."""
+
+    def __init__(self, cx: ExportContext) -> None:
+        self.cx = cx
+
+    def __call__(self, op_type: str, *inputs: str, hint: str = "", **attrs: Any) -> str:
+        """Emit ``op_type`` on ``inputs``; returns its output."""
+        out = self.cx.fresh(hint or op_type.lower())
+        self.cx.node(op_type, list(inputs), [out], **attrs)
+        return out
+
+    def outputs(self, op_type: str, inputs: Sequence[str], count: int, **attrs: Any) -> list[str]:
+        """Emit ``op_type`` with ``count`` outputs; returns them."""
+        outs = [self.cx.fresh(f"{op_type.lower()}_{k}") for k in range(count)]
+        self.cx.node(op_type, list(inputs), outs, **attrs)
+        return outs
+
+    def const(self, value: Any, dtype: Any, hint: str = "c") -> str:
+        """A constant of ``dtype``."""
+        return self.cx.const(np.asarray(value, dtype=dtype), hint)
+
+    def i64(self, *values: int) -> str:
+        """A 1-D int64 constant."""
+        return int64s(self.cx, values, "i")
+
+    def scalar64(self, value: int) -> str:
+        """A 0-d int64 constant."""
+        return self.cx.const(np.int64(value), "n")
+
+    def f64(self, value: float) -> str:
+        """A 0-d float64 constant."""
+        return self.cx.const(np.float64(value), "d")
+
+    def column(self, value: str, index: int) -> str:
+        """Element ``index`` of the last axis (the axis dropped)."""
+        return self("Gather", value, self.scalar64(index), axis=-1, hint="column")
+
+    def stack(self, *values: str) -> str:
+        """``values`` stacked on a new last axis."""
+        parts = [self("Unsqueeze", v, self.i64(-1)) for v in values]
+        return self("Concat", *parts, axis=-1, hint="stacked")
+
+    def vector(self, value: str) -> str:
+        """A 0-d value as a 1-element vector."""
+        return self("Unsqueeze", value, self.i64(0), hint="vector")
+
+    def rows(self, value: str) -> str:
+        """Dim 0 of ``value`` as a 0-d int64."""
+        return self("Squeeze", self("Shape", value, end=1), self.i64(0), hint="rows")
+
+    def groups_of(self, value: str, size: int) -> str:
+        """``value`` with its last axis split in groups of ``size``: ``(..., n)`` to
+        ``(..., n / size, size)``, with explicit dims (a ``-1`` fails on empty tensors)."""
+        lead = self("Shape", value, end=-1, hint="lead")
+        last = self("Shape", value, start=-1, hint="last")
+        groups = self("Div", last, self.i64(size), hint="groups")
+        shape = self("Concat", lead, groups, self.i64(size), axis=0, hint="grouped_shape")
+        return self("Reshape", value, shape, hint="grouped")

@@ -17,9 +17,10 @@ The bodies compute what the int8 executor computes, in the same arithmetic:
 * ``Int8ConvTranspose``: ``ConvTranspose`` over the centered values in float32 (exact integers
   while the accumulator stays below 2^24), then the same requantization - **exact** there;
 * ``Int8Quantize``, ``Int8Sum``/``Int8SumRelu``/``Int8Add``/``Int8AddRelu``: float32
-  ``clip(round(x * (1 / scale) + zero_point))`` of the input or of the sum of the
-  ``DequantizeLinear`` inputs - **exact**;
-* ``Int8Dequantize`` (``DequantizeLinear``), ``Int8Relu`` (``Max`` with the zero point),
+  ``clip(round(x * (1 / scale) + zero_point))`` of the input or of the sum of the dequantized
+  inputs - **exact**;
+* ``Int8Dequantize`` (float32 ``(q - zero_point) * scale``), ``Int8Relu`` (``Max`` with the
+  zero point),
   ``Int8MaxPool`` (``MaxPool`` on uint8), ``Int8ResizeNearest`` (nearest ``Resize`` on uint8) -
   **exact**;
 * ``Int8AveragePool``: dequantized, pooled in float32 (the executor pools in float64;
@@ -125,6 +126,18 @@ def _quantize(fx: ExportContext, value: str, relu: bool, out: str) -> None:
     fx.node("Cast", [clipped], [out], to=UINT8)
 
 
+def _dequantize(fx: ExportContext, value: str, label: str, out: str) -> None:
+    """The executor's ``Int8Tensor.dequantize``: float32 ``(q - zero point) * scale``.
+
+    Written in arithmetic, not ``DequantizeLinear`` (the same values): onnxruntime's
+    DequantizeLinear propagation pass aborts on some of these graphs (a crash in its C++)."""
+    real, zero, centered = _fresh(fx, "real", "zero", "centered")
+    fx.node("Cast", [value], [real], to=FLOAT)
+    fx.node("Cast", [fx.attr(f"_{label}_zero_point")], [zero], to=FLOAT)
+    fx.node("Sub", [real, zero], [centered])
+    fx.node("Mul", [centered, fx.attr(f"_{label}_scale")], [out])
+
+
 def _requantize(fx: ExportContext, accumulator: str, relu: bool, out: str) -> None:
     """The executor's ``_requantize`` in float64:
     ``clip(rint(acc * (x_scale * w_scale / Y_scale)) + zp, 0 or zp, 255)``."""
@@ -180,7 +193,7 @@ def _output_quantization(op: Op) -> dict[str, Any]:
 
 
 def _dequantize_body(fx: ExportContext) -> None:
-    fx.node("DequantizeLinear", ["X", fx.attr("_X_scale"), _zero_point(fx, "X")], ["Y"])
+    _dequantize(fx, "X", "X", "Y")
 
 
 _DEQUANTIZE = Function("Int8Dequantize", ("X",), ("Y",), _quantized_input("X"), _dequantize_body)
@@ -313,9 +326,11 @@ def _int8_conv_transpose(cx: ExportContext, op: Op) -> None:
         raise cx.refuse("Int8ConvTranspose with dilations")
     adjs = op.arg("adjs")
     if adjs is None:
-        adjs = [int(op.arg("adj", 0))] * 2 if op.has_arg("adj") else [
-            int(op.arg("adj_h", 0)), int(op.arg("adj_w", 0))
-        ]  # fmt: skip
+        adjs = (
+            [int(op.arg("adj", 0))] * 2
+            if op.has_arg("adj")
+            else [int(op.arg("adj_h", 0)), int(op.arg("adj_w", 0))]
+        )
     args = {
         **window,
         "adjs": [int(a) for a in adjs],
@@ -387,8 +402,8 @@ def _int8_fc(cx: ExportContext, op: Op) -> None:
 
 def _sum_body(relu: bool, fx: ExportContext) -> None:
     a, b, total = _fresh(fx, "a", "b", "total")
-    fx.node("DequantizeLinear", ["A", fx.attr("_A_scale"), _zero_point(fx, "A")], [a])
-    fx.node("DequantizeLinear", ["B", fx.attr("_B_scale"), _zero_point(fx, "B")], [b])
+    _dequantize(fx, "A", "A", a)
+    _dequantize(fx, "B", "B", b)
     fx.node("Add", [a, b], [total])
     _quantize(fx, total, relu, "Y")
 
@@ -460,7 +475,7 @@ _MAX_POOL = Function("Int8MaxPool", ("X",), ("Y",), {**_WINDOW, **_LAYOUT}, _max
 def _average_pool_body(fx: ExportContext) -> None:
     x, real, pooled = _fresh(fx, "x_nchw", "real", "pooled")
     fx.node("Transpose", ["X"], [x], perm=AttrRef("_to_nchw"))
-    fx.node("DequantizeLinear", [x, fx.attr("_X_scale"), _zero_point(fx, "X")], [real])
+    _dequantize(fx, x, "X", real)
     fx.node(
         "AveragePool",
         [real],
@@ -517,7 +532,7 @@ def _int8_pool(cx: ExportContext, op: Op) -> None:
 
 def _softmax_body(fx: ExportContext) -> None:
     real, rows, normed, shape, back = _fresh(fx, "real", "rows", "normed", "shape", "back")
-    fx.node("DequantizeLinear", ["X", fx.attr("_X_scale"), _zero_point(fx, "X")], [real])
+    _dequantize(fx, "X", "X", real)
     fx.node("Flatten", [real], [rows], axis=AttrRef("axis"))
     fx.node("Softmax", [rows], [normed], axis=-1)
     fx.node("Shape", [real], [shape])

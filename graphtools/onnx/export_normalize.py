@@ -285,8 +285,12 @@ def _channel_shuffle_body(fx: ExportContext) -> None:
     fx.node("Shape", ["X"], [spatial], start=2)
     fx.node("ReduceProd", [spatial], [area], keepdims=1)
     unsqueeze(fx, fx.attr("group"), [0], out=group)
-    fx.node("Concat", [int64s(fx, [0], "batch"), group, int64s(fx, [-1], "rest"), area],
-            [target], axis=0)  # fmt: skip
+    fx.node(
+        "Concat",
+        [int64s(fx, [0], "batch"), group, int64s(fx, [-1], "rest"), area],
+        [target],
+        axis=0,
+    )
     fx.node("Reshape", ["X", target], [grouped])
     fx.node("Transpose", [grouped], [swapped], perm=[0, 2, 1, 3])
     fx.node("Reshape", [swapped, shape], ["Y"])

@@ -215,14 +215,23 @@ def _bag_body(kind: str, weighted: bool, fx: ExportContext) -> None:
         fx.node("Cast", [rows], [values], to=DOUBLE)
         pair = fx.fresh("pair")
         fx.node("Cast", [chosen], [pair], to=DOUBLE)
-        fx.node("Slice", [pair, int64s(fx, [0], "s0"), int64s(fx, [1], "e0"),
-                          int64s(fx, [1], "axis")], [scale])  # fmt: skip
-        fx.node("Slice", [pair, int64s(fx, [1], "s1"), int64s(fx, [2], "e1"),
-                          int64s(fx, [1], "axis")], [bias])  # fmt: skip
+        fx.node(
+            "Slice",
+            [pair, int64s(fx, [0], "s0"), int64s(fx, [1], "e0"), int64s(fx, [1], "axis")],
+            [scale],
+        )
+        fx.node(
+            "Slice",
+            [pair, int64s(fx, [1], "s1"), int64s(fx, [2], "e1"), int64s(fx, [1], "axis")],
+            [bias],
+        )
     elif kind == "fused8":
         quantized, values = _fresh(fx, "quantized", "values")
-        fx.node("Slice", [rows, int64s(fx, [0], "s"), int64s(fx, [-8], "e"),
-                          int64s(fx, [1], "axis")], [quantized])  # fmt: skip
+        fx.node(
+            "Slice",
+            [rows, int64s(fx, [0], "s"), int64s(fx, [-8], "e"), int64s(fx, [1], "axis")],
+            [quantized],
+        )
         fx.node("Cast", [quantized], [values], to=DOUBLE)
         scale = _column(fx, _decoded(fx, _bits(fx, rows, -8, 4), 8, 23))
         bias = _column(fx, _decoded(fx, _bits(fx, rows, -4, 4), 8, 23))
@@ -230,8 +239,11 @@ def _bag_body(kind: str, weighted: bool, fx: ExportContext) -> None:
         packed, wide, low, high, pairs, values, flat = _fresh(
             fx, "packed", "wide", "low", "high", "pairs", "values", "flat"
         )
-        fx.node("Slice", [rows, int64s(fx, [0], "s"), int64s(fx, [-4], "e"),
-                          int64s(fx, [1], "axis")], [packed])  # fmt: skip
+        fx.node(
+            "Slice",
+            [rows, int64s(fx, [0], "s"), int64s(fx, [-4], "e"), int64s(fx, [1], "axis")],
+            [packed],
+        )
         fx.node("Cast", [packed], [wide], to=INT32)
         sixteen = fx.const(np.int32(16), "sixteen")
         fx.node("Mod", [wide, sixteen], [low])
@@ -638,8 +650,11 @@ def _sparse_label_split_body(count: int, offsets: bool, fx: ExportContext) -> No
         return
     names = ("all_labels", "one_hot", "counts", "seen", "column", "position")
     all_labels, one_hot, counts, seen, column, position = _fresh(fx, *names)
-    fx.node("Range", [_scalar(fx, 0, "zero"), _scalar(fx, count, "labels"),
-                      _scalar(fx, 1, "step")], [all_labels])  # fmt: skip
+    fx.node(
+        "Range",
+        [_scalar(fx, 0, "zero"), _scalar(fx, count, "labels"), _scalar(fx, 1, "step")],
+        [all_labels],
+    )
     fx.node("Equal", [_column(fx, labels), all_labels], [one_hot])
     fx.node("Cast", [one_hot], [counts], to=INT64)
     fx.node("CumSum", [counts, _scalar(fx, 0, "axis")], [seen], exclusive=1)

@@ -21,11 +21,13 @@ import numpy as np
 import onnx
 from onnx import ModelProto, helper, numpy_helper
 
+from graphtools.analysis.ssa_names import plan_ssa_names
 from graphtools.errors import GraphToolsError, InvalidNetError, UnsupportedOpError
 from graphtools.executor import Int8Tensor, Workspace, run_net
-from graphtools.ir import Model, Net
+from graphtools.ir import Model, Net, make_arg
 from graphtools.onnx import (  # noqa: F401  (importing registers the exporters)
     export_control,
+    export_detection,
     export_elementwise,
     export_int8,
     export_math,
@@ -39,9 +41,9 @@ from graphtools.onnx import (  # noqa: F401  (importing registers the exporters)
 from graphtools.onnx.context import NameGen
 from graphtools.onnx.dtypes import numpy_of_onnx, onnx_dtype_of_numpy
 from graphtools.onnx.export_context import CAFFE2_DOMAIN, EXPORTERS, ExportContext, TypeInfo
+from graphtools.onnx.export_control import explicit_if_effects
 from graphtools.onnx.export_nn import in_test_mode
 from graphtools.onnx.importer import max_opset
-from graphtools.passes import ssa_rewrite
 
 __all__ = ["BATCH_DIM", "DEFAULT_OPSET", "MIN_EXPORT_OPSET", "export_onnx", "ir_version_for"]
 
@@ -107,7 +109,7 @@ def _shape_info(
     found = {}
     for name in info.versions:
         t = info.final(name)
-        if t.dtype is not None and not t.quantized:
+        if t.dtype is not None:  # an Int8 blob's dtype is that of its values, as in ONNX
             found[name] = TypeInfo(t.dtype, t.shape)
     return found
 
@@ -238,6 +240,7 @@ def _convert(
     params: Mapping[str, Any],
     rewritten: frozenset[str],
     quant: Mapping[str, tuple[float, int]],
+    nested_names: dict[int, tuple[tuple[str, ...], tuple[str, ...]]],
     *,
     final: bool,
     recurrent: str = "loop",
@@ -256,6 +259,7 @@ def _convert(
         rewritten=rewritten,
         recurrent=recurrent,
         quant=dict(quant),
+        nested_names=nested_names,
     )
     for index, op in enumerate(net.ops):
         fn = EXPORTERS.get(op.type)
@@ -271,14 +275,29 @@ def _convert(
     return cx
 
 
-def _in_test_mode(net: Net) -> None:
-    """Set ``is_test=1`` on the ops of ``net`` and its nested nets that have it."""
+def _ssa_renamed(net: Net, params: Iterable[str]) -> Net:
+    """``net`` renamed to SSA form as ``ssa_rewrite`` names it (Caffe2's rule), built anew: an
+    If whose branches write a blob the net versions (``explicit_if_effects``) is mapped by the
+    If exporter, so the rewriter's refusal of such renames does not apply here."""
+    names = plan_ssa_names(net, None, params)
+    ops = [
+        op.replace(inputs=names.ops[i][0], outputs=names.ops[i][1]) if i in names.ops else op
+        for i, op in enumerate(net.ops)
+    ]
+    return Net(ops, names.external_inputs, names.external_outputs, name=net.name)
+
+
+def _in_test_mode(net: Net) -> Net:
+    """``net`` with ``is_test=1`` on its ops (nested nets included) that have it."""
     ops = []
     for op in net.ops:
-        for _, nested in op.nested_nets():
-            _in_test_mode(nested)
+        nets = {name: _in_test_mode(nested) for name, nested in op.nested_nets() if name}
+        if nets:
+            op = op.replace(
+                args=[make_arg(a.name, nets[a.name]) if a.name in nets else a for a in op.args]
+            )
         ops.append(in_test_mode(op))
-    net.set_ops(ops)
+    return Net(ops, net.external_inputs, net.external_outputs, name=net.name)
 
 
 def _graph_reads(graph: onnx.GraphProto) -> Iterable[str]:
@@ -389,18 +408,20 @@ def export_onnx(
     _refuse_unmapped(model.predict_net, opset)
     work = model.copy()
     if test_mode:
-        _in_test_mode(work.predict_net)
+        work = Model(_in_test_mode(work.predict_net), work.init_net)
     # A blob the init_net fills but value_info names is fed (a feed overrides the init value).
     params, quant = _split_quantized(
         {k: v for k, v in _init_values(work).items() if k not in (value_info or {})}
     )
     quant.update(input_quantization or {})
-    net = work.predict_net
+    net, nested_names = explicit_if_effects(work.predict_net)
+    work = Model(net, work.init_net)
     writes = Counter(name for op in net.ops for name in op.outputs)
     rewritten = frozenset(
         n for n, count in writes.items() if count > 1 or n in params or n in net.external_inputs
     )
-    ssa_rewrite(net, None, dict.fromkeys(params))
+    net = _ssa_renamed(net, params)
+    work = Model(net, work.init_net)
     # A name declared twice is one graph input (ONNX names are unique).
     declared = list(dict.fromkeys(net.external_inputs)) or _free_reads(net)
     # A declared input no op reads changes nothing; without a type from value_info it cannot
@@ -437,7 +458,16 @@ def export_onnx(
     ]
     graph_inputs = [_value_info(name, types.get(name)) for name in inputs]
     cx = _convert(
-        net, opset, types, read, params, rewritten, quant, final=False, recurrent=recurrent
+        net,
+        opset,
+        types,
+        read,
+        params,
+        rewritten,
+        quant,
+        nested_names,
+        final=False,
+        recurrent=recurrent,
     )
     while cx.missing_rank:
         # An exporter wanted a rank nobody knew: learn the shapes ONNX inference finds for
@@ -455,6 +485,7 @@ def export_onnx(
             params,
             rewritten,
             quant,
+            nested_names,
             final=not learned,
             recurrent=recurrent,
         )
@@ -468,21 +499,25 @@ def export_onnx(
         [onnx.ValueInfoProto(name=name) for name in outputs],
         [*initializers, *cx.constants],
     )
-    inferred = _output_types(graph, opset, ir, functions)
-    for output in graph.output:
-        known = types.get(output.name)
-        if known is not None and known.dtype is not None and known.shape is not None:
-            output.CopyFrom(_value_info(output.name, known))
-        elif output.name in inferred:
-            output.type.CopyFrom(inferred[output.name])
-        else:
-            raise InvalidNetError(f"the type of graph output {output.name!r} cannot be inferred")
-    _annotate_quantization(graph, cx.quant, {*inputs, *outputs, *params})
+    # The value info we know goes in first: ONNX inference starts from it (it cannot follow
+    # a Loop whose carried values grow, as the detection functions' do).
     produced = {name for node in graph.node for name in node.output}
     for name in sorted(produced - set(outputs)):
         known = types.get(name)
         if known is not None and known.dtype is not None and known.shape is not None:
             graph.value_info.append(_value_info(name, known))
+    inferred = _output_types(graph, opset, ir, functions)
+    for output in graph.output:
+        known = types.get(output.name)
+        if known is not None and known.dtype is not None and known.shape is not None:
+            output.CopyFrom(_value_info(output.name, known))
+        elif output.name in inferred and inferred[output.name].tensor_type.HasField("shape"):
+            output.type.CopyFrom(inferred[output.name])
+        else:
+            raise InvalidNetError(
+                f"the type of graph output {output.name!r} cannot be inferred (its rank)"
+            )
+    _annotate_quantization(graph, cx.quant, {*inputs, *outputs, *params})
     result = helper.make_model(
         graph,
         opset_imports=_opset_imports(opset, functions),
