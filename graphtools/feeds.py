@@ -9,13 +9,15 @@ and makes up every blob an op reads that nothing provides:
 * inputs with a structural role (``ROLES``): indices within the rows they index, lengths
   summing to what they segment, ``im_info`` matching the image, anchors matching the
   scores, a shape vector for ``input_as_shape`` fills, ... (whatever ``shapes`` says about
-  them is ignored: their shape follows from the other inputs);
+  them is ignored: their shape follows from the other inputs; but an input image made by
+  its role, the stylizer's BGRA image, takes the shape ``shapes`` gives it);
 * parameters (a weight, a bias, a BN scale read at input position 1 or later) when random
   parameters are allowed: by default for a predict_net shipped without an init_net, and for
   the blobs of init_net ops that could not run here (a ``Load`` from a database that is not
   beside the file); shapes from ``graphtools.analysis.channels`` (channel counts planned
   from the net's own constraints, detection heads' 4-per-anchor and 4-per-class deltas
-  included), values as ``testing.random_params`` draws them;
+  included), values as ``testing.random_params`` draws them (small integers, of the first
+  operand's type, for an operand of integer arithmetic: Caffe2 does not promote types);
 * what a ``RecurrentNetwork``'s step net reads from outside (its references: parameters,
   sequence lengths; every input but the sequence and the initial states): made while
   step 0 runs in a throwaway workspace set up as the kernel sets it up, so they fit the
@@ -185,7 +187,8 @@ class ParamMaker:
 
 
 class _RoleContext:
-    """What a role maker sees: the op, its inputs so far (made on demand), the workspace."""
+    """What a role maker sees: the op, its inputs so far (made on demand), the workspace, and
+    the shape ``--shapes`` gives the input (which only an input image's role uses)."""
 
     def __init__(
         self,
@@ -194,12 +197,14 @@ class _RoleContext:
         rng: np.random.Generator,
         need: Callable[[int], Any],
         image: tuple[int, int] | None,
+        given: tuple[int, ...] | None = None,
     ) -> None:
         self.op = op
         self.ws = ws
         self.rng = rng
         self.need = need
         self.image = image
+        self.given = given
 
     def shape(self, position: int) -> tuple[int, ...]:
         return tuple(np.shape(_array(self.need(position))))
@@ -496,7 +501,7 @@ def _box_cox_data(ctx: _RoleContext) -> np.ndarray:
 
 @_role(("PackedInt8BGRANHWCToNCHWCStylizerPreprocess",), 0, "a uint8 BGRA image")
 def _bgra_image(ctx: _RoleContext) -> np.ndarray:
-    return ctx.rng.integers(0, 256, (1, 32, 32, 4)).astype(np.uint8)
+    return ctx.rng.integers(0, 256, ctx.given or (1, 32, 32, 4)).astype(np.uint8)
 
 
 @_role(("PackedInt8BGRANHWCToNCHWCStylizerPreprocess",), 1, "the BGR mean")
@@ -515,6 +520,8 @@ PLACEHOLDER_ROLES = frozenset({("PackedInt8BGRANHWCToNCHWCStylizerPreprocess", 0
 _QUANTIZED_READERS = frozenset(
     {"Int8Conv", "Int8ConvRelu", "Int8ConvTranspose", "Int8FC", "Int8SumRelu", "Int8Sum"}
 )
+#: Element-wise arithmetic whose made-up operand takes the type of an integer first operand.
+_ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div"})
 #: Op types that read files or databases, which may not be beside the model.
 EXTERNAL_IO = frozenset({"Load"})
 
@@ -1097,7 +1104,9 @@ class _Walk:
         name = op.inputs[position]
         role = ROLES.get((op.type, position))
         if role is not None:
-            value = role[0](_RoleContext(op, ws, self.rng, need, self.image))
+            given = self.shapes.get(name) if (op.type, position) in PLACEHOLDER_ROLES else None
+            context = _RoleContext(op, ws, self.rng, need, self.image, given)
+            value = role[0](context)
             self._remember(name, value, "role", f"{role[1]} of op #{index} ({op.type})")
             return value
         where = f"op #{index} ({op.type})" + (f" in net {net.name!r}" if net.name else "")
@@ -1143,6 +1152,11 @@ class _Walk:
         if spec is None:
             return None
         value = maker.value(spec)
+        if op.type in _ARITHMETIC and np.issubdtype(np.asarray(first).dtype, np.integer):
+            # an operand of integer arithmetic is an integer too (Caffe2 does not promote):
+            # small, and non-zero where it divides or scales
+            low = 1 if spec.init == "positive" else -2
+            return self.rng.integers(low, 5, spec.shape).astype(np.asarray(first).dtype)
         if not op.type.startswith("Int8"):
             return value
         if position == 1 or not isinstance(first, Int8Tensor):

@@ -92,7 +92,7 @@ def _analysis(cx: ExportContext, net: Net, outer: Mapping[str, str]) -> ShapeInf
             given[name] = TensorType(info.dtype, info.shape, quantized=version in cx.quant)
     try:
         return infer_shapes(net, given)
-    except GraphToolsError as exc:
+    except GraphToolsError:
         return None
 
 

@@ -26,9 +26,11 @@ from graphtools.errors import GraphToolsError, InvalidNetError, UnsupportedOpErr
 from graphtools.executor import Int8Tensor, Workspace, run_net
 from graphtools.ir import Model, Net, make_arg
 from graphtools.onnx import (  # noqa: F401  (importing registers the exporters)
+    export_aten,
     export_control,
     export_detection,
     export_elementwise,
+    export_image,
     export_int8,
     export_math,
     export_nn,

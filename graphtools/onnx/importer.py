@@ -295,6 +295,18 @@ class GraphImporter:
                 raise ctx.refuse("is not supported by the Caffe2 mapping", attr.name)
         entry.fn(ctx)
 
+    def import_body(self, graph: GraphProto, ctx: NodeContext) -> list[Op]:
+        """The Caffe2 ops of a sub-graph (a ``Loop`` body) under its own value names, its
+        initializers as fill ops first."""
+        label = f"{self.graph_label}, body {graph.name!r} of node #{ctx.index}"
+        sub = GraphImporter(self.opset, self.shapes, self.names, parent=self, graph_label=label)
+        if graph.sparse_initializer:
+            raise ctx.refuse(f"body {graph.name!r} has sparse initializers")
+        for tensor in graph.initializer:
+            sub.add_constant(tensor.name, _tensor_array(tensor, ctx.where), ctx.where)
+        sub.convert(graph)
+        return sub.ops
+
     def import_subgraph(self, graph: GraphProto, outputs: Sequence[str], ctx: NodeContext) -> Net:
         """Convert a branch graph into a net writing the node's ``outputs``.
 
