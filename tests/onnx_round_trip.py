@@ -12,7 +12,7 @@ import onnx
 from graphtools.executor import Int8Tensor
 from graphtools.ir import Model, Net, Op
 from graphtools.onnx import compare_blobs_with_onnxruntime, export_onnx, import_onnx
-from graphtools.onnx.dtypes import onnx_dtype_of_numpy
+from graphtools.onnx.export_feeds import feed_types
 from graphtools.onnx.importer import fill_message, int8_fill_message
 from graphtools.serde.codec import op_from_proto
 from graphtools.testing import compare_models
@@ -30,19 +30,6 @@ def pair(ops: list[Op], inputs: list[str], outputs: list[str], params: Mapping[s
     return Model(Net(ops, [*inputs, *params], outputs, name="net"), Net(fills, name="init"))
 
 
-def export_inputs(
-    feeds: Mapping[str, Any],
-) -> tuple[dict[str, tuple[int, list[int]]], dict[str, tuple[float, int]]]:
-    """``value_info`` and ``input_quantization`` for ``export_onnx`` from the feeds."""
-    value_info, quantization = {}, {}
-    for name, value in feeds.items():
-        array = value.values if isinstance(value, Int8Tensor) else np.asarray(value)
-        value_info[name] = (onnx_dtype_of_numpy(array.dtype), list(array.shape))
-        if isinstance(value, Int8Tensor):
-            quantization[name] = (value.scale, value.zero_point)
-    return value_info, quantization
-
-
 def round_trip(
     model: Model,
     feeds: Mapping[str, Any],
@@ -57,7 +44,7 @@ def round_trip(
     """Export ``model``, check it, compare every blob with onnxruntime, import it back and
     compare the outputs of the imported pair with the original's (by position: the export
     renames an output a branch rewrites); returns the export."""
-    value_info, quantization = export_inputs(feeds)
+    value_info, quantization = feed_types(feeds)
     exported = export_onnx(
         model,
         opset=opset,

@@ -31,10 +31,8 @@ from math import prod
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from conftest import REPO, SHARED_REAL, real_net_files
-from onnx_round_trip import export_inputs
 
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -43,17 +41,15 @@ import onnx
 
 from graphtools.analysis.liveness import unread_outputs
 from graphtools.errors import GraphToolsError, UnsupportedOpError
-from graphtools.executor import Int8Tensor, Workspace, run_net
+from graphtools.executor import Workspace, run_net
 from graphtools.executor.kernels_image import STYLIZER_NOISE_BLOB
-from graphtools.feeds import Synthesis, synthesize
+from graphtools.feeds import synthesize
 from graphtools.ir import Model, Net
 from graphtools.onnx import compare_blobs_with_onnxruntime, export_onnx, import_onnx
 from graphtools.onnx.export_context import EXPORTERS
+from graphtools.onnx.export_feeds import feed_types, with_made_up_params
 from graphtools.onnx.export_nn import in_test_mode
-from graphtools.onnx.importer import fill_message, int8_fill_message
-from graphtools.proto import caffe2_pb2
 from graphtools.serde import load_ir_net, load_model
-from graphtools.serde.codec import op_from_proto
 from graphtools.serde.pairing import find_init_beside
 from graphtools.testing import compare_models, compare_outputs
 
@@ -183,31 +179,6 @@ def _write_rows(rows: dict[str, tuple[str, str]]) -> None:
 # -- the round trip ------------------------------------------------------------------------------
 
 
-def _with_made_up_params(model: Model, synthesis: Synthesis) -> Model:
-    """``model`` as ``verify`` runs it, made whole: ops that could not run here removed, and the
-    parameters ``synthesize`` made up written by the init_net (replacing the fill of one it
-    replaced)."""
-    pair = model.copy()
-    for label, net in (("init_net", pair.init_net), ("predict_net", pair.predict_net)):
-        skipped = [s.index for s in synthesis.skipped_ops if s.net == label]
-        if net is not None and skipped:
-            net.remove_ops(skipped)
-    init = pair.init_net if pair.init_net is not None else Net(name="init")
-    fills = {name: op_from_proto(_fill(name, synthesis.feeds[name])) for name in synthesis.params}
-    with init.edit() as edit:
-        for index, op in enumerate(init):
-            if len(op.outputs) == 1 and op.outputs[0] in fills:
-                edit.set_op(index, fills.pop(op.outputs[0]))
-        edit.insert(len(init), list(fills.values()))
-    return Model(pair.predict_net, init)
-
-
-def _fill(name: str, value: object) -> caffe2_pb2.OperatorDef:
-    if isinstance(value, Int8Tensor):
-        return int8_fill_message(name, value.values, value.scale, value.zero_point)
-    return fill_message(name, np.asarray(value), name)
-
-
 def _unmapped(net: Net) -> set[str]:
     """Op types without an exporter in ``net`` and the nested nets exported with it (If
     branches, a RecurrentNetwork's step net)."""
@@ -245,9 +216,9 @@ def _round_trip(net: RealNet) -> int:
         stage = "inputs"
         synthesis = synthesize(model, SHAPES.get(net.relative))
         stage = "export"
-        pair = _with_made_up_params(model, synthesis)
+        pair = with_made_up_params(model, synthesis)
         feeds = {made.name: synthesis.feeds[made.name] for made in synthesis.inputs}
-        value_info, quantization = export_inputs(feeds)
+        value_info, quantization = feed_types(feeds)
         test_mode = net.relative in TEST_MODE
         exported = export_onnx(
             pair,

@@ -1,5 +1,13 @@
 """The ONNX bridge on the command line: ``import-onnx``, ``export-onnx``, ``run`` with an
-``.onnx`` input or output, and ``verify --onnx`` (onnxruntime against the executor)."""
+``.onnx`` input or output, and ``verify --onnx`` (onnxruntime against the executor).
+
+``export-onnx`` and ``verify --onnx`` take a model's inputs the way ``verify`` does
+(``graphtools.onnx.export_feeds``): shapes from ``--shapes``, ``shapes.txt`` beside the model,
+else guessed from how the net reads each input, and said so; an init_net placeholder of a data
+input becomes a graph input. Parameters are made up only with ``--random-params``: a pair
+without its weights is refused with an error naming the option. ``verify --onnx`` feeds every
+input the ONNX graph takes.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from graphtools.analysis.liveness import unread_outputs
 from graphtools.cli.common import (
     Output,
     UsageError,
@@ -15,18 +24,21 @@ from graphtools.cli.common import (
     load_input,
     model_input_names,
     new_table,
+    parse_name_list,
     read_shapes,
     report_records,
+    set_outputs,
     shapes_file,
 )
-from graphtools.errors import SerdeError
+from graphtools.errors import InvalidNetError, SerdeError
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager
 from graphtools.serde import save_model
-from graphtools.testing import OutputDiff, make_feeds
+from graphtools.testing import OutputDiff
 
 __all__ = [
     "add_export_options",
+    "add_input_options",
     "add_verify_options",
     "register",
     "required_shapes",
@@ -87,12 +99,21 @@ def _onnx_inputs(path: str) -> dict[str, tuple[int, list[int | str | None]]]:
 
 
 def _export(
-    model: Model, options: argparse.Namespace, value_info: Mapping[str, Any], out: Output
+    model: Model,
+    options: argparse.Namespace,
+    value_info: Mapping[str, Any],
+    out: Output,
+    quantization: Mapping[str, tuple[float, int]] | None = None,
 ) -> None:
     from graphtools.onnx import export_onnx, save_onnx
 
     exported = export_onnx(
-        model, opset=options.opset, value_info=value_info, dynamic_batch=options.dynamic_batch
+        model,
+        opset=options.opset,
+        value_info=value_info,
+        dynamic_batch=options.dynamic_batch,
+        input_quantization=quantization,
+        test_mode=getattr(options, "test_mode", False),
     )
     target = Path(options.output)
     try:
@@ -150,26 +171,90 @@ def _diff_table(out: Output, title: str, diffs: Sequence[OutputDiff]) -> None:
     out.table(table)
 
 
+def _outputs(model: Model, items: Sequence[str] | None, out: Output) -> list[str]:
+    """``--outputs`` declared; else the declared outputs, else the blobs the net writes and
+    never reads (as ``verify`` compares them), said so."""
+    if items:
+        set_outputs(model, parse_name_list(items))
+    names = list(model.predict_net.external_outputs)
+    if not names:
+        names = unread_outputs(model.predict_net)
+        shown = ", ".join(names[:6]) + (f", ... ({len(names)})" if len(names) > 6 else "")
+        out.note(
+            "the predict_net declares no external outputs: taking the blobs it writes and "
+            f"never reads ({shown or 'none'}); choose others with --outputs A,B"
+        )
+        set_outputs(model, names)
+    return names
+
+
+def _prepared(model: Model, path: str, options: argparse.Namespace, out: Output) -> Any:
+    """The pair made whole and its feeds (``export_feeds.prepare_export``), reported."""
+    from graphtools.onnx.export_feeds import prepare_export
+
+    names = _outputs(model, options.outputs, out)
+    shapes, where = read_shapes(model, path, options.shapes)
+    try:
+        prepared = prepare_export(
+            model,
+            shapes,
+            seed=options.seed,
+            random_params=options.random_params,
+            outputs=names,
+        )
+    except InvalidNetError as exc:
+        if "--random-params" in str(exc):
+            raise UsageError(f"the weights are missing: {exc}") from exc
+        raise
+    synthesis = prepared.synthesis
+    for made in synthesis.inputs:
+        dims = ", ".join(map(str, made.shape))
+        reason = where if made.reason == "--shapes" else made.reason
+        out.line(f"input {made.name}: {made.dtype}[{dims}] ({made.origin}: {reason})")
+    for name, fill in synthesis.placeholders.items():
+        out.note(f"input {name!r}: a graph input instead of the init_net's placeholder ({fill})")
+    for skipped in synthesis.skipped_ops:
+        out.note(
+            f"{skipped.net} op #{skipped.index} ({skipped.type}) cannot run here and is left "
+            f"out; its blobs {', '.join(skipped.outputs)} get made-up values ({skipped.reason})"
+        )
+    if synthesis.params:
+        out.note(
+            f"made up {len(synthesis.params)} parameters ({synthesis.param_values} values) "
+            "that nothing provides (--random-params)"
+        )
+    return prepared
+
+
 def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: Output) -> int:
     """onnxruntime on the ONNX model against our executor on the pair (``--per-blob``: every
-    blob both name, and the first op whose output diverges)."""
+    blob both name, and the first op whose output diverges), on the inputs ``verify`` makes,
+    every input of the ONNX graph fed. Default tolerances: rtol 1e-4, atol 1e-5 (onnxruntime
+    and numpy round differently); Int8 blobs within one quantization step."""
     from graphtools.onnx import compare_blobs_with_onnxruntime, compare_with_onnxruntime
 
     if len(options.inputs) != 1:
         raise UsageError("verify --onnx takes one model")
     path = options.inputs[0]
     model = load_input(path, options.init, no_init=options.no_init, out=out)
-    feeds = make_feeds(model, required_shapes(model, path, options.shapes), options.seed)
-    rtol, _ = settings["rtol"]
-    atol, _ = settings["atol"]
+    prepared = _prepared(model, path, options, out)
+    _check_graph_inputs(options.onnx, prepared.feeds)
+    rtol, per_rtol = settings["rtol"] if options.rtol else (1e-4, {})
+    atol, per_atol = settings["atol"] if options.atol else (1e-5, {})
+    per = {n: (per_rtol.get(n, rtol), per_atol.get(n, atol)) for n in {*per_rtol, *per_atol}}
     tolerance = f"rtol={rtol:g}, atol={atol:g}, seed={options.seed}"
+    pair, feeds = prepared.model, prepared.feeds
     if not options.per_blob:
-        diffs = compare_with_onnxruntime(options.onnx, model, feeds, rtol=rtol, atol=atol)
+        diffs = compare_with_onnxruntime(
+            options.onnx, pair, feeds, rtol=rtol, atol=atol, per_output=per
+        )
         equal = all(d.ok for d in diffs)
         verdict = "outputs equal" if equal else "outputs differ"
         _diff_table(out, f"onnxruntime vs executor: {verdict} ({tolerance})", diffs)
         return 0 if equal else 1
-    report = compare_blobs_with_onnxruntime(options.onnx, model, feeds, rtol=rtol, atol=atol)
+    report = compare_blobs_with_onnxruntime(
+        options.onnx, pair, feeds, rtol=rtol, atol=atol, per_output=per
+    )
     verdict = "outputs equal" if all(d.ok for d in report.outputs) else "outputs differ"
     _diff_table(out, f"onnxruntime vs executor: {verdict} ({tolerance})", report.outputs)
     out.line(f"compared {len(report.blobs)} intermediate blobs")
@@ -186,8 +271,18 @@ def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: O
     return 0 if report.ok else 1
 
 
+def _check_graph_inputs(path: str, feeds: Mapping[str, Any]) -> None:
+    """Refuse an ONNX model taking inputs the pair is not fed (another model's export)."""
+    missing = [name for name in _onnx_inputs(path) if name not in feeds]
+    if missing:
+        raise UsageError(
+            f"{path} takes inputs {missing} that the pair does not read as data inputs (fed: "
+            f"{sorted(feeds)}); is it the export of this pair?"
+        )
+
+
 def add_export_options(parser: argparse.ArgumentParser) -> None:
-    """``--opset``, ``--dynamic-batch`` and ``--external-data``."""
+    """``--opset``, ``--dynamic-batch``, ``--external-data`` and ``--test-mode``."""
     parser.add_argument(
         "--opset", type=int, default=None, help="ONNX opset of an .onnx output (default: 17)"
     )
@@ -196,6 +291,12 @@ def add_export_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--external-data", action="store_true", help="write ONNX weights to MODEL.onnx.data"
+    )
+    parser.add_argument(
+        "--test-mode",
+        action="store_true",
+        help="export a training net's inference form: is_test=1 on the ops that have it "
+        "(Dropout, SpatialBN), which are refused in training mode otherwise",
     )
 
 
@@ -226,9 +327,31 @@ def _cmd_import_onnx(options: argparse.Namespace) -> int:
 def _cmd_export_onnx(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, False)
     model = load_input(options.input, options.init, no_init=options.no_init, out=out)
-    shapes = required_shapes(model, options.input, options.shapes)
-    _export(model, options, _float_inputs(shapes), out)
+    prepared = _prepared(model, options.input, options, out)
+    _export(prepared.model, options, prepared.value_info, out, prepared.quantization)
     return 0
+
+
+def add_input_options(parser: argparse.ArgumentParser) -> None:
+    """``--outputs``, ``--random-params`` and ``--seed`` of ``export-onnx`` (``verify`` has
+    its own)."""
+    parser.add_argument(
+        "--outputs",
+        action="append",
+        metavar="A,B",
+        help="outputs of the ONNX model (default: the declared external outputs, else the "
+        "blobs the net writes and never reads)",
+    )
+    parser.add_argument(
+        "--random-params",
+        action="store_true",
+        default=False,
+        help="make up the parameters nothing provides, as verify does (to try an export "
+        "before the weights are at hand)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of made-up data (default: %(default)s)"
+    )
 
 
 def shapes_option(parser: argparse.ArgumentParser, help_text: str) -> None:
@@ -271,7 +394,10 @@ def register(
         parents=parents,
         formatter_class=formatter,
         help="convert an init_net/predict_net pair into an ONNX model",
-        description="Export a pair to ONNX; every input needs a shape (--shapes or shapes.txt).",
+        description="Export a pair to ONNX (see docs/onnx.md). Input shapes come from "
+        "--shapes, else shapes.txt beside the model, else they are guessed from how the net "
+        "reads each input, and said so; an init_net placeholder of a data input becomes a "
+        "graph input. A pair without its weights is refused unless --random-params.",
     )
     exporting.add_argument("input", metavar="IN", help="model folder or predict_net file")
     exporting.add_argument(
@@ -280,7 +406,9 @@ def register(
     add_model_options(exporting)
     shapes_option(
         exporting,
-        "input shapes, comma-separated or repeated (default: shapes.txt beside the model)",
+        "input shapes, comma-separated or repeated (default: shapes.txt beside the model, "
+        "else guessed and said so)",
     )
+    add_input_options(exporting)
     add_export_options(exporting)
     exporting.set_defaults(handler=_cmd_export_onnx)

@@ -55,6 +55,10 @@ def run_onnxruntime(
         onnx_model: a ModelProto, path or bytes (external data is loaded).
         feeds: values of the graph inputs; entries the graph does not take are ignored.
         outputs: names of values to fetch (graph outputs when ``None``).
+
+    Raises:
+        GraphToolsError: onnxruntime is missing, refuses the model, lacks an input, or fails
+            while running it (its message included).
     """
     try:
         import onnxruntime as ort
@@ -65,12 +69,21 @@ def run_onnxruntime(
     model = load_onnx(onnx_model)
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    session = ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-    wanted = {i.name for i in session.get_inputs()}
+    try:
+        session = ort.InferenceSession(
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:  # onnxruntime's own exception types, not a documented base
+        raise GraphToolsError(f"onnxruntime cannot load the model: {exc}") from exc
+    wanted = [i.name for i in session.get_inputs()]
+    missing = [name for name in wanted if name not in feeds]
+    if missing:
+        raise GraphToolsError(f"onnxruntime needs inputs {missing}, which are not fed")
     names = outputs if outputs is not None else [o.name for o in session.get_outputs()]
-    values = session.run(names, {k: _onnx_value(v) for k, v in feeds.items() if k in wanted})
+    try:
+        values = session.run(names, {k: _onnx_value(feeds[k]) for k in wanted})
+    except Exception as exc:  # onnxruntime's own exception types, not a documented base
+        raise GraphToolsError(f"onnxruntime failed to run the model: {exc}") from exc
     return dict(zip(names, values, strict=True))
 
 
