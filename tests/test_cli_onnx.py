@@ -167,6 +167,31 @@ def test_export_onnx_without_weights_names_random_params(
     assert code == 0 and "outputs equal" in out, out + err
 
 
+def test_export_onnx_refuses_weights_that_do_not_fit_naming_random_params(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An init_net filling a bias of the wrong size: refused (the input shape guessed, so
+    --shapes is suggested too); with --random-params the weight is made up, said so."""
+    net = Net([Op("FC", ["x", "w", "b"], ["y"])], ["x", "w", "b"], ["y"], name="net")
+    init = Net(
+        [
+            Op("GivenTensorFill", [], ["w"], args={"shape": [3, 7], "values": [0.5] * 21}),
+            Op("GivenTensorFill", [], ["b"], args={"shape": [5], "values": [0.0] * 5}),
+        ],
+        name="init",
+    )
+    folder = tmp_path / "pair"
+    save_model(Model(net, init), folder)
+    target = str(tmp_path / "o.onnx")
+    code, _, err = run_cli(capsys, "export-onnx", str(folder), "-o", target)
+    assert code == 2
+    assert_one_error_line(err, "do not fit the net: 'w', 'b'", "--random-params", "--shapes")
+    code, _, err = run_cli(capsys, "export-onnx", str(folder), "-o", target, "--random-params")
+    assert code == 0 and "parameter 'b' replaced by a made-up one" in err, err
+    code, out, err = run_cli(capsys, "verify", "--onnx", target, str(folder))
+    assert code == 0 and "outputs equal" in out, out + err
+
+
 def test_export_onnx_outputs_chooses_the_graph_outputs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -212,10 +237,19 @@ def test_export_onnx_test_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str
     net = Net([Op("Dropout", ["x"], ["y", "mask"], args={"ratio": 0.5})], ["x"], ["y"])
     save_model(Model(net, Net(name="init")), folder)
     target = str(tmp_path / "o.onnx")
-    code, _, err = run_cli(capsys, "export-onnx", str(folder), "-o", target)
+    shapes = ("--shapes", "x=2x3")
+    code, _, err = run_cli(capsys, "export-onnx", str(folder), "-o", target, *shapes)
     assert code == 2
     assert_one_error_line(err, "op #0 (Dropout)", "training mode", "--test-mode")
-    assert run_cli(capsys, "export-onnx", str(folder), "-o", target, "--test-mode")[0] == 0
+    assert run_cli(capsys, "export-onnx", str(folder), "-o", target, *shapes, "--test-mode")[0] == 0
+    args = ("verify", "--onnx", target, str(folder), "--shapes", "x=2x3")
+    code, out, err = run_cli(capsys, *args)
+    assert "op #0 (Dropout) run in training mode" in err and "--test-mode" in err
+    code, out, err = run_cli(capsys, *args, "--test-mode")
+    assert code == 0 and "outputs equal" in out, out + err
+    code, _, err = run_cli(capsys, "verify", str(folder), "--test-mode")
+    assert code == 2
+    assert_one_error_line(err, "options of verify --onnx")
 
 
 def test_verify_onnx_errors_of_onnxruntime_are_one_line(

@@ -6,21 +6,27 @@ loads as a NetDef), minus the init_nets of pairs (they are the parameters of the
 and the ``.pbtxt`` twins of ``.pb`` files. A predict_net gets the init_net beside it; one
 without gets parameters made up by ``graphtools.feeds.synthesize``, as ``graphtools verify``
 does, and so does a pair whose init_net fills more than ``MADE_UP_ABOVE`` values (VGG's 138M
-weights take minutes to export, import and run twice; its ops are what the test is about).
+weights take minutes to export, import and run twice; its ops are what the test is about), and
+so are the weights of the pairs of ``MADE_UP`` (an init_net loading from a database not shipped,
+or filling weights that do not fit the op), which the table says.
 Inputs are the ones ``synthesize`` makes (shapes guessed from the first reader). A net that
 declares no outputs exports the blobs it writes and never reads, as ``verify`` compares them.
 
-A round trip: ``export_onnx`` (dynamic batch), ``onnx.checker.check_model(full_check=True)``,
-every blob onnxruntime computes on the export equal to our executor's on the pair (the nets
-have random weights, so the blob-by-blob comparison, not a near-uniform softmax, is what
-discriminates; detection nets are thus compared on their final boxes, scores and classes and
-on every blob before them), and the export imported back giving our executor's outputs.
-Tolerances: float rtol 1e-4 (atol 1e-5, ``ATOL`` for one net); Int8 blobs exact, except
-within one quantization step in the nets with Int8Softmax/Int8AveragePool (``INT8_ONE_STEP``);
-random fills by distribution and the stylizer's truncated uint8 image within one unit
-(``graphtools.onnx.compare``). A net
-that does not round-trip must fail with a ``GraphToolsError`` whose message is the one its row
-of the table records. ``pytest --update-goldens`` rewrites the rows.
+A round trip: ``export_onnx`` (dynamic batch, but for ``STATIC``),
+``onnx.checker.check_model(full_check=True)``, every blob onnxruntime computes on the export
+equal to our executor's on the pair (the nets have random weights, so the blob-by-blob
+comparison, not a near-uniform softmax, is what discriminates; detection nets are thus compared
+on their final boxes, scores and classes and on every blob before them), and the export
+imported back giving our executor's outputs. Tolerances: the outputs float rtol 1e-4 (atol
+1e-5, ``ATOL`` for one net), an intermediate float blob with atol raised to 1e-4 of its largest
+magnitude; Int8 blobs exact, except within one quantization step in the nets with
+Int8Softmax/Int8AveragePool (``INT8_ONE_STEP``); random fills by distribution and the
+stylizer's truncated uint8 image within one unit (``graphtools.onnx.compare``). A net that does
+not round-trip must fail with a ``GraphToolsError`` whose message is the one its row of the
+table records. ``pytest --update-goldens`` rewrites the rows.
+
+The CLI does the same on each net: ``graphtools export-onnx`` and ``graphtools verify --onnx``
+exit 0 (the file that is not a net: exit 2 with one error line).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, SHARED_REAL, real_net_files
+from conftest import REPO, SHARED_REAL, real_net_files, run_cli
 
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -48,7 +54,7 @@ from graphtools.ir import Model, Net
 from graphtools.onnx import compare_blobs_with_onnxruntime, export_onnx, import_onnx
 from graphtools.onnx.export_context import EXPORTERS
 from graphtools.onnx.export_feeds import feed_types, with_made_up_params
-from graphtools.onnx.export_nn import in_test_mode
+from graphtools.onnx.export_nn import net_in_test_mode
 from graphtools.serde import load_ir_net, load_model
 from graphtools.serde.pairing import find_init_beside
 from graphtools.testing import compare_models, compare_outputs
@@ -56,6 +62,27 @@ from graphtools.testing import compare_models, compare_outputs
 DOC = REPO / "docs" / "onnx.md"
 MADE_UP_ABOVE = 12_000_000
 """Pairs whose init_net fills more values than this run on made-up parameters."""
+MADE_UP = {
+    **dict.fromkeys(
+        (
+            "breadbread1984-Caffe2-C-LSTM-demo/deploy_models/lstm_predict_net.pbtxt",
+            "breadbread1984-Caffe2-C-demo/deploy_models/mnist_predict_net.pbtxt",
+        ),
+        "its init_net Loads them from a database not shipped",
+    ),
+    **dict.fromkeys(
+        (
+            "glow/caffe2Models/conv_group_quantized_pred_net.pbtxt",
+            "glow/caffe2Models/conv_nhwc_predict_net.pbtxt",
+            "glow/caffe2Models/convtranspose_net.pbtxt",
+            "glow/caffe2Models/convtranspose_nhwc.pbtxt",
+            "glow/caffe2Models/dce_test_predict_net.pbtxt",
+        ),
+        "the init_net's weights do not fit the op",
+    ),
+}
+"""Pairs whose weights are made up although they have an init_net, and why; ``export-onnx``
+refuses them without ``--random-params``."""
 NOT_RUNNABLE = {
     "glow/caffe2Models/empty_predict_net.pbtxt": (
         "not a runnable net: it has no ops and declares an output ('unused_output') that "
@@ -78,14 +105,19 @@ NOISY = frozenset({"caffe2-models/style_transfer/crayon/predict_net.pb"})
 ATOL = {"caffe2-models/style_transfer/crayon/predict_net.pb": 1e-3}
 """Absolute tolerances above 1e-5: the style transfer computes on 0..255 pixel values, whose
 float32 sums leave absolute errors around 1e-4 on the values near 0."""
+STATIC = frozenset({"glow/caffe2Models/uniform_fill_input_as_shape.pbtxt"})
+"""Nets exported without ``dynamic_batch``: their input is a shape (``input_as_shape``), whose
+length is the rank of the output, not a batch."""
 ROUND_TRIP = "round-trips"
 ROUND_TRIP_TEST_MODE = "round-trips in test mode (is_test=1, test_mode=True)"
 SHAPES = {
     "jolibrain-deepdetect/xception/predict_net.pb": {"data": (1, 3, 75, 75)},
     "caffe2-models/style_transfer/crayon/predict_net.pb": {"data_int8_bgra": (1, 96, 96, 4)},
+    "glow/caffe2Models/int8sumrelu_large_range_pred_net.pbtxt": {"gpu_0/data_0": (4, 2)},
 }
 """Input shapes other than the guessed ones: smaller than the guessed 299 px for Xception,
-which it allows; larger than the guessed 32 px for the style transfer, whose reflection pads
+which it allows; the shape of the init_net's other operand for the Int8SumRelu net (its input
+is named like an image); larger than the guessed 32 px for the style transfer, whose reflection pads
 (10 px after two stride-2 convolutions) need an image of at least 44 px (Caffe2 reflects once;
 onnxruntime refuses a pad beyond the image, where numpy would reflect again)."""
 SLOW = frozenset(
@@ -126,12 +158,15 @@ def _scan() -> list[RealNet]:
             continue
         init = partners[path]
         params = "made up"
-        if init is not None:
+        relative = str(path.relative_to(SHARED_REAL))
+        if relative in MADE_UP:
+            params = f"made up ({MADE_UP[relative]})"
+        elif init is not None:
             values = _fill_values(init)
             params = f"made up (init_net: {values / 1e6:.0f}M values)"
             if values <= MADE_UP_ABOVE:
                 params = f"{init.name}"
-        used = None if init is None or params.startswith("made up") else init
+        used = None if init is None or params.startswith("made up (init_net") else init
         nets.append(
             RealNet(
                 str(path.relative_to(SHARED_REAL)),
@@ -200,13 +235,6 @@ def _load(net: RealNet) -> Model:
     return model
 
 
-def _in_test_mode(model: Model) -> Model:
-    """The pair as ``test_mode=True`` exports it: ``is_test=1`` where the op has it."""
-    net = model.predict_net
-    ops = [in_test_mode(op) for op in net]
-    return Model(Net(ops, net.external_inputs, net.external_outputs, name=net.name), model.init_net)
-
-
 def _round_trip(net: RealNet) -> int:
     """Run the round trip; returns how many blobs were compared. Raises the first
     ``GraphToolsError`` of a net out of scope (its message prefixed with the stage)."""
@@ -215,6 +243,7 @@ def _round_trip(net: RealNet) -> int:
         model = _load(net)
         stage = "inputs"
         synthesis = synthesize(model, SHAPES.get(net.relative))
+        assert bool(synthesis.params) == net.params.startswith("made up"), synthesis.params
         stage = "export"
         pair = with_made_up_params(model, synthesis)
         feeds = {made.name: synthesis.feeds[made.name] for made in synthesis.inputs}
@@ -223,7 +252,7 @@ def _round_trip(net: RealNet) -> int:
         exported = export_onnx(
             pair,
             value_info=value_info,
-            dynamic_batch=True,
+            dynamic_batch=net.relative not in STATIC,
             input_quantization=quantization,
             test_mode=test_mode,
         )
@@ -233,7 +262,7 @@ def _round_trip(net: RealNet) -> int:
         raise GraphToolsError(f"{stage}: {type(exc).__name__}: {exc}") from exc
     onnx.checker.check_model(exported, full_check=True)
     if test_mode:
-        pair = _in_test_mode(pair)
+        pair = Model(net_in_test_mode(pair.predict_net), pair.init_net)
     report = compare_blobs_with_onnxruntime(
         exported,
         pair,
@@ -297,6 +326,44 @@ def test_real_net_round_trips_or_is_refused_as_documented(
         rows[net.relative] = (net.params, result)
         _write_rows(rows)
     assert _documented().get(net.relative) == (net.params, result)
+
+
+def _cli_arguments(net: RealNet) -> list[str]:
+    """The pair as the CLI takes it: the init_net beside (else ``--no-init``; made-up
+    parameters, ``--random-params``), the shapes of ``SHAPES`` and ``--test-mode``."""
+    arguments = [str(SHARED_REAL / net.relative)]
+    if net.init is None:
+        arguments.append("--no-init")
+    if net.params.startswith("made up"):
+        arguments.append("--random-params")
+    for name, shape in SHAPES.get(net.relative, {}).items():
+        arguments += ["--shapes", f"{name}={'x'.join(map(str, shape))}"]
+    if net.relative in TEST_MODE:
+        arguments.append("--test-mode")
+    return arguments
+
+
+@pytest.mark.parametrize("net", _params())
+def test_export_onnx_and_verify_onnx_exit_0_on_every_real_net(
+    real_fixtures: Path, net: RealNet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI on each net, as the round trip above (``verify --onnx``'s default tolerances:
+    rtol 1e-4, atol 1e-5, Int8 within one step); the file that is not a net: one error line."""
+    target = str(tmp_path / "model.onnx")
+    arguments = _cli_arguments(net)
+    if net.relative in MADE_UP:
+        refused = [a for a in arguments if a != "--random-params"]
+        code, _, err = run_cli(capsys, "export-onnx", *refused, "-o", target)
+        assert code == 2 and "--random-params" in err.splitlines()[-1], err
+    code, _, err = run_cli(capsys, "export-onnx", *arguments, "-o", target)
+    if net.relative in NOT_RUNNABLE:
+        assert code == 2 and err.splitlines()[-1].startswith("error: ")
+        assert "external output 'unused_output' is neither written" in err.splitlines()[-1]
+        return
+    assert code == 0, err
+    tolerance = ["--atol", str(ATOL[net.relative])] if net.relative in ATOL else []
+    code, out, err = run_cli(capsys, "verify", "--onnx", target, *arguments, *tolerance)
+    assert code == 0 and "outputs equal" in out, out + err
 
 
 def test_every_op_type_of_the_real_nets_has_an_onnx_form(real_fixtures: Path) -> None:

@@ -188,25 +188,38 @@ def _outputs(model: Model, items: Sequence[str] | None, out: Output) -> list[str
     return names
 
 
-def _prepared(model: Model, path: str, options: argparse.Namespace, out: Output) -> Any:
-    """The pair made whole and its feeds (``export_feeds.prepare_export``), reported."""
+def _prepared(
+    model: Model, path: str, options: argparse.Namespace, out: Output, *, export: bool = False
+) -> Any:
+    """The pair made whole and its feeds (``export_feeds.prepare_export``), reported. For an
+    export, parameters are made up only with ``--random-params``: without it a pair whose
+    weights are missing (no init_net, a ``Load`` from a missing database, a blob nothing
+    fills) or do not fit the net is refused, naming the option."""
     from graphtools.onnx.export_feeds import prepare_export
 
     names = _outputs(model, options.outputs, out)
     shapes, where = read_shapes(model, path, options.shapes)
+    random_params = (options.random_params or None) if export else options.random_params
     try:
         prepared = prepare_export(
             model,
             shapes,
             seed=options.seed,
-            random_params=options.random_params,
+            random_params=random_params,
             outputs=names,
+            test_mode=options.test_mode,
         )
     except InvalidNetError as exc:
         if "--random-params" in str(exc):
             raise UsageError(f"the weights are missing: {exc}") from exc
         raise
     synthesis = prepared.synthesis
+    if export and not options.random_params and synthesis.params:
+        hint = "" if shapes else " (or, if they are right, give the input shapes: --shapes)"
+        raise UsageError(
+            f"{_missing_weights(model, synthesis)}; pass --random-params to export with "
+            f"made-up ones{hint if synthesis.replaced else ''}"
+        )
     for made in synthesis.inputs:
         dims = ", ".join(map(str, made.shape))
         reason = where if made.reason == "--shapes" else made.reason
@@ -218,12 +231,34 @@ def _prepared(model: Model, path: str, options: argparse.Namespace, out: Output)
             f"{skipped.net} op #{skipped.index} ({skipped.type}) cannot run here and is left "
             f"out; its blobs {', '.join(skipped.outputs)} get made-up values ({skipped.reason})"
         )
+    for name, reason in synthesis.replaced.items():
+        out.note(f"parameter {name!r} replaced by a made-up one: {reason}")
     if synthesis.params:
         out.note(
             f"made up {len(synthesis.params)} parameters ({synthesis.param_values} values) "
             "that nothing provides (--random-params)"
         )
     return prepared
+
+
+def _missing_weights(model: Model, synthesis: Any) -> str:
+    """Why the pair's weights would be made up: no init_net, ops of it that cannot run here,
+    blobs that do not fit the net."""
+    made = list(synthesis.params)
+    shown = ", ".join(repr(n) for n in made[:4]) + (f", ... ({len(made)})" if len(made) > 4 else "")
+    if model.init_net is None:
+        return f"the weights are missing: the pair has no init_net to fill {shown}"
+    if synthesis.skipped_ops:
+        first = synthesis.skipped_ops[0]
+        return (
+            f"the weights are missing: init_net op #{first.index} ({first.type}) cannot run "
+            f"here ({first.reason})"
+        )
+    if not synthesis.replaced:
+        return f"the weights are missing: nothing provides {shown}"
+    names = ", ".join(repr(n) for n in synthesis.replaced)
+    reason = next(iter(synthesis.replaced.values())).split("from the init_net: ", 1)[-1]
+    return f"the init_net's weights do not fit the net: {names} ({reason})"
 
 
 def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: Output) -> int:
@@ -237,6 +272,8 @@ def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: O
         raise UsageError("verify --onnx takes one model")
     path = options.inputs[0]
     model = load_input(path, options.init, no_init=options.no_init, out=out)
+    if not options.test_mode:
+        _note_training_ops(model, out)
     prepared = _prepared(model, path, options, out)
     _check_graph_inputs(options.onnx, prepared.feeds)
     rtol, per_rtol = settings["rtol"] if options.rtol else (1e-4, {})
@@ -271,6 +308,23 @@ def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: O
     return 0 if report.ok else 1
 
 
+def _note_training_ops(model: Model, out: Output) -> None:
+    """Say so when the pair has ops in training mode (``is_test=0``), which the executor runs
+    as such while their export (``export-onnx --test-mode``) is their inference form."""
+    from graphtools.onnx.export_nn import in_test_mode
+
+    found = [
+        f"op #{i} ({op.type})"
+        for i, op in enumerate(model.predict_net)
+        if in_test_mode(op) is not op
+    ]
+    if found:
+        out.note(
+            f"{', '.join(found[:3])} run in training mode (is_test=0); pass --test-mode to "
+            "compare their inference form, which export-onnx --test-mode exports"
+        )
+
+
 def _check_graph_inputs(path: str, feeds: Mapping[str, Any]) -> None:
     """Refuse an ONNX model taking inputs the pair is not fed (another model's export)."""
     missing = [name for name in _onnx_inputs(path) if name not in feeds]
@@ -301,7 +355,7 @@ def add_export_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_verify_options(parser: argparse.ArgumentParser) -> None:
-    """``--onnx`` and ``--per-blob`` for ``verify``."""
+    """``--onnx``, ``--per-blob`` and ``--test-mode`` for ``verify``."""
     parser.add_argument(
         "--onnx",
         metavar="MODEL.onnx",
@@ -309,6 +363,12 @@ def add_verify_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--per-blob", action="store_true", help="with --onnx: compare every intermediate blob"
+    )
+    parser.add_argument(
+        "--test-mode",
+        action="store_true",
+        help="with --onnx: run the pair's inference form (is_test=1), as export-onnx "
+        "--test-mode exported it",
     )
 
 
@@ -327,7 +387,7 @@ def _cmd_import_onnx(options: argparse.Namespace) -> int:
 def _cmd_export_onnx(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, False)
     model = load_input(options.input, options.init, no_init=options.no_init, out=out)
-    prepared = _prepared(model, options.input, options, out)
+    prepared = _prepared(model, options.input, options, out, export=True)
     _export(prepared.model, options, prepared.value_info, out, prepared.quantization)
     return 0
 

@@ -3,7 +3,9 @@
 ``compare_with_onnxruntime`` compares the outputs (``graphtools.testing.OutputDiff`` entries,
 onnxruntime's value as ``before``); ``compare_blobs_with_onnxruntime`` also compares every
 intermediate blob both sides name and reports the first op of the pair whose output diverges,
-which is where to look when a conversion or a pass went wrong.
+which is where to look when a conversion or a pass went wrong (an intermediate float blob with
+``atol`` at least ``rtol`` times its largest magnitude: each side runs every op on its own
+values, and float32 sums round at the scale of their terms, not of the result).
 
 Two kinds of blobs are not compared value by value with ``rtol``/``atol``:
 
@@ -225,6 +227,16 @@ def _our_feeds(model: Model, feeds: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in feeds.items() if k in declared}
 
 
+def _as_exported(model: Model) -> Model:
+    """The pair with its blobs under the names ``export_onnx`` gives them (in-place writes get
+    their versions' names; op indices do not change), so both sides name the same values and
+    an op that seeds its draws by its output's name (the stylizer's noise) draws the same."""
+    model = model.copy()
+    params = [] if model.init_net is None else [n for op in model.init_net for n in op.outputs]
+    ssa_rewrite(model.predict_net, None, dict.fromkeys(params))
+    return model
+
+
 def compare_with_onnxruntime(
     onnx_model: ModelSource,
     model: Model,
@@ -248,6 +260,7 @@ def compare_with_onnxruntime(
 
     proto = load_onnx(onnx_model)
     reference = run_onnxruntime(proto, feeds)
+    model = _as_exported(model)
     ours = _matched(list(reference), model, run_model(model, _our_feeds(model, feeds)))
     per = {**_truncated(model), **(per_output or {})}
     return _diffs(reference, ours, _random_fills(model), rtol, atol, int8_steps, per)
@@ -276,6 +289,19 @@ class BlobComparison:
         return all(d.ok for d in self.outputs) and self.first_divergence is None
 
 
+def _blob_atol(reference: Any, ours: Any, rtol: float, atol: float) -> float:
+    """The absolute tolerance of an intermediate float blob: ``atol``, raised to ``rtol`` times
+    the blob's largest magnitude (float32 rounding of a sum scales with its terms, not with
+    the result, and each side runs every op on its own values)."""
+    if isinstance(ours, Int8Tensor):
+        return atol
+    values = np.asarray(reference)
+    if values.dtype.kind != "f" or values.size == 0:
+        return atol
+    finite = np.abs(values[np.isfinite(values)])
+    return max(atol, rtol * float(finite.max())) if finite.size else atol
+
+
 def compare_blobs_with_onnxruntime(
     onnx_model: ModelSource,
     model: Model,
@@ -289,7 +315,9 @@ def compare_blobs_with_onnxruntime(
     """Compare every value of the main graph onnxruntime computes with the blob of the same
     name as the pair's op writes it, and name the first op (in the pair's order) that diverges
     (Int8 blobs in quantization steps, random fills by distribution: see the module docstring;
-    ``per_output`` gives ``(rtol, atol)`` for named blobs).
+    ``per_output`` gives ``(rtol, atol)`` for named blobs). An intermediate float blob's
+    ``atol`` is at least ``rtol`` times its largest magnitude (float32 sums round at the scale
+    of their terms); the graph outputs are compared with ``rtol``/``atol`` as given.
 
     The pair's blobs are matched under the names ``export_onnx`` gives them (``ssa_rewrite``),
     so a model exported from the pair compares blob by blob. Values inside sub-graphs are not
@@ -306,11 +334,7 @@ def compare_blobs_with_onnxruntime(
                 probe.graph.output.append(onnx.ValueInfoProto(name=name))
                 present.add(name)
     reference = run_onnxruntime(probe, feeds)
-    # The pair's blobs under the names export_onnx gives them (in-place writes get their
-    # versions' names), so both sides name the same values; op indices do not change.
-    model = model.copy()
-    params = [] if model.init_net is None else [n for op in model.init_net for n in op.outputs]
-    ssa_rewrite(model.predict_net, None, dict.fromkeys(params))
+    model = _as_exported(model)
     workspace = Workspace()
     if model.init_net is not None:
         run_net(model.init_net, workspace)
@@ -325,14 +349,21 @@ def compare_blobs_with_onnxruntime(
         run_op(op, workspace, index=index, net=net)
         for name in op.outputs:
             if name in reference:
+                ours = workspace.fetch(name)
+                per = per_output
+                if name not in per_output and name not in random:
+                    per = {
+                        **per_output,
+                        name: (rtol, _blob_atol(reference[name], ours, rtol, atol)),
+                    }
                 (diff,) = _diffs(
                     {name: reference[name]},
-                    {name: workspace.fetch(name)},
+                    {name: ours},
                     {name: op} if name in random else {},
                     rtol,
                     atol,
                     int8_steps,
-                    per_output,
+                    per,
                 )
                 blobs.append(diff)
                 if not diff.ok and first is None:

@@ -21,6 +21,7 @@ from graphtools.executor import Int8Tensor
 from graphtools.feeds import Synthesis, synthesize
 from graphtools.ir import Model, Net
 from graphtools.onnx.dtypes import onnx_dtype_of_numpy
+from graphtools.onnx.export_nn import net_in_test_mode
 from graphtools.onnx.importer import fill_message, int8_fill_message
 from graphtools.serde.codec import op_from_proto
 
@@ -94,15 +95,19 @@ def prepare_export(
     seed: int = 0,
     random_params: bool | None = None,
     outputs: Sequence[str] | None = None,
+    test_mode: bool = False,
 ) -> PreparedExport:
     """Make up what exporting ``model`` needs, as ``graphtools verify`` does (see the module
     docstring); ``random_params`` as ``synthesize`` takes it (``None``: only for a predict_net
-    without an init_net).
+    without an init_net); ``test_mode``: the pair's inference form (``is_test=1`` where an op
+    has it, as ``export_onnx(test_mode=True)`` exports it).
 
     Raises:
         InvalidNetError: a parameter nothing provides while ``random_params`` is false, or an
             input whose shape cannot be guessed (from ``synthesize``).
     """
+    if test_mode:
+        model = Model(net_in_test_mode(model.predict_net), model.init_net)
     synthesis = synthesize(model, shapes, seed=seed, random_params=random_params, outputs=outputs)
     feeds = {made.name: synthesis.feeds[made.name] for made in synthesis.inputs}
     value_info, quantization = feed_types(feeds)

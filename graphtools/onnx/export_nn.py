@@ -20,7 +20,7 @@ from graphtools.analysis.op_args import (
     window_args,
 )
 from graphtools.errors import UnsupportedOpError
-from graphtools.ir import Op, make_arg
+from graphtools.ir import Net, Op, make_arg
 from graphtools.onnx.export_context import ExportContext, exporter, onnx_int64
 
 __all__: list[str] = []
@@ -189,6 +189,19 @@ def in_test_mode(op: Op) -> Op:
         return op
     args = [a for a in op.args if a.name != "is_test"]
     return op.replace(args=[*args, make_arg("is_test", 1)])
+
+
+def net_in_test_mode(net: Net) -> Net:
+    """``net`` with ``is_test=1`` on its ops (nested nets included) that have it."""
+    ops = []
+    for op in net.ops:
+        nets = {name: net_in_test_mode(nested) for name, nested in op.nested_nets() if name}
+        if nets:
+            op = op.replace(
+                args=[make_arg(a.name, nets[a.name]) if a.name in nets else a for a in op.args]
+            )
+        ops.append(in_test_mode(op))
+    return Net(ops, net.external_inputs, net.external_outputs, name=net.name)
 
 
 def _refuse_training(cx: ExportContext, op: Op, what: str) -> UnsupportedOpError:

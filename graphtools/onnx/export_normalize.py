@@ -9,7 +9,8 @@ are ``caffe2``-domain functions computing in the input's float type what the exe
 * ``LayerNorm``: over the dims from ``axis`` (the input as a matrix, ``Flatten`` at ``axis``),
   two passes (mean, then the mean of squared deviations), ``std = sqrt(var + epsilon)``; mean
   and std shaped ``X.shape[:axis] + [1]``; gamma and beta apply only with
-  ``elementwise_affine=1``, as in Caffe2 (``LayerNorm__plain`` for an op without them). The
+  ``elementwise_affine=1``, as in Caffe2 (``LayerNorm__plain``, of X alone, for an op without
+  them or with ``elementwise_affine=0``, which ignores them whatever their shape). The
   composition is used at every opset: ONNX's ``LayerNormalization``
   (17) returns the inverse std and onnxruntime computes its variance in one pass;
 * ``RMSNorm``: ``X / sqrt(mean(X^2) + eps) * gamma + beta``, and the reciprocal RMS;
@@ -112,12 +113,13 @@ _LAYER_NORM_PLAIN = Function(
 @exporter("LayerNorm")
 def _layer_norm(cx: ExportContext, op: Op) -> None:
     axis, epsilon = int(op.arg("axis", 1)), float(op.arg("epsilon", 1e-5))
-    if len(op.inputs) == 1:
-        cx.call(_LAYER_NORM_PLAIN, op.inputs, op.outputs[:3], axis=axis, epsilon=epsilon)
-        return
-    if len(op.inputs) != 3:
+    if len(op.inputs) not in (1, 3):
         raise cx.refuse(f"LayerNorm with {len(op.inputs)} inputs (X, or X, gamma, beta)")
     affine = int(op.arg("elementwise_affine", 0))
+    if len(op.inputs) == 1 or not affine:
+        # Without elementwise_affine Caffe2 ignores gamma and beta, whatever their shape.
+        cx.call(_LAYER_NORM_PLAIN, op.inputs[:1], op.outputs[:3], axis=axis, epsilon=epsilon)
+        return
     cx.call(
         _LAYER_NORM,
         op.inputs,

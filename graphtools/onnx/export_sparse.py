@@ -250,7 +250,7 @@ def _bag_body(kind: str, weighted: bool, fx: ExportContext) -> None:
         fx.node("Div", [wide, sixteen], [high])
         lows, highs = unsqueeze(fx, low, [2]), unsqueeze(fx, high, [2])
         fx.node("Concat", [lows, highs], [pairs], axis=2)
-        fx.node("Reshape", [pairs, int64s(fx, [0, -1], "unpacked")], [flat])
+        fx.node("Flatten", [pairs], [flat], axis=1)  # Reshape [0, -1] fails on no rows
         fx.node("Cast", [flat], [values], to=DOUBLE)
         scale = _column(fx, _decoded(fx, _bits(fx, rows, -4, 2), 5, 10))
         bias = _column(fx, _decoded(fx, _bits(fx, rows, -2, 2), 5, 10))

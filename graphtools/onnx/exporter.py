@@ -24,7 +24,7 @@ from onnx import ModelProto, helper, numpy_helper
 from graphtools.analysis.ssa_names import plan_ssa_names
 from graphtools.errors import GraphToolsError, InvalidNetError, UnsupportedOpError
 from graphtools.executor import Int8Tensor, Workspace, run_net
-from graphtools.ir import Model, Net, make_arg
+from graphtools.ir import Model, Net
 from graphtools.onnx import (  # noqa: F401  (importing registers the exporters)
     export_aten,
     export_control,
@@ -44,7 +44,7 @@ from graphtools.onnx.context import NameGen
 from graphtools.onnx.dtypes import numpy_of_onnx, onnx_dtype_of_numpy
 from graphtools.onnx.export_context import CAFFE2_DOMAIN, EXPORTERS, ExportContext, TypeInfo
 from graphtools.onnx.export_control import explicit_if_effects
-from graphtools.onnx.export_nn import in_test_mode
+from graphtools.onnx.export_nn import net_in_test_mode
 from graphtools.onnx.importer import max_opset
 
 __all__ = ["BATCH_DIM", "DEFAULT_OPSET", "MIN_EXPORT_OPSET", "export_onnx", "ir_version_for"]
@@ -289,19 +289,6 @@ def _ssa_renamed(net: Net, params: Iterable[str]) -> Net:
     return Net(ops, names.external_inputs, names.external_outputs, name=net.name)
 
 
-def _in_test_mode(net: Net) -> Net:
-    """``net`` with ``is_test=1`` on its ops (nested nets included) that have it."""
-    ops = []
-    for op in net.ops:
-        nets = {name: _in_test_mode(nested) for name, nested in op.nested_nets() if name}
-        if nets:
-            op = op.replace(
-                args=[make_arg(a.name, nets[a.name]) if a.name in nets else a for a in op.args]
-            )
-        ops.append(in_test_mode(op))
-    return Net(ops, net.external_inputs, net.external_outputs, name=net.name)
-
-
 def _graph_reads(graph: onnx.GraphProto) -> Iterable[str]:
     """Every value the nodes of ``graph`` and of its sub-graphs read."""
     for node in graph.node:
@@ -410,7 +397,7 @@ def export_onnx(
     _refuse_unmapped(model.predict_net, opset)
     work = model.copy()
     if test_mode:
-        work = Model(_in_test_mode(work.predict_net), work.init_net)
+        work = Model(net_in_test_mode(work.predict_net), work.init_net)
     # A blob the init_net fills but value_info names is fed (a feed overrides the init value).
     params, quant = _split_quantized(
         {k: v for k, v in _init_values(work).items() if k not in (value_info or {})}

@@ -283,8 +283,15 @@ def _resize_nearest(ctx: NodeContext, scales: list[float], coordinates: str, nea
     if len(scales) != 4 or scales[0] != 1 or scales[1] != 1:
         raise ctx.refuse(f"scales {scales}: Caffe2's ResizeNearest scales H and W of NCHW only")
     for scale in scales[2:]:
+        if scale <= 0:
+            raise ctx.refuse(f"scales {scales}: a scale must be positive")
+        if coordinates == "asymmetric" and nearest == "floor":
+            continue  # Caffe2's min(floor(i / scale), size - 1) at any scale
         if scale != int(scale) or scale < 1:
-            raise ctx.refuse(f"scales {scales}: only integer upscaling is supported")
+            raise ctx.refuse(
+                f"scales {scales} with coordinate_transformation_mode {coordinates!r}: only "
+                "integer upscaling is supported (any scale with 'asymmetric' and 'floor')"
+            )
         if not _rounds_to_floor(int(scale), coordinates, nearest):
             raise ctx.refuse(
                 f"coordinate_transformation_mode {coordinates!r} with nearest_mode {nearest!r} "
