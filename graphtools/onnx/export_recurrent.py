@@ -16,8 +16,8 @@ patterns (windows, other offsets, a step reading a state tensor itself), step wo
 by another op, and ops holding nested nets in the step are refused.
 
 ``LSTMUnit`` (gates ``i, f, o, g`` on the last axis) becomes Split, Sigmoid, Tanh, Mul and Add;
-with sequence lengths, ``Where(timestep < lengths, new, previous)`` (zeros with
-``drop_states``).
+with sequence lengths, a ``caffe2``-domain function computing the same and then
+``Where(timestep < lengths, new, previous)`` (zeros with ``drop_states``).
 """
 
 from __future__ import annotations

@@ -2,10 +2,12 @@
 
 What Caffe2's frontend did, with its gaps closed: blobs are renamed to SSA form by our
 ``ssa_rewrite`` (on a copy), initializers come from running the init_net with the executor,
-every op is converted by the table in ``export_context.EXPORTERS`` (``export_nn``,
-``export_math``, ``export_tensor``), and the IR version is pinned to the lowest one the chosen
-opset needs (the newest IR is refused by older runtimes). Graph input types come from
-``value_info``; output types and the graph's value info from our shape analysis
+every op is converted by the table in ``export_context.EXPORTERS`` (the ``export_*`` modules;
+ops without a one-to-one ONNX op as compositions or as calls of ``caffe2``-domain model-local
+functions, declared with the ``caffe2`` opset import), and the IR version is pinned to the lowest
+one the chosen opset needs (the newest IR is refused by older runtimes). Int8 blobs are their
+uint8/int32 values with their scales in the graph's ``quantization_annotation``. Graph input
+types come from ``value_info``; output types and the graph's value info from our shape analysis
 (``graphtools.analysis.shapes``), with ONNX shape inference over the exported graph for what it
 leaves unknown (and for ranks an op's conversion needs). The result passes
 ``onnx.checker.check_model(full_check=True)``, whose own inference must agree with ours.

@@ -5,7 +5,10 @@ Model level, as Caffe2's ``onnx_graph_to_caffe2_net`` did: initializers become t
 predict_net's external inputs (IR-3 models list their weights as inputs too: those are params,
 not feeds), followed by the params; graph outputs become external outputs. Nodes are converted
 one by one by the table in ``registry`` (families in ``import_nn``, ``import_math``,
-``import_tensor``, ``import_control``, ``import_recurrent``).
+``import_tensor``, ``import_elementwise``, ``import_random``, ``import_control``,
+``import_recurrent``); a call of a ``caffe2``-domain function ``export_onnx`` wrote becomes the
+Caffe2 op it stands for (``import_caffe2``), and a uint8/int32 initializer the graph's
+``quantization_annotation`` gives a scale and zero point becomes an Int8 fill.
 
 Choices where upstream was silent or loose:
 
