@@ -416,6 +416,8 @@ def _cmd_verify(options: argparse.Namespace) -> int:
     settings = _settings(options)
     if options.onnx is not None:
         return onnx_commands.verify_onnx(options, settings, out)
+    if options.per_blob or options.test_mode:
+        raise UsageError("--per-blob and --test-mode are options of verify --onnx")
     PassManager.parse(options.pipeline, steps=options.steps)  # a bad spec fails before any run
     if len(options.inputs) > 1 or is_collection(options.inputs[0]):
         if options.init or options.save_outputs or options.load_outputs or options.print_after_each:

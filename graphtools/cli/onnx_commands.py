@@ -1,6 +1,14 @@
 """The ONNX bridge on the command line: ``import-onnx``, ``export-onnx``, ``run`` of a pair
 with an ``.onnx`` output (pipeline, then export), and ``verify --onnx`` (onnxruntime against
-the executor). ONNX models themselves run natively: ``graphtools.cli.onnx_run``."""
+the executor). ONNX models themselves run natively: ``graphtools.cli.onnx_run``.
+
+``export-onnx`` and ``verify --onnx`` take a model's inputs the way ``verify`` does
+(``graphtools.onnx.export_feeds``): shapes from ``--shapes``, ``shapes.txt`` beside the model,
+for ``verify --onnx`` the ONNX model's declared ones, else guessed from how the net reads each
+input, and said so; an init_net placeholder of a data input becomes a graph input. Parameters
+are made up only with ``--random-params``: a pair without its weights is refused with an error
+naming the option. ``verify --onnx`` feeds every input the ONNX graph takes.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from graphtools._core import ONNX
+from graphtools.analysis.liveness import unread_outputs
 from graphtools.cli.common import (
     Output,
     UsageError,
@@ -19,20 +28,22 @@ from graphtools.cli.common import (
     load_input,
     model_input_names,
     output_folder,
+    parse_name_list,
     read_shapes,
     report_records,
+    set_outputs,
     shapes_file,
-    tolerances_by_name,
 )
 from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file
-from graphtools.errors import SerdeError
+from graphtools.errors import InvalidNetError, SerdeError
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager
 from graphtools.serde import save_model
-from graphtools.testing import OutputDiff, make_feeds
+from graphtools.testing import OutputDiff
 
 __all__ = [
     "add_export_options",
+    "add_input_options",
     "add_verify_options",
     "register",
     "required_shapes",
@@ -67,9 +78,7 @@ def required_shapes(
     return shapes
 
 
-def _refuse_missing_weights(
-    model: Model, data: Sequence[str], shapes: Mapping[str, Any]
-) -> None:
+def _refuse_missing_weights(model: Model, data: Sequence[str], shapes: Mapping[str, Any]) -> None:
     """A predict_net without its init_net reads blobs at a parameter position (as ``show``
     counts them): those are values to give, not shapes; refuse saying so."""
     from graphtools.analysis.input_shapes import first_readers
@@ -81,9 +90,9 @@ def _refuse_missing_weights(
     if weights and model.init_net is None:
         listed = ", ".join(repr(n) for n in weights[:4]) + (", ..." if len(weights) > 4 else "")
         raise UsageError(
-            f"the pair has no weights: {len(weights)} parameters its ops read ({listed}) come "
-            "from no init_net; give its init_net with --init FILE (or put init_net.pb beside "
-            "the predict_net)"
+            f"the weights are missing: the pair has no init_net, and its ops read {len(weights)} "
+            f"parameters ({listed}); give its init_net with --init FILE (or put init_net.pb "
+            "beside the predict_net), or pass --random-params for made-up ones"
         )
 
 
@@ -92,41 +101,57 @@ def _float_inputs(shapes: Mapping[str, Sequence[int]]) -> dict[str, tuple[int, l
 
 
 def _shapes_from_onnx(
-    model: Model, path: str, items: Sequence[str] | None, onnx_path: str, out: Output
-) -> dict[str, tuple[int, ...]]:
+    model: Model,
+    path: str,
+    items: Sequence[str] | None,
+    onnx_path: str,
+    *,
+    made_up: bool = False,
+) -> tuple[dict[str, tuple[int, ...]], list[str]]:
     """Input shapes for ``verify --onnx``: ``--shapes`` or ``shapes.txt`` first, then the
-    ONNX model's declared input shapes (a symbolic dim taken as 1, said so)."""
+    ONNX model's declared input shapes (a symbolic dim taken as 1, said so); an input the
+    ONNX model does not shape is left to ``verify``'s guess. A pair without its weights is
+    refused (``_refuse_missing_weights``) unless ``made_up`` (``--random-params``: the ONNX
+    model was exported with made-up ones)."""
     shapes, _ = read_shapes(model, path, items)
     data, _ = model_input_names(model)
-    _refuse_missing_weights(model, data, shapes)
+    if not made_up:
+        _refuse_missing_weights(model, data, shapes)
     missing = [
         name for name in data if name not in shapes and name in model.predict_net.external_inputs
     ]
+    notes: list[str] = []
     if not missing:
-        return shapes
+        return shapes, notes
     onnx_model = load_onnx_file(onnx_path)
     types = onnx_model.predict_net.types
     for name in missing:
         value_type = types.get(name)
         if value_type is None or value_type.shape is None:
-            raise UsageError(
-                f"input {name!r} has no shape in {onnx_path}: pass --shapes "
-                f"{name}=1x3x224x224 ... or write it in {shapes_file(path)}"
-            )
+            continue
         free = [i for i, d in enumerate(value_type.shape) if not isinstance(d, int) or d < 0]
         shapes[name] = tuple(d if isinstance(d, int) and d >= 0 else 1 for d in value_type.shape)
         said = f" (dims {free} symbolic: taken as 1)" if free else ""
-        out.note(f"input {name!r}: shape {list(shapes[name])} from {onnx_path}{said}")
-    return shapes
+        notes.append(f"input {name!r}: shape {list(shapes[name])} from {onnx_path}{said}")
+    return shapes, notes
 
 
 def _export(
-    model: Model, options: argparse.Namespace, value_info: Mapping[str, Any], out: Output
+    model: Model,
+    options: argparse.Namespace,
+    value_info: Mapping[str, Any],
+    out: Output,
+    quantization: Mapping[str, tuple[float, int]] | None = None,
 ) -> None:
     from graphtools.onnx import export_onnx, save_onnx
 
     exported = export_onnx(
-        model, opset=options.opset, value_info=value_info, dynamic_batch=options.dynamic_batch
+        model,
+        opset=options.opset,
+        value_info=value_info,
+        dynamic_batch=options.dynamic_batch,
+        input_quantization=quantization,
+        test_mode=getattr(options, "test_mode", False),
     )
     target = Path(options.output)
     try:
@@ -162,11 +187,113 @@ def _diff_json(d: OutputDiff) -> dict[str, Any]:
     return data
 
 
+def _outputs(model: Model, items: Sequence[str] | None, out: Output) -> list[str]:
+    """``--outputs`` declared; else the declared outputs, else the blobs the net writes and
+    never reads (as ``verify`` compares them), said so."""
+    if items:
+        set_outputs(model, parse_name_list(items))
+    names = list(model.predict_net.external_outputs)
+    if not names:
+        names = unread_outputs(model.predict_net)
+        shown = ", ".join(names[:6]) + (f", ... ({len(names)})" if len(names) > 6 else "")
+        out.note(
+            "the predict_net declares no external outputs: taking the blobs it writes and "
+            f"never reads ({shown or 'none'}); choose others with --outputs A,B"
+        )
+        set_outputs(model, names)
+    return names
+
+
+def _prepared(
+    model: Model,
+    path: str,
+    options: argparse.Namespace,
+    out: Output,
+    *,
+    export: bool = False,
+    shapes: dict[str, tuple[int, ...]] | None = None,
+) -> Any:
+    """The pair made whole and its feeds (``export_feeds.prepare_export``), reported. For an
+    export, parameters are made up only with ``--random-params``: without it a pair whose
+    weights are missing (no init_net, a ``Load`` from a missing database, a blob nothing
+    fills) or do not fit the net is refused, naming the option. ``shapes``: input shapes the
+    caller found (else ``--shapes`` and ``shapes.txt``)."""
+    from graphtools.onnx.export_feeds import prepare_export
+
+    names = _outputs(model, options.outputs, out)
+    if shapes is None:
+        shapes, where = read_shapes(model, path, options.shapes)
+    else:
+        where = "--shapes, shapes.txt or the ONNX model"
+    random_params = (options.random_params or None) if export else options.random_params
+    try:
+        prepared = prepare_export(
+            model,
+            shapes,
+            seed=options.seed,
+            random_params=random_params,
+            outputs=names,
+            test_mode=options.test_mode,
+        )
+    except InvalidNetError as exc:
+        if "--random-params" in str(exc):
+            raise UsageError(f"the weights are missing: {exc}") from exc
+        raise
+    synthesis = prepared.synthesis
+    if export and not options.random_params and synthesis.params:
+        hint = "" if shapes else " (or, if they are right, give the input shapes: --shapes)"
+        raise UsageError(
+            f"{_missing_weights(model, synthesis)}; pass --random-params to export with "
+            f"made-up ones{hint if synthesis.replaced else ''}"
+        )
+    for made in synthesis.inputs:
+        dims = ", ".join(map(str, made.shape))
+        reason = where if made.reason == "--shapes" else made.reason
+        out.line(f"input {made.name}: {made.dtype}[{dims}] ({made.origin}: {reason})")
+    for name, fill in synthesis.placeholders.items():
+        out.note(f"input {name!r}: a graph input instead of the init_net's placeholder ({fill})")
+    for skipped in synthesis.skipped_ops:
+        out.note(
+            f"{skipped.net} op #{skipped.index} ({skipped.type}) cannot run here and is left "
+            f"out; its blobs {', '.join(skipped.outputs)} get made-up values ({skipped.reason})"
+        )
+    for name, reason in synthesis.replaced.items():
+        out.note(f"parameter {name!r} replaced by a made-up one: {reason}")
+    if synthesis.params:
+        out.note(
+            f"made up {len(synthesis.params)} parameters ({synthesis.param_values} values) "
+            "that nothing provides (--random-params)"
+        )
+    return prepared
+
+
+def _missing_weights(model: Model, synthesis: Any) -> str:
+    """Why the pair's weights would be made up: no init_net, ops of it that cannot run here,
+    blobs that do not fit the net."""
+    made = list(synthesis.params)
+    shown = ", ".join(repr(n) for n in made[:4]) + (f", ... ({len(made)})" if len(made) > 4 else "")
+    if model.init_net is None:
+        return f"the weights are missing: the pair has no init_net to fill {shown}"
+    if synthesis.skipped_ops:
+        first = synthesis.skipped_ops[0]
+        return (
+            f"the weights are missing: init_net op #{first.index} ({first.type}) cannot run "
+            f"here ({first.reason})"
+        )
+    if not synthesis.replaced:
+        return f"the weights are missing: nothing provides {shown}"
+    names = ", ".join(repr(n) for n in synthesis.replaced)
+    reason = next(iter(synthesis.replaced.values())).split("from the init_net: ", 1)[-1]
+    return f"the init_net's weights do not fit the net: {names} ({reason})"
+
+
 def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: Output) -> int:
     """onnxruntime on the ONNX model against our executor on the pair (``--per-blob``: also
-    every blob both name, and the first op whose output is outside the tolerances). One
-    verdict, the outputs'; blobs are compared with the same statistics and tolerances. Input
-    shapes from ``--shapes``, ``shapes.txt``, else the ONNX model's declared ones."""
+    every blob both name, and the first op whose output is outside the tolerances), on the
+    inputs ``verify`` makes, every input of the ONNX graph fed. One verdict, the outputs';
+    blobs are compared with the same statistics and tolerances. Default tolerances: rtol
+    1e-4, atol 1e-5 (onnxruntime and numpy round differently); Int8 blobs within one
+    quantization step."""
     from graphtools.onnx import compare_blobs_with_onnxruntime, compare_with_onnxruntime
 
     if len(options.inputs) != 1:
@@ -180,24 +307,32 @@ def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: O
         )
     if not is_onnx_file(options.onnx):
         raise UsageError(f"--onnx {options.onnx} is not an ONNX model")
-    shapes = _shapes_from_onnx(model, path, options.shapes, options.onnx, out)
-    feeds = make_feeds(model, shapes, options.seed)
-    rtol, atol, per = tolerances_by_name(settings)
+    if not options.test_mode:
+        _note_training_ops(model, out)
+    shapes, notes = _shapes_from_onnx(
+        model, path, options.shapes, options.onnx, made_up=options.random_params is True
+    )
+    prepared = _prepared(model, path, options, out, shapes=shapes)
+    _check_graph_inputs(options.onnx, prepared.feeds)
+    rtol, per_rtol = settings["rtol"] if options.rtol else (1e-4, {})
+    atol, per_atol = settings["atol"] if options.atol else (1e-5, {})
+    per = {n: (per_rtol.get(n, rtol), per_atol.get(n, atol)) for n in {*per_rtol, *per_atol}}
     tolerance = f"rtol={rtol:g}, atol={atol:g}, seed={options.seed}"
+    pair, feeds = prepared.model, prepared.feeds
     data: dict[str, Any] = {
         "onnx": options.onnx,
         "model": path,
-        "inputs": {name: list(shape) for name, shape in shapes.items()},
+        "inputs": {made.name: list(made.shape) for made in prepared.synthesis.inputs},
         "tolerance": {"rtol": rtol, "atol": atol, "seed": options.seed},
     }
     if not options.per_blob:
         diffs = compare_with_onnxruntime(
-            options.onnx, model, feeds, rtol=rtol, atol=atol, per_output=per
+            options.onnx, pair, feeds, rtol=rtol, atol=atol, per_output=per
         )
         equal = all(d.ok for d in diffs)
     else:
         report = compare_blobs_with_onnxruntime(
-            options.onnx, model, feeds, rtol=rtol, atol=atol, per_output=per
+            options.onnx, pair, feeds, rtol=rtol, atol=atol, per_output=per
         )
         diffs, equal = report.outputs, report.outputs_equal
         found = report.first_divergence
@@ -208,6 +343,8 @@ def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: O
             else {"op_index": found.op_index, "op_type": found.op_type, **_diff_json(found.diff)},
         )
     data.update(verdict="equal" if equal else "differ", outputs=[_diff_json(d) for d in diffs])
+    for note in notes:  # after the runs: an error stays the one line printed
+        out.note(note)
     if options.json:
         out.json(data)
         return 0 if equal else 1
@@ -244,8 +381,42 @@ def _render_blobs(out: Output, report: Any, equal: bool) -> None:
         )
 
 
+def _note_training_ops(model: Model, out: Output) -> None:
+    """Say so when the pair has ops in training mode (``is_test=0``), which the executor runs
+    as such while their export (``export-onnx --test-mode``) is their inference form."""
+    from graphtools.onnx.export_nn import in_test_mode
+
+    found = [
+        f"op #{i} ({op.type})"
+        for i, op in enumerate(model.predict_net)
+        if in_test_mode(op) is not op
+    ]
+    if found:
+        out.note(
+            f"{', '.join(found[:3])} run in training mode (is_test=0); pass --test-mode to "
+            "compare their inference form, which export-onnx --test-mode exports"
+        )
+
+
+def _onnx_inputs(path: str) -> list[str]:
+    """The graph inputs of an ONNX model that are not initializers."""
+    net = load_onnx_file(path).predict_net
+    held = net.initializers
+    return [name for name in net.external_inputs if name not in held]
+
+
+def _check_graph_inputs(path: str, feeds: Mapping[str, Any]) -> None:
+    """Refuse an ONNX model taking inputs the pair is not fed (another model's export)."""
+    missing = [name for name in _onnx_inputs(path) if name not in feeds]
+    if missing:
+        raise UsageError(
+            f"{path} takes inputs {missing} that the pair does not read as data inputs (fed: "
+            f"{sorted(feeds)}); is it the export of this pair?"
+        )
+
+
 def add_export_options(parser: argparse.ArgumentParser) -> None:
-    """``--opset``, ``--dynamic-batch`` and ``--external-data``."""
+    """``--opset``, ``--dynamic-batch``, ``--external-data`` and ``--test-mode``."""
     parser.add_argument(
         "--opset", type=int, default=None, help="ONNX opset of an .onnx output (default: 17)"
     )
@@ -255,10 +426,16 @@ def add_export_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--external-data", action="store_true", help="write ONNX weights to MODEL.onnx.data"
     )
+    parser.add_argument(
+        "--test-mode",
+        action="store_true",
+        help="export a training net's inference form: is_test=1 on the ops that have it "
+        "(Dropout, SpatialBN), which are refused in training mode otherwise",
+    )
 
 
 def add_verify_options(parser: argparse.ArgumentParser) -> None:
-    """``--onnx`` and ``--per-blob`` for ``verify``."""
+    """``--onnx``, ``--per-blob`` and ``--test-mode`` for ``verify``."""
     parser.add_argument(
         "--onnx",
         metavar="MODEL.onnx",
@@ -269,6 +446,12 @@ def add_verify_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --onnx: also compare every intermediate blob and name the first op outside "
         "the tolerances (the verdict stays the outputs')",
+    )
+    parser.add_argument(
+        "--test-mode",
+        action="store_true",
+        help="with --onnx: run the pair's inference form (is_test=1), as export-onnx "
+        "--test-mode exported it",
     )
 
 
@@ -293,9 +476,34 @@ def _cmd_export_onnx(options: argparse.Namespace) -> int:
             f"{options.input} is an ONNX model already: export-onnx converts a Caffe2 pair "
             "(to rewrite an ONNX model: run MODEL.onnx -o OUT.onnx)"
         )
-    shapes = required_shapes(model, options.input, options.shapes)
-    _export(model, options, _float_inputs(shapes), out)
+    if not options.random_params:
+        shapes, _ = read_shapes(model, options.input, options.shapes)
+        _refuse_missing_weights(model, model_input_names(model)[0], shapes)
+    prepared = _prepared(model, options.input, options, out, export=True)
+    _export(prepared.model, options, prepared.value_info, out, prepared.quantization)
     return 0
+
+
+def add_input_options(parser: argparse.ArgumentParser) -> None:
+    """``--outputs``, ``--random-params`` and ``--seed`` of ``export-onnx`` (``verify`` has
+    its own)."""
+    parser.add_argument(
+        "--outputs",
+        action="append",
+        metavar="A,B",
+        help="outputs of the ONNX model (default: the declared external outputs, else the "
+        "blobs the net writes and never reads)",
+    )
+    parser.add_argument(
+        "--random-params",
+        action="store_true",
+        default=False,
+        help="make up the parameters nothing provides, as verify does (to try an export "
+        "before the weights are at hand)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of made-up data (default: %(default)s)"
+    )
 
 
 def shapes_option(parser: argparse.ArgumentParser, help_text: str) -> None:
@@ -338,7 +546,10 @@ def register(
         parents=parents,
         formatter_class=formatter,
         help="convert an init_net/predict_net pair into an ONNX model",
-        description="Export a pair to ONNX; every input needs a shape (--shapes or shapes.txt).",
+        description="Export a pair to ONNX (see docs/onnx.md). Input shapes come from "
+        "--shapes, else shapes.txt beside the model, else they are guessed from how the net "
+        "reads each input, and said so; an init_net placeholder of a data input becomes a "
+        "graph input. A pair without its weights is refused unless --random-params.",
     )
     exporting.add_argument("input", metavar="IN", help="model folder or predict_net file")
     exporting.add_argument(
@@ -347,7 +558,9 @@ def register(
     add_model_options(exporting)
     shapes_option(
         exporting,
-        "input shapes, comma-separated or repeated (default: shapes.txt beside the model)",
+        "input shapes, comma-separated or repeated (default: shapes.txt beside the model, "
+        "else guessed and said so)",
     )
+    add_input_options(exporting)
     add_export_options(exporting)
     exporting.set_defaults(handler=_cmd_export_onnx)

@@ -9,13 +9,15 @@ and makes up every blob an op reads that nothing provides:
 * inputs with a structural role (``ROLES``): indices within the rows they index, lengths
   summing to what they segment, ``im_info`` matching the image, anchors matching the
   scores, a shape vector for ``input_as_shape`` fills, ... (whatever ``shapes`` says about
-  them is ignored: their shape follows from the other inputs);
+  them is ignored: their shape follows from the other inputs; but an input image made by
+  its role, the stylizer's BGRA image, takes the shape ``shapes`` gives it);
 * parameters (a weight, a bias, a BN scale read at input position 1 or later) when random
   parameters are allowed: by default for a predict_net shipped without an init_net, and for
   the blobs of init_net ops that could not run here (a ``Load`` from a database that is not
   beside the file); shapes from ``graphtools.analysis.channels`` (channel counts planned
   from the net's own constraints, detection heads' 4-per-anchor and 4-per-class deltas
-  included), values as ``testing.random_params`` draws them;
+  included), values as ``testing.random_params`` draws them (small integers, of the first
+  operand's type, for an operand of integer arithmetic: Caffe2 does not promote types);
 * what a ``RecurrentNetwork``'s step net reads from outside (its references: parameters,
   sequence lengths): made while step 0 runs in a throwaway workspace set up as the kernel sets
   it up, so they fit the linked inputs; a made-up FC outside the loop whose output the step

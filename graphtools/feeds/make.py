@@ -21,10 +21,13 @@ from graphtools.errors import GraphToolsError, InvalidNetError
 from graphtools.executor import Int8Tensor, Workspace
 from graphtools.feeds.counts import fixed_counts, step_counts
 from graphtools.feeds.params import ParamMaker, float_view
-from graphtools.feeds.roles import ROLES, RoleContext
+from graphtools.feeds.roles import PLACEHOLDER_ROLES, ROLES, RoleContext
 from graphtools.feeds.state import WalkState
 from graphtools.feeds.values import as_array, check_size, quantized
 from graphtools.ir import Net, Op
+
+_ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div"})
+"""Element-wise arithmetic whose made-up operand takes the type of an integer first operand."""
 
 __all__ = ["PARAM_CHANNELS", "make_missing", "replace_params"]
 
@@ -137,7 +140,8 @@ def _make(
     name = op.inputs[position]
     role = ROLES.get((op.type, position))
     if role is not None:
-        value = role[0](RoleContext(op, name, ws, state.rng, need, state.image))
+        given = state.shapes.get(name) if (op.type, position) in PLACEHOLDER_ROLES else None
+        value = role[0](RoleContext(op, name, ws, state.rng, need, state.image, given))
         state.remember(name, value, "role", f"{role[1]} of op #{index} ({op.type})")
         return value
     where = f"op #{index} ({op.type})" + (f" in net {net.name!r}" if net.name else "")
@@ -185,6 +189,11 @@ def _param(
         return None
     check_size(op.inputs[position], spec.shape, f"a parameter of {where}")
     value = maker.value(spec)
+    if op.type in _ARITHMETIC and np.issubdtype(np.asarray(as_array(first)).dtype, np.integer):
+        # an operand of integer arithmetic is an integer too (Caffe2 does not promote):
+        # small, and non-zero where it divides or scales
+        low = 1 if spec.init == "positive" else -2
+        return maker.rng.integers(low, 5, spec.shape).astype(np.asarray(as_array(first)).dtype)
     if not op.type.startswith("Int8"):
         return value
     if position == 1 or not isinstance(first, Int8Tensor):

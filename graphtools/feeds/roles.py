@@ -30,7 +30,8 @@ _SEGMENTS = 3
 
 class RoleContext:
     """What a role maker sees: the op and the name of the input it makes, the op's inputs so
-    far (made on demand), the workspace, the generator and the image size."""
+    far (made on demand), the workspace, the generator, the image size, and the shape
+    ``--shapes`` gives the input (which only an input image's role uses)."""
 
     def __init__(
         self,
@@ -40,6 +41,7 @@ class RoleContext:
         rng: np.random.Generator,
         need: Callable[[int], Any],
         image: tuple[int, int] | None,
+        given: tuple[int, ...] | None = None,
     ) -> None:
         self.op = op
         self.name = name
@@ -47,6 +49,7 @@ class RoleContext:
         self.rng = rng
         self.need = need
         self.image = image
+        self.given = given
 
     def shape(self, position: int) -> tuple[int, ...]:
         return tuple(np.shape(as_array(self.need(position))))
@@ -345,7 +348,7 @@ def _box_cox_data(ctx: RoleContext) -> np.ndarray:
 
 @_role(("PackedInt8BGRANHWCToNCHWCStylizerPreprocess",), 0, "a uint8 BGRA image")
 def _bgra_image(ctx: RoleContext) -> np.ndarray:
-    return ctx.rng.integers(0, 256, (1, 32, 32, 4)).astype(np.uint8)
+    return ctx.rng.integers(0, 256, ctx.given or (1, 32, 32, 4)).astype(np.uint8)
 
 
 @_role(("PackedInt8BGRANHWCToNCHWCStylizerPreprocess",), 1, "the BGR mean")

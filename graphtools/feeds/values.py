@@ -46,6 +46,7 @@ def as_array(value: Any) -> np.ndarray:
 
 
 def quantized(value: np.ndarray) -> Int8Tensor:
-    """``value`` quantized to uint8 around zero point 128."""
-    scale = float(np.abs(value).max()) / 127 or 1.0
+    """``value`` quantized to uint8 around zero point 128, with a float32 scale (what Caffe2's
+    Int8 tensors hold)."""
+    scale = float(np.float32(float(np.abs(value).max()) / 127 or 1.0))
     return Int8Tensor(np.clip(np.round(value / scale) + 128, 0, 255).astype(np.uint8), scale, 128)
