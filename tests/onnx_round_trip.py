@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import onnx
 
+from graphtools.convert.onnx_to_caffe2.model import fill_message, int8_fill_message
 from graphtools.executor import Int8Tensor
 from graphtools.ir import Model, Net, Op
 from graphtools.onnx import compare_blobs_with_onnxruntime, export_onnx, import_onnx
 from graphtools.onnx.export_feeds import feed_types
-from graphtools.onnx.importer import fill_message, int8_fill_message
 from graphtools.serde.codec import op_from_proto
 from graphtools.testing import compare_models
 

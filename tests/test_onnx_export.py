@@ -12,6 +12,7 @@ pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto  # noqa: E402
 
+from graphtools.convert.onnx_to_caffe2.model import fill_message  # noqa: E402
 from graphtools.errors import InvalidNetError, UnsupportedOpError  # noqa: E402
 from graphtools.executor import run_model  # noqa: E402
 from graphtools.ir import Model, Net, Op  # noqa: E402
@@ -21,7 +22,6 @@ from graphtools.onnx import (  # noqa: E402
     export_onnx,
     ir_version_for,
 )
-from graphtools.onnx.importer import fill_message  # noqa: E402
 from graphtools.serde.codec import op_from_proto  # noqa: E402
 
 FLOAT = TensorProto.FLOAT

@@ -16,10 +16,10 @@ pytest.importorskip("onnxruntime")
 
 from onnx_round_trip import pair, round_trip  # noqa: E402
 
+from graphtools.convert.caffe2_to_onnx.context import CAFFE2_DOMAIN, VARIANT_SEPARATOR  # noqa: E402
 from graphtools.errors import UnsupportedOpError  # noqa: E402
 from graphtools.ir import Op  # noqa: E402
 from graphtools.onnx import export_onnx  # noqa: E402
-from graphtools.onnx.export_context import CAFFE2_DOMAIN, VARIANT_SEPARATOR  # noqa: E402
 
 RNG = np.random.default_rng(0)
 IM_INFO = np.array([[90, 100, 1.0], [80, 110, 1.5]], np.float32)

@@ -46,15 +46,15 @@ pytest.importorskip("onnxruntime")
 import onnx
 
 from graphtools.analysis.liveness import unread_outputs
+from graphtools.convert.caffe2_to_onnx.table import EXPORTERS
+from graphtools.convert.caffe2_to_onnx.nn import net_in_test_mode
 from graphtools.errors import GraphToolsError, UnsupportedOpError
 from graphtools.executor import Workspace, run_net
 from graphtools.executor.kernels_image import STYLIZER_NOISE_BLOB
 from graphtools.feeds import synthesize
 from graphtools.ir import Model, Net
 from graphtools.onnx import compare_blobs_with_onnxruntime, export_onnx, import_onnx
-from graphtools.onnx.export_context import EXPORTERS
 from graphtools.onnx.export_feeds import feed_types, with_made_up_params
-from graphtools.onnx.export_nn import net_in_test_mode
 from graphtools.serde import load_ir_net, load_model
 from graphtools.serde.pairing import find_init_beside
 from graphtools.testing import compare_models, compare_outputs

@@ -26,11 +26,11 @@ pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx_round_trip import pair, round_trip  # noqa: E402
 
+from graphtools.convert.dtypes import onnx_dtype_of_numpy  # noqa: E402
 from graphtools.errors import UnsupportedOpError  # noqa: E402
 from graphtools.executor import run_model  # noqa: E402
 from graphtools.ir import Model, Net, Op  # noqa: E402
 from graphtools.onnx import export_onnx, import_onnx, run_onnxruntime  # noqa: E402
-from graphtools.onnx.dtypes import onnx_dtype_of_numpy  # noqa: E402
 from graphtools.pass_infra import PassManager  # noqa: E402
 
 

@@ -384,7 +384,7 @@ def _render_blobs(out: Output, report: Any, equal: bool) -> None:
 def _note_training_ops(model: Model, out: Output) -> None:
     """Say so when the pair has ops in training mode (``is_test=0``), which the executor runs
     as such while their export (``export-onnx --test-mode``) is their inference form."""
-    from graphtools.onnx.export_nn import in_test_mode
+    from graphtools.convert.caffe2_to_onnx.nn import in_test_mode
 
     found = [
         f"op #{i} ({op.type})"

@@ -4,6 +4,14 @@ and the numeric check of one against the other with onnxruntime (``compare_with_
 parameters an export and its check need, as ``graphtools verify`` does.
 """
 
+from graphtools.convert.caffe2_to_onnx.model import (
+    BATCH_DIM,
+    DEFAULT_OPSET,
+    MIN_EXPORT_OPSET,
+    ir_version_for,
+)
+from graphtools.convert.conventions import max_opset
+from graphtools.convert.onnx_to_caffe2.model import MIN_OPSET, supported_ops
 from graphtools.onnx.compare import (
     BlobComparison,
     Divergence,
@@ -11,16 +19,9 @@ from graphtools.onnx.compare import (
     compare_with_onnxruntime,
     run_onnxruntime,
 )
+from graphtools.onnx.convert import export_onnx, import_onnx
 from graphtools.onnx.export_feeds import PreparedExport, prepare_export
-from graphtools.onnx.exporter import (
-    BATCH_DIM,
-    DEFAULT_OPSET,
-    MIN_EXPORT_OPSET,
-    export_onnx,
-    ir_version_for,
-)
 from graphtools.onnx.external import load_onnx, save_onnx
-from graphtools.onnx.importer import MIN_OPSET, import_onnx, max_opset, supported_ops
 
 __all__ = [
     "BATCH_DIM",

@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from graphtools.convert.caffe2_to_onnx.nn import net_in_test_mode
+from graphtools.convert.dtypes import onnx_dtype_of_numpy
+from graphtools.convert.onnx_to_caffe2.model import fill_message, int8_fill_message
 from graphtools.executor import Int8Tensor
 from graphtools.feeds import Synthesis, synthesize
 from graphtools.ir import Model, Net
-from graphtools.onnx.dtypes import onnx_dtype_of_numpy
-from graphtools.onnx.export_nn import net_in_test_mode
-from graphtools.onnx.importer import fill_message, int8_fill_message
 from graphtools.serde.codec import op_from_proto
 
 __all__ = ["PreparedExport", "feed_types", "prepare_export", "with_made_up_params"]
