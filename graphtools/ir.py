@@ -589,7 +589,8 @@ class Net:
 
     Net-level fields beyond ops, external lists, name and device option (Caffe2: executor type,
     arguments, partition info; ONNX: doc string, metadata, sparse initializers; fields the schema
-    does not know) stay in ``header``, the codec's record of the file's net without them;
+    does not know) stay in ``header``, the codec's record of the file's net without them (a
+    converter building a net may give one: an ONNX graph's quantization annotations);
     ``args`` holds Caffe2's net-level arguments decoded.
     """
 
@@ -619,6 +620,7 @@ class Net:
         dialect: str = CAFFE2,
         initializers: Mapping[str, Tensor] | None = None,
         types: Mapping[str, ValueType] | None = None,
+        header: Any = None,
     ) -> None:
         if dialect not in DIALECTS:
             raise ValueError(f"unknown dialect {dialect!r}: one of {', '.join(DIALECTS)}")
@@ -628,7 +630,7 @@ class Net:
         self._name = name
         self._device_option: DeviceOption | None = None
         self._dialect = dialect
-        self._header: Any = None
+        self._header: Any = header
         self._initializers: dict[str, Tensor] = _checked_initializers(initializers or {})
         self._types: dict[str, ValueType] = dict(types or {})
         self._args: tuple[Argument, ...] = ()

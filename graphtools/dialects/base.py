@@ -76,6 +76,16 @@ class OpTable(ABC):
         predict_net's values; empty when the table has no inference."""
         return {}
 
+    def check(self, model: Model) -> None:
+        """Refuse ``model`` when the dialect's own checker does (``InvalidNetError`` saying
+        why); a dialect without one has nothing to add to ``graphtools.verify``."""
+        del model
+
+    def infer_all_types(self, model: Model) -> dict[str, ValueType]:
+        """``infer_types`` for the values of every net of the model, nested nets included
+        (an ONNX model's value names are unique across its graphs)."""
+        return self.infer_types(model)
+
     def describe(self) -> dict[str, Any]:
         """A summary for messages and ``show``."""
         return {"dialect": self.dialect}

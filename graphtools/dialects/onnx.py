@@ -148,6 +148,16 @@ class OnnxOpTable(OpTable):
 
         return inferred_types(model)
 
+    def infer_all_types(self, model: Model) -> dict[str, ValueType]:
+        from graphtools.dialects.onnx_eval import inferred_types_everywhere
+
+        return inferred_types_everywhere(model)
+
+    def check(self, model: Model) -> None:
+        from graphtools.dialects.onnx_eval import check_model
+
+        check_model(model)
+
     def schema(self, op: Op) -> Any:
         """The ``onnx.defs`` schema ``op`` resolves to under the model's opsets (``None`` for
         an op the schemas do not know)."""

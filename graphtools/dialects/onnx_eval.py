@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 import onnx
 
-from graphtools.errors import UnsupportedOpError
+from graphtools.errors import InvalidNetError, UnsupportedOpError
 from graphtools.ir import Model, Op
 from graphtools.serde.onnx_codec import model_to_onnx_bytes, node_to_proto, value_type_from_proto
 from graphtools.values import ValueType
 
-__all__ = ["evaluate_node", "inferred_types", "run_ops"]
+__all__ = ["check_model", "evaluate_node", "inferred_types", "inferred_types_everywhere", "run_ops"]
 
 
 def evaluate_node(
@@ -142,3 +142,41 @@ def inferred_types(model: Model) -> dict[str, ValueType]:
         for section in (graph.input, graph.value_info, graph.output)
         for info in section
     }
+
+
+def inferred_types_everywhere(model: Model) -> dict[str, ValueType]:
+    """``inferred_types`` for the values of every graph of the model, sub-graphs included
+    (value names are unique across an ONNX model's graphs); empty when inference refuses it."""
+    proto = onnx.ModelProto.FromString(model_to_onnx_bytes(model))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
+        except Exception:  # inference refusing a model is not an error of the model's user
+            return {}
+    found: dict[str, ValueType] = {}
+    graphs = [inferred.graph]
+    while graphs:
+        graph = graphs.pop()
+        for section in (graph.input, graph.value_info, graph.output):
+            for info in section:
+                found.setdefault(info.name, value_type_from_proto(info))
+        for node in graph.node:
+            for attribute in node.attribute:
+                graphs.extend([attribute.g] if attribute.HasField("g") else attribute.graphs)
+    return found
+
+
+def check_model(model: Model) -> None:
+    """Run onnx's checker (``full_check``: its shape inference too) on the model's bytes.
+
+    Raises:
+        InvalidNetError: the checker refuses the model, saying why.
+    """
+    data = model_to_onnx_bytes(model)
+    try:
+        onnx.checker.check_model(data, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+        raise InvalidNetError(str(exc).strip()) from exc
+    except ValueError as exc:  # over protobuf's 2 GiB: the checker reads such models by path
+        raise InvalidNetError(f"cannot check it in memory: {exc}") from exc

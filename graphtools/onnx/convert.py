@@ -1,16 +1,91 @@
-"""The conversions as users call them: ``import_onnx`` (an ONNX model -> a Caffe2 pair) and
-``export_onnx`` (a pair -> an ONNX ``ModelProto``), over ``graphtools.convert``."""
+"""The conversions as users call them: ``export_onnx`` (a Caffe2 pair -> an ONNX ``ModelProto``)
+and ``import_onnx`` (an ONNX model -> a Caffe2 pair), thin functions over the passes
+``convert-to-onnx`` and ``convert-to-caffe2``: each runs its pass on a copy of the model (with
+the pass's checks; a refusal raises the converter's typed error) and, for an export, encodes the
+result with the ONNX codec."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from graphtools.convert.caffe2_to_onnx.model import export_onnx
-from graphtools.convert.onnx_to_caffe2.model import import_model_proto
-from graphtools.ir import Model
-from graphtools.onnx.external import ModelSource, load_onnx
+import onnx
 
-__all__ = ["export_onnx", "import_onnx"]
+from graphtools.convert.onnx_to_caffe2.model import import_model_proto
+from graphtools.ir import Model, Net
+from graphtools.onnx.external import ModelSource, load_onnx
+from graphtools.passes.convert_to_onnx import ConvertToOnnx
+from graphtools.serde.onnx_codec import model_to_onnx_bytes
+from graphtools.values import ValueType
+
+__all__ = ["ValueInfo", "declare_types", "export_onnx", "import_onnx"]
+
+ValueInfo = Mapping[str, tuple[int, Sequence[int | str | None] | None]]
+"""``{input name: (onnx elem_type, shape)}``, as Caffe2's frontend took the inputs' types."""
+
+
+def declare_types(net: Net, value_info: ValueInfo) -> None:
+    """Declare the types ``value_info`` gives in ``net.types`` (where a conversion reads them)."""
+    with net.edit() as edit:
+        for name, (elem_type, shape) in value_info.items():
+            dims = None if shape is None else tuple(shape)
+            edit.set_type(name, ValueType(int(elem_type), dims))
+
+
+def export_onnx(
+    model: Model,
+    opset: int | None = None,
+    ir_version: int | None = None,
+    value_info: ValueInfo | None = None,
+    dynamic_batch: bool = False,
+    recurrent: str = "loop",
+    input_quantization: Mapping[str, tuple[float, int]] | None = None,
+    test_mode: bool = False,
+) -> onnx.ModelProto:
+    """Convert an init_net/predict_net pair into an ONNX model (the ``convert-to-onnx`` pass
+    on a copy, encoded).
+
+    Args:
+        model: the pair (not modified).
+        opset: default-domain opset to write (17 when ``None``), from 11 to the newest the
+            installed onnx knows.
+        ir_version: IR version to write; by default the lowest that carries ``opset``.
+        value_info: ``{input name: (onnx elem_type, shape)}`` as Caffe2's frontend took it,
+            declared on the predict_net before the conversion (over the types it declares
+            already: an imported pair's); needed for every graph input nothing types.
+        dynamic_batch: write dim 0 of the graph inputs (and what follows from them) as free
+            dimensions: ``N`` for the first input, ``N_<input>`` for each other one.
+        recurrent: ``"loop"`` writes each RecurrentNetwork op as an ONNX ``Loop``, ``"scan"``
+            as a ``Scan``.
+        input_quantization: ``{input name: (scale, zero point)}`` of the graph inputs that
+            are Int8 blobs (fed as their uint8 values; ``value_info`` gives UINT8).
+        test_mode: export a training net's inference form: ``is_test=1`` on the ops that
+            have it (``Dropout``, ``SpatialBN``), which are refused in training mode otherwise.
+
+    Raises:
+        UnsupportedOpError: an op without an ONNX form (naming op index and type; op types
+            without an exporter, nested nets included, are refused before anything else), or
+            an argument variant without one (NHWC order, training mode, ...).
+        InvalidNetError: an input whose type cannot be known, or a blob read before any op
+            writes it that is neither an input nor a param. (A declared external input that
+            no op reads is left out of the graph unless its type is declared.)
+    """
+    converter = ConvertToOnnx(
+        opset=ConvertToOnnx.opset if opset is None else int(opset),
+        ir_version=0 if ir_version is None else int(ir_version),
+        dynamic_batch=dynamic_batch,
+        recurrent=recurrent,
+        test_mode=test_mode,
+        input_quantization=tuple(
+            f"{name}={float(scale)!r}:{int(zero_point)}"
+            for name, (scale, zero_point) in (input_quantization or {}).items()
+        ),
+    )
+    work = model.copy()
+    if value_info:
+        declare_types(work.predict_net, value_info)
+    converter(work)
+    return onnx.ModelProto.FromString(model_to_onnx_bytes(work))
 
 
 def import_onnx(model_or_path: ModelSource, *, base_dir: str | Path | None = None) -> Model:

@@ -50,6 +50,9 @@ class Pass:
             off it instead of walking the ops.
         dialects: the dialects of the models the pass rewrites; a model of another dialect
             is refused (``PreconditionError`` naming the pass and both dialects).
+        changes_dialect: whether the pass converts the model into another dialect (the result
+            check refuses a change of dialect otherwise); a ``PassManager`` runs such a pass
+            once, between the fixpoints of the passes before and after it.
     """
 
     name: ClassVar[str] = ""
@@ -57,6 +60,7 @@ class Pass:
     idempotent: ClassVar[bool] = False
     reads_ssa: ClassVar[bool] = False
     dialects: ClassVar[tuple[str, ...]] = DIALECTS
+    changes_dialect: ClassVar[bool] = False
 
     def call(self, model: Model) -> PassResult:
         """Rewrite ``model`` in place and say what changed (the work; no checks)."""
@@ -117,14 +121,15 @@ def run_checked(item: Pass, model: Model) -> tuple[Any, CheckFailure | None]:
     """
     revision = model.revision
     before = interface(model)
-    if model.dialect not in item.dialects:
+    dialect = model.dialect
+    if dialect not in item.dialects:
         raise PreconditionError(
             f"pass '{item.name}' rewrites {' and '.join(item.dialects)} models; this is "
             f"{'an' if model.dialect[0] in 'aeiou' else 'a'} {model.dialect} model"
         )
     item.requires(model)
     result = item.call(model)
-    failure = check_result(item, model, result, revision, before)
+    failure = check_result(item, model, result, revision, before, dialect)
     if failure is None:
         item.ensures(model)
     return result, failure
@@ -136,8 +141,10 @@ def check_result(
     result: Any,
     revision: tuple[int, ...],
     before: Interface,
+    dialect: str | None = None,
 ) -> CheckFailure | None:
-    """The pass's own promises: a PassResult for this model, an honest flag, same interface."""
+    """The pass's own promises: a PassResult for this model, an honest flag, same interface,
+    same dialect (``dialect``: the model's before the pass, when known)."""
     if not isinstance(result, PassResult) or result.model is not model:
         return CheckFailure(
             f"call() must return a PassResult holding the model it was given, got {result!r}"
@@ -150,6 +157,11 @@ def check_result(
             "a pass must mutate the model only through the Net methods (an edit: "
             "'with net.edit() as e:') and report exactly whether it changed it; "
             "returning PassResult(model, e.changed, ...) from the edit keeps the flag honest",
+        )
+    if dialect is not None and not item.changes_dialect and model.dialect != dialect:
+        return CheckFailure(
+            f"turned the {dialect} model into a {model.dialect} one, which only a pass class "
+            "with changes_dialect = True may do"
         )
     if not item.changes_interface and interface(model) != before:
         before_in, before_out = before

@@ -39,6 +39,7 @@ from graphtools.values import Tensor, ValueType
 __all__ = [
     "ExternalFile",
     "OnnxTensor",
+    "argument_from_attribute",
     "attribute_to_proto",
     "external_tensors",
     "model_from_onnx_bytes",
@@ -324,6 +325,13 @@ def _argument(attribute: onnx.AttributeProto, parent: Net | None, cx: _Context) 
     elif kind == _A.GRAPHS:
         values["nets"] = tuple(net_from_graph(g, parent, cx) for g in attribute.graphs)
     return Argument(attribute.name, kind=kind, raw=attribute, **values)
+
+
+def argument_from_attribute(attribute: onnx.AttributeProto) -> Argument:
+    """The IR argument of one attribute made outside a loaded model, decoded as the codec
+    decodes a loaded node's (its message kept as ``raw`` and written back as it is: a
+    function body's reference attribute, ``ref_attr_name``, stays one)."""
+    return _argument(attribute, None, _Context(None, None))
 
 
 def _same_data(argument: Argument, attribute: onnx.AttributeProto) -> bool:

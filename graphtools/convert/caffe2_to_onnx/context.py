@@ -1,5 +1,6 @@
 """What an op exporter sees: the Caffe2 op, what is known about its blobs, and how to emit ONNX
-nodes, constants, sub-graphs and calls of model-local functions.
+ops (IR ``Op``s of the ONNX dialect), constants, sub-graphs (nested ONNX ``Net``s) and calls of
+model-local functions.
 
 A Caffe2 op without a one-to-one ONNX op is written either as a composition of standard ops in
 the graph, or as a call of an ONNX model-local function of the ``caffe2`` domain (``Function``,
@@ -10,30 +11,30 @@ Attributes whose names start with ``_`` are what the export derived for the body
 quantization of the inputs, permutations); the import drops them. An op type whose input or
 output count changes the body has one function per form, named ``Type__form``
 (``VARIANT_SEPARATOR``; Caffe2 op types hold no double underscore).
+
+Everything emitted is IR: top-level constants are ``ArrayTensor`` initializers, sub-graphs
+nets, attributes arguments. A function body is IR too while it is built; it becomes the
+``FunctionProto`` the model's header holds (functions are opaque model data) when defined,
+through the ONNX codec, its references to the function's attributes (``AttrRef``) kept as the
+codec keeps a loaded one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from onnx import (
-    AttributeProto,
-    FunctionProto,
-    GraphProto,
-    NodeProto,
-    TensorProto,
-    ValueInfoProto,
-    helper,
-    numpy_helper,
-)
+from onnx import AttributeProto, FunctionProto, helper, numpy_helper
 
+from graphtools._core import ONNX
 from graphtools.convert.conventions import CAFFE2_DOMAIN, DERIVED_PREFIX, VARIANT_SEPARATOR
 from graphtools.convert.names import NameGen
 from graphtools.errors import UnsupportedOpError
-from graphtools.ir import Op
+from graphtools.ir import Argument, Net, Op, make_arg
+from graphtools.serde.onnx_codec import argument_from_attribute, node_to_proto
+from graphtools.values import ArrayTensor, Tensor, ValueType
 
 __all__ = [
     "CAFFE2_DOMAIN",
@@ -123,8 +124,8 @@ class ExportContext:
         names: fresh names for helper values.
         types: known types of blobs (params, inputs, shape analysis).
         read: every blob name some op reads or the graph outputs (to drop unused outputs).
-        nodes: the ONNX nodes emitted so far.
-        constants: initializers made for constant operands.
+        nodes: the ONNX ops emitted so far.
+        constants: initializers made for constant operands, by name (shared).
         recurrent: how RecurrentNetwork ops are exported, ``"loop"`` or ``"scan"``.
         functions: the model-local functions called so far, by name (shared).
         quant: ``(scale, zero point)`` of every Int8 blob exported as a uint8/int32 tensor
@@ -132,7 +133,7 @@ class ExportContext:
         helpers: outputs of the transposes ``transpose`` made (the model drops those no one
             reads, shared).
         in_function: the function whose body is being built, else ``None``.
-        graph_inputs: the inputs of a sub-graph being built (``subgraph``).
+        graph_inputs: the inputs of a sub-graph being built (``subgraph``), with their types.
         nested_names: ``{op index: (inputs, outputs)}`` of the top-level If ops as their
             branches spell them (before the SSA renaming; ``export_control``).
     """
@@ -141,9 +142,9 @@ class ExportContext:
     names: NameGen
     types: dict[str, TypeInfo]
     read: set[str]
-    nodes: list[NodeProto] = field(default_factory=list)
+    nodes: list[Op] = field(default_factory=list)
     node_names: NameGen = field(default_factory=NameGen)
-    constants: list[TensorProto] = field(default_factory=list)
+    constants: dict[str, Tensor] = field(default_factory=dict)
     op: Op | None = None
     index: int = -1
     net_label: str = ""
@@ -155,7 +156,7 @@ class ExportContext:
     quant: dict[str, tuple[float, int]] = field(default_factory=dict)
     helpers: set[str] = field(default_factory=set)
     in_function: Function | None = None
-    graph_inputs: list[Any] = field(default_factory=list)
+    graph_inputs: dict[str, ValueType] = field(default_factory=dict)
     nested_names: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
     _transposed: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
     _transposes: dict[tuple[str, tuple[int, ...]], str] = field(default_factory=dict)
@@ -173,51 +174,53 @@ class ExportContext:
     def node(
         self, op_type: str, inputs: Sequence[str], outputs: Sequence[str], **attrs: Any
     ) -> None:
-        """Append an ONNX node (attributes with value ``None`` are left out; an ``AttrRef``
+        """Append an ONNX op (attributes with value ``None`` are left out; an ``AttrRef``
         value refers to an attribute of the function being built)."""
-        self._emit(op_type, inputs, outputs, "", attrs)
+        self._emit(op_type, inputs, outputs, None, attrs)
 
     def _emit(
         self,
         op_type: str,
         inputs: Sequence[str],
         outputs: Sequence[str],
-        domain: str,
+        domain: str | None,
         attrs: Mapping[str, Any],
         kinds: Mapping[str, str] | None = None,
     ) -> None:
-        kept = {k: v for k, v in attrs.items() if v is not None and not isinstance(v, AttrRef)}
-        refs = {k: v for k, v in attrs.items() if isinstance(v, AttrRef)}
+        args: list[Argument] = []
+        for key, value in attrs.items():
+            if isinstance(value, AttrRef):
+                args.append(self._reference(key, value.name))
+            elif value is not None:
+                kind = (kinds or {}).get(key)
+                args.append(_argument(key, value, None if kind is None else _KINDS[kind]))
         name = None
         if self.in_function is None and self.op is not None and self.op.name:
             name = self.node_names.fresh(self.op.name)  # unique; one op may give several
-        node = helper.make_node(op_type, list(inputs), list(outputs), name=name, domain=domain)
-        for key, value in kept.items():
-            kind = (kinds or {}).get(key)
-            node.attribute.append(
-                helper.make_attribute(key, value, attr_type=None if kind is None else _KINDS[kind])
-            )
-        for key, ref in refs.items():
-            node.attribute.append(
-                AttributeProto(name=key, ref_attr_name=ref.name, type=self._kind(ref.name))
-            )
-        self.nodes.append(node)
+        self.nodes.append(Op(op_type, inputs, outputs, name=name, domain=domain, args=args))
+
+    def _reference(self, key: str, name: str, kind: int | None = None) -> Argument:
+        """Attribute ``key`` taking the value of the function's attribute ``name``."""
+        found = self._kind(name) if kind is None else kind
+        return argument_from_attribute(
+            AttributeProto(name=key, ref_attr_name=name, type=found)  # type: ignore[arg-type]
+        )
 
     def fresh(self, hint: str) -> str:
         """A value name unused anywhere in the model (in the function, in a body)."""
         return self.names.fresh(hint)
 
     def const(self, value: Any, hint: str, dtype: Any = None) -> str:
-        """A constant holding ``value`` (as ``dtype``): an initializer, or a ``Constant`` node
+        """A constant holding ``value`` (as ``dtype``): an initializer, or a ``Constant`` op
         inside a function body; returns its name."""
         array = np.asarray(value, dtype=dtype)
         name = self.fresh(hint)
         if self.in_function is not None:
             self.nodes.append(
-                helper.make_node("Constant", [], [name], value=numpy_helper.from_array(array))
+                Op("Constant", [], [name], args=[make_arg("value", numpy_helper.from_array(array))])
             )
         else:
-            self.constants.append(numpy_helper.from_array(array, name))
+            self.constants[name] = ArrayTensor(array)
         return name
 
     def attr(self, name: str, hint: str | None = None) -> str:
@@ -227,11 +230,8 @@ class ExportContext:
         if kind is None:
             raise ValueError(f"no function attribute {name!r} to read here")
         value = self.fresh(hint or name.lstrip(DERIVED_PREFIX))
-        node = helper.make_node("Constant", [], [value])
-        node.attribute.append(
-            AttributeProto(name=_CONSTANT_FIELDS[kind], ref_attr_name=name, type=_KINDS[kind])
-        )
-        self.nodes.append(node)
+        reference = self._reference(_CONSTANT_FIELDS[kind], name, _KINDS[kind])
+        self.nodes.append(Op("Constant", [], [value], args=[reference]))
         return value
 
     def _kind(self, name: str) -> Any:
@@ -279,19 +279,19 @@ class ExportContext:
             in_function=fn,
         )
         fn.body(body)
-        written = {name for node in body.nodes for name in node.output}
+        written = {name for op in body.nodes for name in op.outputs}
         missing = [name for name in fn.outputs if name not in written]
         if missing:
             raise ValueError(f"the body of function {fn.name} does not write {missing}")
         imports = [helper.make_opsetid("", self.opset)]
-        if any(node.domain == CAFFE2_DOMAIN for node in body.nodes):
+        if any(op.domain == CAFFE2_DOMAIN for op in body.nodes):
             imports.append(helper.make_opsetid(CAFFE2_DOMAIN, 1))
         return helper.make_function(
             CAFFE2_DOMAIN,
             fn.name,
             list(fn.inputs),
             list(fn.outputs),
-            body.nodes,
+            [node_to_proto(op) for op in body.nodes],
             imports,
             attributes=list(fn.attributes),
             doc_string=f"Caffe2's {fn.op_type} in standard ONNX ops (graphtools).",
@@ -300,36 +300,44 @@ class ExportContext:
     # -- sub-graphs ---------------------------------------------------------------------------
 
     def subgraph(self, label: str, inputs: Sequence[tuple[str, int, Any]]) -> ExportContext:
-        """A context for the body of a ``Loop``/``If`` built inside this one: its nodes go to
-        the sub-graph, names and constants are shared; ``graph_inputs`` holds the names of
-        the inputs made from ``(hint, ONNX elem type, shape or None)``."""
+        """A context for the body of a ``Loop``/``If`` built inside this one: its ops go to
+        the sub-graph, names and constants are shared; ``graph_inputs`` holds the inputs made
+        from ``(hint, ONNX elem type, shape or None)``, with those types."""
         sub = self.child(set(), label)
         sub.in_function = self.in_function
         for hint, elem_type, shape in inputs:
-            name = self.fresh(hint)
-            sub.graph_inputs.append(helper.make_tensor_value_info(name, elem_type, shape))
+            dims = None if shape is None else tuple(shape)
+            sub.graph_inputs[self.fresh(hint)] = ValueType(int(elem_type), dims)
         return sub
 
     def input_names(self) -> list[str]:
         """Names of the sub-graph inputs ``subgraph`` made."""
-        return [info.name for info in self.graph_inputs]
+        return list(self.graph_inputs)
 
-    def graph(self, name: str, outputs: Sequence[str]) -> GraphProto:
-        """The sub-graph built in this context, returning ``outputs`` (a value returned twice,
-        or a sub-graph input, is copied first: ONNX graph outputs are distinct node outputs)."""
+    def graph(
+        self, name: str, outputs: Sequence[str], types: Mapping[str, ValueType] | None = None
+    ) -> Net:
+        """The sub-graph built in this context, an ONNX net returning ``outputs`` (a value
+        returned twice, or a sub-graph input, is copied first: ONNX graph outputs are distinct
+        op outputs); ``types`` declares the types of some outputs."""
         results: list[str] = []
-        produced = {n for node in self.nodes for n in node.output}
+        produced = {n for op in self.nodes for n in op.outputs}
+        declared = dict(types or {})
         for value in outputs:
             if value in results or value not in produced:
                 copy = self.fresh(f"{value}_out")
                 self.node("Identity", [value], [copy])
+                if value in declared:
+                    declared[copy] = declared.pop(value)
                 value = copy
             results.append(value)
-        return helper.make_graph(
+        return Net(
             self.nodes,
-            name,
             list(self.graph_inputs),
-            [ValueInfoProto(name=n) for n in results],
+            results,
+            name=name,
+            dialect=ONNX,
+            types={**self.graph_inputs, **declared},
         )
 
     def child(self, read: set[str], label: str) -> ExportContext:
@@ -464,6 +472,13 @@ class ExportContext:
                 "Int8 op's output, an Int8 fill, or an input given with its quantization)"
             )
         return found
+
+
+def _argument(name: str, value: Any, kind: int | None) -> Argument:
+    """The argument of attribute ``name``; ``kind`` (an ``AttributeProto`` type) when the
+    attribute's type is declared rather than read from the value (a function call's)."""
+    argument = make_arg(name, value)
+    return argument if kind is None else replace(argument, kind=kind)
 
 
 def _typed(kind: str, value: Any, op_type: str, name: str) -> Any:

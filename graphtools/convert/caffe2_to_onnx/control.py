@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-import onnx
 from onnx import numpy_helper
 
 from graphtools.analysis.shapes import ShapeInfo, TensorType, infer_shapes
@@ -137,10 +136,10 @@ def _branch(
     empties: Mapping[str, TypeInfo | None],
     found: ShapeInfo | None,
     label: str,
-) -> onnx.GraphProto:
-    """``net`` as a sub-graph returning, for each ``(branch name, If output)``, the branch's
-    last write of the name, else an empty tensor of the type ``empties`` gives it, else its
-    outer value; ``outer`` maps the names the branch reads from the enclosing net to their
+) -> Net:
+    """``net`` as a sub-graph (an ONNX net) returning, for each ``(branch name, If output)``,
+    the branch's last write of the name, else an empty tensor of the type ``empties`` gives it,
+    else its outer value; ``outer`` maps the names the branch reads from the enclosing net to their
     versions there; ``found`` the branch's shape analysis (types for the values it writes)."""
     latest: dict[str, str] = {}
     version: dict[str, int] = {}

@@ -1,56 +1,109 @@
-"""Caffe2 init_net/predict_net pair -> ONNX model (``export_onnx``).
+"""Caffe2 init_net/predict_net pair -> ONNX-dialect model (``export_model``): the work of the
+``convert-to-onnx`` pass.
 
-What Caffe2's frontend did, with its gaps closed: blobs are renamed to SSA form by our
-``ssa_rewrite`` (on a copy), initializers come from running the init_net with the executor,
-every op is converted by the table in ``export_context.EXPORTERS`` (the ``export_*`` modules;
-ops without a one-to-one ONNX op as compositions or as calls of ``caffe2``-domain model-local
-functions, declared with the ``caffe2`` opset import), and the IR version is pinned to the lowest
-one the chosen opset needs (the newest IR is refused by older runtimes). Int8 blobs are their
-uint8/int32 values with their scales in the graph's ``quantization_annotation``. Graph input
-types come from ``value_info``; output types and the graph's value info from our shape analysis
-(``graphtools.analysis.shapes``), with ONNX shape inference over the exported graph for what it
-leaves unknown (and for ranks an op's conversion needs). The result passes
-``onnx.checker.check_model(full_check=True)``, whose own inference must agree with ours.
+What Caffe2's frontend did, with its gaps closed: blobs are renamed to SSA form by Caffe2's rule
+(``analysis.ssa_names``, on a copy), initializers come from running the init_net with the
+executor, every op is converted by the table in ``table.EXPORTERS`` (ops without a one-to-one
+ONNX op as compositions or as calls of ``caffe2``-domain model-local functions, declared with
+the ``caffe2`` opset import), and the IR version is pinned to the lowest one the chosen opset
+needs (the newest IR is refused by older runtimes). Int8 blobs are their uint8/int32 values with
+their scales in the graph's ``quantization_annotation``. Graph input types are the types the
+predict_net declares (``Net.types``: an imported pair keeps its inputs', ``export_onnx`` puts its
+``value_info`` there); output types and the graph's value info come from our shape analysis
+(``graphtools.analysis.shapes``), with ONNX shape inference over the exported graph (the ONNX
+op table's ``infer_types``) for what it leaves unknown (and for ranks an op's conversion needs).
+The result is an IR model (ops, ``ArrayTensor`` initializers, ``ValueType`` declarations; the
+functions, opset and IR version in its header) that passes ``onnx.checker.check_model
+(full_check=True)``, whose own inference must agree with ours.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
 import onnx
-from onnx import ModelProto, helper, numpy_helper
+from onnx import helper
 
+from graphtools._core import ONNX
 from graphtools.analysis.ssa_names import plan_ssa_names
 from graphtools.convert.caffe2_to_onnx.context import ExportContext, TypeInfo
 from graphtools.convert.caffe2_to_onnx.control import explicit_if_effects
 from graphtools.convert.caffe2_to_onnx.nn import net_in_test_mode
+from graphtools.convert.caffe2_to_onnx.options import (
+    BATCH_DIM,
+    DEFAULT_OPSET,
+    MIN_EXPORT_OPSET,
+    RECURRENT_FORMS,
+    ExportOptions,
+)
 from graphtools.convert.caffe2_to_onnx.table import EXPORTERS
 from graphtools.convert.conventions import CAFFE2_DOMAIN, max_opset
 from graphtools.convert.dtypes import numpy_of_onnx, onnx_dtype_of_numpy
 from graphtools.convert.names import NameGen
+from graphtools.dialects import op_table
 from graphtools.errors import GraphToolsError, InvalidNetError, UnsupportedOpError
 from graphtools.executor import Int8Tensor, Workspace, run_net
-from graphtools.ir import Model, Net
+from graphtools.ir import Model, Net, Op
+from graphtools.values import ArrayTensor, Tensor, ValueType
 
-__all__ = ["BATCH_DIM", "DEFAULT_OPSET", "MIN_EXPORT_OPSET", "export_onnx", "ir_version_for"]
+__all__ = [
+    "BATCH_DIM",
+    "DEFAULT_OPSET",
+    "MIN_EXPORT_OPSET",
+    "RECURRENT_FORMS",
+    "ExportOptions",
+    "ExportedModel",
+    "check_options",
+    "export_model",
+    "ir_version_for",
+]
 
-DEFAULT_OPSET = 17
-"""Opset written when none is asked for: supported by onnxruntime since 1.11."""
-MIN_EXPORT_OPSET = 11
-"""The oldest opset the exporter writes (optional Gemm C and Clip/Pad operands start at 11)."""
+_PROBE_KEEPS = 1024
+"""Initializers up to this many elements stay constants in the model shape inference reads
+(data propagation follows shape arithmetic through them); bigger ones are typed inputs there."""
 
-BATCH_DIM = "N"
-"""Name of the free batch dimension written with ``dynamic_batch=True``."""
 
-ValueInfo = Mapping[str, tuple[int, Sequence[int | str | None] | None]]
+@dataclass(frozen=True)
+class ExportedModel:
+    """What a pair exports to: the pieces of an ONNX-dialect ``Model``.
+
+    Attributes:
+        predict_net: the main graph (ONNX dialect).
+        opset_imports: ``{domain: version}``: the default domain's, and ``caffe2`` when a
+            model-local function is called.
+        header: the ModelProto without its graph: IR version, producer, functions.
+    """
+
+    predict_net: Net
+    opset_imports: dict[str, int]
+    header: onnx.ModelProto
 
 
 def ir_version_for(opset: int) -> int:
     """The lowest ONNX IR version that can carry default-domain ``opset``."""
     return int(helper.find_min_ir_version_for([helper.make_opsetid("", opset)]))
+
+
+def check_options(options: ExportOptions) -> None:
+    """Refuse options no export can honour (an opset outside the range, a recurrent form).
+
+    Raises:
+        UnsupportedOpError: naming the option and what is supported.
+    """
+    if options.recurrent not in RECURRENT_FORMS:
+        raise UnsupportedOpError(
+            f"recurrent={options.recurrent!r}: RecurrentNetwork exports as 'loop' or 'scan'"
+        )
+    if not MIN_EXPORT_OPSET <= options.opset <= max_opset():
+        raise UnsupportedOpError(
+            f"cannot export to opset {options.opset}: supported are {MIN_EXPORT_OPSET} to "
+            f"{max_opset()}"
+        )
 
 
 def _init_values(model: Model) -> dict[str, Any]:
@@ -81,16 +134,13 @@ def _split_quantized(
     return arrays, quant
 
 
-def _shape_info(
-    model: Model, inputs: Mapping[str, TypeInfo], dynamic_batch: bool
-) -> dict[str, TypeInfo]:
+def _shape_info(model: Model, inputs: Mapping[str, TypeInfo]) -> dict[str, TypeInfo]:
     """Types and shapes our shape analysis derives for the predict_net's blobs (by name: the
-    net is in SSA form here). With ``dynamic_batch`` the inputs' batch dim is the symbol
-    ``N``, so what depends on it stays symbolic. The analysis is a help: when it fails on a
-    net, the exporter relies on ``value_info`` and ONNX shape inference alone."""
+    net is in SSA form here). With a dynamic batch the inputs' dim 0 is a symbol, so what
+    depends on it stays symbolic. The analysis is a help: when it fails on a net, the export
+    relies on the declared input types and ONNX shape inference alone."""
     from graphtools.analysis.shapes import TensorType, infer_model_shapes
 
-    del dynamic_batch  # already in the inputs' shapes
     given = {name: TensorType(t.dtype, t.shape) for name, t in inputs.items()}
     try:
         info = infer_model_shapes(model, given)
@@ -156,75 +206,31 @@ def _refuse_unmapped(net: Net, opset: int) -> None:
     )
 
 
-def _value_info(name: str, info: TypeInfo | None) -> onnx.ValueInfoProto:
-    if info is None or info.dtype is None:
-        return onnx.ValueInfoProto(name=name)
-    shape = None if info.shape is None else list(info.shape)
-    return helper.make_tensor_value_info(name, onnx_dtype_of_numpy(info.dtype), shape)
+def _value_type(info: TypeInfo) -> ValueType:
+    shape = None if info.shape is None else tuple(info.shape)
+    return ValueType(onnx_dtype_of_numpy(info.dtype), shape)
 
 
 def _input_types(
-    value_info: ValueInfo | None, names: Sequence[str], dynamic_batch: bool
+    declared: Mapping[str, ValueType], names: Sequence[str], dynamic_batch: bool
 ) -> dict[str, TypeInfo]:
-    """Types of the graph inputs from ``value_info``; with ``dynamic_batch`` dim 0 of the first
-    input is ``N`` and that of every other input its own free dim ``N_<input>`` (inputs need
-    not share their first dim: a sparse net's indices and lengths do not)."""
+    """Types of the graph inputs from the declared ones; with ``dynamic_batch`` dim 0 of the
+    first input is ``N`` and that of every other input its own free dim ``N_<input>``
+    (inputs need not share their first dim: a sparse net's indices and lengths do not)."""
     types: dict[str, TypeInfo] = {}
-    shaped = [n for n in names if n in (value_info or {}) and (value_info or {})[n][1]]
-    for name, (elem_type, shape) in (value_info or {}).items():
-        dims: tuple[int | str | None, ...] | None = None if shape is None else tuple(shape)
+    shaped = [n for n in names if n in declared and declared[n].shape]
+    for name, value_type in declared.items():
+        dims = value_type.shape
         if dynamic_batch and name in names and dims:
             free = BATCH_DIM if name == shaped[0] else f"{BATCH_DIM}_{name}"
             dims = (free, *dims[1:])
-        types[name] = TypeInfo(numpy_of_onnx(int(elem_type)), dims)
+        types[name] = TypeInfo(numpy_of_onnx(value_type.elem_type), dims)
     return types
-
-
-def _opset_imports(opset: int, functions: Sequence[onnx.FunctionProto]) -> list[Any]:
-    imports = [helper.make_opsetid("", opset)]
-    if functions:
-        imports.append(helper.make_opsetid(CAFFE2_DOMAIN, 1))
-    return imports
-
-
-def _output_types(
-    graph: onnx.GraphProto,
-    opset: int,
-    ir_version: int,
-    functions: Sequence[onnx.FunctionProto] = (),
-) -> dict[str, Any]:
-    """Types ONNX shape inference gives the graph's values."""
-    probe = helper.make_model(
-        graph, opset_imports=_opset_imports(opset, functions), functions=list(functions)
-    )
-    probe.ir_version = ir_version
-    inferred = onnx.shape_inference.infer_shapes(probe, strict_mode=False, data_prop=True)
-    found = {}
-    for info in (*inferred.graph.value_info, *inferred.graph.output):
-        if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type:
-            found[info.name] = info.type
-    return found
-
-
-def _learn_types(types: dict[str, TypeInfo], found: Mapping[str, Any]) -> bool:
-    """Add the shapes ONNX inference ``found`` for blobs ``types`` lacks; whether any was."""
-    learned = False
-    for name, type_proto in found.items():
-        tensor = type_proto.tensor_type
-        if name in types or not tensor.HasField("shape"):
-            continue
-        dims = tuple(
-            d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-            for d in tensor.shape.dim
-        )
-        types[name] = TypeInfo(numpy_of_onnx(tensor.elem_type), dims)
-        learned = True
-    return learned
 
 
 def _convert(
     net: Net,
-    opset: int,
+    options: ExportOptions,
     types: dict[str, TypeInfo],
     read: set[str],
     params: Mapping[str, Any],
@@ -233,21 +239,20 @@ def _convert(
     nested_names: dict[int, tuple[tuple[str, ...], tuple[str, ...]]],
     *,
     final: bool,
-    recurrent: str = "loop",
 ) -> ExportContext:
     """Convert every op of ``net``. Unless ``final``, an exporter that refused for want of a
     rank stops the conversion early (``missing_rank`` is set) so the caller can learn more
     shapes and convert again."""
-    names = NameGen([*read, *params, *(n for op in net.ops for n in op.outputs)])
+    names = NameGen(chain(read, params, (n for op in net.ops for n in op.outputs)))
     outer = frozenset(n for op in net.ops for n in (*op.inputs, *op.outputs))
     cx = ExportContext(
-        opset,
+        options.opset,
         names,
         types,
         read,
         outer_names=outer | frozenset(params),
         rewritten=rewritten,
-        recurrent=recurrent,
+        recurrent=options.recurrent,
         quant=dict(quant),
         nested_names=nested_names,
     )
@@ -277,233 +282,300 @@ def _ssa_renamed(net: Net, params: Iterable[str]) -> Net:
     return Net(ops, names.external_inputs, names.external_outputs, name=net.name)
 
 
-def _graph_reads(graph: onnx.GraphProto) -> Iterable[str]:
-    """Every value the nodes of ``graph`` and of its sub-graphs read."""
-    for node in graph.node:
-        yield from node.input
-        for sub in _subgraphs(node):
-            yield from _graph_reads(sub)
-
-
-def _subgraphs(node: onnx.NodeProto) -> Iterable[onnx.GraphProto]:
-    for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.GRAPH:
-            yield attr.g
-        elif attr.type == onnx.AttributeProto.GRAPHS:
-            yield from attr.graphs
+def _nested_reads(op: Op) -> Iterable[str]:
+    """Every value the ops of ``op``'s sub-graphs (and theirs) read."""
+    for _, sub in op.nested_nets():
+        for inner in sub.ops:
+            yield from inner.inputs
+            yield from _nested_reads(inner)
 
 
 def _without_unread_helpers(
-    nodes: Sequence[onnx.NodeProto], outputs: Sequence[str], helpers: set[str]
-) -> list[onnx.NodeProto]:
-    """``nodes`` without the helper transposes whose results no node (sub-graphs included)
-    and no graph output reads: one walk from the last node back."""
+    ops: Sequence[Op], outputs: Sequence[str], helpers: set[str]
+) -> list[Op]:
+    """``ops`` without the helper transposes whose results no op (sub-graphs included) and
+    no graph output reads: one walk from the last op back."""
     needed = set(outputs)
-    kept: list[onnx.NodeProto] = []
-    for node in reversed(nodes):
-        if node.output and node.output[0] in helpers and node.output[0] not in needed:
+    kept: list[Op] = []
+    for op in reversed(ops):
+        if op.outputs and op.outputs[0] in helpers and op.outputs[0] not in needed:
             continue
-        kept.append(node)
-        needed.update(node.input)
-        for sub in _subgraphs(node):
-            needed.update(_graph_reads(sub))
+        kept.append(op)
+        needed.update(op.inputs)
+        needed.update(_nested_reads(op))
     kept.reverse()
     return kept
 
 
-def _annotate_quantization(
-    graph: onnx.GraphProto, quant: Mapping[str, tuple[float, int]], names: set[str]
-) -> None:
-    """Say the scale and zero point of every Int8 graph input, output and initializer in
-    ``graph.quantization_annotation`` (ONNX's record of them), with scalar initializers."""
-    elem_types = {i.name: i.type.tensor_type.elem_type for i in (*graph.input, *graph.output)}
-    elem_types.update({t.name: t.data_type for t in graph.initializer})
-    taken = {t.name for t in graph.initializer} | {i.name for i in graph.input}
-    taken |= {n for node in graph.node for n in (*node.input, *node.output)}
+def _header(opset: int, ir_version: int, functions: Sequence[onnx.FunctionProto]) -> Any:
+    """The model's header (a ModelProto without its graph): IR version, producer, opset
+    imports and the model-local functions."""
+    return onnx.ModelProto(
+        ir_version=ir_version,
+        producer_name="graphtools",
+        opset_import=[
+            helper.make_opsetid(domain, version)
+            for domain, version in _opsets(opset, functions).items()
+        ],
+        functions=list(functions),
+    )
+
+
+def _opsets(opset: int, functions: Sequence[onnx.FunctionProto]) -> dict[str, int]:
+    return {"": opset, **({CAFFE2_DOMAIN: 1} if functions else {})}
+
+
+def _model(
+    net: Net, options: ExportOptions, ir_version: int, functions: Sequence[onnx.FunctionProto]
+) -> Model:
+    return Model(
+        net,
+        opset_imports=_opsets(options.opset, functions),
+        header=_header(options.opset, ir_version, functions),
+    )
+
+
+def _inferred(
+    ops: Sequence[Op],
+    inputs: Mapping[str, ValueType],
+    initializers: Mapping[str, Tensor],
+    known: Mapping[str, ValueType],
+    options: ExportOptions,
+    ir_version: int,
+    functions: Sequence[onnx.FunctionProto],
+) -> dict[str, ValueType]:
+    """The types ONNX shape inference gives the values ``ops`` compute (``known``: the value
+    info it starts from; it cannot follow a Loop whose carried values grow, as the detection
+    functions' do). It needs no weights: big initializers are typed inputs of the model it
+    reads (``_PROBE_KEEPS``), so no weight is encoded for it."""
+    types = {**known, **inputs}
+    kept: dict[str, Tensor] = {}
+    fed = list(inputs)
+    for name, tensor in initializers.items():
+        if tensor.size <= _PROBE_KEEPS:
+            kept[name] = tensor
+        else:
+            fed.append(name)
+            types[name] = ValueType(onnx_dtype_of_numpy(tensor.dtype), tensor.shape)
+    net = Net(ops, fed, [], name="probe", dialect=ONNX, initializers=kept, types=types)
+    probe = _model(net, options, ir_version, functions)
+    found = op_table(probe).infer_types(probe)
+    return {
+        name: value_type
+        for name, value_type in found.items()
+        if value_type.kind == "tensor" and value_type.elem_type
+    }
+
+
+def _learn_types(types: dict[str, TypeInfo], found: Mapping[str, ValueType]) -> bool:
+    """Add the shapes ONNX inference ``found`` for blobs ``types`` lacks; whether any was."""
+    learned = False
+    for name, value_type in found.items():
+        if name in types or value_type.shape is None:
+            continue
+        types[name] = TypeInfo(numpy_of_onnx(value_type.elem_type), value_type.shape)
+        learned = True
+    return learned
+
+
+def _annotation_header(
+    name: str,
+    initializers: dict[str, Tensor],
+    types: Mapping[str, ValueType],
+    quant: Mapping[str, tuple[float, int]],
+    names: Iterable[str],
+    taken: Iterable[str],
+) -> onnx.GraphProto | None:
+    """The graph header saying the scale and zero point of every Int8 graph input, output and
+    initializer (ONNX's ``quantization_annotation``), whose scalar initializers it adds to
+    ``initializers``; ``None`` when there is none."""
+    quantized = sorted(n for n in set(names) if n in quant)
+    if not quantized:
+        return None
     fresh = NameGen(taken)
-    for name in sorted(n for n in names if n in quant):
-        scale, zero_point = quant[name]
-        zp_type = np.uint8 if elem_types.get(name) == onnx.TensorProto.UINT8 else np.int32
-        scale_name, zp_name = fresh.fresh(f"{name}_scale"), fresh.fresh(f"{name}_zero_point")
-        graph.initializer.extend(
-            [
-                numpy_helper.from_array(np.asarray(scale, np.float32), scale_name),
-                numpy_helper.from_array(np.asarray(zero_point, zp_type), zp_name),
-            ]
-        )
-        annotation = graph.quantization_annotation.add(tensor_name=name)
+    header = onnx.GraphProto(name=name)
+    for blob in quantized:
+        scale, zero_point = quant[blob]
+        if blob in initializers:
+            elem_type = onnx_dtype_of_numpy(initializers[blob].dtype)
+        else:
+            elem_type = types[blob].elem_type if blob in types else 0
+        zp_type = np.uint8 if elem_type == onnx.TensorProto.UINT8 else np.int32
+        scale_name, zp_name = fresh.fresh(f"{blob}_scale"), fresh.fresh(f"{blob}_zero_point")
+        initializers[scale_name] = ArrayTensor(np.asarray(scale, np.float32))
+        initializers[zp_name] = ArrayTensor(np.asarray(zero_point, zp_type))
+        annotation = header.quantization_annotation.add(tensor_name=blob)
         annotation.quant_parameter_tensor_names.add(key="SCALE_TENSOR", value=scale_name)
         annotation.quant_parameter_tensor_names.add(key="ZERO_POINT_TENSOR", value=zp_name)
+    return header
 
 
-def export_onnx(
-    model: Model,
-    opset: int | None = None,
-    ir_version: int | None = None,
-    value_info: ValueInfo | None = None,
-    dynamic_batch: bool = False,
-    recurrent: str = "loop",
-    input_quantization: Mapping[str, tuple[float, int]] | None = None,
-    test_mode: bool = False,
-) -> ModelProto:
-    """Convert an init_net/predict_net pair into an ONNX model.
+@dataclass
+class _Prepared:
+    """The pair made ready to convert: in SSA form, its params, inputs and what is known."""
 
-    Args:
-        model: the pair (not modified).
-        opset: default-domain opset to write (``DEFAULT_OPSET`` when ``None``), from
-            ``MIN_EXPORT_OPSET`` to the newest the installed onnx knows.
-        ir_version: IR version to write; by default the lowest that carries ``opset``.
-        value_info: ``{input name: (onnx elem_type, shape)}`` as Caffe2's frontend took it;
-            needed for every graph input our shape analysis cannot type.
-        dynamic_batch: write dim 0 of the graph inputs (and what follows from them) as free
-            dimensions: ``N`` for the first input, ``N_<input>`` for each other one.
-        recurrent: ``"loop"`` writes each RecurrentNetwork op as an ONNX ``Loop``, ``"scan"``
-            as a ``Scan`` (``graphtools.convert.caffe2_to_onnx.recurrent``).
-        input_quantization: ``{input name: (scale, zero point)}`` of the graph inputs that
-            are Int8 blobs (fed as their uint8 values; ``value_info`` gives UINT8).
-        test_mode: export a training net's inference form: ``is_test=1`` on the ops that
-            have it (``Dropout``, ``SpatialBN``), which are refused in training mode otherwise.
+    net: Net
+    params: dict[str, np.ndarray]
+    quant: dict[str, tuple[float, int]]
+    inputs: list[str]
+    outputs: list[str]
+    types: dict[str, TypeInfo]
+    rewritten: frozenset[str]
+    nested_names: dict[int, tuple[tuple[str, ...], tuple[str, ...]]]
 
-    Raises:
-        UnsupportedOpError: an op without an ONNX form (naming op index and type; op types
-            without an exporter, nested nets included, are refused before anything else), or
-            an argument variant without one (NHWC order, training mode, ...).
-        InvalidNetError: an input whose type cannot be known, or a blob read before any op
-            writes it that is neither an input nor a param. (A declared external input that
-            no op reads is left out of the graph unless ``value_info`` types it.)
-    """
-    opset = DEFAULT_OPSET if opset is None else int(opset)
-    if recurrent not in ("loop", "scan"):
-        raise UnsupportedOpError(
-            f"recurrent={recurrent!r}: RecurrentNetwork exports as 'loop' or 'scan'"
-        )
-    if not MIN_EXPORT_OPSET <= opset <= max_opset():
-        raise UnsupportedOpError(
-            f"cannot export to opset {opset}: supported are {MIN_EXPORT_OPSET} to {max_opset()}"
-        )
-    ir = ir_version_for(opset) if ir_version is None else int(ir_version)
-    _refuse_unmapped(model.predict_net, opset)
+
+def _prepare(model: Model, options: ExportOptions) -> _Prepared:
+    """Params, SSA names, graph inputs and the types known before converting (see
+    ``export_model`` for the rules and refusals)."""
+    declared = dict(model.predict_net.types)
     work = model.copy()
-    if test_mode:
+    if options.test_mode:
         work = Model(net_in_test_mode(work.predict_net), work.init_net)
-    # A blob the init_net fills but value_info names is fed (a feed overrides the init value).
+    # A blob the init_net fills but a declared type names is fed (a feed overrides the value).
     params, quant = _split_quantized(
-        {k: v for k, v in _init_values(work).items() if k not in (value_info or {})}
+        {k: v for k, v in _init_values(work).items() if k not in declared}
     )
-    quant.update(input_quantization or {})
+    quant.update(options.input_quantization)
     net, nested_names = explicit_if_effects(work.predict_net)
-    work = Model(net, work.init_net)
     writes = Counter(name for op in net.ops for name in op.outputs)
+    external_inputs = frozenset(net.external_inputs)
     rewritten = frozenset(
-        n for n, count in writes.items() if count > 1 or n in params or n in net.external_inputs
+        n for n, count in writes.items() if count > 1 or n in params or n in external_inputs
     )
     net = _ssa_renamed(net, params)
-    work = Model(net, work.init_net)
     # A name declared twice is one graph input (ONNX names are unique).
-    declared = list(dict.fromkeys(net.external_inputs)) or _free_reads(net)
-    # A declared input no op reads changes nothing; without a type from value_info it cannot
-    # be a graph input (a training net's data queue blob), so it is left out.
-    unread = set(declared) - set(_reads(net)) - set(net.external_outputs)
-    declared = [n for n in declared if n not in unread or n in (value_info or {})]
-    inputs = [name for name in declared if name not in params]
-    undeclared = [n for n in _free_reads(net) if n not in params and n not in declared]
+    names = list(dict.fromkeys(net.external_inputs)) or _free_reads(net)
+    # A declared input no op reads changes nothing; without a declared type it cannot be a
+    # graph input (a training net's data queue blob), so it is left out.
+    unread = set(names) - set(_reads(net)) - set(net.external_outputs)
+    names = [n for n in names if n not in unread or n in declared]
+    inputs = [name for name in names if name not in params]
+    undeclared = [n for n in _free_reads(net) if n not in params and n not in names]
     # Exported nets often read their data blob without declaring it (the predictor feeds
-    # it): with value_info for it, it is an input like a declared one.
-    inputs += [n for n in undeclared if value_info is not None and n in value_info]
-    unknown = [n for n in undeclared if value_info is None or n not in value_info]
+    # it): with a declared type it is an input like a declared one.
+    inputs += [n for n in undeclared if n in declared]
+    unknown = [n for n in undeclared if n not in declared]
     if unknown:
         raise InvalidNetError(
             f"blobs {unknown} are read before any op writes them and are neither external "
-            "inputs nor init_net outputs; give their types in value_info to make them inputs"
+            "inputs nor init_net outputs; declare their types (export_onnx's value_info, "
+            "export-onnx's --shapes) to make them inputs"
         )
-    types = _input_types(value_info, inputs, dynamic_batch)
+    types = _input_types(declared, inputs, options.dynamic_batch)
     for name, value in params.items():
         types[name] = TypeInfo(value.dtype, tuple(value.shape))
-    types.update(_shape_info(work, {n: types[n] for n in inputs if n in types}, dynamic_batch))
+    known_inputs = {n: types[n] for n in inputs if n in types}
+    types.update(_shape_info(Model(net, work.init_net), known_inputs))
     untyped = [name for name in inputs if name not in types or types[name].dtype is None]
     if untyped:
         raise InvalidNetError(
-            f"the type of graph inputs {untyped} cannot be known: pass value_info="
-            "{name: (onnx elem_type, shape)}"
+            f"the type of graph inputs {untyped} cannot be known: declare them (export_onnx's "
+            "value_info={name: (onnx elem_type, shape)}, export-onnx's --shapes)"
         )
     outputs = list(net.external_outputs)
     if not outputs:
         raise InvalidNetError(f"net {net.name!r} declares no external outputs: nothing to export")
-    read = set(_reads(net)) | set(outputs)
-    initializers = [
-        numpy_helper.from_array(value, name) for name, value in params.items() if name in read
-    ]
-    graph_inputs = [_value_info(name, types.get(name)) for name in inputs]
-    cx = _convert(
-        net,
-        opset,
-        types,
-        read,
-        params,
-        rewritten,
-        quant,
-        nested_names,
-        final=False,
-        recurrent=recurrent,
-    )
+    return _Prepared(net, params, quant, inputs, outputs, types, rewritten, nested_names)
+
+
+def export_model(model: Model, options: ExportOptions) -> ExportedModel:
+    """Convert an init_net/predict_net pair into an ONNX-dialect model (``model`` is not
+    modified).
+
+    Raises:
+        UnsupportedOpError: an option outside what is supported, an op without an ONNX form
+            (naming op index and type; op types without an exporter, nested nets included, are
+            refused before anything else), or an argument variant without one (NHWC order,
+            training mode, ...).
+        InvalidNetError: an input whose type cannot be known, or a blob read before any op
+            writes it that is neither an input nor a param. (A declared external input that
+            no op reads is left out of the graph unless its type is declared.)
+        GraphToolsError: the result fails onnx's checker.
+    """
+    check_options(options)
+    ir_version = ir_version_for(options.opset) if options.ir_version is None else options.ir_version
+    _refuse_unmapped(model.predict_net, options.opset)
+    found = _prepare(model, options)
+    net, types = found.net, found.types
+    read = set(_reads(net)) | set(found.outputs)
+    initializers: dict[str, Tensor] = {
+        name: ArrayTensor(value) for name, value in found.params.items() if name in read
+    }
+    inputs = {name: _value_type(types[name]) for name in found.inputs}
+
+    def convert(final: bool) -> ExportContext:
+        return _convert(
+            net,
+            options,
+            types,
+            read,
+            found.params,
+            found.rewritten,
+            found.quant,
+            found.nested_names,
+            final=final,
+        )
+
+    cx = convert(final=False)
     while cx.missing_rank:
         # An exporter wanted a rank nobody knew: learn the shapes ONNX inference finds for
         # the graph converted so far, then convert again with them.
-        partial = helper.make_graph(
-            cx.nodes, "probe", graph_inputs, [], [*initializers, *cx.constants]
-        )
+        held = {**initializers, **cx.constants}
         functions = list(cx.functions.values())
-        learned = _learn_types(types, _output_types(partial, opset, ir, functions))
-        cx = _convert(
-            net,
-            opset,
-            types,
-            read,
-            params,
-            rewritten,
-            quant,
-            nested_names,
-            final=not learned,
-            recurrent=recurrent,
-        )
+        inferred = _inferred(cx.nodes, inputs, held, {}, options, ir_version, functions)
+        learned = _learn_types(types, inferred)
+        cx = convert(final=not learned)
         if not learned:
             break
     functions = list(cx.functions.values())
-    graph = helper.make_graph(
-        _without_unread_helpers(cx.nodes, outputs, cx.helpers),
-        net.name or "graphtools",
-        graph_inputs,
-        [onnx.ValueInfoProto(name=name) for name in outputs],
-        [*initializers, *cx.constants],
-    )
+    ops = _without_unread_helpers(cx.nodes, found.outputs, cx.helpers)
+    initializers.update(cx.constants)
     # The value info we know goes in first: ONNX inference starts from it (it cannot follow
     # a Loop whose carried values grow, as the detection functions' do).
-    produced = {name for node in graph.node for name in node.output}
-    for name in sorted(produced - set(outputs)):
+    produced = {name for op in ops for name in op.outputs}
+    value_info = {
+        name: _value_type(known)
+        for name in sorted(produced - set(found.outputs))
+        if (known := types.get(name)) is not None
+        and known.dtype is not None
+        and known.shape is not None
+    }
+    inferred = _inferred(ops, inputs, initializers, value_info, options, ir_version, functions)
+    outputs: dict[str, ValueType] = {}
+    for name in found.outputs:
         known = types.get(name)
         if known is not None and known.dtype is not None and known.shape is not None:
-            graph.value_info.append(_value_info(name, known))
-    inferred = _output_types(graph, opset, ir, functions)
-    for output in graph.output:
-        known = types.get(output.name)
-        if known is not None and known.dtype is not None and known.shape is not None:
-            output.CopyFrom(_value_info(output.name, known))
-        elif output.name in inferred and inferred[output.name].tensor_type.HasField("shape"):
-            output.type.CopyFrom(inferred[output.name])
+            outputs[name] = _value_type(known)
+        elif name in inferred and inferred[name].shape is not None:
+            outputs[name] = inferred[name].with_shape(inferred[name].shape)
         else:
             raise InvalidNetError(
-                f"the type of graph output {output.name!r} cannot be inferred (its rank)"
+                f"the type of graph output {name!r} cannot be inferred (its rank)"
             )
-    _annotate_quantization(graph, cx.quant, {*inputs, *outputs, *params})
-    result = helper.make_model(
-        graph,
-        opset_imports=_opset_imports(opset, functions),
-        producer_name="graphtools",
-        functions=functions,
+    declared = {**inputs, **outputs, **value_info}
+    graph_name = net.name or "graphtools"
+    taken = chain(initializers, inputs, (n for op in ops for n in (*op.inputs, *op.outputs)))
+    header = _annotation_header(
+        graph_name,
+        initializers,
+        declared,
+        cx.quant,
+        chain(found.inputs, found.outputs, found.params),
+        taken,
     )
-    result.ir_version = ir
+    graph = Net(
+        ops,
+        list(inputs),
+        found.outputs,
+        name=graph_name,
+        dialect=ONNX,
+        initializers=initializers,
+        types=declared,
+        header=header,
+    )
+    exported = _model(graph, options, ir_version, functions)
     try:
-        onnx.checker.check_model(result, full_check=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+        op_table(exported).check(exported)
+    except InvalidNetError as exc:
         raise GraphToolsError(f"the exported model fails the ONNX checker: {exc}") from exc
-    return result
+    return ExportedModel(graph, dict(exported.opset_imports), exported.header)

@@ -56,7 +56,7 @@ def channels_first(weights: tuple[int, ...] = ()) -> Callable[[Exporter], Export
             args = [a for a in op.args if a.name != "order"]
             start = len(cx.nodes)
             fn(cx, op.replace(inputs=inputs, outputs=outputs, args=args))
-            written = {name for node in cx.nodes[start:] for name in node.output}
+            written = {name for node in cx.nodes[start:] for name in node.outputs}
             last = [0, *range(2, rank), 1]
             for inner, name in zip(outputs, op.outputs, strict=True):
                 if inner in written:

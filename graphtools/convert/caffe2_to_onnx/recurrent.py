@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
+from graphtools._core import ONNX
 from graphtools.analysis.recurrent import APPLY_LINK, Link, forward_program
 from graphtools.convert.caffe2_to_onnx.context import (
     EXPORTERS,
@@ -38,7 +38,8 @@ from graphtools.convert.caffe2_to_onnx.context import (
     onnx_int64,
 )
 from graphtools.convert.dtypes import onnx_dtype_of_numpy
-from graphtools.ir import Op
+from graphtools.ir import Net, Op
+from graphtools.values import ValueType
 
 __all__ = ["LOOP", "SCAN"]
 
@@ -209,14 +210,14 @@ class _Body:
         self.label = label
         self.sub = cx.child(set(), f"{cx.net_label}, {label}")
         self.latest: dict[str, str] = {}
-        self.inputs: list[onnx.ValueInfoProto] = []
+        self.inputs: dict[str, ValueType] = {}
         self.outputs: list[str] = []
         self.types: dict[str, TypeInfo] = {}
 
     def value(self, name: str, hint: str, elem_type: int, shape: list[int] | None) -> str:
         """A body input named after ``hint``, standing for the step's blob ``name``."""
         value = self.cx.fresh(f"{hint}_{self.label}")
-        self.inputs.append(helper.make_tensor_value_info(value, elem_type, shape))
+        self.inputs[value] = ValueType(elem_type, None if shape is None else tuple(shape))
         if name:
             self.latest[name] = value
         return value
@@ -266,24 +267,24 @@ class _Body:
     def output(self, value: str, known: TypeInfo | None = None) -> None:
         """Add ``value`` to the body's outputs (a copy when it is already one), typed when its
         type is ``known`` (onnxruntime shapes an empty scan output by it)."""
-        if value in self.outputs or value in {i.name for i in self.inputs}:
+        if value in self.outputs or value in self.inputs:
             copy = self.cx.fresh(f"{value}_out")
-            self.sub.nodes.append(helper.make_node("Identity", [value], [copy]))
+            self.sub.nodes.append(Op("Identity", [value], [copy]))
             value = copy
         self.outputs.append(value)
         if known is not None and known.dtype is not None and known.shape is not None:
             self.types[value] = known
 
-    def graph(self, name: str) -> onnx.GraphProto:
-        outputs = []
+    def graph(self, name: str) -> Net:
+        """The body: an ONNX net, its outputs typed where their types are known."""
+        types = dict(self.inputs)
         for value in self.outputs:
             known = self.types.get(value)
-            if known is None or known.dtype is None or known.shape is None:
-                outputs.append(onnx.ValueInfoProto(name=value))
-            else:
-                elem = onnx_dtype_of_numpy(known.dtype)
-                outputs.append(helper.make_tensor_value_info(value, elem, list(known.shape)))
-        return helper.make_graph(self.sub.nodes, name, self.inputs, outputs)
+            if known is not None and known.dtype is not None and known.shape is not None:
+                types[value] = ValueType(onnx_dtype_of_numpy(known.dtype), known.shape)
+        return Net(
+            self.sub.nodes, list(self.inputs), self.outputs, name=name, dialect=ONNX, types=types
+        )
 
 
 def _elem_type(cx: ExportContext, name: str) -> int:
@@ -323,7 +324,7 @@ def _body_step(body: _Body, pattern: _Pattern, t: str | None, rows: dict[str, st
     cx = body.cx
     if t is not None and body.reads_timestep():
         ts = cx.fresh(f"{pattern.timestep}_{body.label}")
-        body.sub.nodes.append(helper.make_node("Cast", [t], [ts], to=TensorProto.INT32))
+        body.sub.nodes.append(Op("Cast", [t], [ts], args={"to": TensorProto.INT32}))
         body.latest[pattern.timestep] = ts
     for internal, row in rows.items():
         body.latest[internal] = row
@@ -338,15 +339,15 @@ def _loop(cx: ExportContext, op: Op, pattern: _Pattern) -> None:
         body.value(state.reader, state.reader, _elem_type(cx, state.init), None)
     t1 = cx.fresh(f"t_{body.label}")
     body.sub.nodes.append(
-        helper.make_node("Unsqueeze", [iteration, cx.const(onnx_int64([0]), "axes")], [t1])
+        Op("Unsqueeze", [iteration, cx.const(onnx_int64([0]), "axes")], [t1])
         if cx.opset >= 13
-        else helper.make_node("Unsqueeze", [iteration], [t1], axes=[0])
+        else Op("Unsqueeze", [iteration], [t1], args={"axes": [0]})
     )
     rows = {}
     for link in pattern.sequences:
         rows[link.internal] = cx.fresh(f"{link.internal}_{body.label}")
         body.sub.nodes.append(
-            helper.make_node("Gather", [link.external, t1], [rows[link.internal]], axis=0)
+            Op("Gather", [link.external, t1], [rows[link.internal]], args={"axis": 0})
         )
     _body_step(body, pattern, t1, rows)
     body.output(cond)
@@ -374,11 +375,9 @@ def _scan(cx: ExportContext, op: Op, pattern: _Pattern) -> None:
         element = body.value("", link.internal, _elem_type(cx, link.external), None)
         rows[link.internal] = cx.fresh(f"{link.internal}_{body.label}")
         body.sub.nodes.append(
-            helper.make_node(
-                "Unsqueeze", [element, cx.const(onnx_int64([0]), "axes")], [rows[link.internal]]
-            )
+            Op("Unsqueeze", [element, cx.const(onnx_int64([0]), "axes")], [rows[link.internal]])
             if cx.opset >= 13
-            else helper.make_node("Unsqueeze", [element], [rows[link.internal]], axes=[0])
+            else Op("Unsqueeze", [element], [rows[link.internal]], args={"axes": [0]})
         )
     if counter is not None:
         body.latest[pattern.timestep] = counter
@@ -387,7 +386,7 @@ def _scan(cx: ExportContext, op: Op, pattern: _Pattern) -> None:
     if counter is not None:
         step = cx.fresh(f"{counter}_next")
         one = cx.const(np.array([1], np.int32), "one_int32")
-        body.sub.nodes.append(helper.make_node("Add", [counter, one], [step]))
+        body.sub.nodes.append(Op("Add", [counter, one], [step]))
         extra_init = [cx.const(np.array([0], np.int32), "timestep_start")]
     finals, stacked = _outputs(cx, body, pattern, carried_extra=[step] if counter else [])
     inits = [_initial_row(cx, s, op.inputs[0]) for s in pattern.states]
