@@ -46,8 +46,8 @@ pytest.importorskip("onnxruntime")
 import onnx
 
 from graphtools.analysis.liveness import unread_outputs
-from graphtools.convert.caffe2_to_onnx.table import EXPORTERS
 from graphtools.convert.caffe2_to_onnx.nn import net_in_test_mode
+from graphtools.convert.caffe2_to_onnx.table import EXPORTERS
 from graphtools.errors import GraphToolsError, UnsupportedOpError
 from graphtools.executor import Workspace, run_net
 from graphtools.executor.kernels_image import STYLIZER_NOISE_BLOB
