@@ -16,7 +16,7 @@ so that a million-op net needs no per-op probe.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from google.protobuf import unknown_fields
 
@@ -26,6 +26,7 @@ from graphtools.proto import caffe2_pb2, netdef_lite_pb2
 from graphtools.serde.check import NetProbe, probe_netdef
 
 __all__ = [
+    "OperatorSource",
     "argument_from_proto",
     "argument_to_proto",
     "as_net",
@@ -106,6 +107,16 @@ def argument_to_proto(
 
 
 # -- op sources -------------------------------------------------------------------------------
+
+
+class OperatorSource(Protocol):
+    """An op source (``graphtools.ir.OpSource``) that gives each of its ops' OperatorDef: the
+    codec's own, and the fill ops ``graphtools.serde.array_fills`` makes from arrays. An op
+    nothing changed is written as its source's message."""
+
+    def message(self, index: int) -> OperatorDef:
+        """The OperatorDef of op ``index``."""
+        ...
 
 
 def _decode_field(msg: OperatorDef, key: str, parent: Net | None) -> Any:
@@ -190,8 +201,10 @@ def _source_message(op: Op) -> OperatorDef | None:
     if found is None:
         return None
     source, index = found
-    assert isinstance(source, _MessageSource | _RawSource)  # only this codec makes sources
-    return source.message(index)
+    message = getattr(source, "message", None)  # an OperatorSource (a Protocol check is slow)
+    if message is None:
+        raise TypeError(f"op {op.type!r} comes from {type(source).__name__}, not a NetDef")
+    return message(index)
 
 
 # -- ops ----------------------------------------------------------------------------------------
