@@ -13,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from graphtools.passes.add_gradients import AddGradients
+from graphtools.passes.convert_to_caffe2 import ConvertToCaffe2
 from graphtools.passes.convert_to_onnx import ConvertToOnnx
 from graphtools.passes.fold_constants import FoldConstants
 from graphtools.passes.fuse_copy_ops import FuseCopyOps
@@ -98,6 +99,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "AddGradients",
     "ClonePartial",
+    "ConvertToCaffe2",
     "ConvertToOnnx",
     "FoldConstants",
     "FuseCopyOps",

@@ -9,12 +9,11 @@ from typing import Any
 import numpy as np
 import onnx
 
-from graphtools.convert.onnx_to_caffe2.model import fill_message, int8_fill_message
+from graphtools.convert.fills import fill_op, int8_fill_op
 from graphtools.executor import Int8Tensor
 from graphtools.ir import Model, Net, Op
 from graphtools.onnx import compare_blobs_with_onnxruntime, export_onnx, import_onnx
 from graphtools.onnx.export_feeds import feed_types
-from graphtools.serde.codec import op_from_proto
 from graphtools.testing import compare_models
 
 
@@ -23,10 +22,9 @@ def pair(ops: list[Op], inputs: list[str], outputs: list[str], params: Mapping[s
     fills = []
     for name, value in params.items():
         if isinstance(value, Int8Tensor):
-            msg = int8_fill_message(name, value.values, value.scale, value.zero_point)
+            fills.append(int8_fill_op(name, value.values, value.scale, value.zero_point))
         else:
-            msg = fill_message(name, np.asarray(value), name)
-        fills.append(op_from_proto(msg))
+            fills.append(fill_op(name, np.asarray(value)))
     return Model(Net(ops, [*inputs, *params], outputs, name="net"), Net(fills, name="init"))
 
 

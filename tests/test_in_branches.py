@@ -77,8 +77,7 @@ def test_default_pipeline_cleans_if_branches() -> None:
     assert then_net[1].inputs[0] == then_net[0].outputs[0]  # FC reads the 4-D blob
     assert [op.type for op in else_net] == ["Flatten", "FC"]  # the dead Relu is gone
     assert list(then_net.external_inputs) == ["x", "w", "b"]  # the chain's params are gone
-    value_info = {"cond": (TensorProto.BOOL, [1]), "x": (TensorProto.FLOAT, [2, 3, 2, 2])}
-    exported = export_onnx(pair, value_info=value_info)
+    exported = export_onnx(pair)  # the pair keeps the graph inputs' types
     x = np.random.default_rng(1).standard_normal((2, 3, 2, 2), dtype=np.float32)
     for flag in (True, False):
         feeds = {"cond": np.array([flag]), "x": x}

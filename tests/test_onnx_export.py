@@ -12,7 +12,7 @@ pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto  # noqa: E402
 
-from graphtools.convert.onnx_to_caffe2.model import fill_message  # noqa: E402
+from graphtools.convert.fills import fill_op  # noqa: E402
 from graphtools.errors import InvalidNetError, UnsupportedOpError  # noqa: E402
 from graphtools.executor import run_model  # noqa: E402
 from graphtools.ir import Model, Net, Op  # noqa: E402
@@ -22,13 +22,12 @@ from graphtools.onnx import (  # noqa: E402
     export_onnx,
     ir_version_for,
 )
-from graphtools.serde.codec import op_from_proto  # noqa: E402
 
 FLOAT = TensorProto.FLOAT
 
 
 def _pair(ops: list[Op], inputs: list[str], outputs: list[str], params: dict) -> Model:
-    init = Net([op_from_proto(fill_message(n, v, n)) for n, v in params.items()], name="init")
+    init = Net([fill_op(n, v) for n, v in params.items()], name="init")
     return Model(Net(ops, [*inputs, *params], outputs, name="net"), init)
 
 
@@ -123,9 +122,7 @@ def test_per_blob_comparison_names_the_first_diverging_op() -> None:
     broken = pair.copy()
     assert broken.init_net is not None
     index = next(i for i, op in enumerate(broken.init_net) if op.outputs == ("fc_b",))
-    broken.init_net.replace_op(
-        index, op_from_proto(fill_message("fc_b", params["fc_b"] * 3, "fc_b"))
-    )
+    broken.init_net.replace_op(index, fill_op("fc_b", params["fc_b"] * 3))
     assert not np.allclose(run_model(broken, {"x": x})["prob"], run_model(pair, {"x": x})["prob"])
     report = compare_blobs_with_onnxruntime(exported, broken, {"x": x})
     assert not report.ok
@@ -162,7 +159,7 @@ def test_if_exports_as_onnx_if_with_ssa_branches() -> None:
     original = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     original.ir_version = 8
     pair = import_onnx(original)
-    exported = export_onnx(pair, value_info={"cond": (TensorProto.BOOL, [1]), "x": (FLOAT, [3])})
+    exported = export_onnx(pair)  # the pair keeps the graph inputs' types
     (if_node,) = exported.graph.node
     assert if_node.op_type == "If"
     x = np.array([-1.0, 0.5, 2.0], dtype=np.float32)

@@ -1,8 +1,8 @@
 """The conversions as users call them: ``export_onnx`` (a Caffe2 pair -> an ONNX ``ModelProto``)
 and ``import_onnx`` (an ONNX model -> a Caffe2 pair), thin functions over the passes
-``convert-to-onnx`` and ``convert-to-caffe2``: each runs its pass on a copy of the model (with
-the pass's checks; a refusal raises the converter's typed error) and, for an export, encodes the
-result with the ONNX codec."""
+``convert-to-onnx`` and ``convert-to-caffe2``. Each runs its pass with the pass's checks (a
+refusal raises the converter's typed error): an export on a copy of the pair, whose result it
+encodes with the ONNX codec; an import on the model as the ONNX codec loads it."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from pathlib import Path
 
 import onnx
 
-from graphtools.convert.onnx_to_caffe2.model import import_model_proto
 from graphtools.ir import Model, Net
-from graphtools.onnx.external import ModelSource, load_onnx
+from graphtools.onnx.external import ModelSource
+from graphtools.passes.convert_to_caffe2 import ConvertToCaffe2
 from graphtools.passes.convert_to_onnx import ConvertToOnnx
-from graphtools.serde.onnx_codec import model_to_onnx_bytes
+from graphtools.serde.netdef_io import read_bytes
+from graphtools.serde.onnx_codec import model_from_onnx_bytes, model_to_onnx_bytes
 from graphtools.values import ValueType
 
 __all__ = ["ValueInfo", "declare_types", "export_onnx", "import_onnx"]
@@ -89,6 +90,33 @@ def export_onnx(
 
 
 def import_onnx(model_or_path: ModelSource, *, base_dir: str | Path | None = None) -> Model:
-    """Convert an ONNX model (a ModelProto, a path or the file's bytes; external data is
-    loaded beside the file or from ``base_dir``) into a Caffe2 init_net/predict_net pair."""
-    return import_model_proto(load_onnx(model_or_path, base_dir=base_dir))
+    """Convert an ONNX model into a Caffe2 init_net/predict_net pair (the ``convert-to-caffe2``
+    pass on the model as the ONNX codec loads it).
+
+    Args:
+        model_or_path: a ModelProto (not modified), a path to an ``.onnx`` file or the file's
+            bytes.
+        base_dir: folder the external data locations are relative to, for a ModelProto or
+            bytes (a path uses its own folder); external data is read as it is converted.
+
+    Returns:
+        The pair: ``<graph>_init`` holding one fill per param and ``<graph>_predict``, which
+        declares the graph inputs' types, so ``export_onnx`` needs no ``value_info`` for it.
+
+    Raises:
+        UnsupportedOpError: a node, attribute, opset or element type without a Caffe2
+            mapping (naming the node, op type, attribute and opset).
+        SerdeError: the file or its external data cannot be read.
+    """
+    model = _loaded(model_or_path, base_dir)
+    ConvertToCaffe2()(model)
+    return model
+
+
+def _loaded(source: ModelSource, base_dir: str | Path | None) -> Model:
+    """The ONNX-dialect IR of ``source`` (external data left in its files until read)."""
+    if isinstance(source, onnx.ModelProto):
+        return model_from_onnx_bytes(source.SerializeToString(), base_dir=base_dir)
+    if isinstance(source, bytes):
+        return model_from_onnx_bytes(source, base_dir=base_dir)
+    return model_from_onnx_bytes(read_bytes(source), Path(source), base_dir)

@@ -19,11 +19,10 @@ import numpy as np
 
 from graphtools.convert.caffe2_to_onnx.nn import net_in_test_mode
 from graphtools.convert.dtypes import onnx_dtype_of_numpy
-from graphtools.convert.onnx_to_caffe2.model import fill_message, int8_fill_message
+from graphtools.convert.fills import fill_op, int8_fill_op
 from graphtools.executor import Int8Tensor
 from graphtools.feeds import Synthesis, synthesize
 from graphtools.ir import Model, Net
-from graphtools.serde.codec import op_from_proto
 
 __all__ = ["PreparedExport", "feed_types", "prepare_export", "with_made_up_params"]
 
@@ -76,10 +75,9 @@ def with_made_up_params(model: Model, synthesis: Synthesis) -> Model:
     for name in synthesis.params:
         value = synthesis.feeds[name]
         if isinstance(value, Int8Tensor):
-            message = int8_fill_message(name, value.values, value.scale, value.zero_point)
+            fills[name] = int8_fill_op(name, value.values, value.scale, value.zero_point)
         else:
-            message = fill_message(name, np.asarray(value), name)
-        fills[name] = op_from_proto(message)
+            fills[name] = fill_op(name, np.asarray(value))
     with init.edit() as edit:
         for index, op in enumerate(init):
             if len(op.outputs) == 1 and op.outputs[0] in fills:

@@ -18,9 +18,9 @@ __all__ = ["caffe2_call"]
 def caffe2_call(ctx: NodeContext) -> None:
     """Emit the Caffe2 op a ``caffe2``-domain node stands for."""
     args = {name: value for name, value in ctx.attrs.items() if not name.startswith(DERIVED_PREFIX)}
-    missing = [i for i, name in enumerate(ctx.node.input) if not name]
+    missing = [i for i, name in enumerate(ctx.node.inputs) if not name]
     if missing:
         raise ctx.refuse(f"a caffe2-domain call with inputs {missing} left out")
-    op_type = ctx.node.op_type.split(VARIANT_SEPARATOR)[0]
-    outputs = [o or ctx.fresh("unused") for o in ctx.node.output]
-    ctx.emit(op_type, list(ctx.node.input), outputs, **args)
+    op_type = ctx.node.type.split(VARIANT_SEPARATOR)[0]
+    outputs = [o or ctx.fresh("unused") for o in ctx.node.outputs]
+    ctx.emit(op_type, list(ctx.node.inputs), outputs, **args)

@@ -1,9 +1,10 @@
-"""What a converter sees of the node it converts, and how it emits Caffe2 ops.
+"""What a converter sees of the ONNX op it converts, and how it emits Caffe2 ops.
 
-``NodeContext`` gives the node's attributes (decoded), its inputs' constant values when the
-importer knows them (initializers, ``Constant`` outputs), static shapes from ONNX shape
-inference, fresh blob names, and ``emit`` to append a Caffe2 op. Converters raise
-``ctx.refuse(...)``, an ``UnsupportedOpError`` naming the node, op type, opset and attribute.
+``NodeContext`` gives the op (an IR ``Op`` of the ONNX dialect), its attributes (decoded from
+its arguments), its inputs' constant values when the importer knows them (initializers,
+``Constant`` outputs), static shapes from ONNX shape inference, fresh blob names, and ``emit``
+to append a Caffe2 op. Converters raise ``ctx.refuse(...)``, an ``UnsupportedOpError`` naming
+the node, op type, opset and attribute.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
-from onnx import AttributeProto, GraphProto, NodeProto, helper
+from onnx import AttributeProto
 
 from graphtools.convert.names import NameGen
 from graphtools.errors import UnsupportedOpError
-from graphtools.ir import Net, Op, make_arg
+from graphtools.ir import Argument, Net, Op, make_arg
 
-__all__ = ["NodeContext", "Shape", "int_list"]
+__all__ = ["NodeContext", "Shape", "attribute_value", "int_list"]
 
 Shape = tuple[int | None, ...]
 """A static shape from ONNX shape inference; ``None`` marks an unknown or symbolic dim."""
@@ -39,11 +40,9 @@ class GraphImporter(Protocol):
 
     def add_constant(self, name: str, value: np.ndarray, where: str) -> None: ...
 
-    def import_subgraph(
-        self, graph: GraphProto, outputs: Sequence[str], ctx: NodeContext
-    ) -> Net: ...
+    def import_subgraph(self, graph: Net, outputs: Sequence[str], ctx: NodeContext) -> Net: ...
 
-    def import_body(self, graph: GraphProto, ctx: NodeContext) -> list[Op]: ...
+    def import_body(self, graph: Net, ctx: NodeContext) -> list[Op]: ...
 
 
 def int_list(values: Any) -> list[int]:
@@ -51,20 +50,44 @@ def int_list(values: Any) -> list[int]:
     return [int(v) for v in np.asarray(values).reshape(-1)]
 
 
-def _decode(attr: AttributeProto) -> Any:
-    value = helper.get_attribute_value(attr)
+_A = AttributeProto
+_FIELDS: dict[int, str] = {
+    _A.FLOAT: "f",
+    _A.INT: "i",
+    _A.STRING: "s",
+    _A.TENSOR: "t",
+    _A.SPARSE_TENSOR: "t",
+    _A.TYPE_PROTO: "t",
+    _A.GRAPH: "n",
+    _A.FLOATS: "floats",
+    _A.INTS: "ints",
+    _A.STRINGS: "strings",
+    _A.TENSORS: "tensors",
+    _A.SPARSE_TENSORS: "tensors",
+    _A.TYPE_PROTOS: "tensors",
+    _A.GRAPHS: "nets",
+}
+"""The Argument field holding an ONNX attribute of each type."""
+
+
+def attribute_value(argument: Argument) -> Any:
+    """An ONNX attribute's value from its argument, as ``onnx.helper.get_attribute_value``
+    gives it but with strings decoded: a scalar, a tensor message, a net (a graph), or a list;
+    an argument built without its type (``kind``) gives the field that holds a value."""
+    field_name = _FIELDS.get(argument.kind) if argument.kind is not None else None
+    value = argument.value if field_name is None else getattr(argument, field_name)
     if isinstance(value, bytes):
         return value.decode()
-    if isinstance(value, list) and value and isinstance(value[0], bytes):
-        return [v.decode() for v in value]
+    if isinstance(value, tuple):
+        return [v.decode() if isinstance(v, bytes) else v for v in value]
     return value
 
 
 @dataclass
 class NodeContext:
-    """One ONNX node being converted (see the module docstring)."""
+    """One ONNX op being converted (see the module docstring)."""
 
-    node: NodeProto
+    node: Op
     index: int
     opset: int
     since: int
@@ -72,7 +95,7 @@ class NodeContext:
     attrs: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.attrs = {a.name: _decode(a) for a in self.node.attribute}
+        self.attrs = {a.name: attribute_value(a) for a in self.node.args}
 
     # -- describing the node ----------------------------------------------------------------
 
@@ -82,14 +105,14 @@ class NodeContext:
         node = self.node
         name = f" {node.name!r}" if node.name else ""
         graph = self.importer.graph_label
-        return f"node #{self.index}{name} ({node.op_type}, opset {self.opset}{graph})"
+        return f"node #{self.index}{name} ({node.type}, opset {self.opset}{graph})"
 
     def refuse(self, reason: str, attribute: str | None = None) -> UnsupportedOpError:
         """An ``UnsupportedOpError`` for this node; ``attribute`` names the offending one."""
         what = ""
         if attribute is not None:
             shown = self.attrs.get(attribute, "<input>")
-            if isinstance(shown, GraphProto):
+            if isinstance(shown, Net):
                 shown = f"graph {shown.name!r}"
             what = f" attribute {attribute!r}={shown!r}"
         return UnsupportedOpError(f"{self.where}:{what} {reason}")
@@ -102,14 +125,14 @@ class NodeContext:
 
     def input(self, index: int) -> str | None:
         """Name of input ``index``, ``None`` when absent or empty (optional input skipped)."""
-        inputs = self.node.input
+        inputs = self.node.inputs
         if index < len(inputs) and inputs[index]:
             return inputs[index]
         return None
 
     def output(self, index: int) -> str | None:
         """Name of output ``index``, ``None`` when absent or empty (not requested)."""
-        outputs = self.node.output
+        outputs = self.node.outputs
         if index < len(outputs) and outputs[index]:
             return outputs[index]
         return None
@@ -117,12 +140,12 @@ class NodeContext:
     @property
     def inputs(self) -> list[str]:
         """The present inputs, in order."""
-        return [name for name in self.node.input if name]
+        return [name for name in self.node.inputs if name]
 
     @property
     def outputs(self) -> list[str]:
         """The requested outputs, in order."""
-        return [name for name in self.node.output if name]
+        return [name for name in self.node.outputs if name]
 
     def const(self, index: int) -> np.ndarray | None:
         """The value of input ``index`` when it is a known constant, else ``None``."""
@@ -182,6 +205,6 @@ class NodeContext:
         self.importer.ops.append(op)
         return op
 
-    def subgraph(self, graph: GraphProto, outputs: Sequence[str]) -> Net:
+    def subgraph(self, graph: Net, outputs: Sequence[str]) -> Net:
         """Convert a sub-graph attribute into a Caffe2 net writing ``outputs``."""
         return self.importer.import_subgraph(graph, outputs, self)

@@ -60,7 +60,7 @@ def _constant(ctx: NodeContext) -> None:
 )
 def _if(ctx: NodeContext) -> None:
     outputs = ctx.outputs
-    if len(outputs) != len(ctx.node.output):
+    if len(outputs) != len(ctx.node.outputs):
         raise ctx.refuse("has an output left unnamed; every If output must be named")
     then_net = ctx.subgraph(ctx.attr("then_branch"), outputs)
     else_net = ctx.subgraph(ctx.attr("else_branch"), outputs)
@@ -92,15 +92,16 @@ def _loop(ctx: NodeContext) -> None:
     body = ctx.attr("body")
     if body is None:
         raise ctx.refuse("has no body")
-    inputs = list(ctx.node.input)
+    inputs = list(ctx.node.inputs)
     carried = inputs[2:]
     if any(not name for name in carried):
         raise ctx.refuse("a carried value left out")
-    for info in body.input:
-        if not info.type.HasField("tensor_type"):
-            raise ctx.refuse(f"body input {info.name!r} is not a tensor (sequences, optionals)")
-    body_in = [i.name for i in body.input]
-    body_out = [o.name for o in body.output]
+    body_in = list(body.external_inputs)
+    body_out = list(body.external_outputs)
+    for name in body_in:
+        declared = body.types.get(name)
+        if declared is None or declared.kind != "tensor":
+            raise ctx.refuse(f"body input {name!r} is not a tensor (sequences, optionals)")
     scans = len(body_out) - 1 - len(carried)
     if len(body_in) != 2 + len(carried) or scans < 0:
         raise ctx.refuse(

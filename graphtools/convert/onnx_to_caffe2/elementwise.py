@@ -94,7 +94,7 @@ def _arg_reduce(ctx: NodeContext) -> None:
     if int(ctx.attr("select_last_index", 0)):
         raise ctx.refuse("Caffe2 picks the first extreme index", "select_last_index")
     ctx.emit(
-        ctx.node.op_type,
+        ctx.node.type,
         ctx.inputs,
         ctx.outputs,
         axis=int(ctx.attr("axis", 0)),

@@ -67,7 +67,7 @@ def _matmul(ctx: NodeContext) -> None:
 
 @converter("Add", "Sub", "Mul", "Div", since=(7, 13, 14))
 def _arithmetic(ctx: NodeContext) -> None:
-    ctx.emit(ctx.node.op_type, ctx.inputs, ctx.outputs)
+    ctx.emit(ctx.node.type, ctx.inputs, ctx.outputs)
 
 
 @converter("Sum", since=(6, 8, 13))
@@ -118,12 +118,12 @@ def _reduce(ctx: NodeContext, axes_as_input_since: int) -> None:
             ctx.emit("Copy", [x], [y])
             return
         axes = None
-    if ctx.node.op_type in ("ReduceMax", "ReduceMin"):
+    if ctx.node.type in ("ReduceMax", "ReduceMin"):
         shape = ctx.shape(x)
         reduced = range(len(shape)) if shape is not None and axes is None else (axes or [])
         if shape is not None and any(shape[a] == 0 for a in reduced):
             raise ctx.refuse("reduces an empty dim, where Caffe2 has no identity value to give")
-    ctx.emit(ctx.node.op_type, [x], [y], axes=axes, keepdims=keepdims)
+    ctx.emit(ctx.node.type, [x], [y], axes=axes, keepdims=keepdims)
 
 
 _REDUCE_ATTRS = ("axes", "keepdims", "noop_with_empty_axes")
@@ -146,7 +146,7 @@ def _reduce_max_min(ctx: NodeContext) -> None:
 
 @converter("Exp", "Log", "Sqrt", "Abs", since=(6, 13))
 def _unary(ctx: NodeContext) -> None:
-    ctx.emit(ctx.node.op_type, ctx.inputs, ctx.outputs)
+    ctx.emit(ctx.node.type, ctx.inputs, ctx.outputs)
 
 
 @converter("Neg", since=(6, 13))

@@ -1,14 +1,20 @@
-"""ONNX model -> Caffe2 init_net/predict_net pair (``import_onnx``).
+"""ONNX-dialect model -> Caffe2 init_net/predict_net pair, inside the IR (``import_model``,
+the ``convert-to-caffe2`` pass).
 
 Model level, as Caffe2's ``onnx_graph_to_caffe2_net`` did: initializers become the init_net's
 ``GivenTensor*Fill`` ops (by dtype); graph inputs that are not initializers become the
 predict_net's external inputs (IR-3 models list their weights as inputs too: those are params,
-not feeds), followed by the params; graph outputs become external outputs. Nodes are converted
-one by one by the table in ``registry`` (families in ``import_nn``, ``import_math``,
-``import_tensor``, ``import_elementwise``, ``import_random``, ``import_control``,
-``import_recurrent``); a call of a ``caffe2``-domain function ``export_onnx`` wrote becomes the
-Caffe2 op it stands for (``import_caffe2``), and a uint8/int32 initializer the graph's
-``quantization_annotation`` gives a scale and zero point becomes an Int8 fill.
+not feeds), followed by the params; graph outputs become external outputs. Ops are converted
+one by one by the table in ``table`` (families in ``nn``, ``math``, ``tensor``, ``elementwise``,
+``random``, ``control``, ``recurrent``); a call of a ``caffe2``-domain function ``export_onnx``
+wrote becomes the Caffe2 op it stands for (``caffe2_calls``), and a uint8/int32 initializer the
+graph's ``quantization_annotation`` gives a scale and zero point becomes an Int8 fill.
+
+The model is read as the ONNX codec loaded it (an initializer's data is decoded when it is
+converted) and the pair is made of IR ops of the Caffe2 dialect: no protobuf message is built on
+the way. The fills hold their arrays (``graphtools.convert.fills``), so weights never become
+Python floats. The predict_net declares the types the graph declares for its inputs
+(``Net.types``), which ``export_onnx`` reads: exporting the pair back needs no ``value_info``.
 
 Choices where upstream was silent or loose:
 
@@ -26,28 +32,27 @@ Choices where upstream was silent or loose:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
-from onnx import GraphProto, ModelProto, numpy_helper
 
 from graphtools.convert.conventions import CAFFE2_DOMAIN, max_opset
-from graphtools.convert.dtypes import fill_op_for
+from graphtools.convert.fills import fill_op, fill_ops, fill_spec, int8_fill_spec
 from graphtools.convert.names import NameGen
 from graphtools.convert.onnx_to_caffe2.caffe2_calls import caffe2_call
 from graphtools.convert.onnx_to_caffe2.context import NodeContext, Shape
 from graphtools.convert.onnx_to_caffe2.table import CONVERTERS
+from graphtools.dialects import op_table
 from graphtools.errors import UnsupportedOpError
 from graphtools.ir import Model, Net, Op
-from graphtools.proto import caffe2_pb2
-from graphtools.serde.codec import net_from_netdef, op_from_proto
+from graphtools.serde.array_fills import ArrayFill
+from graphtools.values import ValueType
 
 __all__ = [
     "MIN_OPSET",
     "GraphImporter",
-    "fill_message",
-    "import_model_proto",
-    "int8_fill_message",
+    "import_model",
     "max_opset",
     "supported_ops",
 ]
@@ -63,73 +68,13 @@ def supported_ops() -> dict[str, tuple[int, ...]]:
     return {name: CONVERTERS[name].since for name in sorted(CONVERTERS)}
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def fill_message(name: str, value: np.ndarray, where: str) -> caffe2_pb2.OperatorDef:
-    """The ``GivenTensor*Fill`` OperatorDef writing ``value`` to blob ``name``.
-
-    Float values are written as one packed field parsed in C, so weights of real models do
-    not go through a Python list.
-    """
-    op_type, field = fill_op_for(value.dtype, where)
-    msg = caffe2_pb2.OperatorDef(type=op_type, output=[name])
-    shape = msg.arg.add(name="shape")
-    shape.ints.extend(int(d) for d in value.shape)
-    values = msg.arg.add(name="values")
-    flat = value.reshape(-1)
-    if field == "floats":
-        raw = flat.astype("<f4").tobytes()
-        values.MergeFromString(b"\x2a" + _varint(len(raw)) + raw)
-    elif field == "ints":
-        values.ints.extend(flat.astype(np.int64).tolist())
-    elif field == "s":
-        values.s = flat.tobytes()
-    else:
-        values.strings.extend(v if isinstance(v, bytes) else str(v).encode() for v in flat)
-    return msg
-
-
-def int8_fill_message(
-    name: str, value: np.ndarray, scale: float, zero_point: int
-) -> caffe2_pb2.OperatorDef:
-    """The Int8 fill OperatorDef writing the quantized ``value`` (uint8: its bytes in an
-    ``Int8GivenTensorFill``; int32, a bias: ``Int8GivenIntTensorFill``) with its quantization.
-
-    Raises:
-        UnsupportedOpError: ``value`` is neither uint8 nor int32.
-    """
-    if value.dtype == np.uint8:
-        msg = caffe2_pb2.OperatorDef(type="Int8GivenTensorFill", output=[name])
-        msg.arg.add(name="values").s = value.tobytes()
-    elif value.dtype == np.int32:
-        msg = caffe2_pb2.OperatorDef(type="Int8GivenIntTensorFill", output=[name])
-        msg.arg.add(name="values").ints.extend(value.reshape(-1).tolist())
-    else:
-        raise UnsupportedOpError(
-            f"initializer {name!r}: a quantized {value.dtype} tensor has no Caffe2 Int8 fill "
-            "(uint8 and int32 do)"
-        )
-    msg.arg.add(name="shape").ints.extend(int(d) for d in value.shape)
-    msg.arg.add(name="Y_scale").f = float(scale)
-    msg.arg.add(name="Y_zero_point").i = int(zero_point)
-    return msg
-
-
-def _quantization(graph: GraphProto, arrays: dict[str, np.ndarray]) -> dict[str, tuple[float, int]]:
+def _quantization(
+    annotations: Iterable[Any], arrays: dict[str, np.ndarray]
+) -> dict[str, tuple[float, int]]:
     """``{tensor: (scale, zero point)}`` of the graph's ``quantization_annotation``: the
     per-tensor entries whose scale and zero point are scalar initializers."""
     found = {}
-    for annotation in graph.quantization_annotation:
+    for annotation in annotations:
         keys = {p.key: p.value for p in annotation.quant_parameter_tensor_names}
         scale, zero_point = (
             arrays.get(keys.get(k, "")) for k in ("SCALE_TENSOR", "ZERO_POINT_TENSOR")
@@ -142,63 +87,46 @@ def _quantization(graph: GraphProto, arrays: dict[str, np.ndarray]) -> dict[str,
     return found
 
 
-def _fill_op(name: str, value: np.ndarray, where: str) -> Op:
-    """``fill_message`` as an IR op (for fills inside nested nets, which are small)."""
-    return op_from_proto(fill_message(name, value, where))
+def _header_field(net: Net, name: str) -> Sequence[Any]:
+    """A repeated field of the graph's header (``()`` for a net built without one)."""
+    return () if net.header is None else getattr(net.header, name)
 
 
-def _tensor_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
-    try:
-        return numpy_helper.to_array(tensor)
-    except Exception as exc:  # onnx raises TypeError/ValueError/KeyError on exotic types
-        raise UnsupportedOpError(f"{where}: cannot read tensor {tensor.name!r}: {exc}") from exc
+def _nets(net: Net) -> Iterable[Net]:
+    """``net`` and every graph nested in it, depth first."""
+    yield net
+    for index in sorted(net.nested_op_indices()):
+        for _, nested in net[index].nested_nets():
+            yield from _nets(nested)
 
 
-def _dims(value_info: onnx.ValueInfoProto) -> Shape | None:
-    ttype = value_info.type.tensor_type
-    if not value_info.type.HasField("tensor_type") or not ttype.HasField("shape"):
+def _shape(value_type: ValueType) -> Shape | None:
+    if value_type.kind != "tensor" or value_type.shape is None:
         return None
-    return tuple(d.dim_value if d.HasField("dim_value") else None for d in ttype.shape.dim)
+    return tuple(d if isinstance(d, int) else None for d in value_type.shape)
 
 
-def _subgraphs(graph: GraphProto) -> Iterable[GraphProto]:
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield attr.g
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                yield from attr.graphs
-
-
-def _all_graphs(graph: GraphProto) -> Iterable[GraphProto]:
-    yield graph
-    for sub in _subgraphs(graph):
-        yield from _all_graphs(sub)
-
-
-def _static_shapes(model: ModelProto) -> dict[str, Shape]:
-    """Shapes ONNX shape inference finds (unknown dims ``None``); empty if inference fails."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
-    except Exception:  # inference is a help, not a requirement: nodes needing it refuse
-        inferred = model
+def _static_shapes(model: Model) -> dict[str, Shape]:
+    """Shapes ONNX shape inference finds (unknown and symbolic dims ``None``) over the ones
+    the graphs declare (all there is when inference refuses the model)."""
     shapes: dict[str, Shape] = {}
-    for graph in _all_graphs(inferred.graph):
-        for info in (*graph.input, *graph.value_info, *graph.output):
-            dims = _dims(info)
-            if dims is not None:
-                shapes[info.name] = dims
+    inferred = op_table(model).infer_all_types(model)
+    for types in (*(net.types for net in _nets(model.predict_net)), inferred):
+        for name, value_type in types.items():
+            shape = _shape(value_type)
+            if shape is not None:
+                shapes[name] = shape
     return shapes
 
 
-def _all_names(graph: GraphProto) -> Iterable[str]:
-    for g in _all_graphs(graph):
-        yield from (i.name for i in g.input)
-        yield from (o.name for o in g.output)
-        yield from (t.name for t in g.initializer)
-        for node in g.node:
-            yield from node.input
-            yield from node.output
+def _all_names(graph: Net) -> Iterable[str]:
+    for net in _nets(graph):
+        yield from net.external_inputs
+        yield from net.external_outputs
+        yield from net.initializers
+        for op in net.ops:
+            yield from op.inputs
+            yield from op.outputs
 
 
 class GraphImporter:
@@ -230,7 +158,7 @@ class GraphImporter:
         self.folded: set[str] = set() if parent is None else parent.folded
         self.quantized: dict[str, tuple[float, int]] = {} if parent is None else parent.quantized
         self.consts: dict[str, np.ndarray] = {}
-        self.params: list[caffe2_pb2.OperatorDef] = []
+        self.params: list[ArrayFill] = []
 
     def constant(self, name: str) -> np.ndarray | None:
         """The value of ``name`` when it is a constant of this graph or an enclosing one."""
@@ -247,72 +175,73 @@ class GraphImporter:
         ``quantization_annotation`` gives its scale), a fill op in a branch."""
         self.consts[name] = value
         if self.parent is None and name in self.quantized:
-            self.params.append(int8_fill_message(name, value, *self.quantized[name]))
+            self.params.append(int8_fill_spec(name, value, *self.quantized[name]))
         elif self.parent is None:
-            self.params.append(fill_message(name, value, where))
+            self.params.append(fill_spec(name, value, where))
         else:
-            self.ops.append(_fill_op(name, value, where))
+            self.ops.append(fill_op(name, value, where))
 
-    def convert(self, graph: GraphProto) -> None:
-        """Convert every node of ``graph`` in order."""
-        for index, node in enumerate(graph.node):
+    def convert(self, graph: Net) -> None:
+        """Convert every op of ``graph`` (an ONNX-dialect net) in order."""
+        for index, node in enumerate(graph.ops):
             self._convert_node(index, node)
 
-    def _convert_node(self, index: int, node: onnx.NodeProto) -> None:
+    def _convert_node(self, index: int, node: Op) -> None:
         since = 0
         ctx = NodeContext(node, index, self.opset, since, self)
-        if node.domain == CAFFE2_DOMAIN:
+        domain = node.domain or ""
+        if domain == CAFFE2_DOMAIN:
             caffe2_call(ctx)
             return
-        if node.domain not in _DEFAULT_DOMAINS:
-            raise ctx.refuse(f"op domain {node.domain!r} is not supported (only the default)")
-        entry = CONVERTERS.get(node.op_type)
+        if domain not in _DEFAULT_DOMAINS:
+            raise ctx.refuse(f"op domain {domain!r} is not supported (only the default)")
+        entry = CONVERTERS.get(node.type)
         if entry is None:
             raise ctx.refuse("no Caffe2 mapping for this op type in graphtools")
         try:
-            ctx.since = onnx.defs.get_schema(node.op_type, self.opset, "").since_version
+            ctx.since = onnx.defs.get_schema(node.type, self.opset, "").since_version
         except onnx.defs.SchemaError as exc:
             raise ctx.refuse(f"onnx has no schema for it at this opset: {exc}") from exc
         if ctx.since not in entry.since:
             raise ctx.refuse(
-                f"schema version {node.op_type}-{ctx.since} is not supported (implemented: "
+                f"schema version {node.type}-{ctx.since} is not supported (implemented: "
                 f"{', '.join(map(str, entry.since))})"
             )
-        for attr in node.attribute:
-            if attr.name not in entry.attributes:
-                raise ctx.refuse("is not supported by the Caffe2 mapping", attr.name)
+        for argument in node.args:
+            if argument.name not in entry.attributes:
+                raise ctx.refuse("is not supported by the Caffe2 mapping", argument.name)
         entry.fn(ctx)
 
-    def import_body(self, graph: GraphProto, ctx: NodeContext) -> list[Op]:
+    def _sub_importer(self, graph: Net, what: str, ctx: NodeContext) -> GraphImporter:
+        """The importer of a sub-graph, its initializers recorded as constants (fill ops)."""
+        label = f"{self.graph_label}, {what} {graph.name!r} of node #{ctx.index}"
+        sub = GraphImporter(self.opset, self.shapes, self.names, parent=self, graph_label=label)
+        if _header_field(graph, "sparse_initializer"):
+            raise ctx.refuse(f"{what} {graph.name!r} has sparse initializers")
+        for name, tensor in graph.initializers.items():
+            sub.add_constant(name, tensor.numpy(), ctx.where)
+        return sub
+
+    def import_body(self, graph: Net, ctx: NodeContext) -> list[Op]:
         """The Caffe2 ops of a sub-graph (a ``Loop`` body) under its own value names, its
         initializers as fill ops first."""
-        label = f"{self.graph_label}, body {graph.name!r} of node #{ctx.index}"
-        sub = GraphImporter(self.opset, self.shapes, self.names, parent=self, graph_label=label)
-        if graph.sparse_initializer:
-            raise ctx.refuse(f"body {graph.name!r} has sparse initializers")
-        for tensor in graph.initializer:
-            sub.add_constant(tensor.name, _tensor_array(tensor, ctx.where), ctx.where)
+        sub = self._sub_importer(graph, "body", ctx)
         sub.convert(graph)
         return sub.ops
 
-    def import_subgraph(self, graph: GraphProto, outputs: Sequence[str], ctx: NodeContext) -> Net:
+    def import_subgraph(self, graph: Net, outputs: Sequence[str], ctx: NodeContext) -> Net:
         """Convert a branch graph into a net writing the node's ``outputs``.
 
         The branch's output values are renamed to the enclosing node's output names (Caffe2
         branches write the If's outputs in the shared workspace); a branch output that no
         branch op writes (an outer value or a duplicate) is copied.
         """
-        label = f"{self.graph_label}, branch {graph.name!r} of node #{ctx.index}"
-        sub = GraphImporter(self.opset, self.shapes, self.names, parent=self, graph_label=label)
-        branch_outputs = [o.name for o in graph.output]
+        branch_outputs = list(graph.external_outputs)
         if len(branch_outputs) != len(outputs):
             raise ctx.refuse(
                 f"branch {graph.name!r} has {len(branch_outputs)} outputs, the node {len(outputs)}"
             )
-        if graph.sparse_initializer:
-            raise ctx.refuse(f"branch {graph.name!r} has sparse initializers")
-        for tensor in graph.initializer:
-            sub.add_constant(tensor.name, _tensor_array(tensor, ctx.where), ctx.where)
+        sub = self._sub_importer(graph, "branch", ctx)
         sub.convert(graph)
         written: dict[str, int] = {}
         for position, op in enumerate(sub.ops):
@@ -353,10 +282,10 @@ def _read_before_write(ops: Sequence[Op]) -> list[str]:
     return list(read)
 
 
-def _default_opset(model: ModelProto) -> int:
-    versions = [o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS]
+def _default_opset(model: Model) -> int:
+    versions = [v for domain, v in model.opset_imports.items() if domain in _DEFAULT_DOMAINS]
     if not versions:
-        if model.ir_version >= 3:
+        if getattr(model.header, "ir_version", 3) >= 3:
             raise UnsupportedOpError("the model imports no default-domain opset")
         return 1
     opset = int(versions[0])
@@ -368,62 +297,67 @@ def _default_opset(model: ModelProto) -> int:
     return opset
 
 
-def import_model_proto(model: ModelProto) -> Model:
-    """Convert an ONNX model into a Caffe2 init_net/predict_net pair.
+def _input_types(graph: Net, feeds: Sequence[str]) -> dict[str, ValueType]:
+    """The tensor types the graph declares for ``feeds`` (what ``export_onnx`` reads back)."""
+    types = graph.types
+    return {
+        name: types[name].with_shape(types[name].shape)
+        for name in feeds
+        if name in types and types[name].kind == "tensor" and types[name].elem_type
+    }
 
-    Args:
-        model_or_path: a ModelProto, a path to an ``.onnx`` file or the file's bytes; external
-            data is always loaded (next to the file, or from ``base_dir``).
-        base_dir: folder of the external data of an in-memory model.
+
+def import_model(model: Model) -> Model:
+    """Convert an ONNX-dialect model into a Caffe2 init_net/predict_net pair (see the module
+    docstring); ``model`` is only read.
 
     Returns:
-        The pair: ``<graph>_init`` holding one ``GivenTensor*Fill`` per param and
-        ``<graph>_predict``.
+        The pair: ``<graph>_init`` holding one fill per param and ``<graph>_predict``, which
+        declares the graph inputs' types (``Net.types``).
 
     Raises:
         UnsupportedOpError: a node, attribute, opset or element type without a Caffe2
             mapping (naming the node, op type, attribute and opset).
-        SerdeError: the file or its external data cannot be read.
+        SerdeError: the data of an initializer cannot be read (its external file).
     """
     opset = _default_opset(model)
-    graph = model.graph
-    if graph.sparse_initializer:
+    graph = model.predict_net
+    sparse = _header_field(graph, "sparse_initializer")
+    if sparse:
         raise UnsupportedOpError(
-            f"sparse initializers ({graph.sparse_initializer[0].values.name!r}, ...) are not "
-            "supported"
+            f"sparse initializers ({sparse[0].values.name!r}, ...) are not supported"
         )
     shapes = _static_shapes(model)
     names = NameGen(_all_names(graph))
     importer = GraphImporter(opset, shapes, names)
-    arrays = {t.name: _tensor_array(t, f"initializer {t.name!r}") for t in graph.initializer}
-    importer.quantized.update(_quantization(graph, arrays))
-    for annotation in graph.quantization_annotation:  # the scales live in the Int8 fills
+    arrays = {name: tensor.numpy() for name, tensor in graph.initializers.items()}
+    annotations = _header_field(graph, "quantization_annotation")
+    importer.quantized.update(_quantization(annotations, arrays))
+    for annotation in annotations:  # the scales live in the Int8 fills
         importer.folded.update(p.value for p in annotation.quant_parameter_tensor_names)
     for name, value in arrays.items():
         importer.add_constant(name, value, f"initializer {name!r}")
-    initializers = {t.name for t in graph.initializer}
-    feeds = list(dict.fromkeys(i.name for i in graph.input if i.name not in initializers))
+    initializers = graph.initializers
+    feeds = list(dict.fromkeys(n for n in graph.external_inputs if n not in initializers))
     importer.convert(graph)
-    outputs = [o.name for o in graph.output]
+    outputs = list(graph.external_outputs)
     read = {name for op in importer.ops for name in op.inputs}
     read.update(name for op in importer.ops for _, net in op.nested_nets() for name in _reads(net))
     read.update(outputs)
     params = [
-        msg
-        for msg in importer.params
-        if msg.output[0] in read or msg.output[0] not in importer.folded
+        spec for spec in importer.params if spec.blob in read or spec.blob not in importer.folded
     ]
-    init = caffe2_pb2.NetDef(name=f"{graph.name}_init")
-    init.op.extend(params)
-    param_names = [msg.output[0] for msg in params]
-    init.external_output.extend(param_names)
+    param_names = [spec.blob for spec in params]
+    label = graph.name or ""
+    init = Net(fill_ops(params), [], param_names, name=f"{label}_init")
     predict = Net(
         importer.ops,
         [*feeds, *param_names],
         outputs,
-        name=f"{graph.name}_predict",
+        name=f"{label}_predict",
+        types=_input_types(graph, feeds),
     )
-    return Model(predict, net_from_netdef(init))
+    return Model(predict, init)
 
 
 def _reads(net: Net) -> Iterable[str]:

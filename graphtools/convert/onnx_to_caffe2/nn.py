@@ -165,7 +165,7 @@ def _average_pool(ctx: NodeContext) -> None:
 
 @converter("GlobalAveragePool", "GlobalMaxPool", since=(1, 22))
 def _global_pool(ctx: NodeContext) -> None:
-    op_type = "AveragePool" if ctx.node.op_type == "GlobalAveragePool" else "MaxPool"
+    op_type = "AveragePool" if ctx.node.type == "GlobalAveragePool" else "MaxPool"
     ctx.emit(op_type, ctx.inputs, ctx.outputs, global_pooling=1)
 
 
@@ -227,7 +227,7 @@ def _relu(ctx: NodeContext) -> None:
 
 @converter("Sigmoid", "Tanh", since=(6, 13))
 def _sigmoid_tanh(ctx: NodeContext) -> None:
-    ctx.emit(ctx.node.op_type, ctx.inputs, ctx.outputs)
+    ctx.emit(ctx.node.type, ctx.inputs, ctx.outputs)
 
 
 @converter("Softplus", since=(1, 22))

@@ -27,13 +27,13 @@ def _checked(ctx: NodeContext) -> None:
 
 
 def _args(ctx: NodeContext) -> dict[str, float]:
-    if ctx.node.op_type.startswith("RandomNormal"):
+    if ctx.node.type.startswith("RandomNormal"):
         return {"mean": float(ctx.attr("mean", 0.0)), "std": float(ctx.attr("scale", 1.0))}
     return {"min": float(ctx.attr("low", 0.0)), "max": float(ctx.attr("high", 1.0))}
 
 
 def _fill_type(ctx: NodeContext) -> str:
-    return "GaussianFill" if ctx.node.op_type.startswith("RandomNormal") else "UniformFill"
+    return "GaussianFill" if ctx.node.type.startswith("RandomNormal") else "UniformFill"
 
 
 @converter("RandomNormal", since=(1, 22), attributes=_NORMAL)

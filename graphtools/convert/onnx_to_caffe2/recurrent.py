@@ -68,7 +68,7 @@ def _check_attributes(ctx: NodeContext, gates: int) -> int:
     for name in ("clip", "activation_alpha", "activation_beta"):
         if name in attrs:
             raise ctx.refuse("is not supported", name)
-    op_type = ctx.node.op_type
+    op_type = ctx.node.type
     activations = attrs.get("activations")
     if activations is not None:
         names = [a.lower() for a in activations]
@@ -103,7 +103,7 @@ class _Builder:
 
     def __init__(self, ctx: NodeContext, dtype: np.dtype[Any]) -> None:
         self.ctx = ctx
-        self.scope = ctx.fresh(ctx.node.name or ctx.node.op_type.lower())
+        self.scope = ctx.fresh(ctx.node.name or ctx.node.type.lower())
         self.dtype = dtype
         self.ops: list[Op] = []
         self.inputs: list[str] = []
@@ -199,7 +199,7 @@ def _finish(
     y_out = ctx.output(0)
     if y_out is not None:
         ctx.emit("ExpandDims", [y_all], [y_out], dims=[1])
-    for k in range(1, len(ctx.node.output)):
+    for k in range(1, len(ctx.node.outputs)):
         final = ctx.output(k)
         if final is not None:
             ctx.emit("Copy", [outputs[2 * (k - 1) + 1]], [final])

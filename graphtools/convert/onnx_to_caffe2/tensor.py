@@ -117,14 +117,14 @@ def _split(ctx: NodeContext) -> None:
         split = None if ctx.input(1) is None else int_list(ctx.need_const(1, "split"))
     else:
         split = None if ctx.attr("split") is None else list(ctx.attr("split"))
-    count = len(ctx.node.output)
+    count = len(ctx.node.outputs)
     if split is None and ctx.since >= 18:
         shape = ctx.shape(x)
         size = None if shape is None else shape[axis]
         if size is not None and size % count:
             chunk = -(-size // count)
             split = [chunk] * (count - 1) + [size - chunk * (count - 1)]
-    outputs = [name or ctx.fresh(f"{x}_split_unused") for name in ctx.node.output]
+    outputs = [name or ctx.fresh(f"{x}_split_unused") for name in ctx.node.outputs]
     ctx.emit("Split", [x], outputs, axis=axis, split=split)
 
 
