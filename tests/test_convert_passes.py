@@ -12,16 +12,18 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from conftest import assert_one_error_line, run_cli  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from graphtools._core import CAFFE2, ONNX  # noqa: E402
-from graphtools.errors import UnsupportedOpError  # noqa: E402
+from graphtools.errors import PassError, UnsupportedOpError  # noqa: E402
 from graphtools.executor import run_model  # noqa: E402
 from graphtools.onnx import export_onnx, import_onnx, run_onnxruntime  # noqa: E402
+from graphtools.pass_infra import PassManager  # noqa: E402
 from graphtools.passes import ConvertToCaffe2  # noqa: E402
 from graphtools.proto import caffe2_pb2  # noqa: E402
 from graphtools.serde import load_model_dir, save_model  # noqa: E402
-from graphtools.serde.onnx_codec import model_from_onnx_bytes  # noqa: E402
+from graphtools.serde.onnx_codec import model_from_onnx_bytes, model_to_onnx_bytes  # noqa: E402
 from graphtools.testing import compare_outputs  # noqa: E402
 
 FLOAT = TensorProto.FLOAT
@@ -123,6 +125,23 @@ def test_an_imported_pair_exports_back_without_value_info(name: str) -> None:
         assert all(d.ok for d in diffs), diffs
 
 
+def test_the_pipeline_converts_once_between_the_fixpoints_of_each_dialect() -> None:
+    original, feeds = _conv_net()
+    model = model_from_onnx_bytes(original.SerializeToString())
+    manager = PassManager.parse("remove-dead-ends,convert-to-caffe2,default,convert-to-onnx")
+    records = manager(model)
+    assert [r.name for r in records if r.name.startswith("convert-")] == [
+        "convert-to-caffe2",
+        "convert-to-onnx",
+    ]
+    conversion = next(r for r in records if r.name == "convert-to-caffe2")
+    assert conversion.stats == {"caffe2_ops": 6, "params": 4, "opset": 17}
+    assert model.dialect == ONNX and model.init_net is None
+    expected = run_onnxruntime(original, feeds)["prob"]
+    got = run_onnxruntime(onnx.ModelProto.FromString(model_to_onnx_bytes(model)), feeds)["prob"]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
 def test_convert_to_caffe2_gives_a_pair_typed_like_the_graph_inputs() -> None:
     original, _ = _int_and_dynamic_net()
     model = model_from_onnx_bytes(original.SerializeToString())
@@ -143,6 +162,9 @@ def test_a_refused_conversion_leaves_the_onnx_model_as_it_was() -> None:
     with pytest.raises(UnsupportedOpError, match="NonMaxSuppression"):
         ConvertToCaffe2()(model)
     assert model.dialect == ONNX and model.revision == before
+    with pytest.raises(PassError, match="convert-to-caffe2"):
+        PassManager.parse("convert-to-caffe2")(model)
+    assert model.dialect == ONNX
 
 
 def test_the_import_builds_no_netdef_message_and_saves_the_weights(
@@ -162,3 +184,20 @@ def test_the_import_builds_no_netdef_message_and_saves_the_weights(
     expected = run_model(pair, feeds)
     got = run_model(loaded, feeds)
     assert np.array_equal(got["prob"], expected["prob"])
+
+
+def test_run_converts_an_onnx_model_through_a_caffe2_pipeline_and_refuses_to_end_in_caffe2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    original, feeds = _conv_net()
+    source = tmp_path / "m.onnx"
+    source.write_bytes(original.SerializeToString())
+    out = tmp_path / "out.onnx"
+    pipeline = "convert-to-caffe2,default,convert-to-onnx"
+    code, text, _ = run_cli(capsys, "run", str(source), "-p", pipeline, "-o", str(out))
+    assert code == 0 and f"wrote {out}" in text
+    expected = run_onnxruntime(original, feeds)["prob"]
+    np.testing.assert_allclose(run_onnxruntime(out, feeds)["prob"], expected, rtol=1e-5)
+    code, _, err = run_cli(capsys, "run", str(source), "-p", "convert-to-caffe2", "-o", str(out))
+    assert code == 2
+    assert_one_error_line(err, "caffe2 model", "convert-to-onnx")

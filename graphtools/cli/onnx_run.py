@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from graphtools._core import ONNX
 from graphtools.analysis.model_diff import diff_models
 from graphtools.cli import batch
 from graphtools.cli.common import (
@@ -221,6 +222,12 @@ def run_onnx_model(
     before = model.copy() if options.diff else None
     records = manager(model, after_pass=after_pass)
     report_records(out, manager, records, options.time_passes)
+    if model.dialect != ONNX:
+        raise UsageError(
+            f"the pipeline turned {path} into a {model.dialect} model, but run writes an ONNX "
+            "input back as ONNX: end the pipeline with convert-to-onnx (import-onnx writes a "
+            "pair)"
+        )
     files = output_files(model, target, external_data=options.external_data)
     if not options.in_place:
         _refuse_overwrite(files, inputs)

@@ -87,7 +87,10 @@ class PassManager:
     the pass that made it (passes must therefore be deterministic; the replay runs the round's
     earlier passes again). An interrupt (``KeyboardInterrupt``) restores the model as it was
     at the start of the round, its last verified state, and propagates. An ``idempotent``
-    pass is skipped while the model is unchanged since its last run.
+    pass is skipped while the model is unchanged since its last run. A pass that changes the
+    model's dialect (``changes_dialect``: a conversion) runs once, checked and verified,
+    between the fixpoints of the passes before and after it (``default`` among those after it
+    is the new dialect's pipeline).
 
     Example::
 
@@ -139,9 +142,15 @@ class PassManager:
         ``verify``; a round that fails is replayed, so its passes may be reported twice).
         """
         self._after_pass = after_pass
-        self._active = self.passes_for(model.dialect)
+        records: list[PassRecord] = []
         with paused_gc():  # passes build many small objects; see graphtools._gc
-            return self._run(model)
+            for segment in _segments(self.passes):
+                if segment[0].changes_dialect:
+                    records.append(self._convert(segment[0], model, records))
+                    continue
+                self._active = tuple(expand_default(segment, model.dialect, available_passes()))
+                self._run(model, records)
+        return records
 
     _after_pass: Callable[[PassRecord, Model], None] | None = None
     _active: tuple[Pass, ...] = ()
@@ -150,8 +159,17 @@ class PassManager:
         """The passes this manager runs on a model of ``dialect`` (``default`` expanded)."""
         return tuple(expand_default(self.passes, dialect, available_passes()))
 
-    def _run(self, model: Model) -> list[PassRecord]:
-        records: list[PassRecord] = []
+    def _convert(self, item: Pass, model: Model, records: list[PassRecord]) -> PassRecord:
+        """Run a pass that changes the model's dialect once, checked and verified (a finding
+        the model did not have before is refused); the passes after it see its result."""
+        findings = {_finding_key(f) for f in verify(model)}
+        record, _ = self._run_one(item, model, 1, records, findings)
+        if self._after_pass is not None:
+            self._after_pass(record, model)
+        return record
+
+    def _run(self, model: Model, records: list[PassRecord]) -> list[PassRecord]:
+        """Run ``self._active`` over ``model`` to a fixpoint, appending to ``records``."""
         if any(item.reads_ssa for item in self._active):
             model.predict_net.ssa()  # built now, read by verify and then by the passes
         findings = {_finding_key(f) for f in verify(model)}
@@ -316,6 +334,24 @@ _RanAt = tuple[tuple[int, ...], object, object]
 
 def _ran_at(model: Model) -> _RanAt:
     return (model.revision, model.predict_net, model.init_net)
+
+
+def _segments(passes: Sequence[Pass]) -> list[tuple[Pass, ...]]:
+    """``passes`` cut around each pass that changes the dialect: the runs of other passes
+    (each run to its fixpoint) and each such pass alone (run once)."""
+    segments: list[tuple[Pass, ...]] = []
+    current: list[Pass] = []
+    for item in passes:
+        if item.changes_dialect:
+            if current:
+                segments.append(tuple(current))
+            segments.append((item,))
+            current = []
+        else:
+            current.append(item)
+    if current:
+        segments.append(tuple(current))
+    return segments
 
 
 class _RoundFailed(Exception):
