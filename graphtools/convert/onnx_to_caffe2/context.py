@@ -9,7 +9,7 @@ the node, op type, opset and attribute.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -32,7 +32,7 @@ class GraphImporter(Protocol):
 
     graph_label: str
     folded: set[str]
-    shapes: dict[str, Shape]
+    shapes: Mapping[str, Shape]
     names: NameGen
     ops: list[Op]
 

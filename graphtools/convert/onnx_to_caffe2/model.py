@@ -31,12 +31,13 @@ Choices where upstream was silent or loose:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import onnx
 
+from graphtools._gc import paused_gc
 from graphtools.convert.conventions import CAFFE2_DOMAIN, max_opset
 from graphtools.convert.fills import fill_op, fill_ops, fill_spec, int8_fill_spec
 from graphtools.convert.names import NameGen
@@ -119,6 +120,29 @@ def _static_shapes(model: Model) -> dict[str, Shape]:
     return shapes
 
 
+class _LazyShapes(Mapping[str, Shape]):
+    """``_static_shapes`` of a model, found on the first question: shape inference encodes the
+    whole model, and most nodes convert without asking for a shape."""
+
+    def __init__(self, model: Model) -> None:
+        self._model = model
+        self._shapes: dict[str, Shape] | None = None
+
+    def _found(self) -> dict[str, Shape]:
+        if self._shapes is None:
+            self._shapes = _static_shapes(self._model)
+        return self._shapes
+
+    def __getitem__(self, name: str) -> Shape:
+        return self._found()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._found())
+
+    def __len__(self) -> int:
+        return len(self._found())
+
+
 def _all_names(graph: Net) -> Iterable[str]:
     for net in _nets(graph):
         yield from net.external_inputs
@@ -143,7 +167,7 @@ class GraphImporter:
     def __init__(
         self,
         opset: int,
-        shapes: dict[str, Shape],
+        shapes: Mapping[str, Shape],
         names: NameGen,
         *,
         parent: GraphImporter | None = None,
@@ -320,6 +344,11 @@ def import_model(model: Model) -> Model:
             mapping (naming the node, op type, attribute and opset).
         SerdeError: the data of an initializer cannot be read (its external file).
     """
+    with paused_gc():  # a big model makes millions of small objects; see graphtools._gc
+        return _import(model)
+
+
+def _import(model: Model) -> Model:
     opset = _default_opset(model)
     graph = model.predict_net
     sparse = _header_field(graph, "sparse_initializer")
@@ -327,9 +356,8 @@ def import_model(model: Model) -> Model:
         raise UnsupportedOpError(
             f"sparse initializers ({sparse[0].values.name!r}, ...) are not supported"
         )
-    shapes = _static_shapes(model)
     names = NameGen(_all_names(graph))
-    importer = GraphImporter(opset, shapes, names)
+    importer = GraphImporter(opset, _LazyShapes(model), names)
     arrays = {name: tensor.numpy() for name, tensor in graph.initializers.items()}
     annotations = _header_field(graph, "quantization_annotation")
     importer.quantized.update(_quantization(annotations, arrays))
