@@ -42,7 +42,7 @@ from graphtools.convert.caffe2_to_onnx.options import (
     ExportOptions,
 )
 from graphtools.convert.caffe2_to_onnx.table import EXPORTERS
-from graphtools.convert.conventions import CAFFE2_DOMAIN, max_opset
+from graphtools.convert.conventions import CAFFE2_DOMAIN, PROBE_KEEPS, max_opset
 from graphtools.convert.dtypes import numpy_of_onnx, onnx_dtype_of_numpy
 from graphtools.convert.names import NameGen
 from graphtools.dialects import op_table
@@ -62,10 +62,6 @@ __all__ = [
     "export_model",
     "ir_version_for",
 ]
-
-_PROBE_KEEPS = 1024
-"""Initializers up to this many elements stay constants in the model shape inference reads
-(data propagation follows shape arithmetic through them); bigger ones are typed inputs there."""
 
 
 @dataclass(frozen=True)
@@ -347,12 +343,12 @@ def _inferred(
     """The types ONNX shape inference gives the values ``ops`` compute (``known``: the value
     info it starts from; it cannot follow a Loop whose carried values grow, as the detection
     functions' do). It needs no weights: big initializers are typed inputs of the model it
-    reads (``_PROBE_KEEPS``), so no weight is encoded for it."""
+    reads (``PROBE_KEEPS``), so no weight is encoded for it."""
     types = {**known, **inputs}
     kept: dict[str, Tensor] = {}
     fed = list(inputs)
     for name, tensor in initializers.items():
-        if tensor.size <= _PROBE_KEEPS:
+        if tensor.size <= PROBE_KEEPS:
             kept[name] = tensor
         else:
             fed.append(name)

@@ -38,7 +38,8 @@ import numpy as np
 import onnx
 
 from graphtools._gc import paused_gc
-from graphtools.convert.conventions import CAFFE2_DOMAIN, max_opset
+from graphtools.convert.conventions import CAFFE2_DOMAIN, PROBE_KEEPS, max_opset
+from graphtools.convert.dtypes import onnx_dtype_of_numpy
 from graphtools.convert.fills import fill_op, fill_ops, fill_spec, int8_fill_spec
 from graphtools.convert.names import NameGen
 from graphtools.convert.onnx_to_caffe2.caffe2_calls import caffe2_call
@@ -107,11 +108,27 @@ def _shape(value_type: ValueType) -> Shape | None:
     return tuple(d if isinstance(d, int) else None for d in value_type.shape)
 
 
+def _probe(model: Model) -> Model:
+    """The model ONNX shape inference reads: the main graph's big initializers (``PROBE_KEEPS``)
+    are typed graph inputs there, so no weight is encoded for it."""
+    net = model.predict_net.copy()
+    big = {name: t for name, t in net.initializers.items() if t.size > PROBE_KEEPS}
+    if big:
+        with net.edit() as edit:
+            for name, tensor in big.items():
+                edit.set_initializer(name, None)
+                edit.set_type(name, ValueType(onnx_dtype_of_numpy(tensor.dtype), tensor.shape))
+            inputs = set(net.external_inputs)
+            edit.set_external_inputs([*net.external_inputs, *(n for n in big if n not in inputs)])
+    return Model(net, opset_imports=model.opset_imports, header=model.header)
+
+
 def _static_shapes(model: Model) -> dict[str, Shape]:
     """Shapes ONNX shape inference finds (unknown and symbolic dims ``None``) over the ones
     the graphs declare (all there is when inference refuses the model)."""
     shapes: dict[str, Shape] = {}
-    inferred = op_table(model).infer_all_types(model)
+    probe = _probe(model)
+    inferred = op_table(probe).infer_all_types(probe)
     for types in (*(net.types for net in _nets(model.predict_net)), inferred):
         for name, value_type in types.items():
             shape = _shape(value_type)
