@@ -11,6 +11,7 @@ from pathlib import Path
 
 import onnx
 
+from graphtools.errors import SerdeError
 from graphtools.ir import Model, Net
 from graphtools.onnx.external import ModelSource
 from graphtools.passes.convert_to_caffe2 import ConvertToCaffe2
@@ -116,7 +117,15 @@ def import_onnx(model_or_path: ModelSource, *, base_dir: str | Path | None = Non
 def _loaded(source: ModelSource, base_dir: str | Path | None) -> Model:
     """The ONNX-dialect IR of ``source`` (external data left in its files until read)."""
     if isinstance(source, onnx.ModelProto):
-        return model_from_onnx_bytes(source.SerializeToString(), base_dir=base_dir)
+        try:
+            data = source.SerializeToString()
+        except ValueError as exc:  # over protobuf's 2 GB limit
+            raise SerdeError(
+                None,
+                f"cannot encode the model in memory ({exc}): save it with external data "
+                "and import the file",
+            ) from exc
+        return model_from_onnx_bytes(data, base_dir=base_dir)
     if isinstance(source, bytes):
         return model_from_onnx_bytes(source, base_dir=base_dir)
     return model_from_onnx_bytes(read_bytes(source), Path(source), base_dir)
