@@ -107,7 +107,7 @@ def _with_onnxruntime(
         model.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
     values = session.run(list(wanted), feeds)
-    return {name: np.asarray(value) for name, value in zip(wanted, values, strict=True)}
+    return _tensors(wanted, values)
 
 
 def _with_reference(
@@ -118,7 +118,20 @@ def _with_reference(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         values = ReferenceEvaluator(model).run(list(wanted), feeds)
-    return {name: np.asarray(value) for name, value in zip(wanted, values, strict=True)}
+    return _tensors(wanted, list(values))
+
+
+def _tensors(wanted: Sequence[str], values: Sequence[Any]) -> dict[str, np.ndarray]:
+    """The runtime's values by name; a value that is no tensor (a sequence, a map, an empty
+    optional) cannot be a constant, and makes the whole evaluation refused."""
+    found = {}
+    for name, value in zip(wanted, values, strict=True):
+        if isinstance(value, np.generic):
+            value = np.asarray(value)
+        if not isinstance(value, np.ndarray):
+            raise UnsupportedOpError(f"value {name!r} is a {type(value).__name__}, not a tensor")
+        found[name] = value
+    return found
 
 
 def _first_line(error: BaseException) -> str:
