@@ -39,7 +39,9 @@ DEFAULT_PIPELINE = DEFAULT_PIPELINES[CAFFE2]
 """Caffe2's default pipeline (``DEFAULT_PIPELINES[CAFFE2]``)."""
 OPTIMIZE_PIPELINES: dict[str, str] = {
     ONNX: (
-        "fold-constants,fuse-batchnorm,remove-identity-ops,remove-dead-ends,remove-unused-params"
+        "fold-constants,fuse-batchnorm,fuse-affine,fuse-pad,fuse-matmul-add,"
+        "merge-consecutive-ops,remove-noop-ops,remove-identity-ops,dedupe-initializers,"
+        "merge-common-subexpressions,remove-dead-ends,remove-unused-params,in-branches"
     ),
 }
 """What the pipeline name ``optimize`` expands to: the ONNX passes in the order that reaches
