@@ -14,7 +14,7 @@ control-flow bodies.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache, lru_cache
 from itertools import compress, count
 from typing import Any, ClassVar
@@ -151,6 +151,13 @@ class OnnxOpTable(OpTable):
         key = ("onnx-inferred-types", nested, tuple(sorted(self.opsets.items())))
         return model.predict_net.cached(key, lambda _: inferred_types(model, nested=nested))
 
+    def inference_error(self, model: Model) -> str | None:
+        """What strict shape inference says is wrong with ``model``, ``None`` when nothing
+        (``graphtools.dialects.onnx_infer.inference_error``)."""
+        from graphtools.dialects.onnx_infer import inference_error
+
+        return inference_error(model)
+
     def shape_values(
         self,
         model: Model,
@@ -182,6 +189,19 @@ class OnnxOpTable(OpTable):
         else:
             found = self.opsets.get(domain)
         return None if found is None else int(found)
+
+    def combined_axes(
+        self, op: Op, position: int, rank: int, constant: Callable[[str], np.ndarray | None]
+    ) -> frozenset[int] | None:
+        """The axes of ``op``'s input ``position`` (of ``rank`` dims) along which it combines
+        several elements into one (``graphtools.dialects.onnx_axes``); ``None`` for an op
+        the schemas do not know, which may do anything. ``constant`` gives the value of a
+        constant input (a ``CumSum`` axis, ``ReduceSum`` axes)."""
+        if not self.known(op) or (_domain(op), op.type) in self.functions:
+            return None
+        from graphtools.dialects.onnx_axes import combined_axes
+
+        return combined_axes(op, position, rank, constant, self.opset() or 1)
 
     def attribute_array(self, op: Op, name: str) -> np.ndarray | None:
         """The tensor attribute ``name`` of ``op`` as an array (``ConstantOfShape``'s and

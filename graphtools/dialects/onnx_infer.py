@@ -26,7 +26,7 @@ from graphtools.ir import Model
 from graphtools.serde.onnx_codec import model_to_onnx_bytes, value_type_from_proto
 from graphtools.values import Dim, ValueType
 
-__all__ = ["SHIFT", "inferred_types", "shape_values"]
+__all__ = ["SHIFT", "inference_error", "inferred_types", "shape_values"]
 
 SHIFT = 1 << 40
 """What the static probe adds to each entry, so that negative entries make a valid shape."""
@@ -71,6 +71,20 @@ def inferred_types(model: Model, *, nested: bool = False) -> dict[str, ValueType
         for section in (graph.input, graph.value_info, graph.output)
         for info in section
     }
+
+
+def inference_error(model: Model) -> str | None:
+    """What strict shape inference with data propagation says is wrong with ``model`` (the
+    first node whose types do not fit), ``None`` when it accepts the model."""
+    proto = onnx.ModelProto.FromString(model_to_onnx_bytes(model))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            onnx.shape_inference.infer_shapes(proto, strict_mode=True, data_prop=True)
+        except Exception as exc:  # onnx raises InferenceError, ValidationError, RuntimeError
+            text = " ".join(str(exc).split())
+            return text[:500] or type(exc).__name__
+    return None
 
 
 def shape_values(
