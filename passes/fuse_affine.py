@@ -7,7 +7,7 @@ norm) as ``Mul`` and ``Add`` by constants that vary along the channel axis only:
 ``Gemm``, ``[1, C, 1, 1]`` (or a scalar) after a convolution. Multiplying by ``s`` scales the
 producer's weights along its output channels and its bias (a ``BatchNormalization``'s scale and
 bias); adding ``t`` adds to its bias (a missing bias counts as zero). The new weights are
-computed by onnxruntime from ONNX arithmetic ops, all the fusions of a model in one run.
+computed by onnxruntime from ONNX arithmetic ops (``graphtools.dialects.onnx_fusion``).
 
 A fusion needs the producer's output read by the ``Mul``/``Add`` alone, its weights, bias and
 the constant to be initializers of one float type, a ``ConvTranspose`` of one group, a ``Gemm``
@@ -23,9 +23,9 @@ Example (``w`` is ``C x C x 1 x 1``, ``s`` is ``[1, C, 1, 1]``)::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 
@@ -43,8 +43,6 @@ if TYPE_CHECKING:
 __all__ = ["FuseAffine"]
 
 _FLOATS = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)})
-_ARITHMETIC_OPSET = {"": 17}
-"""The opset the new weights are computed in: their arithmetic means the same in every one."""
 
 
 @dataclass(frozen=True)
@@ -54,9 +52,9 @@ class _Fusion:
     affine: int
     producer: int
     inputs: list[str]
-    feeds: dict[str, np.ndarray]
-    ops: list[Op]
-    results: dict[str, str]  # new initializer name -> the arithmetic's output holding it
+    item: Any  # graphtools.dialects.onnx_fusion.ScaleShift (that module loads onnx)
+    new_weight: str | None
+    new_bias: str
 
 
 def _standard(op: Op) -> bool:
@@ -70,7 +68,7 @@ def _inference_norm(op: Op, opset: int) -> bool:
 
 
 def _channels(
-    flow: DataFlow, producer: Op, opset: int, types: Mapping[str, ValueType]
+    flow: DataFlow, producer: Op, opset: int, types: Callable[[], Mapping[str, ValueType]]
 ) -> tuple[int, int, int] | None:
     """``(channels, weight axis over them, rank of the output)`` of a producer whose weights
     a per-channel scale can go into."""
@@ -85,7 +83,7 @@ def _channels(
         axis = 0 if producer.arg("transB", 0) else 1
         return weight.shape[axis], axis, 2
     if producer.type == "BatchNormalization" and _inference_norm(producer, opset):
-        output = types.get(producer.outputs[0])
+        output = types().get(producer.outputs[0])
         if output is None or output.shape is None or len(output.shape) < 2:
             return None
         return weight.shape[0], 0, len(output.shape)
@@ -107,9 +105,8 @@ def _per_channel(constant: np.ndarray, channels: int, rank: int) -> bool:
 def _find(
     flow: DataFlow,
     opset: int,
-    types: Mapping[str, ValueType],
+    types: Callable[[], Mapping[str, ValueType]],
     names: NameSource,
-    number: list[int],
 ) -> list[_Fusion]:
     net = flow.net
     found: list[_Fusion] = []
@@ -131,7 +128,7 @@ def _find(
             if shape is None or not _per_channel(constant.numpy(), shape[0], shape[2]):
                 continue
             fusion = _fusion(
-                flow, op, index, producer, producer_index, constant.numpy(), shape, names, number
+                flow, op, index, producer, producer_index, constant.numpy(), shape, names
             )
             if fusion is not None:
                 found.append(fusion)
@@ -149,7 +146,6 @@ def _fusion(
     constant: np.ndarray,
     shape: tuple[int, int, int],
     names: NameSource,
-    number: list[int],
 ) -> _Fusion | None:
     channels, axis, _ = shape
     norm = producer.type == "BatchNormalization"
@@ -169,51 +165,51 @@ def _fusion(
     gemm = producer.type == "Gemm"
     if gemm and (producer.arg("alpha", 1.0) != 1.0 or producer.arg("beta", 1.0) != 1.0):
         return None
-    tag = f"affine{number[0]}_"
-    number[0] += 1
-    weight_shape = [1] * len(weight.shape)
-    weight_shape[axis] = -1
-    base = bias.numpy() if bias is not None else np.zeros((channels,), dtype)
-    feeds = {
-        f"{tag}c": constant,
-        f"{tag}w": weight.numpy(),
-        f"{tag}b": base,
-        f"{tag}n": np.asarray([channels], np.int64),
-        f"{tag}flat": np.asarray([-1], np.int64),
-        f"{tag}wshape": np.asarray(weight_shape, np.int64),
-    }
-    ops = [
-        Op("Reshape", [f"{tag}c", f"{tag}flat"], [f"{tag}cf"]),
-        Op("Expand", [f"{tag}cf", f"{tag}n"], [f"{tag}v"]),
-    ]
-    results: dict[str, str] = {}
+    from graphtools.dialects.onnx_fusion import ScaleShift
+
+    vector = constant.reshape(-1)
+    if vector.size == 1:
+        vector = np.broadcast_to(vector, (channels,))
+    ones, zeros = np.ones((channels,), dtype), np.zeros((channels,), dtype)
+    base = bias.numpy() if bias is not None else zeros
+    if base.size == 1:
+        base = np.broadcast_to(base.reshape(-1), (channels,))
+    scaling = op.type == "Mul"
+    item = ScaleShift(
+        weight.numpy(),
+        axis,
+        base,
+        num=vector if scaling else ones,
+        var=ones,
+        eps=0.0,
+        mean=zeros,
+        shift=zeros if scaling else vector,
+    )
     inputs = list(producer.inputs)
+    while len(inputs) <= bias_position:
+        inputs.append("")
     hint = op.outputs[0]
-    if op.type == "Mul":
-        ops += [
-            Op("Reshape", [f"{tag}v", f"{tag}wshape"], [f"{tag}vw"]),
-            Op("Mul", [f"{tag}w", f"{tag}vw"], [f"{tag}w_out"]),
-            Op("Mul", [f"{tag}b", f"{tag}v"], [f"{tag}b_out"]),
-        ]
-        results[names.fresh(f"{hint}_weight")] = f"{tag}w_out"
-        inputs[1] = list(results)[-1]
-        if bias is not None or norm:
-            results[names.fresh(f"{hint}_bias")] = f"{tag}b_out"
-            inputs[bias_position] = list(results)[-1]
+    new_weight = names.fresh(f"{hint}_weight") if scaling else None
+    if new_weight is not None:
+        inputs[1] = new_weight
+    new_bias = names.fresh(f"{hint}_bias")
+    if scaling and bias is None and not norm:
+        del inputs[bias_position:]  # a missing bias scaled is still no bias
     else:
-        ops.append(Op("Add", [f"{tag}b", f"{tag}v"], [f"{tag}b_out"]))
-        results[names.fresh(f"{hint}_bias")] = f"{tag}b_out"
-        while len(inputs) <= bias_position:
-            inputs.append("")
-        inputs[bias_position] = list(results)[-1]
-    return _Fusion(index, producer_index, inputs, feeds, ops, results)
+        inputs[bias_position] = new_bias
+    return _Fusion(index, producer_index, inputs, item, new_weight, new_bias)
 
 
-def _apply(net: Net, fusions: list[_Fusion], values: dict[str, np.ndarray]) -> bool:
+def _apply(
+    net: Net, fusions: list[_Fusion], values: dict[int, tuple[np.ndarray, np.ndarray]]
+) -> bool:
     with net.edit() as edit:
         for fusion in fusions:
-            for name, result in fusion.results.items():
-                edit.set_initializer(name, ArrayTensor(values[result]))
+            weight, bias = values[id(fusion)]
+            if fusion.new_weight is not None:
+                edit.set_initializer(fusion.new_weight, ArrayTensor(weight))
+            if fusion.new_bias in fusion.inputs:
+                edit.set_initializer(fusion.new_bias, ArrayTensor(bias))
             producer = net[fusion.producer]
             fused = producer.replace(inputs=fusion.inputs, outputs=[net[fusion.affine].outputs[0]])
             edit.expand(fusion.affine, [fused])
@@ -237,29 +233,30 @@ class FuseAffine(Pass):
     def call(self, model: Model) -> PassResult:
         """Find the fusions of each graph, compute their weights in one run, apply them in one
         edit per graph."""
-        from graphtools.dialects.onnx import onnx_table
-
         table = cast("OnnxOpTable", op_table(model))
         opset = table.opset() or 1
         all_scopes = scopes(model.predict_net, table.branch_nets)
         if not any({"Mul", "Add"}.intersection(op.type for op in s.net) for s in all_scopes):
             return PassResult(model, False, {"fused": 0})
-        types = table.infer_types(model, nested=len(all_scopes) > 1)
+        nested = len(all_scopes) > 1
+
+        def types() -> Mapping[str, ValueType]:  # only a BatchNormalization's rank needs them
+            return table.infer_types(model, nested=nested)
+
         names = NameSource(model_names(model.predict_net))
-        number = [0]
         plans: list[tuple[Net, list[_Fusion]]] = []
         for scope in all_scopes:
             flow = DataFlow(scope.net, scope.outer_constants)
-            fusions = _find(flow, opset, types, names, number)
+            fusions = _find(flow, opset, types, names)
             if fusions:
                 plans.append((scope.net, fusions))
         if not plans:
             return PassResult(model, False, {"fused": 0})
+        from graphtools.dialects.onnx_fusion import scale_and_shift
+
         fusions = [fusion for _, found in plans for fusion in found]
-        feeds = {name: value for fusion in fusions for name, value in fusion.feeds.items()}
-        ops = [op for fusion in fusions for op in fusion.ops]
-        wanted = [result for fusion in fusions for result in fusion.results.values()]
-        values = onnx_table(_ARITHMETIC_OPSET).evaluate_ops(ops, feeds, wanted)
+        results = scale_and_shift([fusion.item for fusion in fusions])
+        values = {id(f): result for f, result in zip(fusions, results, strict=True)}
         changed = False
         for net, found in plans:
             changed = _apply(net, found, values) or changed

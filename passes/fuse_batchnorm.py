@@ -5,8 +5,8 @@ computing its input, in every graph of an ONNX model (control-flow bodies includ
 ``Conv(x, W * s, (b - mean) * s + bias)``: the weights are scaled along the output channels
 (axis 0 of a ``Conv`` weight, axis 1 of a ``ConvTranspose`` weight of one group, the output
 columns of a ``Gemm``'s ``B``), and a missing bias counts as zero. The new weights are computed
-by onnxruntime from ONNX arithmetic ops (``Add``, ``Sqrt``, ``Div``, ``Reshape``, ``Mul``,
-``Sub``), all the fusions of a graph in one run, never by a kernel of ours.
+by onnxruntime from ONNX arithmetic ops (``graphtools.dialects.onnx_fusion``: fusions of one
+shape stacked, all in one run), never by a kernel of ours.
 
 A fusion needs the producer's output to be read by the BatchNormalization alone (not by
 another op, a nested graph or as a graph output), the weights, bias and the normalisation's
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -44,19 +44,15 @@ __all__ = ["FuseBatchNorm"]
 
 _PRODUCERS = frozenset({"Conv", "ConvTranspose", "Gemm"})
 _FLOATS = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)})
-_ARITHMETIC_OPSET = {"": 17}
-"""The opset the fused weights are computed in: their arithmetic means the same in every one."""
 
 
 @dataclass(frozen=True)
 class _Fusion:
-    """One normalisation to fold: the ops, the constants read, the new weights' names."""
+    """One normalisation to fold: the ops, the arithmetic, the new weights' names."""
 
     norm: int
     producer: int
-    tag: str
-    feeds: dict[str, np.ndarray]
-    ops: list[Op]
+    item: Any  # graphtools.dialects.onnx_fusion.ScaleShift (that module loads onnx)
     new_weight: str
     new_bias: str
 
@@ -80,7 +76,7 @@ def _weight_axis(producer: Op, weight: np.ndarray) -> int | None:
     return 0 if producer.arg("transB", 0) else 1
 
 
-def _find(flow: DataFlow, opset: int, names: NameSource, number: list[int]) -> list[_Fusion]:
+def _find(flow: DataFlow, opset: int, names: NameSource) -> list[_Fusion]:
     """The normalisations of ``flow``'s net that can be folded, with the computation of their
     new weights."""
     net = flow.net
@@ -99,7 +95,7 @@ def _find(flow: DataFlow, opset: int, names: NameSource, number: list[int]) -> l
             continue
         if flow.only_reader(norm.inputs[0]) != index or len(producer.outputs) != 1:
             continue
-        fusion = _fusion(flow, norm, index, producer, producer_index, names, number)
+        fusion = _fusion(flow, norm, index, producer, producer_index, names)
         if fusion is not None:
             found.append(fusion)
             claimed.add(producer_index)
@@ -113,7 +109,6 @@ def _fusion(
     producer: Op,
     producer_index: int,
     names: NameSource,
-    number: list[int],
 ) -> _Fusion | None:
     gemm = producer.type == "Gemm"
     if len(producer.inputs) < 2 or (gemm and producer.arg("transA", 0) not in (0, None)):
@@ -139,43 +134,29 @@ def _fusion(
         if old_bias is None or old_bias.dtype != dtype:
             return None
         base = old_bias.numpy()
-        if gemm:
-            base = base * np.asarray(producer.arg("beta", 1.0), dtype=dtype)
+        if base.size == 1:
+            base = np.broadcast_to(base.reshape(-1), (channels,))
     else:
         base = np.zeros((channels,), dtype)
-    if gemm:
-        weight = weight * np.asarray(producer.arg("alpha", 1.0), dtype=dtype)
-    shape = [1] * weight.ndim
-    shape[axis] = -1
-    tag = f"bn{number[0]}_"
-    number[0] += 1
-    feeds = {
-        f"{tag}w": weight,
-        f"{tag}b": base,
-        f"{tag}scale": scale,
-        f"{tag}bias": bias,
-        f"{tag}mean": mean,
-        f"{tag}var": var,
-        f"{tag}eps": np.asarray(norm.arg("epsilon", 1e-5), dtype=dtype),
-        f"{tag}shape": np.asarray(shape, np.int64),
-    }
-    ops = [
-        Op("Add", [f"{tag}var", f"{tag}eps"], [f"{tag}ve"]),
-        Op("Sqrt", [f"{tag}ve"], [f"{tag}sd"]),
-        Op("Div", [f"{tag}scale", f"{tag}sd"], [f"{tag}s"]),
-        Op("Reshape", [f"{tag}s", f"{tag}shape"], [f"{tag}sr"]),
-        Op("Mul", [f"{tag}w", f"{tag}sr"], [f"{tag}w_out"]),
-        Op("Sub", [f"{tag}b", f"{tag}mean"], [f"{tag}bm"]),
-        Op("Mul", [f"{tag}bm", f"{tag}s"], [f"{tag}bs"]),
-        Op("Add", [f"{tag}bs", f"{tag}bias"], [f"{tag}b_out"]),
-    ]
+    from graphtools.dialects.onnx_fusion import ScaleShift
+
+    item = ScaleShift(
+        weight,
+        axis,
+        base,
+        num=scale,
+        var=var,
+        eps=float(norm.arg("epsilon", 1e-5)),
+        mean=mean,
+        shift=bias,
+        alpha=float(producer.arg("alpha", 1.0)) if gemm else 1.0,
+        beta=float(producer.arg("beta", 1.0)) if gemm else 1.0,
+    )
     hint = norm.outputs[0]
     return _Fusion(
         index,
         producer_index,
-        tag,
-        feeds,
-        ops,
+        item,
         names.fresh(f"{hint}_weight"),
         names.fresh(f"{hint}_bias"),
     )
@@ -189,12 +170,14 @@ def _fused_op(producer: Op, norm: Op, fusion: _Fusion) -> Op:
     return fused
 
 
-def _apply(net: Net, fusions: list[_Fusion], values: Mapping[str, np.ndarray]) -> bool:
+def _apply(
+    net: Net, fusions: list[_Fusion], values: Mapping[int, tuple[np.ndarray, np.ndarray]]
+) -> bool:
     with net.edit() as edit:
         for fusion in fusions:
-            tag = fusion.tag
-            edit.set_initializer(fusion.new_weight, ArrayTensor(values[f"{tag}w_out"]))
-            edit.set_initializer(fusion.new_bias, ArrayTensor(values[f"{tag}b_out"]))
+            weight, bias = values[id(fusion)]
+            edit.set_initializer(fusion.new_weight, ArrayTensor(weight))
+            edit.set_initializer(fusion.new_bias, ArrayTensor(bias))
             fused = _fused_op(net[fusion.producer], net[fusion.norm], fusion)
             edit.expand(fusion.norm, [fused])
             edit.remove(fusion.producer)
@@ -221,10 +204,9 @@ class FuseBatchNorm(Pass):
         table = op_table(model)
         opset = int(model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1)))
         names = NameSource(model_names(model.predict_net))
-        number = [0]
         plans: list[tuple[Net, list[_Fusion]]] = []
         for scope in scopes(model.predict_net, table.branch_nets):
-            fusions = _find(DataFlow(scope.net, scope.outer_constants), opset, names, number)
+            fusions = _find(DataFlow(scope.net, scope.outer_constants), opset, names)
             if fusions:
                 plans.append((scope.net, fusions))
         if not plans:
@@ -236,11 +218,9 @@ class FuseBatchNorm(Pass):
         return PassResult(model, changed, {"fused": sum(len(f) for _, f in plans)})
 
 
-def _evaluate(fusions: list[_Fusion]) -> dict[str, np.ndarray]:
-    """The new weights of every fusion, from one run of their arithmetic."""
-    from graphtools.dialects.onnx import onnx_table
+def _evaluate(fusions: list[_Fusion]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """The new weights of every fusion (by ``id``), computed by onnxruntime."""
+    from graphtools.dialects.onnx_fusion import scale_and_shift
 
-    feeds = {name: value for fusion in fusions for name, value in fusion.feeds.items()}
-    ops = [op for fusion in fusions for op in fusion.ops]
-    wanted = [op.outputs[0] for op in ops if op.outputs[0].endswith(("w_out", "b_out"))]
-    return onnx_table(_ARITHMETIC_OPSET).evaluate_ops(ops, feeds, wanted)
+    results = scale_and_shift([fusion.item for fusion in fusions])
+    return {id(fusion): result for fusion, result in zip(fusions, results, strict=True)}
