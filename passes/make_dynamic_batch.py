@@ -318,6 +318,8 @@ class _Attempt:
 
     def _fix(self, pin: _Pin) -> bool:
         op = pin.net[pin.index]
+        if (self.table.opset() or 1) < 8:
+            return False  # the rewrites use Expand and Reshape targets with 0: opset 8 on
         if pin.kind == "lost" and op.type == "Reshape":
             return self._fix_reshape(pin.net, pin.index, op)
         if (
@@ -613,6 +615,7 @@ class MakeDynamicBatch(Pass):
 
     name: ClassVar[str] = "make-dynamic-batch"
     dialects: ClassVar[tuple[str, ...]] = (ONNX,)
+    idempotent: ClassVar[bool] = True
     symbol: str = "N"
     inputs: tuple[str, ...] = ()
 

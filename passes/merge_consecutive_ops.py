@@ -492,7 +492,15 @@ class MergeConsecutiveOps(Pass):
         values = table.evaluate_ops(ops, feeds, wanted)
         for number, (merger, chain, shape) in enumerate(static):
             forms = element_forms(shape, values[wanted[number]])
-            best = next((form for form in forms if len(form.steps) < len(chain.ops)), None)
+            best = next(
+                (
+                    form
+                    for form in forms
+                    if len(form.steps) < len(chain.ops)
+                    and (merger.opset >= 5 or all(kind != "Reshape" for kind, _ in form.steps))
+                ),
+                None,
+            )
             if best is None:
                 merger.symbolic_chain(chain)
             else:
