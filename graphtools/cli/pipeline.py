@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from graphtools.analysis.model_diff import diff_models
-from graphtools.cli import batch, onnx_commands
+from graphtools.cli import batch, onnx_commands, optimize_report
 from graphtools.cli.common import (
     Output,
     UsageError,
@@ -137,6 +137,8 @@ def printer_after_pass(out: Output) -> Callable[[PassRecord, Model], None]:
 
 def _cmd_run(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, options.json)
+    if optimize_report.handles(options):
+        return optimize_report.run_onnx(options, out)
     if onnx_commands.wants_onnx(options):
         manager = manager_for(options.pipeline, options.steps, tuple(options.device or ()))
         return onnx_commands.run_onnx(options, manager, out)
