@@ -407,6 +407,8 @@ _SHAPE_ELEM_TYPES = {6: np.int32, 7: np.int64}
 """ONNX element types of the integer tensors shapes are computed with, and their dtypes."""
 _LONGEST_SHAPE_VALUE = 64
 """Longer integer vectors are data, not shapes: their values are not asked of inference."""
+_LARGEST_PLACEHOLDER = 1 << 24
+"""Elements of the largest zeros a static ``Shape`` is evaluated on."""
 
 
 @dataclass
@@ -533,7 +535,7 @@ def _propagated(model: Model, table: OnnxOpTable) -> _Propagated | None:
                 derived.add(name)
                 candidates[name] = (value_type.elem_type, length)
     entries = table.shape_values(model, candidates, targets)
-    values = {}
+    values = _static_shapes(net, table, types)
     for name, found in entries.items():
         if all(isinstance(entry, int) for entry in found):
             elem_type, length = candidates[name]
@@ -541,6 +543,31 @@ def _propagated(model: Model, table: OnnxOpTable) -> _Propagated | None:
             values[name] = array.reshape(()) if length == 0 else array
     partial = {name: found for name, found in entries.items() if name in targets}
     return _Propagated(values, partial, types)
+
+
+def _static_shapes(
+    net: Net, table: OnnxOpTable, types: Mapping[str, ValueType]
+) -> dict[str, np.ndarray]:
+    """The values of the ``Shape``/``Size`` ops whose input has a static shape, evaluated on
+    zeros of that shape (they read nothing else of it). Data propagation gives them too, but
+    only from the opsets where those ops propagate data (``Shape`` 15 on, for one)."""
+    ops: list[Op] = []
+    feeds: dict[str, np.ndarray] = {}
+    for op in net:
+        if not (table.shape_only(op) and op.inputs and op.inputs[0]):
+            continue
+        value_type = types.get(op.inputs[0])
+        tensor = net.initializers.get(op.inputs[0])
+        shape = tensor.shape if tensor is not None else value_type and value_type.shape
+        if shape is None or not all(isinstance(dim, int) for dim in shape):
+            continue
+        if int(np.prod(shape, dtype=np.int64)) > _LARGEST_PLACEHOLDER:
+            continue
+        feeds[op.inputs[0]] = np.zeros(shape, dtype=np.float32)
+        ops.append(op)
+    if not ops:
+        return {}
+    return table.evaluate_ops(ops, feeds, [op.outputs[0] for op in ops])
 
 
 def _producible(net: Net, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

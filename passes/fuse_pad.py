@@ -7,7 +7,8 @@ non-negative constant amounts, in ``constant`` mode with a value the op's own pa
 zero for ``Conv`` and for ``AveragePool`` with ``count_include_pad=1`` (padded zeros counted
 in the average), minus infinity for ``MaxPool`` (a padded element never wins); the op's
 ``auto_pad`` must be unset (explicit pads), and the ``Pad``'s output read by that op alone, as
-its data. ``AveragePool`` without ``count_include_pad`` leaves padding out of the average, so
+its data. A pooling op's pads must stay smaller than its window (onnxruntime refuses the
+others). ``AveragePool`` without ``count_include_pad`` leaves padding out of the average, so
 a padded zero would change it: such a ``Pad`` stays.
 
 Example (``x`` is ``N x C x H x W``)::
@@ -104,6 +105,10 @@ def _fusion(flow: DataFlow, reader: _PadReader, index: int, op: Op) -> tuple[int
         return None
     pads = [own[i] + begins[2 + i] for i in range(spatial)]
     pads += [own[spatial + i] + ends[2 + i] for i in range(spatial)]
+    if op.type != "Conv":  # onnxruntime refuses a pooling window padded by its own size
+        kernel = [int(k) for k in op.arg("kernel_shape") or ()]
+        if len(kernel) != spatial or any(p >= kernel[i % spatial] for i, p in enumerate(pads)):
+            return None
     return pad_index, op.replace(inputs=[pad.inputs[0], *op.inputs[1:]]).with_arg("pads", pads)
 
 

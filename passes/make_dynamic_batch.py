@@ -320,7 +320,7 @@ class _Attempt:
         op = pin.net[pin.index]
         if (self.table.opset() or 1) < 8:
             return False  # the rewrites use Expand and Reshape targets with 0: opset 8 on
-        if pin.kind == "lost" and op.type == "Reshape":
+        if pin.kind in ("lost", "untyped") and op.type == "Reshape":
             return self._fix_reshape(pin.net, pin.index, op)
         if (
             pin.kind in ("lost", "untyped")
@@ -367,7 +367,7 @@ class _Attempt:
             self.symbol if i == position else (data[i] if entry == 0 else entry)
             for i, entry in enumerate(entries)
         ]
-        declare = entries[position] == -1 and op.outputs[0] not in net.types
+        declare = entries[position] == -1 and _undeclared(net, op.outputs[0])
         elem_type = self.elem_type(op.inputs[0])
         with net.edit() as edit:
             edit.set_initializer(name, ArrayTensor(np.asarray(entries, np.int64)))
@@ -404,7 +404,7 @@ class _Attempt:
         where inference loses it (a ``Resize`` scaling it by 1)."""
         output = op.outputs[0]
         shape = self.shape(output)
-        if shape is None or position >= len(shape) or output in net.types:
+        if shape is None or position >= len(shape) or not _undeclared(net, output):
             return False
         dims = list(shape)
         dims[position] = self.symbol
@@ -490,7 +490,7 @@ class _Attempt:
         shape: list[Dim] = list(entries)
         shape[position] = self.symbol
         elem_type = self.elem_type(op.inputs[0])
-        if elem_type and op.outputs[0] not in net.types:
+        if elem_type and _undeclared(net, op.outputs[0]):
             with net.edit() as edit:  # inference does not read sizes it has to propagate
                 edit.set_type(op.outputs[0], ValueType(elem_type, tuple(shape)))
         return True
@@ -581,6 +581,13 @@ class _Attempt:
                 edit.insert(index, new_ops)
             edit.set_op(index, op.replace(inputs=inputs))
         return True
+
+
+def _undeclared(net: Net, name: str) -> bool:
+    """Whether ``net`` declares no shape for value ``name`` (a graph output's shape is dropped
+    while the batch is made symbolic, for inference to work it out)."""
+    declared = net.types.get(name)
+    return declared is None or declared.shape is None
 
 
 def _dims(value_type: ValueType) -> tuple[Dim, ...]:
