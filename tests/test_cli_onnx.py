@@ -64,10 +64,13 @@ def test_import_onnx_writes_a_cleaned_pair(
 def test_run_onnx_to_onnx_and_verify(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = _flatten_before_gemm(tmp_path / "m.onnx")
     out_path = tmp_path / "clean.onnx"
-    code, out, _ = run_cli(capsys, "run", str(source), "-o", str(out_path), "--dynamic-batch")
-    assert code == 0 and "opset 17" in out
+    code, out, _ = run_cli(capsys, "run", str(source), "-o", str(out_path))
+    assert code == 0 and "opsets ai.onnx 17" in out
     cleaned = onnx.load(str(out_path))
-    assert [n.op_type for n in cleaned.graph.node] == ["Conv", "Relu", "Flatten", "Gemm"]
+    # run on an ONNX model rewrites the ONNX graph itself: nothing to remove here, no export
+    assert [n.op_type for n in cleaned.graph.node] == [
+        n.op_type for n in onnx.load(str(source)).graph.node
+    ]
     x = np.random.default_rng(1).standard_normal((3, 3, 4, 4), dtype=np.float32)
     np.testing.assert_allclose(
         run_onnxruntime(cleaned, {"x": x})["y"], run_onnxruntime(source, {"x": x})["y"], rtol=1e-5
