@@ -407,6 +407,8 @@ _SHAPE_ELEM_TYPES = {6: np.int32, 7: np.int64}
 """ONNX element types of the integer tensors shapes are computed with, and their dtypes."""
 _LONGEST_SHAPE_VALUE = 64
 """Longer integer vectors are data, not shapes: their values are not asked of inference."""
+_SCALAR = -1
+"""The length ``OnnxOpTable.shape_values`` takes for a scalar."""
 _LARGEST_PLACEHOLDER = 1 << 24
 """Elements of the largest zeros a static ``Shape`` is evaluated on."""
 
@@ -530,7 +532,7 @@ def _propagated(model: Model, table: OnnxOpTable) -> _Propagated | None:
                 continue
             if value_type.elem_type not in _SHAPE_ELEM_TYPES or len(value_type.shape) > 1:
                 continue
-            length = value_type.shape[0] if value_type.shape else 0
+            length = value_type.shape[0] if value_type.shape else _SCALAR
             if isinstance(length, int) and length <= _LONGEST_SHAPE_VALUE:
                 derived.add(name)
                 candidates[name] = (value_type.elem_type, length)
@@ -540,7 +542,7 @@ def _propagated(model: Model, table: OnnxOpTable) -> _Propagated | None:
         if all(isinstance(entry, int) for entry in found):
             elem_type, length = candidates[name]
             array = np.asarray(found, dtype=_SHAPE_ELEM_TYPES[elem_type])
-            values[name] = array.reshape(()) if length == 0 else array
+            values[name] = array.reshape(()) if length == _SCALAR else array
     partial = {name: found for name, found in entries.items() if name in targets}
     return _Propagated(values, partial, types)
 

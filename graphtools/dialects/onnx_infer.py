@@ -26,8 +26,10 @@ from graphtools.ir import Model
 from graphtools.serde.onnx_codec import model_to_onnx_bytes, value_type_from_proto
 from graphtools.values import Dim, ValueType
 
-__all__ = ["SHIFT", "inference_error", "inferred_types", "shape_values"]
+__all__ = ["SCALAR", "SHIFT", "inference_error", "inferred_types", "shape_values"]
 
+SCALAR = -1
+"""The length ``shape_values`` takes for a scalar (rank 0): it is asked as one entry."""
 SHIFT = 1 << 40
 """What the static probe adds to each entry, so that negative entries make a valid shape."""
 _PREFIX = "__graphtools_probe"
@@ -93,7 +95,7 @@ def shape_values(
     symbols: Mapping[str, bool] | None = None,
 ) -> dict[str, tuple[Dim, ...]]:
     """The values data propagation knows of the main graph's integer tensors ``candidates``
-    (name -> (``TensorProto`` element type, length; 0 for a scalar)): each entry an ``int``,
+    (name -> (``TensorProto`` element type, length; ``SCALAR`` for a scalar)): each entry an ``int``,
     a symbolic name, or ``None`` when unknown. ``symbols`` names the values whose non-static
     entries should be asked for their symbol (a probe per entry). Values inference knows
     nothing of are left out; scalars come back as one entry.
@@ -117,7 +119,7 @@ def shape_values(
         graph.node.append(helper.make_node("ConstantOfShape", [shifted], [static_probe[name]]))
         if asked_symbols.get(name):
             probes = []
-            for entry in range(min(max(length, 1), _ENTRIES)):
+            for entry in range(min(1 if length == SCALAR else length, _ENTRIES)):
                 picked = f"{_PREFIX}{number}_entry{entry}"
                 probes.append(f"{picked}_shape")
                 graph.node.append(
@@ -178,7 +180,7 @@ def _as_int64_vector(
     if elem_type != TensorProto.INT64:
         current = f"{_PREFIX}{number}_int64"
         graph.node.append(helper.make_node("Cast", [name], [current], to=TensorProto.INT64))
-    if length == 0:
+    if length == SCALAR:
         vector = f"{_PREFIX}{number}_vector"
         if opset >= 13:
             graph.node.append(helper.make_node("Unsqueeze", [current, f"{_PREFIX}_axes"], [vector]))
