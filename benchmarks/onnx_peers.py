@@ -7,6 +7,8 @@ root, with the ``torch`` extra (to export the corpus) and the ``peers`` extra (t
 For every model of ``tests/onnx_corpus.py`` (exported into ``--corpus``, cached there by content
 key) it runs, each on its own copy of the loaded model and timed around that call alone:
 
+* ``graphtools``: ``-p optimize`` on the model's bytes (the IR built from them and written back
+  to protobuf, as onnx-ir's column does);
 * ``onnxsim``: ``onnxsim.simplify(model)`` with its defaults;
 * ``onnx-ir``: onnx-ir's cleanup passes from ``onnx_ir.passes.common`` (lift small constants to
   initializers, identity elimination, common subexpressions, duplicate initializers, unused
@@ -145,7 +147,22 @@ def _graphsurgeon() -> Optimiser:
     return run
 
 
+def _graphtools() -> Optimiser:
+    from graphtools.pass_infra import PassManager
+    from graphtools.serde.onnx_codec import model_from_onnx_bytes, model_to_onnx_bytes
+
+    manager = PassManager.parse("optimize")
+
+    def run(model: onnx.ModelProto) -> onnx.ModelProto:
+        loaded = model_from_onnx_bytes(model.SerializeToString())
+        manager(loaded)
+        return onnx.ModelProto.FromString(model_to_onnx_bytes(loaded))
+
+    return run
+
+
 PEERS: tuple[tuple[str, tuple[str, ...], Callable[[], Optimiser]], ...] = (
+    ("graphtools", ("graphtools-caffe2",), _graphtools),
     ("onnxsim", ("onnxsim",), _onnxsim),
     ("onnx-ir", ("onnx-ir",), _onnx_ir),
     ("onnxscript", ("onnxscript",), _onnxscript),

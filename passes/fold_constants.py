@@ -421,11 +421,16 @@ class _Propagated:
         values: the values it knows entirely (name -> array).
         entries: the Reshape targets it knows in part (name -> entries: int, symbol or None).
         types: the types inference gives the main graph's values.
+        placeholders: zeros of the static shape of each value a ``Shape``/``Size`` reads:
+            such an op is evaluated on them (it reads nothing else of its input), with the
+            other constants, in one run; data propagation knows those values too, but only
+            from the opsets where the ops propagate data (``Shape`` 15 on).
     """
 
     values: dict[str, np.ndarray]
     entries: dict[str, tuple[Any, ...]]
     types: Mapping[str, ValueType]
+    placeholders: dict[str, np.ndarray]
 
 
 @dataclass
@@ -482,21 +487,28 @@ def _plan_onnx(
     net = scope.net
     outer = scope.outer_constants
     propagated = {} if known is None else _producible(net, known.values)
+    placeholders = {} if known is None else known.placeholders
     held = set(net.initializers).union(outer)
-    found = constant_ops(net, lambda op: table.foldable(op, net), held | set(propagated))
+
+    def foldable(op: Op) -> bool:  # a placeholder is read for its shape alone
+        shaped = table.shape_only(op) or placeholders.keys().isdisjoint(op.inputs)
+        return shaped and table.foldable(op, net)
+
+    constant = held | set(propagated) | set(placeholders)
+    found = constant_ops(net, foldable, constant)
     ops = [net[i] for i in found.ops]
     feeds: dict[str, np.ndarray] = {}
     for name in found.inputs:
-        if name in propagated:
-            feeds[name] = propagated[name]
+        if name in propagated or name in placeholders:
+            feeds[name] = propagated.get(name, placeholders.get(name))  # type: ignore[assignment]
         else:
             tensor = net.initializers.get(name)
             feeds[name] = (tensor if tensor is not None else outer[name]).numpy()
-    values: dict[str, np.ndarray] = dict(propagated)
+    values: dict[str, np.ndarray] = {**placeholders, **propagated}
     if ops:
         wanted = [name for op in ops for name in op.outputs if name]
         values.update(_evaluate(table, ops, feeds, wanted))
-    folded = _within_size(net, found.ops, values, held | set(propagated), outer, max_bytes)
+    folded = _within_size(net, found.ops, values, constant, outer, max_bytes)
     removed = folded | {i for i, op in enumerate(net) if op.outputs and op.outputs[0] in propagated}
     graph_outputs = set(net.external_outputs)
     removed = {i for i in removed if not graph_outputs.intersection(net[i].outputs)}
@@ -518,6 +530,7 @@ def _propagated(model: Model, table: OnnxOpTable) -> _Propagated | None:
     if not any(map(table.shape_only, net)):
         return None
     types = table.infer_types(model)
+    placeholders = _placeholders(net, table, types)
     derived: set[str] = set()
     candidates: dict[str, tuple[int, int]] = {}
     targets: dict[str, bool] = {}
@@ -536,40 +549,36 @@ def _propagated(model: Model, table: OnnxOpTable) -> _Propagated | None:
             if isinstance(length, int) and length <= _LONGEST_SHAPE_VALUE:
                 derived.add(name)
                 candidates[name] = (value_type.elem_type, length)
-    entries = table.shape_values(model, candidates, targets)
-    values = _static_shapes(net, table, types)
+    dynamic = any(
+        table.shape_only(op) and op.inputs and op.inputs[0] not in placeholders for op in net
+    )
+    entries = table.shape_values(model, candidates, targets) if dynamic else {}
+    values: dict[str, np.ndarray] = {}
     for name, found in entries.items():
         if all(isinstance(entry, int) for entry in found):
             elem_type, length = candidates[name]
             array = np.asarray(found, dtype=_SHAPE_ELEM_TYPES[elem_type])
             values[name] = array.reshape(()) if length == _SCALAR else array
     partial = {name: found for name, found in entries.items() if name in targets}
-    return _Propagated(values, partial, types)
+    return _Propagated(values, partial, types, placeholders)
 
 
-def _static_shapes(
+def _placeholders(
     net: Net, table: OnnxOpTable, types: Mapping[str, ValueType]
 ) -> dict[str, np.ndarray]:
-    """The values of the ``Shape``/``Size`` ops whose input has a static shape, evaluated on
-    zeros of that shape (they read nothing else of it). Data propagation gives them too, but
-    only from the opsets where those ops propagate data (``Shape`` 15 on, for one)."""
-    ops: list[Op] = []
-    feeds: dict[str, np.ndarray] = {}
+    """Zeros of the static shape of each value a ``Shape``/``Size`` of ``net`` reads."""
+    found: dict[str, np.ndarray] = {}
     for op in net:
         if not (table.shape_only(op) and op.inputs and op.inputs[0]):
             continue
-        value_type = types.get(op.inputs[0])
-        tensor = net.initializers.get(op.inputs[0])
-        shape = tensor.shape if tensor is not None else value_type and value_type.shape
-        if shape is None or not all(isinstance(dim, int) for dim in shape):
+        name = op.inputs[0]
+        value_type = types.get(name)
+        if name in net.initializers or value_type is None or value_type.shape is None:
             continue
-        if int(np.prod(shape, dtype=np.int64)) > _LARGEST_PLACEHOLDER:
-            continue
-        feeds[op.inputs[0]] = np.zeros(shape, dtype=np.float32)
-        ops.append(op)
-    if not ops:
-        return {}
-    return table.evaluate_ops(ops, feeds, [op.outputs[0] for op in ops])
+        dims = [d for d in value_type.shape if isinstance(d, int)]
+        if len(dims) == len(value_type.shape) and np.prod(dims) <= _LARGEST_PLACEHOLDER:
+            found[name] = np.zeros(dims, np.float32)
+    return found
 
 
 def _producible(net: Net, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -35,7 +35,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, cast
 
@@ -79,14 +79,16 @@ _FULL = 1 << 62
 class _NoopCheck:
     """Decides which ops of one graph give back their input."""
 
-    def __init__(self, flow: DataFlow, types: Mapping[str, ValueType], table: OnnxOpTable) -> None:
+    def __init__(
+        self, flow: DataFlow, types: Callable[[], Mapping[str, ValueType]], table: OnnxOpTable
+    ) -> None:
         self.flow = flow
-        self.types = types
+        self._types = types
         self.table = table
         self.opset = table.opset() or 1
 
     def shape(self, name: str) -> tuple[int | str | None, ...] | None:
-        value_type = self.types.get(name)
+        value_type = self._types().get(name)
         tensor = self.flow.constant(name)
         if tensor is not None:
             return tensor.shape
@@ -139,7 +141,7 @@ class _NoopCheck:
         return not unmatched or (len(unmatched) == 1 and unmatched[0][1] == -1)
 
     def _cast(self, op: Op) -> bool:
-        value_type = self.types.get(op.inputs[0])
+        value_type = self._types().get(op.inputs[0])
         tensor = self.flow.constant(op.inputs[0])
         if tensor is not None:
             return False  # fold-constants casts constants
@@ -263,7 +265,11 @@ class RemoveNoopOps(Pass):
         wanted = _NOOP_TYPES | _RECURRENT_DEFAULTS.keys()
         if not any(wanted.intersection(map(_type, scope.net)) for scope in all_scopes):
             return PassResult(model, False, stats)
-        types = table.infer_types(model, nested=len(all_scopes) > 1)
+        nested = len(all_scopes) > 1
+
+        def types() -> Mapping[str, ValueType]:  # only asked for shapes and element types
+            return table.infer_types(model, nested=nested)
+
         changed = False
         for scope in all_scopes:
             flow = DataFlow(scope.net, scope.outer_constants)
@@ -278,7 +284,7 @@ def _type(op: Op) -> str:
 def _remove(
     net: Net,
     flow: DataFlow,
-    types: Mapping[str, ValueType],
+    types: Callable[[], Mapping[str, ValueType]],
     table: OnnxOpTable,
     stats: dict[str, int],
 ) -> bool:

@@ -142,7 +142,7 @@ class OnnxOpTable(OpTable):
     def shape_only(self, op: Op) -> bool:
         return not _domain(op) and op.type in ("Shape", "Size")
 
-    def infer_types(self, model: Model, *, nested: bool = False) -> dict[str, ValueType]:
+    def infer_types(self, model: Model, *, nested: bool = False) -> Mapping[str, ValueType]:
         """The types shape inference with data propagation gives the values of the main graph
         (and of the nested graphs with ``nested``), computed once per revision of the model's
         main graph (an edit of a nested graph counts)."""

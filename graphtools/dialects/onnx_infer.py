@@ -16,7 +16,7 @@ Two questions, both answered by ``onnx.shape_inference`` itself (never a shape r
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import onnx
@@ -60,19 +60,45 @@ def _graphs(graph: onnx.GraphProto, nested: bool) -> list[onnx.GraphProto]:
     return found
 
 
-def inferred_types(model: Model, *, nested: bool = False) -> dict[str, ValueType]:
+class InferredTypes(Mapping[str, ValueType]):
+    """The types of a model's values as inference gave them, each decoded when first asked
+    (a pass asks about a few values of a model with thousands)."""
+
+    def __init__(self, infos: dict[str, onnx.ValueInfoProto]) -> None:
+        self._infos = infos
+        self._decoded: dict[str, ValueType] = {}
+
+    def __getitem__(self, name: str) -> ValueType:
+        found = self._decoded.get(name)
+        if found is None:
+            found = self._decoded[name] = value_type_from_proto(self._infos[name])
+        return found
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._infos
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._infos)
+
+    def __len__(self) -> int:
+        return len(self._infos)
+
+
+def inferred_types(model: Model, *, nested: bool = False) -> Mapping[str, ValueType]:
     """The types inference gives the values of an ONNX model's main graph (and of its nested
     graphs with ``nested``); empty when inference refuses the model."""
     proto = onnx.ModelProto.FromString(model_to_onnx_bytes(model))
     inferred = _infer(proto)
     if inferred is None:
-        return {}
-    return {
-        info.name: value_type_from_proto(info)
-        for graph in _graphs(inferred.graph, nested)
-        for section in (graph.input, graph.value_info, graph.output)
-        for info in section
-    }
+        return InferredTypes({})
+    return InferredTypes(
+        {
+            info.name: info
+            for graph in _graphs(inferred.graph, nested)
+            for section in (graph.input, graph.value_info, graph.output)
+            for info in section
+        }
+    )
 
 
 def inference_error(model: Model) -> str | None:
@@ -95,10 +121,10 @@ def shape_values(
     symbols: Mapping[str, bool] | None = None,
 ) -> dict[str, tuple[Dim, ...]]:
     """The values data propagation knows of the main graph's integer tensors ``candidates``
-    (name -> (``TensorProto`` element type, length; ``SCALAR`` for a scalar)): each entry an ``int``,
-    a symbolic name, or ``None`` when unknown. ``symbols`` names the values whose non-static
-    entries should be asked for their symbol (a probe per entry). Values inference knows
-    nothing of are left out; scalars come back as one entry.
+    (name -> (``TensorProto`` element type, length; ``SCALAR`` for a scalar)): each entry an
+    ``int``, a symbolic name, or ``None`` when unknown. ``symbols`` names the values whose
+    non-static entries should be asked for their symbol (a probe per entry). Values inference
+    knows nothing of are left out; scalars come back as one entry.
     """
     opset = _default_opset(model)
     if opset is None or opset < 9 or not candidates:
