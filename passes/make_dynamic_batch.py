@@ -594,7 +594,9 @@ def _dims(value_type: ValueType) -> tuple[Dim, ...]:
     return () if value_type.shape is None else value_type.shape
 
 
-def _parse_axes(items: tuple[str, ...]) -> dict[str, int]:
+def _parse_axes(items: tuple[str, ...], model: Model) -> dict[str, int]:
+    """The ``inputs`` option: graph inputs of a known rank and an axis within it."""
+    net = model.predict_net
     found = {}
     for item in items:
         name, _, axis = item.rpartition("=")
@@ -602,7 +604,16 @@ def _parse_axes(items: tuple[str, ...]) -> dict[str, int]:
             raise PipelineSpecError(
                 f"make-dynamic-batch: inputs items are NAME=AXIS (x=0;h=1), got {item!r}"
             )
-        found[name] = int(axis)
+        declared = net.types.get(name)
+        if name not in net.external_inputs or declared is None or declared.shape is None:
+            raise PreconditionError(
+                f"make-dynamic-batch: {name!r} is not a graph input of a known rank; the "
+                f"inputs are {', '.join(net.external_inputs)}"
+            )
+        rank = len(declared.shape)
+        if not -rank <= int(axis) < rank:
+            raise PreconditionError(f"make-dynamic-batch: {name!r} has no axis {axis}")
+        found[name] = int(axis) % rank
     return found
 
 
@@ -631,7 +642,7 @@ class MakeDynamicBatch(Pass):
         rolled back when it is refused."""
         table = cast("OnnxOpTable", op_table(model))
         before = model.revision
-        trials = [_parse_axes(self.inputs)] if self.inputs else [_batch_axes(model, 0)]
+        trials = [_parse_axes(self.inputs, model)] if self.inputs else [_batch_axes(model, 0)]
         if not trials[0]:
             return PassResult(model, False, {"symbol": "", "rewrites": 0})
         FoldConstants()(model)  # targets, sizes and pads computed from constants become constants

@@ -239,3 +239,17 @@ def test_an_export_that_is_dynamic_already_is_left_as_it_is(tmp_path: Path) -> N
     model = load_onnx_model(path)
     (record,) = PassManager.parse("make-dynamic-batch", steps=1)(model)
     assert not record.modified and record.stats["symbol"] == "batch"
+
+
+def test_the_batch_axis_can_be_named_and_a_wrong_name_is_refused(tmp_path: Path) -> None:
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),
+        helper.make_node("Softmax", ["t"], ["y"], axis=1),
+    ]
+    path = graph_model(tmp_path / "m.onnx", nodes, {"x": (F, [4, 1, 3])}, {"y": (F, [1, 4, 3])})
+    target = _dynamic(path, tmp_path, "make-dynamic-batch{inputs=x=1,symbol=B}")
+    assert _symbol_axes(target, "B") == ({"x": 1}, [0])
+    assert_batch_polymorphic(target, "B", {"x": normal(4, 1, 3)})
+    model = load_onnx_model(path)
+    with pytest.raises(PassError, match="'z' is not a graph input"):
+        PassManager.parse("make-dynamic-batch{inputs=z=0}")(model)
