@@ -727,3 +727,33 @@ def test_a_second_model_does_not_overwrite_the_data_file_of_the_first(
         "--external-data",
     )
     assert code == 0 and (out / "pruned.onnx.data").exists()
+
+
+def test_draw_qualifies_an_op_of_another_domain(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    node = helper.make_node("Twice", ["x"], ["y"], domain="local")
+    twice = helper.make_function(
+        "local",
+        "Twice",
+        ["a"],
+        ["b"],
+        [helper.make_node("Add", ["a", "a"], ["b"])],
+        [helper.make_opsetid("", 17)],
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    model = helper.make_model(
+        graph,
+        functions=[twice],
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)],
+    )
+    path = tmp_path / "f.onnx"
+    onnx.save(model, str(path))
+    code, _, _ = run_cli(capsys, "draw", str(path), "-o", str(tmp_path / "f.dot"))
+    assert code == 0
+    assert "%0 local::Twice" in (tmp_path / "f.dot").read_text()
