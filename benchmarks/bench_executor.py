@@ -1,12 +1,15 @@
 """Time the numpy reference executor on ResNet-50 (zoo predict net, random weights), batch 1.
 
-Run: ``/work/venv/bin/python benchmarks/bench_executor.py [--repeat N] [--fixtures DIR]``.
-Prints the seconds of the parameter generation and of each run, and the best run.
+Run from the repository root: ``.venv/bin/python benchmarks/bench_executor.py [--repeat N]
+[--fixtures DIR]`` (default: ``$GRAPHTOOLS_REAL_FIXTURES``, else ``../shared/fixtures-real``
+beside the repository, as the tests find them). Prints the seconds of the parameter
+generation and of each run, and the best run.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -16,7 +19,11 @@ from graphtools.executor import run_model
 from graphtools.serde import load_model
 from graphtools.testing import random_params
 
-_DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "fixtures-real"
+_DEFAULT = Path(
+    os.environ.get(
+        "GRAPHTOOLS_REAL_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures-real"
+    )
+)
 
 
 def main() -> None:

@@ -1,8 +1,9 @@
 """Baseline only, not product code: the upstream detectron2 export helpers, re-implemented naively.
 
 This module re-implements, on NetDef messages, the algorithms of detectron2's
-``export/shared.py`` (see ``/work/shared/reference/semantics.md`` sections 6.6 to 6.10) with
-their upstream complexity, so that ``bench_passes.py`` can compare graphtools' passes with what
+``export/shared.py`` (``fuse_copy_between_cpu_and_gpu``, ``remove_reshape_for_fc``,
+``remove_dead_end_ops`` and their helpers, in facebookresearch/detectron2) with their upstream
+complexity, so that ``bench_passes.py`` can compare graphtools' passes with what
 users run today:
 
 * ``fuse_copy_between_cpu_and_gpu``: scan, fuse the first fusable copy pair, recompute

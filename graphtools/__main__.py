@@ -1,7 +1,5 @@
 """``python -m graphtools`` runs the command line."""
 
-import sys
+from graphtools.cli import console_main
 
-from graphtools.cli import main
-
-sys.exit(main())
+console_main()

@@ -85,8 +85,45 @@ class ExecutionError(InvalidNetError):
         super().__init__(message)
 
 
+class MadeUpDataTooLargeError(InvalidNetError, MemoryError):
+    """A blob that would be made up (a data input, a parameter) is over the size a made-up
+    blob may hold: the shapes it follows from are wrong, or too big to run on made-up data.
+
+    Also a ``MemoryError``, which numpy raised before the limit existed.
+
+    Attributes:
+        name: the blob.
+        shape: the shape it would have had.
+    """
+
+    def __init__(self, message: str, *, name: str, shape: tuple[int, ...]) -> None:
+        self.name = name
+        self.shape = shape
+        super().__init__(message)
+
+
 class UnsupportedOpError(GraphToolsError):
     """An operation meets an op type it does not handle (no kernel, no rule)."""
+
+
+class SubNetError(GraphToolsError, ValueError):
+    """A sub-net cannot be cut as asked: a name the model does not have, an output the inputs
+    do not determine (it needs a blob that is neither an input nor a parameter), or a cut that
+    would run an op twice (once to make an input, once inside).
+
+    Also a ``ValueError``, which ``onnx.utils.extract_model`` raises for bad names.
+    """
+
+
+class PartialCloneError(SubNetError, AssertionError):
+    """Caffe2's ``Net.ClonePartial`` refused the cut (an output that is not defined, or ops
+    that would also generate an input); also an ``AssertionError``, which upstream raised."""
+
+
+class AliasPlaceholderError(InvalidNetError, AssertionError):
+    """detectron2's ``fuse_alias_placeholder`` met an ``AliasWithName`` op it cannot fold (not
+    one input and one output, or no ``name``); also an ``AssertionError``, which upstream
+    raised."""
 
 
 class IllegalRewriteError(GraphToolsError, ValueError):

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from graphtools._gc import paused_gc
 from graphtools.ir import Net
-from graphtools.ssa import OpSSA, VersionedBlob
+from graphtools.proto import caffe2_pb2
+from graphtools.ssa import OpSSA, VersionedBlob, get_consumer_map, get_ssa
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -22,29 +23,34 @@ __all__ = [
 
 
 def get_sub_graph_external_input_output(
-    net: Net, op_indices: Iterable[int]
+    net: Net | caffe2_pb2.NetDef, op_indices: Iterable[int]
 ) -> tuple[list[VersionedBlob], list[VersionedBlob]]:
     """detectron2's helper: the versioned blobs entering and leaving a set of ops.
 
     External inputs are the sub-graph's versioned inputs that no sub-graph op produces
     (deduplicated, first-seen order). External outputs are the sub-graph's versioned outputs read
     by an op outside it or declared as the net's external outputs (order of the outputs). Linear
-    in the size of the sub-graph plus its consumers, unlike detectron2's quadratic scan.
+    in the size of the sub-graph plus its consumers, unlike detectron2's quadratic scan. ``net``
+    is an IR net (its cached SSA view) or a ``NetDef`` (read as ``get_ssa`` reads it).
     """
-    view = net.ssa()
+    if isinstance(net, Net):
+        view = net.ssa()
+        ssa: Sequence[OpSSA] = view.ssa
+        net_outputs = set(view.external_outputs)
+        consumers: Mapping[VersionedBlob, list[tuple[int, int]]] = view.consumers
+    else:
+        ssa, versions = get_ssa(net)
+        net_outputs = {(name, versions.get(name, 0)) for name in net.external_output}
+        consumers = get_consumer_map(ssa)
     chosen = list(dict.fromkeys(op_indices))
     inside = set(chosen)
-    produced = {blob for index in chosen for blob in view.ssa[index][1]}
+    produced = {blob for index in chosen for blob in ssa[index][1]}
     ext_inputs = list(
-        dict.fromkeys(
-            blob for index in chosen for blob in view.ssa[index][0] if blob not in produced
-        )
+        dict.fromkeys(blob for index in chosen for blob in ssa[index][0] if blob not in produced)
     )
-    net_outputs = set(view.external_outputs)
-    consumers = view.consumers
     ext_outputs = []
     for index in chosen:
-        for blob in view.ssa[index][1]:
+        for blob in ssa[index][1]:
             read_outside = any(reader not in inside for reader, _ in consumers.get(blob, ()))
             if read_outside or blob in net_outputs:
                 ext_outputs.append(blob)

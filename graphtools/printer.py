@@ -9,6 +9,12 @@ cut after a few items with the total count, so dumps of real weights stay readab
       external_output: y@2
       %0 FC(data@0, w@0) -> y@1 {axis=1}
       %1 Relu(y@1) -> y@2
+
+An ONNX model prints the same way, with what an ONNX graph has besides: a ``model`` line (IR
+version, opsets, producer), each declared type and each initializer (name, element type,
+shape, external file), an op type of another domain qualified (``com.microsoft::Gelu``), and
+tensor attributes by element type and shape (``<tensor 'value' INT64 2>``); graph attributes
+are nested nets, as an If's branches are in Caffe2. A Caffe2 net has none of these.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import numpy as np
 
 from graphtools.ir import Argument, DeviceOption, Model, Net, Op
 from graphtools.proto import caffe2_pb2
+from graphtools.values import Tensor, ValueType
 
 _DEVICE_NAMES = {
     0: "CPU",
@@ -36,6 +43,7 @@ _DEVICE_NAMES = {
 }
 _MAX_ITEMS = 8
 _INDENT = "  "
+_DEFAULT_DOMAINS = (None, "", "ai.onnx")
 
 
 def format_device(device: DeviceOption) -> str:
@@ -62,12 +70,65 @@ def _format_list(items: tuple[Any, ...], fmt: Any = repr, *, full: bool = False)
     return f"[{shown}]"
 
 
-def _format_tensor(tensor: caffe2_pb2.TensorProto | caffe2_pb2.QTensorProto) -> str:
+def _format_tensor(tensor: Any) -> str:
+    """A Caffe2 tensor or qtensor, or an ONNX tensor, sparse tensor or type, in brief."""
+    full_name = type(tensor).DESCRIPTOR.full_name
+    if full_name.startswith("onnx."):
+        return _format_onnx_message(tensor, full_name)
     dtype = caffe2_pb2.TensorProto.DataType.Name(tensor.data_type)
     dims = "x".join(str(d) for d in tensor.dims) or "scalar"
     name = f" {tensor.name!r}" if tensor.name else ""
     kind = "qtensor" if isinstance(tensor, caffe2_pb2.QTensorProto) else "tensor"
     return f"<{kind}{name} {dtype} {dims}>"
+
+
+def _onnx_elem_name(tensor: Any, value: int) -> str:
+    """The name of ONNX element type ``value``, from the enum an ONNX TensorProto carries."""
+    enum = tensor.DESCRIPTOR.enum_types_by_name["DataType"]
+    found = enum.values_by_number.get(value)
+    return found.name if found is not None else f"TYPE{value}"
+
+
+def _format_onnx_message(message: Any, full_name: str) -> str:
+    if full_name == "onnx.TensorProto":
+        dims = "x".join(str(d) for d in message.dims) or "scalar"
+        name = f" {message.name!r}" if message.name else ""
+        where = " external" if message.data_location == 1 else ""
+        return f"<tensor{name} {_onnx_elem_name(message, message.data_type)} {dims}{where}>"
+    if full_name == "onnx.SparseTensorProto":
+        values = message.values
+        dims = "x".join(str(d) for d in message.dims) or "scalar"
+        return f"<sparse_tensor {_onnx_elem_name(values, values.data_type)} {dims}>"
+    if full_name == "onnx.TypeProto":
+        return f"<type {message.WhichOneof('value') or 'undefined'}>"
+    return f"<{full_name}>"
+
+
+def format_value_type(value_type: ValueType) -> str:
+    """A declared ONNX type: ``FLOAT[N, 3, 224, 224]``, ``INT64[?]`` for an unknown rank,
+    ``?`` for an unknown dim; a value that is not a tensor by its kind (``sequence``)."""
+    if value_type.kind != "tensor":
+        return value_type.kind
+    import onnx  # loaded already: the model came from the ONNX codec
+
+    elem = _onnx_elem_name(onnx.TensorProto(), value_type.elem_type)
+    if value_type.shape is None:
+        return f"{elem}[?]" if value_type.elem_type else "?"
+    dims = ", ".join("?" if d is None else str(d) for d in value_type.shape)
+    return f"{elem}[{dims}]"
+
+
+def format_tensor_value(tensor: Tensor, *, where: bool = True) -> str:
+    """An initializer in brief: element type and shape, and with ``where`` its external file
+    if it has one (the data is not read)."""
+    proto = getattr(tensor, "proto", None)
+    if proto is not None and type(proto).DESCRIPTOR.full_name == "onnx.TensorProto":
+        elem = _onnx_elem_name(proto, proto.data_type)
+        dims = "x".join(str(d) for d in proto.dims) or "scalar"
+        external = getattr(tensor, "external", None) if where else None
+        return f"{elem} {dims}" + (f" in {external.location}" if external is not None else "")
+    dims = "x".join(str(d) for d in tensor.shape) or "scalar"
+    return f"{tensor.dtype} {dims}"
 
 
 def _format_float(value: float) -> str:
@@ -137,6 +198,18 @@ def _arg_value(arg: Argument, full: bool) -> str:
     return "[]"
 
 
+def qualified_type(op: Op) -> str:
+    """The op type, ``domain::Type`` for an ONNX op of a domain other than the default."""
+    domain = op.domain
+    return op.type if domain in _DEFAULT_DOMAINS else f"{domain}::{op.type}"
+
+
+def _versioned(blob: tuple[str, int]) -> str:
+    """``name@version``; the empty name (an optional input or output left out) as ``-``."""
+    name, version = blob
+    return f"{name}@{version}" if name else "-"
+
+
 def format_op(
     op: Op,
     index: int,
@@ -150,9 +223,9 @@ def format_op(
 
     ``full`` and ``max_chars`` apply to argument values (see ``format_arg_value``).
     """
-    in_text = ", ".join(f"{n}@{v}" for n, v in ins) if ins is not None else ", ".join(op.inputs)
-    out_text = ", ".join(f"{n}@{v}" for n, v in outs) if outs is not None else ", ".join(op.outputs)
-    line = f"%{index} {op.type}({in_text}) -> {out_text or '()'}"
+    in_text = ", ".join(map(_versioned, ins)) if ins is not None else ", ".join(op.inputs)
+    out_text = ", ".join(map(_versioned, outs)) if outs is not None else ", ".join(op.outputs)
+    line = f"%{index} {qualified_type(op)}({in_text}) -> {out_text or '()'}"
     args = sorted(op.args, key=lambda a: a.name or "")
     if args:
         values = (format_arg_value(a, full=full, max_chars=max_chars) for a in args)
@@ -202,6 +275,10 @@ def print_net(
     if net.external_outputs:
         ext_out = " ".join(f"{n}@{v}" for n, v in view.external_outputs)
         lines.append(f"{pad}{_INDENT}external_output: {ext_out}")
+    for name, value_type in net.types.items():
+        lines.append(f"{pad}{_INDENT}type: {name} {format_value_type(value_type)}")
+    for name, tensor in net.initializers.items():
+        lines.append(f"{pad}{_INDENT}initializer: {name} {format_tensor_value(tensor)}")
     for index, op in enumerate(net):
         ins, outs = view.ssa[index]
         lines.append(
@@ -217,10 +294,32 @@ def print_net(
 def print_model(model: Model, *, full: bool = False, max_chars: int | None = None) -> str:
     """The canonical dump of a model: its init_net (when present), then its predict_net."""
     parts = []
+    if model.dialect == "onnx":
+        parts.append(_model_line(model))
     if model.init_net is not None:
         parts.append(print_net(model.init_net, "init_net", full=full, max_chars=max_chars))
     parts.append(print_net(model.predict_net, "predict_net", full=full, max_chars=max_chars))
     return "\n".join(parts) + "\n"
+
+
+def _model_line(model: Model) -> str:
+    """``model ir_version=8 opsets=ai.onnx:17,com.microsoft:1 producer='pytorch 2.13'
+    functions=2``: what an ONNX model's header says."""
+    header = model.header
+    opsets = ",".join(f"{d or 'ai.onnx'}:{v}" for d, v in model.opset_imports.items())
+    line = f"model ir_version={getattr(header, 'ir_version', 0)} opsets={opsets or '-'}"
+    producer = " ".join(
+        part
+        for part in (getattr(header, "producer_name", ""), getattr(header, "producer_version", ""))
+        if part
+    )
+    if producer:
+        line += f" producer={producer!r}"
+    functions = getattr(header, "functions", ())
+    if len(functions):
+        names = ", ".join(f"{f.domain}::{f.name}" if f.domain else f.name for f in functions)
+        line += f" functions=[{names}]"
+    return line
 
 
 def print_ssa_table(net: Net) -> str:
@@ -228,7 +327,10 @@ def print_ssa_table(net: Net) -> str:
     view = net.ssa()
     producers = view.producers
     consumers = view.consumers
-    blobs = sorted(set(producers) | set(consumers) | set(view.external_inputs))
+    # the empty name is no value (an optional input left out): not a blob
+    blobs = sorted(
+        blob for blob in set(producers) | set(consumers) | set(view.external_inputs) if blob[0]
+    )
     rows = ["blob@version  written by  read by"]
     for name, version in blobs:
         writer = producers.get((name, version))

@@ -3,7 +3,8 @@
 Installed with graphtools (entry point ``pytest11``), so any test suite gets:
 
 * ``--update-goldens``: rewrite golden files from the current output instead of comparing;
-  review the diff, then commit. (``GRAPHTOOLS_UPDATE_GOLDENS=1`` does the same.)
+  the end of the run lists the files whose content changed: review the diff, then commit.
+  (``GRAPHTOOLS_UPDATE_GOLDENS=1`` does the same.)
 * ``assert_matches_golden(text, path)`` and ``assert_net_matches_golden(net_or_model, path)``:
   compare the canonical dump (``graphtools.printer``) with a golden file; a missing golden
   file is written and the test fails, asking for a review.
@@ -12,7 +13,8 @@ Installed with graphtools (entry point ``pytest11``), so any test suite gets:
   the largest differences per output.
 * fixtures: ``load_model`` (a function: model folder or predict_net file, with the init_net
   beside it, to a ``graphtools.Model``), ``update_goldens`` (whether ``--update-goldens`` is
-  on) and ``golden`` (``golden.check(text_or_net, path)``).
+  on) and ``golden`` (``golden.check(text_or_net, path)``). Both fixtures resolve a relative
+  path beside the test file, whatever the working directory.
 
 Example::
 
@@ -45,6 +47,8 @@ __all__ = [
 
 _ENV = "GRAPHTOOLS_UPDATE_GOLDENS"
 _STATE: dict[str, bool] = {"update": False}
+_REWRITTEN: list[Path] = []
+"""Golden files whose content an update changed, in this run."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -59,6 +63,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     _STATE["update"] = bool(config.getoption("--update-goldens", default=False))
+    _REWRITTEN.clear()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """List the golden files this run wrote (new, or their content changed), for review."""
+    if _REWRITTEN:
+        terminalreporter.write_line(
+            f"graphtools: golden files written (review the diff): {len(_REWRITTEN)}"
+        )
+        for path in _REWRITTEN:
+            terminalreporter.write_line(f"  {path}")
 
 
 def updating_goldens() -> bool:
@@ -85,8 +100,13 @@ def assert_matches_golden(text: str, path: str | Path, *, update: bool | None = 
     golden = Path(path)
     rewrite = updating_goldens() if update is None else update
     if rewrite or not golden.exists():
+        existed = golden.exists()
+        if existed and golden.read_text() == text:
+            return
         golden.parent.mkdir(parents=True, exist_ok=True)
         golden.write_text(text)
+        if update is None or updating_goldens():  # not a caller's own update=True
+            _REWRITTEN.append(golden.resolve())
         if not rewrite:
             pytest.fail(f"{golden} did not exist; it was written: review it and commit it")
         return
@@ -157,17 +177,21 @@ def golden(request: pytest.FixtureRequest) -> GoldenChecker:
 
 
 @pytest.fixture
-def load_model() -> Callable[..., Model]:
+def load_model(request: pytest.FixtureRequest) -> Callable[..., Model]:
     """A loader: ``load_model(path, init=None)`` for a model folder or a predict_net file
-    (its init_net beside it is found as the CLI finds it)."""
+    (its init_net beside it is found as the CLI finds it); relative paths are beside the test
+    file, as ``golden``'s are."""
     from graphtools.serde import load_model as load_pair
     from graphtools.serde import load_model_dir
     from graphtools.serde.pairing import find_init_beside
 
+    root = Path(str(request.path)).parent
+
     def load(path: str | Path, init: str | Path | None = None) -> Model:
-        source = Path(path)
+        source = root / path
         if source.is_dir():
             return load_model_dir(source, allow_empty=True)
-        return load_pair(source, init or find_init_beside(source), allow_empty=True)
+        init_path = root / init if init is not None else find_init_beside(source)
+        return load_pair(source, init_path, allow_empty=True)
 
     return load

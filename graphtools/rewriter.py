@@ -88,7 +88,8 @@ class Edit:
       wrote is taken over by the last of ``ops`` writing that name, so its readers read that.
     * ``replace_all_uses_with(old, new)``: every read of versioned blob ``old`` reads ``new``
       (a blob of the same net, ``(name, version)``) instead, and when ``old`` is the final
-      version of an external output, the output becomes ``new``'s name.
+      version of an external output, the output becomes ``new``'s name. Rewires compose: with
+      ``a -> b`` and ``b -> c`` in one edit, the readers of ``a`` read ``c``.
     * ``rename(blob, name)``: the value ``blob`` gets the name ``name`` (its producer, its
       readers, the external list entry it is).
     * ``set_external_inputs(names)`` / ``set_external_outputs(names)``.
@@ -122,6 +123,7 @@ class Edit:
         self._initializers: dict[str, Tensor | None] = {}
         self._types: dict[str, ValueType | None] = {}
         self._constants: dict[VersionedBlob, Tensor] = {}
+        self._renamed_outputs: dict[str, str] = {}
         self.changed = False
         self._open = True
 
@@ -254,6 +256,7 @@ class Edit:
         ):
             usedef = NameScan(net._ops, self._names_to_check())
         rewired, final_outputs, inputs, outputs = self._resolve_values(replaced, usedef)
+        renamed_outputs = self._renamed_outputs
         constants = self._resolve_constants(usedef)
         ops_change = bool(self._removed or replaced or self._inserted)
         checked = None
@@ -265,11 +268,31 @@ class Edit:
             inputs = None
         if outputs is not None and outputs == net._external_outputs:
             outputs = None
-        initializers, types = self._held_values(outputs)
+        initializers, types = self._held_values(renamed_outputs)
         if any(part is not None for part in (inputs, outputs, initializers, types)):
             net._set_externals(inputs, outputs, initializers, types)
         self.changed = net.revision != self._revision
         return self.changed
+
+    def _rewire_targets(self) -> dict[VersionedBlob, VersionedBlob]:
+        """Where each rewired blob's reads end up: rewires compose within an edit, so with
+        ``a -> b`` and ``b -> c`` the reads of ``a`` read ``c`` (whatever the order the rewires
+        were given in: removing a chain of identities one by one just works)."""
+        step = dict(self._rewires)
+        targets: dict[VersionedBlob, VersionedBlob] = {}
+        for old in step:
+            path = [old]
+            blob = step[old]
+            while blob in step and blob not in targets:
+                if blob in path:
+                    chain = " -> ".join(map(str, [*path, blob]))
+                    raise IllegalRewriteError(f"rewires go round in a circle: {chain}")
+                path.append(blob)
+                blob = step[blob]
+            final = targets.get(blob, blob)
+            for passed in path:
+                targets[passed] = final
+        return targets
 
     def _resolve_constants(self, usedef: UseDef | None) -> dict[str, int]:
         """``{name: the removed op whose value becomes the constant}`` of the edit's
@@ -293,18 +316,13 @@ class Edit:
         return found
 
     def _held_values(
-        self, outputs: list[str] | None
+        self, renamed_outputs: Mapping[str, str]
     ) -> tuple[dict[str, Tensor] | None, dict[str, ValueType] | None]:
         """The net's initializers and types after this edit (``None``: unchanged): the changes
         asked for, and those renames and renamed external outputs carry along."""
         net = self._net
         moves = {blob[0]: name for blob, name in self._renames.items()}
-        if outputs is not None:
-            moves.update(
-                (old, new)
-                for old, new in zip(net._external_outputs, outputs, strict=False)
-                if old != new and old not in outputs
-            )
+        moves.update(renamed_outputs)
         initializers = _moved(net.initializers, moves, self._initializers, keep_old=False)
         types = _moved(net.types, moves, self._types, keep_old=True)
         return initializers, types
@@ -388,8 +406,10 @@ class Edit:
                 renamed_inputs[blob[0]] = name
             if at_the_end(blob):
                 finals[blob[0]] = (name, producer)
+        targets = self._rewire_targets()
         for old, new in self._rewires:
             self._refuse_nested_reads(old, nested, usedef)
+            new = targets[old]
             name = self._renames.get(new, new[0])
             producer = usedef.producer(new)
             for use in usedef.uses(old):
@@ -409,6 +429,7 @@ class Edit:
         if outputs is None and finals:
             outputs = [finals[name][0] if name in finals else name for name in net.external_outputs]
             final_outputs = dict(finals.values())
+            self._renamed_outputs = {old: new for old, (new, _) in finals.items() if old != new}
         return expected, final_outputs, inputs, outputs
 
     def _refuse_nested_reads(

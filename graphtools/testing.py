@@ -374,7 +374,7 @@ def bisect_pipeline(
     current = model.copy()
     for round_ in range(1, manager.steps + 1):
         changed = False
-        for item in manager.passes:
+        for item in manager.passes_for(model.dialect):
             record = PassManager([item], steps=1)(current)[0]
             if not record.modified:
                 continue

@@ -308,6 +308,7 @@ def _check_flat_net(
     if not external_inputs and not onnx:
         return _check_implicit_net(net, path, outer_defined, init_note, findings)
     held = net.defined_names()
+    declared_inputs = frozenset(external_inputs) if onnx else frozenset()
     check_later = bool(outer_defined)
     known = outer_defined if check_later else set(external_inputs)
     if held:
@@ -325,7 +326,7 @@ def _check_flat_net(
                 rewrites.extend(
                     (index, op.type, name)
                     for name in op.outputs
-                    if name and (name in written or name in held or name in external_inputs)
+                    if name and (name in written or name in held or name in declared_inputs)
                 )
             written.update(op.outputs)
     unproduced = [n for n in net.external_outputs if n not in written and n not in known]

@@ -2,7 +2,7 @@
 
 Each module holds one ``Pass`` (published as an entry point under its kebab-case name, see
 ``pyproject.toml``). Pass modules see the IR, the analyses and the pass infrastructure only.
-This package also gives the Caffe2/detectron2 drop-in functions of ``graphtools.compat``,
+This package also gives every Caffe2/detectron2 drop-in function of ``graphtools.compat``,
 since that is where users' scripts import them from; they load on first use, so importing a
 pass never loads the NetDef codec or the executor they work with.
 """
@@ -26,34 +26,50 @@ from graphtools.passes.ssa_rewrite import SSARewrite
 
 if TYPE_CHECKING:
     from graphtools.compat import (
+        ClonePartial,
         Int8Tensor,
         assign_device_option,
+        clone_partial,
         construct_init_net_from_params,
         export_pair,
+        fuse_alias_placeholder,
         fuse_copy_between_cpu_and_gpu,
+        get_external_blob_names,
         get_params_from_init_net,
+        get_sub_graph_external_input_output,
         identify_reshape_sub_graph,
+        infer_device_type,
+        infer_status,
         remove_dead_end_ops,
         remove_reshape_for_fc,
         rename_op_input,
         rename_op_output,
         ssa_rewrite,
+        to_networkx,
     )
 
 _DROP_INS = frozenset(
     (
+        "ClonePartial",
         "Int8Tensor",
         "assign_device_option",
+        "clone_partial",
         "construct_init_net_from_params",
         "export_pair",
+        "fuse_alias_placeholder",
         "fuse_copy_between_cpu_and_gpu",
+        "get_external_blob_names",
         "get_params_from_init_net",
+        "get_sub_graph_external_input_output",
         "identify_reshape_sub_graph",
+        "infer_device_type",
+        "infer_status",
         "remove_dead_end_ops",
         "remove_reshape_for_fc",
         "rename_op_input",
         "rename_op_output",
         "ssa_rewrite",
+        "to_networkx",
     )
 )
 """The names of ``graphtools.compat`` this package gives, loaded on first access."""
@@ -80,6 +96,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "AddGradients",
+    "ClonePartial",
     "FoldConstants",
     "FuseCopyOps",
     "InBranches",
@@ -92,14 +109,21 @@ __all__ = [
     "Rename",
     "SSARewrite",
     "assign_device_option",
+    "clone_partial",
     "construct_init_net_from_params",
     "export_pair",
+    "fuse_alias_placeholder",
     "fuse_copy_between_cpu_and_gpu",
+    "get_external_blob_names",
     "get_params_from_init_net",
+    "get_sub_graph_external_input_output",
     "identify_reshape_sub_graph",
+    "infer_device_type",
+    "infer_status",
     "remove_dead_end_ops",
     "remove_reshape_for_fc",
     "rename_op_input",
     "rename_op_output",
     "ssa_rewrite",
+    "to_networkx",
 ]

@@ -95,7 +95,8 @@ class InBranches(Pass):
             for _, branch in bodies:
                 stats["branches"] += 1
                 declared = list(branch.external_outputs)
-                extra = [n for n in _written(branch) if n in keep and n not in declared]
+                outputs = set(declared)
+                extra = [n for n in _written(branch) if n in keep and n not in outputs]
                 if extra:
                     with branch.edit() as widen:
                         widen.set_external_outputs([*declared, *extra])
@@ -110,8 +111,9 @@ class InBranches(Pass):
                 records = manager(body)
                 if extra:
                     with branch.edit() as restore:
+                        widened = set(extra)
                         restore.set_external_outputs(
-                            [n for n in branch.external_outputs if n not in extra]
+                            [n for n in branch.external_outputs if n not in widened]
                         )
                 inner = self._visit(body, branch, manager, stats)
                 if inner or any(record.modified for record in records):

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 ONNX_TEST_DATA = Path(onnx.__file__).parent / "backend" / "test" / "data"
 PACKAGE_GROUPS = ("light", "pytorch-converted", "pytorch-operator", "simple")
@@ -125,3 +125,36 @@ def _value(value: Any) -> Any:
     if isinstance(value, np.generic):
         return np.asarray(value)
     return value
+
+
+def write_external_model(folder: Path) -> Path:
+    """Write a Conv model into ``folder`` whose weight, an unused tensor and the bias lie in
+    ``weights.bin`` beside it (as external data), and return its path."""
+    weight = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 1, 2, 2), "w")
+    bias = numpy_helper.from_array(np.ones(4, dtype=np.float32), "b")
+    unused = numpy_helper.from_array(np.full(8, 7, dtype=np.float32), "unused")
+    blob = b""
+    for tensor in (weight, unused, bias):
+        data = tensor.raw_data
+        tensor.ClearField("raw_data")
+        tensor.data_location = TensorProto.EXTERNAL
+        for key, value in (
+            ("location", "weights.bin"),
+            ("offset", len(blob)),
+            ("length", len(data)),
+        ):
+            tensor.external_data.add(key=key, value=str(value))
+        blob += data
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"])],
+        "ext",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 2, 2])],
+        [weight, unused, bias],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "weights.bin").write_bytes(blob)
+    path = folder / "ext.onnx"
+    path.write_bytes(model.SerializeToString())
+    return path

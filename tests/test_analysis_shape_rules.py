@@ -247,7 +247,7 @@ def _tensor_cases() -> list[Case]:
             for t in (
                 *("Copy", "CopyCPUToGPU", "CopyGPUToCPU", "CopyFromCPUInput"),
                 *("CopyOnDeviceLike", "EnsureCPUOutput", "Alias", "AliasWithName"),
-                "StopGradient",
+                *("Identity", "StopGradient"),
             )
             for v in (x, q8(2, 2))
         ),

@@ -13,8 +13,9 @@ pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+from graphtools.ir import Model, Net, Op  # noqa: E402
 from graphtools.onnx import import_onnx, run_onnxruntime  # noqa: E402
-from graphtools.serde import load_model_dir, save_model  # noqa: E402
+from graphtools.serde import load_model_dir, save_model, save_net  # noqa: E402
 
 
 def _flatten_before_gemm(path: Path) -> Path:
@@ -78,10 +79,11 @@ def test_run_onnx_to_onnx_and_verify(tmp_path: Path, capsys: pytest.CaptureFixtu
 
     pair_dir = tmp_path / "pair"
     assert run_cli(capsys, "import-onnx", str(source), "-o", str(pair_dir))[0] == 0
-    (pair_dir / "shapes.txt").write_text("x=2x3x4x4\n")
-    code, out, _ = run_cli(capsys, "verify", "--onnx", str(source), str(pair_dir), "--per-blob")
+    # no shapes.txt, no --shapes: the input's shape comes from m.onnx (N taken as 1)
+    code, out, err = run_cli(capsys, "verify", "--onnx", str(source), str(pair_dir), "--per-blob")
     assert code == 0, out
-    assert "outputs equal" in out and "no blob diverges" in out
+    assert "outputs equal" in out and "no blob outside the tolerances" in out
+    assert "shape [1, 3, 4, 4] from" in err
 
     exported = tmp_path / "again.onnx"
     code, out, _ = run_cli(
@@ -93,6 +95,8 @@ def test_run_onnx_to_onnx_and_verify(tmp_path: Path, capsys: pytest.CaptureFixtu
         "--opset",
         "13",
         "--external-data",
+        "--shapes",
+        "x=2x3x4x4",
     )
     assert code == 0 and exported.exists()
     assert import_onnx(exported) is not None
@@ -118,15 +122,228 @@ def test_verify_onnx_reports_the_first_diverging_op(
         "x=2x3x4x4",
     )
     assert code == 1
-    assert "first divergence: op #1 (Sigmoid) writing 'r'" in out
+    assert "first blob outside the tolerances: op #1 (Sigmoid) writing 'r'" in out
 
 
-def test_export_onnx_without_shapes_is_one_error_line(
+def test_export_onnx_guesses_shapes_and_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source = _flatten_before_gemm(tmp_path / "m.onnx")
     pair_dir = tmp_path / "pair"
     assert run_cli(capsys, "import-onnx", str(source), "-o", str(pair_dir))[0] == 0
-    code, _, err = run_cli(capsys, "export-onnx", str(pair_dir), "-o", str(tmp_path / "o.onnx"))
+    target = tmp_path / "o.onnx"
+    code, out, err = run_cli(capsys, "export-onnx", str(pair_dir), "-o", str(target))
+    assert code == 0, err
+    assert "input x: float32[1, 3, 4, 4] (guessed:" in out and target.exists()
+    (graph_input,) = onnx.load(str(target)).graph.input
+    assert [d.dim_value for d in graph_input.type.tensor_type.shape.dim] == [1, 3, 4, 4]
+
+
+def _pair_without_weights(folder: Path) -> Path:
+    """A predict_net reading a weight nothing fills, declaring no outputs."""
+    net = Net(
+        [Op("FC", ["x", "w", "b"], ["y"]), Op("Relu", ["y"], ["r"]), Op("Sigmoid", ["y"], ["s"])],
+        ["x", "w", "b"],
+        [],
+        name="net",
+    )
+    folder.mkdir()
+    save_net(net, folder / "predict_net.pb")
+    return folder / "predict_net.pb"
+
+
+def test_export_onnx_without_weights_names_random_params(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _pair_without_weights(tmp_path / "pair")
+    target = str(tmp_path / "o.onnx")
+    args = ("--shapes", "x=2x5", "--outputs", "r,s")
+    code, _, err = run_cli(capsys, "export-onnx", str(path), "-o", target, *args)
     assert code == 2
-    assert_one_error_line(err, "need shapes")
+    assert_one_error_line(err, "the weights are missing", "'w'", "--random-params")
+    code, out, err = run_cli(
+        capsys, "export-onnx", str(path), "-o", target, "--shapes", "x=2x5", "--random-params"
+    )
+    assert code == 0, err
+    assert "made up 2 parameters" in err and "declares no external outputs" in err
+    assert [o.name for o in onnx.load(target).graph.output] == ["r", "s"]
+    code, out, err = run_cli(
+        capsys,
+        "verify",
+        "--onnx",
+        target,
+        str(path),
+        "--shapes",
+        "x=2x5",
+        "--per-blob",
+        "--random-params",
+    )
+    assert code == 0 and "outputs equal" in out, out + err
+
+
+def test_export_onnx_refuses_weights_that_do_not_fit_naming_random_params(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An init_net filling a bias of the wrong size: refused (the input shape guessed, so
+    --shapes is suggested too); with --random-params the weight is made up, said so."""
+    net = Net([Op("FC", ["x", "w", "b"], ["y"])], ["x", "w", "b"], ["y"], name="net")
+    init = Net(
+        [
+            Op("GivenTensorFill", [], ["w"], args={"shape": [3, 7], "values": [0.5] * 21}),
+            Op("GivenTensorFill", [], ["b"], args={"shape": [5], "values": [0.0] * 5}),
+        ],
+        name="init",
+    )
+    folder = tmp_path / "pair"
+    save_model(Model(net, init), folder)
+    target = str(tmp_path / "o.onnx")
+    code, _, err = run_cli(capsys, "export-onnx", str(folder), "-o", target)
+    assert code == 2
+    assert_one_error_line(err, "do not fit the net: 'w', 'b'", "--random-params", "--shapes")
+    code, _, err = run_cli(capsys, "export-onnx", str(folder), "-o", target, "--random-params")
+    assert code == 0 and "parameter 'b' replaced by a made-up one" in err, err
+    # verify --onnx makes up the same weights (same seed) only when asked to, as the export
+    code, out, err = run_cli(capsys, "verify", "--onnx", target, str(folder), "--random-params")
+    assert code == 0 and "outputs equal" in out, out + err
+
+
+def test_export_onnx_outputs_chooses_the_graph_outputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _pair_without_weights(tmp_path / "pair")
+    target = str(tmp_path / "o.onnx")
+    args = ("--shapes", "x=2x5", "--random-params", "--outputs", "y,s")
+    assert run_cli(capsys, "export-onnx", str(path), "-o", target, *args)[0] == 0
+    assert [o.name for o in onnx.load(target).graph.output] == ["y", "s"]
+
+
+def test_export_onnx_replaces_an_init_net_placeholder_by_a_graph_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The init_net fills the data blob with a placeholder (a 1-element fill): it becomes a
+    graph input, said so, where a traceback used to be."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    init = Net(
+        [
+            Op("ConstantFill", [], ["data"], args={"shape": [1], "value": 0.0}),
+            Op("GivenTensorFill", [], ["w"], args={"shape": list(w.shape), "values": w.ravel()}),
+        ],
+        name="init",
+    )
+    predict = Net([Op("Conv", ["data", "w"], ["y"], args={"kernel": 3})], ["data", "w"], ["y"])
+    folder = tmp_path / "pair"
+    save_model(Model(predict, init), folder)
+    target = tmp_path / "o.onnx"
+    code, out, err = run_cli(
+        capsys, "export-onnx", str(folder), "-o", str(target), "--shapes", "data=1x3x8x8"
+    )
+    assert code == 0, err
+    assert "a graph input instead of the init_net's placeholder" in err
+    assert [i.name for i in onnx.load(str(target)).graph.input] == ["data"]
+    code, out, err = run_cli(
+        capsys, "verify", "--onnx", str(target), str(folder), "--shapes", "data=1x3x8x8"
+    )
+    assert code == 0 and "outputs equal" in out, out + err
+
+
+def test_export_onnx_test_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "pair"
+    net = Net([Op("Dropout", ["x"], ["y", "mask"], args={"ratio": 0.5})], ["x"], ["y"])
+    save_model(Model(net, Net(name="init")), folder)
+    target = str(tmp_path / "o.onnx")
+    shapes = ("--shapes", "x=2x3")
+    code, _, err = run_cli(capsys, "export-onnx", str(folder), "-o", target, *shapes)
+    assert code == 2
+    assert_one_error_line(err, "op #0 (Dropout)", "training mode", "--test-mode")
+    assert run_cli(capsys, "export-onnx", str(folder), "-o", target, *shapes, "--test-mode")[0] == 0
+    args = ("verify", "--onnx", target, str(folder), "--shapes", "x=2x3")
+    code, out, err = run_cli(capsys, *args)
+    assert "op #0 (Dropout) run in training mode" in err and "--test-mode" in err
+    code, out, err = run_cli(capsys, *args, "--test-mode")
+    assert code == 0 and "outputs equal" in out, out + err
+    code, _, err = run_cli(capsys, "verify", str(folder), "--test-mode")
+    assert code == 2
+    assert_one_error_line(err, "options of verify --onnx")
+
+
+def test_verify_onnx_errors_of_onnxruntime_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model of other inputs, or one onnxruntime refuses: one error line, exit 2."""
+    source = _flatten_before_gemm(tmp_path / "m.onnx")
+    pair_dir = tmp_path / "pair"
+    assert run_cli(capsys, "import-onnx", str(source), "-o", str(pair_dir))[0] == 0
+    other = onnx.load(str(source))
+    other.graph.input[0].name = "z"
+    other.graph.node[0].input[0] = "z"
+    onnx.save(other, str(tmp_path / "other.onnx"))
+    code, _, err = run_cli(capsys, "verify", "--onnx", str(tmp_path / "other.onnx"), str(pair_dir))
+    assert code == 2
+    assert_one_error_line(err, "takes inputs ['z']")
+    broken = onnx.load(str(source))
+    broken.graph.node[0].attribute.add().CopyFrom(helper.make_attribute("group", 7))
+    onnx.save(broken, str(tmp_path / "broken.onnx"))
+    code, _, err = run_cli(capsys, "verify", "--onnx", str(tmp_path / "broken.onnx"), str(pair_dir))
+    assert code == 2
+    assert_one_error_line(err, "onnxruntime")
+
+
+def _relu_times_zero(path: Path) -> Path:
+    """y = Relu(x) * 0: the intermediate ``r`` can change without the output changing."""
+    zero = numpy_helper.from_array(np.zeros((1,), np.float32), "zero")
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Mul", ["r", "zero"], ["y"])]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y], [zero]),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def test_verify_onnx_per_blob_has_one_verdict_with_the_outputs_statistics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 21 item 6: a blob outside the tolerances whose difference does not reach the
+    outputs is reported with the statistics of the output table (max rel, mismatches), under
+    the same (per-name) tolerances; the verdict and the exit code are the outputs'."""
+    source = _relu_times_zero(tmp_path / "m.onnx")
+    pair_dir = tmp_path / "pair"
+    assert run_cli(capsys, "import-onnx", str(source), "-o", str(pair_dir))[0] == 0
+    pair = load_model_dir(pair_dir)
+    relu = next(i for i, op in enumerate(pair.predict_net) if op.type == "Relu")
+    pair.predict_net.replace_op(relu, pair.predict_net[relu].replace(type="Sigmoid"))
+    save_model(pair, pair_dir)
+    argv = ["verify", "--onnx", str(source), str(pair_dir), "--per-blob", "--shapes", "x=2x3"]
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0, out
+    assert "outputs equal" in out and "outputs differ" not in out
+    divergence = next(line for line in out.splitlines() if line.startswith("r "))
+    assert "NO" in divergence and "/6" in divergence  # mismatches of the 6 values
+    assert "0.0001/" in divergence  # the tolerances it was compared with (blob atol scaled)
+    assert "first blob outside the tolerances: op #0 (Sigmoid) writing 'r'" in out
+
+    code, out, _ = run_cli(capsys, *argv, "--rtol", "1e-5,r:100", "--atol", "1e-6,r:100")
+    assert code == 0 and "no blob outside the tolerances" in out
+
+
+def test_verify_onnx_of_a_pair_without_weights_says_they_are_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 21 item 7: a predict_net shipped without its init_net is not asked for the shape
+    of a weight; the error says the weights are missing and how to give them."""
+    source = _flatten_before_gemm(tmp_path / "m.onnx")
+    pair_dir = tmp_path / "pair"
+    assert run_cli(capsys, "import-onnx", str(source), "-o", str(pair_dir))[0] == 0
+    (pair_dir / "init_net.pb").unlink()
+    for command in (
+        ["verify", "--onnx", str(source), str(pair_dir), "--shapes", "x=2x3x4x4"],
+        ["export-onnx", str(pair_dir), "-o", str(tmp_path / "o.onnx"), "--shapes", "x=2x3x4x4"],
+    ):
+        code, _, err = run_cli(capsys, *command)
+        assert code == 2
+        assert_one_error_line(err, "weights", "'w'", "init_net", "--init")
+        assert "--shapes w=" not in err

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -106,6 +107,45 @@ def test_ssa_json(capsys: pytest.CaptureFixture[str]) -> None:
     rows = {row["blob"]: row for row in json.loads(out)}
     assert code == 0
     assert rows["conv1@2"] == {"blob": "conv1@2", "written_by": "%1", "read_by": ["%2"]}
+
+
+def _bracketed(folder: Path) -> Path:
+    """A pair whose blob names hold brackets, as Mask R-CNN2Go's ``_[mask]_...`` blobs do."""
+    net = Net(
+        [Op("Conv", ["_[mask]_data", "_[mask]_w", "_[mask]_b"], ["[bold]y"], args={"kernel": 1})],
+        ["_[mask]_data", "_[mask]_w", "_[mask]_b"],
+        ["[bold]y"],
+        name="brackets",
+    )
+    save_model(Model(net), folder)
+    return folder
+
+
+@pytest.mark.parametrize(
+    "command", [["show"], ["show", "--full"], ["ssa"], ["show", "--ops", "0:1"]]
+)
+def test_names_with_brackets_print_as_they_are(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: list[str]
+) -> None:
+    """Issue 21 item 3: a name copied from a table works in ``--shapes`` (the tables used to
+    read ``[mask]`` as markup and print ``__w``)."""
+    code, out, err = run_cli(capsys, command[0], str(_bracketed(tmp_path / "m")), *command[1:])
+    assert code == 0, err
+    assert "_[mask]_data" in out and "[bold]y" in out
+
+
+def test_ssa_json_has_no_table_placeholders(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 21 item 10: a blob nothing writes or reads is ``null`` / ``[]`` in JSON, not the
+    table's ``"-"``."""
+    net = Net([Op("Relu", ["x"], ["a"])], ["x", "unused"], ["a"], name="n")
+    save_model(Model(net), tmp_path / "m")
+    code, out, _ = run_cli(capsys, "ssa", "--json", str(tmp_path / "m"))
+    rows = {row["blob"]: row for row in json.loads(out)}
+    assert code == 0
+    assert rows["unused@0"] == {"blob": "unused@0", "written_by": "input", "read_by": []}
+    assert rows["a@1"] == {"blob": "a@1", "written_by": "%0", "read_by": []}
 
 
 # -- one rule for empty files, one-line errors in the user's terms --------------------------------
@@ -365,7 +405,7 @@ def test_batch_run_and_verify_one_process_per_model(tmp_path: Path, real_fixture
     )
     assert done.returncode == 2, done.stderr
     rows = {line.split()[0]: line.split() for line in done.stdout.splitlines() if line}
-    assert rows["tiny"][1:3] == ["23", "13"] and rows["tiny"][-1] == "ok"
+    assert rows["tiny"][1:3] == ["15", "7"] and rows["tiny"][-1] == "ok"
     assert rows["squeeze_predict_net"][-1] == "ok"
     assert rows["broken_predict_net"][-1] == "error"
     assert "broken_predict_net: error:" in done.stdout
@@ -563,3 +603,33 @@ def test_more_flags_as_users_give_them(capsys: pytest.CaptureFixture[str], tmp_p
     assert_one_error_line(err, "names 'dta'", "did you mean 'data'?")
     code, out, err = run_cli(capsys, "verify", str(TINY), "--random-params", "--seed", "4")
     assert code == 0 and "outputs equal (rtol=1e-05, atol=1e-06, seed=4)" in out
+
+
+def test_run_verify_and_batch_count_ops_as_show_does(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 21 item 10: every command counts a model's ops as ``show`` does (the predict_net's;
+    the init_net's apart), not predict_net + init_net (``23 -> 13`` beside ``15 ops``)."""
+    code, out, _ = run_cli(capsys, "show", str(TINY))
+    assert code == 0 and "15 ops" in out.splitlines()[0]
+    code, out, _ = run_cli(capsys, "run", str(TINY), "-o", str(tmp_path / "one"))
+    first = next(line for line in out.splitlines() if "remove-reshape-for-fc" in line)
+    assert "15 -> 10 ops (init_net 8 -> 6)" in first
+    code, out, _ = run_cli(capsys, "verify", "--json", str(TINY))
+    assert (json.loads(out)["ops_before"], json.loads(out)["ops_after"]) == (15, 7)
+    code, out, _ = run_cli(capsys, "run", str(FIXTURES / "models"), "-o", str(tmp_path / "b"))
+    assert re.search(r"tiny_export\s+15\s+7\s", out), out
+
+
+@pytest.mark.parametrize("name", ["x.pb", "x.pbtxt"])
+def test_an_output_named_like_a_net_file_is_refused_not_made_a_folder(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str
+) -> None:
+    """Issue 21 item 10: ``-o out/x.pb`` used to create a folder named ``x.pb``; a pair is
+    written into a folder, so a file name is refused in one line and nothing is created."""
+    target = tmp_path / "out" / name
+    for command in (["run", str(TINY)], ["run", str(FIXTURES / "models")]):
+        code, out, err = run_cli(capsys, *command, "-o", str(target))
+        assert (code, out) == (2, "")
+        assert_one_error_line(err, f"-o {target}", "folder", "-o " + str(target.with_suffix("")))
+        assert not target.exists()

@@ -68,3 +68,38 @@ def test_a_round_trip_writing_back_into_its_source_is_fused_by_the_pass() -> Non
     result = FuseCopyOps()(model)
     assert result.modified and result.stats == {"copies_removed": 2, "consumers_rewired": 1}
     assert [op.type for op in model.predict_net] == ["Relu"]
+
+
+def test_every_detectron2_helper_imports_from_graphtools_passes() -> None:
+    """Issue 21 item 11: drop-in users import detectron2's helpers from one module; every
+    drop-in of ``graphtools.compat`` is there, the same function."""
+    import graphtools.compat
+    import graphtools.passes
+
+    for name in ("infer_device_type", "get_external_blob_names", "infer_status"):
+        assert getattr(graphtools.passes, name) is getattr(graphtools.compat, name)
+    missing = set(graphtools.compat.__all__) - set(graphtools.passes.__all__)
+    assert missing == set()
+
+
+def test_get_sub_graph_external_input_output_takes_a_netdef_everywhere() -> None:
+    """Issue 21 item 11: ``graphtools.graph``'s function of the same name takes a NetDef as
+    detectron2's does (it used to fail with ``AttributeError: ssa``), with the same answer."""
+    import graphtools
+    import graphtools.graph
+    import graphtools.passes
+
+    ops = [Op("Relu", ["x"], ["a"]), Op("Sigmoid", ["a"], ["b"]), Op("Add", ["a", "b"], ["y"])]
+    net = Net(ops, ["x"], ["y"], name="n")
+    expected = ([("x", 0)], [("a", 1), ("b", 1)])
+    for function in (
+        graphtools.graph.get_sub_graph_external_input_output,
+        graphtools.get_sub_graph_external_input_output,
+        graphtools.passes.get_sub_graph_external_input_output,
+    ):
+        assert function(net_to_netdef(net), [0, 1]) == expected
+        assert function(net, [0, 1]) == expected
+    assert graphtools.graph.get_sub_graph_external_input_output(net_to_netdef(net), [2]) == (
+        [("a", 1), ("b", 1)],
+        [("y", 1)],
+    )

@@ -11,6 +11,8 @@ import pytest
 from graphtools.errors import ExecutionError, InvalidNetError
 from graphtools.executor import Int8Tensor, run_model
 from graphtools.feeds import ROLES, synthesize, without_init_ops
+from graphtools.feeds.state import Attempt, Retry, WalkState
+from graphtools.feeds.walk import feed_data, run_init, run_predict
 from graphtools.ir import Model, Net, Op
 
 
@@ -108,6 +110,15 @@ def test_a_fixed_reshape_target_sets_the_made_up_channel_count() -> None:
     made = synthesize(Model(net), {"data": (1, 3, 4, 4)})
     assert made.params["w"][0] == 10
     assert made.outputs["flat"].shape == (1, 10)
+    # the first walk planned another count: it returned the retry, it did not raise it
+    first = WalkState(Model(net), {"data": (1, 3, 4, 4)}, {}, 0, None, Attempt())
+    run_init(first)
+    feed_data(first)
+    assert run_predict(first) == Retry(layer=0, count=10)
+    second = WalkState(Model(net), {"data": (1, 3, 4, 4)}, {}, 0, None, Attempt({0: 10}))
+    run_init(second)
+    feed_data(second)
+    assert run_predict(second) is None
 
 
 def test_parameters_are_not_made_up_for_a_pair_unless_asked() -> None:

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import assert_one_error_line, run_cli
 from recurrent_cells import Cell, lstm
 
 from graphtools import save_model
+from graphtools.errors import MadeUpDataTooLargeError
 from graphtools.feeds import synthesize
 from graphtools.ir import Model, Net, Op
 from graphtools.recurrent import recurrent_net
@@ -156,3 +157,30 @@ def test_verify_reaches_a_verdict_on_an_lstm_without_its_weights(
     )
     assert code == 0, err
     assert "outputs equal" in out
+
+
+def test_verify_of_a_mutated_lstm_refuses_made_up_data_too_big_to_hold(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], real_fixtures: Path
+) -> None:
+    """Issue 21 item 8: the LSTM demo with its output FC's ``axis`` mutated to 0 makes the
+    walks ask for ever wider step layers, up to a 131072x32768 gate weight (32 GiB as numpy
+    draws it): a typed error names the blob and its shape instead of a ``MemoryError``
+    traceback."""
+    source = real_fixtures / "breadbread1984-Caffe2-C-LSTM-demo/deploy_models"
+    text = (source / "lstm_predict_net.pbtxt").read_text()
+    fc = 'input: "LSTM/hidden_t_all"'
+    head, tail = text.split(fc)
+    mutated = head + fc + tail.replace("i: 2", "i: 0", 1)
+    (tmp_path / "predict_net.pbtxt").write_text(mutated)
+    code, _, err = run_cli(capsys, "verify", "-q", str(tmp_path / "predict_net.pbtxt"))
+    assert code == 2
+    assert_one_error_line(err, "'LSTM/gates_t_w'", "131072x32768", "made-up", "net 'LSTM'")
+
+
+def test_made_up_data_over_the_limit_is_a_typed_memory_error() -> None:
+    """The limit holds for data inputs too, and the error is also a ``MemoryError``."""
+    net = Net([Op("Relu", ["x"], ["y"])], ["x"], ["y"], name="big")
+    with pytest.raises(MadeUpDataTooLargeError, match=r"'x'.*100000x100000") as caught:
+        synthesize(Model(net), {"x": (100000, 100000)})
+    assert isinstance(caught.value, MemoryError)
+    assert caught.value.name == "x" and caught.value.shape == (100000, 100000)

@@ -4,6 +4,8 @@ ONNX model."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -13,8 +15,11 @@ pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from graphtools.executor import run_model  # noqa: E402
+from graphtools.ir import Model, Net, Op  # noqa: E402
 from graphtools.onnx import export_onnx, import_onnx, run_onnxruntime  # noqa: E402
 from graphtools.pass_infra import PassManager  # noqa: E402
+from graphtools.passes.in_branches import InBranches  # noqa: E402
+from graphtools.serde import load_model  # noqa: E402
 
 
 def _if_model() -> onnx.ModelProto:
@@ -82,3 +87,37 @@ def test_default_pipeline_cleans_if_branches() -> None:
         np.testing.assert_allclose(
             run_onnxruntime(exported, feeds)["y"], expected, rtol=1e-5, atol=1e-5
         )
+
+
+def _if_writing_a_read_name() -> Model:
+    """An If whose then-branch writes ``t``, which the net reads after the If without the
+    branch declaring it: in-branches widens the branch's outputs while its pipeline runs."""
+    then = Net([Op("Relu", ["x"], ["t"])], ["x"], [], name="then")
+    other = Net([Op("Sigmoid", ["x"], ["t"])], ["x"], [], name="else")
+    ops = [
+        Op("If", ["cond", "x"], ["t"], args={"then_net": then, "else_net": other}),
+        Op("Tanh", ["t"], ["y"]),
+    ]
+    return Model(Net(ops, ["cond", "x"], ["y"], name="main"))
+
+
+def test_a_branch_the_pipeline_leaves_alone_is_not_modified() -> None:
+    """Issue 21 item 2: widening and restoring a branch's outputs is bookkeeping, not a change;
+    a run whose pipelines change nothing reports ``modified=False`` and keeps the revision."""
+    model = _if_writing_a_read_name()
+    revision = model.revision
+    result = InBranches()(model)
+    assert (result.modified, result.stats) == (False, {"branches": 2, "branches_modified": 0})
+    assert model.revision == revision
+
+
+def test_the_docs_cleanup_of_mask_rcnn_reaches_its_fixpoint(real_fixtures: Path) -> None:
+    """docs/onnx.md's typical cleanup on Mask R-CNN2Go reaches its fixpoint: in-branches does
+    not report a change it did not make in every round."""
+    model = load_model(real_fixtures / "caffe2-models" / "mask_rcnn_2go" / "fp32" / "model.pbtxt")
+    records = PassManager.parse("default,fold-constants,in-branches,remove-unused-params")(model)
+    last_round = [r for r in records if r.round == records[-1].round]
+    assert records[-1].round < 10
+    assert not any(r.modified for r in last_round)
+    in_branches = [r for r in records if r.name == "in-branches"]
+    assert sum(r.modified for r in in_branches) <= 1

@@ -148,3 +148,54 @@ def test_the_lstm_demo_loads_verifies_runs_and_lowers_to_equal_outputs(real_fixt
     assert list(actual) == list(expected)
     for name in expected:
         np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
+
+
+def _upstream_simple_rnn(step_ops: list[Op]) -> Net:
+    """Caffe2's ``recurrent_network_test.simple_rnn``: inputs ``input`` and ``initial_input``,
+    a step reading ``input_t`` and ``output_t_prev`` and writing ``output_t``."""
+    step = Net(step_ops, ["input_t", "output_t_prev"], ["output_t"], name="step")
+    net = Net([], ["input", "initial_input"], name="external")
+    recurrent_net(
+        net,
+        step,
+        [("input_t", "input")],
+        [("output_t_prev", "initial_input")],
+        {"output_t_prev": "output_t"},
+        scope="test_rnn_sum_mull",
+    )
+    return net
+
+
+@pytest.mark.parametrize(
+    "step_ops",
+    [
+        [Op("Sum", ["input_t", "output_t_prev"], ["s"]), Op("Mul", ["input_t", "s"], ["output_t"])],
+        [Op("Mul", ["input_t", "output_t_prev"], ["output_t"])],
+    ],
+    ids=["test_sum_mul", "test_mul"],
+)
+@pytest.mark.parametrize("initial_dims", [3, 2, 1])
+def test_upstreams_rnn_cases_lower_with_the_sequence_length_alone(
+    step_ops: list[Op], initial_dims: int
+) -> None:
+    """Issue 21 item 11: ``seq_len`` suffices, as the docs say: the initial state's rows are
+    shaped at run time from the sequence's batch (upstream feeds ``initial_input`` as
+    ``1 x n x d``; an ``n x d`` or a ``d`` initial value runs too)."""
+    rng = np.random.default_rng(3)
+    for seq_len, n, d in [(1, 1, 1), (3, 2, 4), (4, 5, 2)]:
+        net = _upstream_simple_rnn(step_ops)
+        initial = rng.standard_normal((1, n, d)).astype(np.float32)
+        initial = (
+            initial.reshape((1, n, d)[3 - initial_dims :]) if initial_dims > 1 else initial[0, 0]
+        )
+        feeds = {
+            "input": rng.standard_normal((seq_len, n, d)).astype(np.float32),
+            "initial_input": initial,
+        }
+        model = Model(net.copy())
+        result = LowerRecurrentNetworks(seq_len=seq_len)(model)
+        assert result.stats["lowered"] == 1
+        assert verify(model) == []
+        expected = run_model(Model(net), feeds)
+        for name, value in run_model(model, feeds).items():
+            np.testing.assert_allclose(value, expected[name], rtol=1e-6, err_msg=name)

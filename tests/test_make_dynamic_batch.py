@@ -3,7 +3,7 @@ free is refused naming the node that pins the batch, and an export that is dynam
 stays as it is.
 
 Every corpus export goes through what ``run -p optimize --dynamic-batch`` does
-(``graphtools.cli.optimize_report.onnx_stages``); ``fixtures/onnx/dynamic_batch_table.md``
+(``graphtools.cli.optimize_report.run_stages``); ``fixtures/onnx/dynamic_batch_table.md``
 holds each model's result (``pytest --update-goldens`` rewrites it), so a model that starts
 being refused, or being accepted, shows. An accepted model must also give the original's
 outputs at the exported batch, pass the checker, and declare the symbol on its inputs and
@@ -25,7 +25,7 @@ from onnx import TensorProto, helper
 from onnx_check import assert_same_outputs, check, graph_model, normal, run
 from onnx_corpus import CORPUS, CorpusModel, seeded_inputs
 
-from graphtools.cli.optimize_report import onnx_stages
+from graphtools.cli.optimize_report import run_stages
 from graphtools.errors import PassError
 from graphtools.pass_infra import PassManager
 from graphtools.serde.onnx_io import load_onnx_model, save_onnx_model
@@ -99,14 +99,13 @@ def assert_batch_polymorphic(path: Path, symbol: str, feeds: Mapping[str, Any]) 
 
 def _result(corpus_model: CorpusModel, tmp_path: Path) -> str:
     model = load_onnx_model(corpus_model.path)
-    records = []
     try:
-        for stage in onnx_stages("optimize", 10, dynamic_batch=True):
-            records.extend(stage(model))
+        ran = run_stages(model, PassManager.parse("optimize"), dynamic_batch=True)
     except PassError as exc:
         found = re.search(r"node #\d+ (?:of graph '[^']*' )?\((\w+)[^)]*\) (.*)", str(exc))
         assert found, f"{corpus_model.name}: the refusal names no node: {exc}"
         return f"refused: {found[1]} {re.split(r' [(]|: ', found[2])[0]}"
+    records = [record for _, stage_records in ran for record in stage_records]
     symbol = next(r.stats["symbol"] for r in records if r.name == "make-dynamic-batch")
     target = tmp_path / corpus_model.path.name
     save_onnx_model(model, target)

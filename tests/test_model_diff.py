@@ -85,3 +85,30 @@ def test_dot_diff_marks_removed_added_and_renamed() -> None:
     assert 'fillcolor="#c8e6c9", label="+%1 Tanh"' in text
     assert "a@1\\n-> a2" in text
     assert "removed (red): 1, added (green): 1, changed (orange): 2" in text
+
+
+def test_removed_identities_are_blamed_not_the_op_that_stays() -> None:
+    """Issue 21 item 4: removing ``Scale(scale=1.0) a->b`` and an in-place ``Scale c->c``
+    reports those two as removed and the kept ``Scale(scale=2.0)`` as rewired, never as an
+    argument change (which would read as a change of meaning)."""
+    before = _net(
+        Op("Relu", ["x"], ["a"]),
+        Op("Scale", ["a"], ["b"], args={"scale": 1.0}),
+        Op("Scale", ["b"], ["c"], args={"scale": 2.0}),
+        Op("Scale", ["c"], ["c"], args={"scale": 1.0}),
+        Op("Sigmoid", ["c"], ["y"]),
+    )
+    after = _net(
+        Op("Relu", ["x"], ["a"]),
+        Op("Scale", ["a"], ["c"], args={"scale": 2.0}),
+        Op("Sigmoid", ["c"], ["y"]),
+    )
+    change = diff_nets(before, after)
+    assert [(r.index, r.type, r.outputs) for r in change.removed] == [
+        (1, "Scale", ("b",)),
+        (3, "Scale", ("c",)),
+    ]
+    assert change.matched == {0: 0, 2: 1, 4: 2}
+    scale, sigmoid = change.changed
+    assert (scale.before, scale.rewired, scale.args) == (2, [(0, "b@1", "a@1")], [])
+    assert (sigmoid.before, sigmoid.rewired, sigmoid.args) == (4, [(0, "c@2", "c@1")], [])

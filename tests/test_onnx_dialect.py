@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from onnx_testdata import onnx_package_models
+from onnx_testdata import onnx_package_models, write_external_model
 
 from graphtools.errors import IllegalRewriteError, SerdeError
 from graphtools.ir import Op
@@ -64,40 +64,8 @@ def test_every_corpus_export_round_trips_with_its_external_data(
     assert external >= 5  # the dynamo exporter writes weights as external data
 
 
-def _external_model(folder: Path) -> Path:
-    """A Conv whose weight lies in ``weights.bin`` (offset 0) and a bias at offset 16."""
-    weight = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 1, 2, 2), "w")
-    bias = numpy_helper.from_array(np.ones(4, dtype=np.float32), "b")
-    unused = numpy_helper.from_array(np.full(8, 7, dtype=np.float32), "unused")
-    blob = b""
-    for tensor in (weight, unused, bias):
-        data = tensor.raw_data
-        tensor.ClearField("raw_data")
-        tensor.data_location = TensorProto.EXTERNAL
-        for key, value in (
-            ("location", "weights.bin"),
-            ("offset", len(blob)),
-            ("length", len(data)),
-        ):
-            tensor.external_data.add(key=key, value=str(value))
-        blob += data
-    graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w", "b"], ["y"])],
-        "ext",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 3, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 2, 2])],
-        [weight, unused, bias],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "weights.bin").write_bytes(blob)
-    path = folder / "ext.onnx"
-    path.write_bytes(model.SerializeToString())
-    return path
-
-
 def test_external_data_stays_external_with_its_layout(tmp_path: Path) -> None:
-    source = _external_model(tmp_path / "in")
+    source = write_external_model(tmp_path / "in")
     target = tmp_path / "out" / "ext.onnx"
     target.parent.mkdir()
     _saved_equal(source, target)
@@ -111,7 +79,7 @@ def test_external_data_stays_external_with_its_layout(tmp_path: Path) -> None:
 def test_external_data_of_dropped_tensors_is_left_behind(tmp_path: Path) -> None:
     from graphtools.pass_infra import PassManager
 
-    model = load_onnx_model(_external_model(tmp_path / "in"))
+    model = load_onnx_model(write_external_model(tmp_path / "in"))
     PassManager.parse("remove-unused-params")(model)
     assert "unused" not in model.predict_net.initializers
     target = tmp_path / "out" / "ext.onnx"
@@ -128,8 +96,22 @@ def test_external_data_of_dropped_tensors_is_left_behind(tmp_path: Path) -> None
     assert len(loaded.graph.initializer) == 2
 
 
+def test_saving_never_overwrites_another_models_data_file(tmp_path: Path) -> None:
+    from graphtools.pass_infra import PassManager
+
+    source = write_external_model(tmp_path / "in")
+    (tmp_path / "out").mkdir()
+    save_onnx_model(load_onnx_model(source), tmp_path / "out" / "same.onnx")
+    pruned = load_onnx_model(source)
+    PassManager.parse("remove-unused-params")(pruned)
+    with pytest.raises(SerdeError, match="overwrite this external data file"):
+        save_onnx_model(pruned, tmp_path / "out" / "pruned.onnx")
+    save_onnx_model(pruned, tmp_path / "out" / "pruned.onnx", external_data=True)
+    assert (tmp_path / "out" / "pruned.onnx.data").exists()
+
+
 def test_external_data_outside_the_models_folder_is_refused(tmp_path: Path) -> None:
-    path = _external_model(tmp_path / "in")
+    path = write_external_model(tmp_path / "in")
     model = onnx.load(str(path), load_external_data=False)
     for entry in model.graph.initializer[0].external_data:
         if entry.key == "location":

@@ -227,15 +227,18 @@ def test_a_declared_input_nobody_reads_is_left_out_unless_typed() -> None:
 def test_an_op_without_an_exporter_is_refused_before_input_types_are_asked() -> None:
     ops = [
         Op("Relu", ["x"], ["r"]),
-        Op("If", ["cond"], ["y"], args={"then_net": Net([Op("PRelu", ["r", "s"], ["y"])])}),
-        Op("Gelu", ["r"], ["z"]),
+        Op("If", ["cond"], ["y"], args={"then_net": Net([Op("WeightedSum", ["r", "s"], ["y"])])}),
+        Op("LearningRate", ["r"], ["z"]),
     ]
     pair = Model(Net(ops, ["x", "cond", "s"], ["y", "z"], name="net"))
     with pytest.raises(UnsupportedOpError) as caught:
         export_onnx(pair)  # no value_info: the op types are what the user must hear of first
     message = str(caught.value)
-    assert message.startswith("op #0 (PRelu), in then_net of op #1 (If): ")
-    assert "no ONNX mapping for Caffe2 op type 'PRelu'; other op types without one: Gelu" in message
+    assert message.startswith("op #0 (WeightedSum), in then_net of op #1 (If): ")
+    assert (
+        "no ONNX mapping for Caffe2 op type 'WeightedSum'; other op types without one: "
+        "LearningRate" in message
+    )
 
 
 def test_compare_feeds_the_undeclared_data_blob_the_export_takes() -> None:

@@ -72,7 +72,8 @@ def test_constant_folded_into_arguments_leaves_no_param() -> None:
     ("node", "fragment"),
     [
         (helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=2), "computed at run time"),
-        (helper.make_node("Loop", ["x", "x"], ["y"]), "no Caffe2 mapping"),
+        (helper.make_node("Scan", ["x", "x"], ["y"]), "no Caffe2 mapping"),
+        (helper.make_node("Loop", ["x", "x"], ["y"]), "has no body"),
         (helper.make_node("ConvTranspose", ["x", "w"], ["y"], auto_pad="SAME_UPPER"), "auto_pad"),
         (helper.make_node("Relu", ["x"], ["y"], unknown=3), "attribute 'unknown'"),
         (helper.make_node("Unsqueeze", ["x", "w"], ["y"]), "computed at run time"),

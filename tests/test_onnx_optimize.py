@@ -449,6 +449,38 @@ def test_run_refuses_a_batch_it_cannot_free_naming_the_node(
     assert re.search(r"node #0 .*\(ReduceMean\) combines the rows of the batch", err), err
 
 
+def test_verify_bisect_names_the_broken_fusion(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(7)
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "s", "t", "m", "v"], ["n"]),
+        helper.make_node("Relu", ["n"], ["y"]),
+    ]
+    weights = {
+        "w": normal(4, 3, 3, 3),
+        "b": normal(4, seed=1),
+        "s": rng.uniform(0.5, 1.5, 4).astype(np.float32),
+        "t": rng.uniform(-1, 1, 4).astype(np.float32),
+        "m": rng.uniform(-1, 1, 4).astype(np.float32),
+        "v": rng.uniform(0.5, 1.5, 4).astype(np.float32),
+    }
+    path = graph_model(
+        tmp_path / "m.onnx",
+        nodes,
+        {"x": (TensorProto.FLOAT, [1, 3, 5, 5])},
+        {"y": (TensorProto.FLOAT, [1, 4, 5, 5])},
+        weights,
+    )
+    code, out, err = run_cli(capsys, "verify", str(path), "-p", "optimize", "--bisect")
+    assert code == 0, out + err
+    _plug_in(monkeypatch, WrongBatchNormFusion)
+    code, out, err = run_cli(capsys, "verify", str(path), "-p", "optimize", "--bisect")
+    assert code == 1, out + err
+    assert "first pass that changed the outputs: fuse-batchnorm (round 1)" in out, out
+
+
 # -- the backend node cases ----------------------------------------------------------------------
 
 RANGE_OF_VECTORS = {"test_affine_grid_2d_expanded", "test_affine_grid_2d_align_corners_expanded"}

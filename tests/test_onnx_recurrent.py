@@ -2,9 +2,10 @@
 
 Export: RecurrentNetwork ops of the four test cells (and the LSTM demo net) as ONNX ``Loop`` and
 ``Scan``, run by onnxruntime = our executor = the numpy loop; zero-length sequences through
-``Loop``; link patterns without a loop form refused. Import: ONNX ``LSTM``/``GRU``/``RNN`` nodes
-(initial states or not, ``sequence_lens`` or not) = onnxruntime, and exported back = onnxruntime;
-refusals by attribute name; PyTorch ``nn.LSTM``/``nn.GRU`` exports round-trip.
+``Loop``; link patterns without a loop form refused; LSTMUnit with sequence lengths. Import:
+ONNX ``LSTM``/``GRU``/``RNN`` nodes (initial states or not, ``sequence_lens`` or not) =
+onnxruntime, and exported back = onnxruntime; refusals by attribute name; PyTorch
+``nn.LSTM``/``nn.GRU`` exports round-trip.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx_round_trip import pair, round_trip  # noqa: E402
 
 from graphtools.errors import UnsupportedOpError  # noqa: E402
 from graphtools.executor import run_model  # noqa: E402
@@ -90,6 +92,24 @@ def test_the_lstm_demo_exports_as_a_loop(real_fixtures: Path) -> None:
     for recurrent in ("loop", "scan"):
         result = run_onnxruntime(export_onnx(model, recurrent=recurrent), {})
         _close(result, ours, 1e-5)
+
+
+@pytest.mark.parametrize("drop_states", [0, 1])
+def test_an_lstm_unit_with_sequence_lengths_round_trips(drop_states: int) -> None:
+    """LSTMUnit's 5-input form (rows past their sequence length keep, or with
+    ``drop_states`` zero, their state) is a ``caffe2``-domain function that imports back."""
+    rng = np.random.default_rng(0)
+    feeds = {
+        "h": rng.standard_normal((1, 4, 3)).astype(np.float32),
+        "c": rng.standard_normal((1, 4, 3)).astype(np.float32),
+        "g": rng.standard_normal((1, 4, 12)).astype(np.float32),
+        "lengths": np.int32([0, 2, 3, 5]),
+        "t": np.int32([2]),
+    }
+    args = {"forget_bias": 0.5, "drop_states": drop_states}
+    op = Op("LSTMUnit", list(feeds), ["h_t", "c_t"], args=args)
+    exported = round_trip(pair([op], list(feeds), ["h_t", "c_t"], {}), feeds)
+    assert [n.op_type for n in exported.graph.node] == ["LSTMUnit"]
 
 
 def test_windowed_links_have_no_loop_form() -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -90,3 +91,31 @@ def test_assertions_fail_on_what_differs(tmp_path: Path) -> None:
     with pytest.raises(pytest.fail.Exception, match="did not exist"):
         assert_matches_golden("text\n", tmp_path / "new.txt")
     assert (tmp_path / "new.txt").read_text() == "text\n"
+
+
+RELATIVE_TESTS = """
+def test_load_model_resolves_beside_the_test_file(load_model, golden):
+    model = load_model("model")  # beside this file, as golden.check's paths are
+    golden.check(model, "goldens/model.txt")
+"""
+
+
+def test_load_model_and_golden_resolve_paths_alike_and_updates_are_listed(
+    tmp_path: Path,
+) -> None:
+    """Issue 21 item 10: ``load_model`` resolves a relative path beside the test file, as
+    ``golden`` does (it used to resolve it from the working directory), and
+    ``--update-goldens`` lists the golden files it rewrote."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_relative.py").write_text(RELATIVE_TESTS)
+    shutil.copytree(TINY, suite / "model")
+    first = _pytest(tmp_path)  # the working directory is not the test file's folder
+    assert "did not exist; it was written" in first.stdout, first.stdout
+    assert _pytest(tmp_path).returncode == 0
+    golden = suite / "goldens" / "model.txt"
+    golden.write_text(golden.read_text().replace("Relu", "Tanh", 1))
+    updated = _pytest(tmp_path, "--update-goldens")
+    assert updated.returncode == 0
+    assert f"golden files written (review the diff): 1\n  {golden}" in updated.stdout
+    assert "golden files written" not in _pytest(tmp_path, "--update-goldens").stdout

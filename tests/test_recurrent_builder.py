@@ -250,3 +250,23 @@ def test_set_rnn_executor_config() -> None:
     assert isinstance(configured, Op) and configured.arg("rnn_executor.num_threads") == 4
     with pytest.raises(RecurrentNetError):
         set_rnn_executor_config(Op("FC"), num_threads=1)
+
+
+def test_scripts_of_the_generation_with_scratch_sizes_still_run() -> None:
+    """Issue 21 item 11: the first ``recurrent_net`` took ``scratch_sizes`` (sizes to
+    preallocate the scratch blobs with) as its sixth argument, before ``timestep`` and
+    ``scope``; scripts written for it, by keyword or by position, build the same op."""
+    step = Net(
+        [Op("Sum", ["x_t", "h_prev"], ["s"]), Op("Mul", ["x_t", "s"], ["h"])],
+        ["x_t", "timestep", "h_prev"],
+        ["h"],
+        name="sum_mul_step",
+    )
+    args = (step, [("x_t", "x")], [("h_prev", "h0")], {"h_prev": "h"})
+    today = Net([], ["x", "h0"], name="main")
+    recurrent_net(today, *args, timestep="timestep", scope="sm")
+    by_keyword = Net([], ["x", "h0"], name="main")
+    recurrent_net(by_keyword, *args, scratch_sizes=[4], timestep="timestep", scope="sm")
+    by_position = Net([], ["x", "h0"], name="main")
+    recurrent_net(by_position, *args, [4], "timestep", "sm")
+    assert by_keyword[0] == today[0] and by_position[0] == today[0]

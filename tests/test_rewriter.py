@@ -74,6 +74,37 @@ def test_remove_with_replace_all_uses_with_drops_an_identity() -> None:
     ]
 
 
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_rewires_compose_so_a_chain_of_identities_goes_in_one_edit(order: tuple[int, int]) -> None:
+    """The README's way (for each identity: rewire its output to its input, remove it) on two
+    identities in a row, in either order: the reads of the last one's output read the first
+    one's input (issue: 'would see the value of no op')."""
+    net = Net(
+        [
+            Op("Relu", ["x"], ["a"]),
+            Op("Identity", ["a"], ["b"]),
+            Op("Identity", ["b"], ["c"]),
+            Op("Sigmoid", ["c"], ["y"]),
+        ],
+        ["x"],
+        ["y"],
+    )
+    identities = [1, 2]
+    with net.edit() as e:
+        for index in (identities[i] for i in order):
+            e.replace_all_uses_with(net.ssa().outputs_of(index)[0], net.ssa().inputs_of(index)[0])
+            e.remove(index)
+    assert _shape(net) == [("Relu", ("x",), ("a",)), ("Sigmoid", ("a",), ("y",))]
+
+
+def test_rewires_in_a_circle_are_refused() -> None:
+    net = _net()
+    with pytest.raises(IllegalRewriteError, match="circle"), net.edit() as e:
+        e.replace_all_uses_with(("b", 1), ("c", 1))
+        e.replace_all_uses_with(("c", 1), ("b", 1))
+    assert _shape(net)[1][0] == "Dropout"
+
+
 def test_insert_set_op_and_external_lists() -> None:
     net = _net()
     with net.edit() as e:

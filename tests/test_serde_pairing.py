@@ -68,3 +68,20 @@ def test_the_real_fixtures_pair_as_published(real_fixtures: Path) -> None:
     assert find_init_beside(glow / "convtranspose.pbtxt") == glow / "convtranspose_init.pbtxt"
     mask = real_fixtures / "caffe2-models" / "mask_rcnn_2go" / "2018-12" / "int8"
     assert find_init_beside(mask / "model.pb") == mask / "model_init.pb"
+
+
+def test_batch_names_are_the_paths_under_the_folder_given(tmp_path: Path) -> None:
+    """Issue 21 item 10: every model of a folder is named by its path under that folder (the
+    names used to differ in shape: ``2018-12_fp32`` beside ``mask_rcnn_2go_fp32``), and two
+    files of the same name in different folders get different names."""
+    root = tmp_path / "mask_rcnn_2go"
+    _touch(root / "2018-12" / "fp32", "model.pb")
+    _touch(root / "2018-12" / "int8", "model.pb", "model_init.pb")
+    _touch(root / "fp32", "model.pbtxt")
+    _touch(root / "int8", "model.pbtxt")
+    names = [r.name for r in discover_models([root])]
+    assert names == ["2018-12_fp32", "2018-12_int8", "fp32", "int8"]
+    files = [root / "fp32" / "model.pbtxt", root / "2018-12" / "fp32" / "model.pb"]
+    assert [r.name for r in discover_models(files)] == ["fp32_model", "2018-12_fp32_model"]
+    twins = [root / "fp32" / "model.pbtxt", root / "fp32" / "model.pbtxt"]
+    assert [r.name for r in discover_models(twins)] == ["model", "model_2"]

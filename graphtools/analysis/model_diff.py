@@ -1,12 +1,14 @@
 """A structural diff of two models, matching ops by SSA identity rather than position.
 
 An op of the second net matches an op of the first when it has the same type and reads the
-same values: the same external inputs, or the same outputs of ops already matched (the
-producer/consumer structure, ``net.ssa()``). Ops no such match explains are matched, when they
-can be, by type and output names (a rewired consumer: same op, new inputs); an op with no
-inputs (a fill) matches only an op writing the same names. What stays unmatched was removed or
-added. Matched ops report rewired inputs, renamed outputs, and changed arguments, devices and
-engines. Inserting or removing an op shifts no match, unlike a diff by position.
+same values (the same external inputs, or the same outputs of ops already matched: the
+producer/consumer structure, ``net.ssa()``), or the same type and output names (a rewired
+consumer: same op, new inputs). Among the candidates, the one that agrees on more wins (inputs
+and names, then arguments), so removing an op blames the op removed, not a neighbour of the
+same type whose arguments differ. An op with no inputs (a fill) matches only an op writing the
+same names. What stays unmatched was removed or added. Matched ops report rewired inputs,
+renamed outputs, and changed arguments, devices and engines. Inserting or removing an op shifts
+no match, unlike a diff by position.
 
 ``diff_models(before, after)`` returns a ``ModelDiff``; ``ModelDiff.same`` says whether
 nothing differs, ``ModelDiff.to_dict()`` gives JSON-ready data.
@@ -195,20 +197,31 @@ class _Matcher:
             by_names[(op.type, tuple(op.outputs))].append(index)
         for index, op in enumerate(self.after):
             ins = tuple(self.ident_b(b) for b in self.view_b.ssa[index][0])
-            found = self._pick(by_key.get((op.type, ins), []), op, strict=not op.inputs)
-            if found is None:
-                found = self._pick(by_names.get((op.type, tuple(op.outputs)), []), op, True)
+            same_inputs = by_key.get((op.type, ins), [])
+            same_names = by_names.get((op.type, tuple(op.outputs)), [])
+            found = self._pick(op, same_inputs, same_names)
             if found is not None:
                 self.b_to_a[index] = found
                 self.free_a.discard(found)
         return {a: b for b, a in self.b_to_a.items()}
 
-    def _pick(self, candidates: list[int], op: Op, strict: bool) -> int | None:
-        free = [i for i in candidates if i in self.free_a]
-        for index in free:
-            if tuple(self.before[index].outputs) == tuple(op.outputs):
-                return index
-        return None if strict or not free else free[0]
+    def _pick(self, op: Op, same_inputs: list[int], same_names: list[int]) -> int | None:
+        """The best free candidate: reading the same values and writing the same names, then
+        the same names and arguments (a rewired reader), the same values and arguments (renamed
+        outputs), the same names, the same values. An op without inputs (a fill) matches
+        only an op writing the same names."""
+        inputs = set(same_inputs)
+        names = set(same_names)
+        best: tuple[bool, bool, bool, bool] | None = None
+        found = None
+        for index in (*same_inputs, *same_names):
+            if index not in self.free_a or (not op.inputs and index not in names):
+                continue
+            same_args = self.before[index].args == op.args
+            rank = (index in inputs and index in names, same_args, index in names, index in inputs)
+            if best is None or rank > best:
+                best, found = rank, index
+        return found
 
 
 def _args(a: Op, b: Op) -> list[ArgChange]:

@@ -344,7 +344,7 @@ def _nhwc2nchw(op: Op, inputs: list[TensorType]) -> list[TensorType]:
 
 _IDENTITIES = (
     *("Copy", "CopyCPUToGPU", "CopyGPUToCPU", "CopyFromCPUInput", "CopyOnDeviceLike"),
-    *("EnsureCPUOutput", "Alias", "AliasWithName", "StopGradient"),
+    *("EnsureCPUOutput", "Alias", "AliasWithName", "Identity", "StopGradient"),
 )
 
 

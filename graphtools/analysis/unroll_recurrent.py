@@ -5,7 +5,9 @@ step's ops are copies of the step net Caffe2 runs (``graphtools.analysis.recurre
 every blob the step writes renamed ``<scope>/t<k>/<blob>`` (``_v1``, ``_v2``, ... when a step
 writes it again, so the flat net writes every name once), where ``<scope>`` is the prefix of
 the op's ``step_workspaces`` output. A state tensor becomes its rows: the rows of the initial
-value (``ExpandDims`` of an ``N x D`` value, ``Split`` of an ``L x N x D`` one), then the blob
+value (``ExpandDims`` of an ``N x D`` value, ``Split`` of an ``L x N x D`` one; a value whose
+shape is not known here, times ones of shape ``1 x N x 1`` made from the sequence's first row,
+which broadcasts a ``D``, ``N x D`` or ``1 x N x D`` value as the kernel does), then the blob
 each step writes through its link. A link reads rows at ``t + offset`` (a ``Concat`` for a
 window of several rows), the sequence input is ``Split`` into rows, ``timestep`` is an int32
 ``ConstantFill`` per step, and each alias is a ``Concat`` (or ``Copy``) of rows.
@@ -262,11 +264,35 @@ class _Unroller:
                 self.emit("Mul", [ones, state.input], [row])
                 rows = [row]
             else:
-                raise self.refuse(
-                    f"the shape of the initial state {state.input!r} is not known well enough "
-                    "(its rank; its first dim if 3-D; the batch size if 1-D)"
-                )
+                rows = [self.broadcast_row(state.state, state.input, hint, seq_len)]
             self.buffers[state.state] = _Buffer([*rows, *([None] * seq_len)], hint.dtype, rows[0])
+
+    def broadcast_row(self, state: str, initial: str, hint: StateHint, seq_len: int) -> str:
+        """Row 0 of ``state`` from an initial value whose shape is not known here: the value
+        times ones of shape ``1 x N x 1`` made from the sequence's first row, which broadcasts
+        a ``D``, an ``N x D`` and a ``1 x N x D`` value alike to the ``1 x N x D`` row, as the
+        kernel fills it."""
+        if seq_len == 0:
+            raise self.refuse(
+                f"the shape of the initial state {initial!r} is not known, and an empty "
+                "sequence gives no batch size to shape it with (give input_shapes)"
+            )
+        first = self.sequence(self.op.inputs[0]).rows[0]
+        if first is None:  # never: a sequence's rows are all named
+            raise self.refuse(f"the sequence {self.op.inputs[0]!r} has no first row")
+        flat = self.fresh(None, f"{state}/batch_flat", scoped=True)
+        self.emit(
+            "Reshape", [first], [flat, self.fresh(None, f"{flat}_old_shape")], shape=[1, 0, -1]
+        )
+        ones = self.fresh(None, f"{state}/batch_ones_wide", scoped=True)
+        self.emit("ConstantFill", [flat], [ones], value=1.0, dtype=self.dtype_code(hint.dtype))
+        column = self.fresh(None, f"{state}/batch_ones_column", scoped=True)
+        self.emit("ReduceBackMean", [ones], [column])
+        unit = self.fresh(None, f"{state}/batch_ones", scoped=True)
+        self.emit("ExpandDims", [column], [unit], dims=[2])
+        row = self.fresh(None, f"{state}/row0", scoped=True)
+        self.emit("Mul", [unit, initial], [row])
+        return row
 
     def check_flat(self, step_op: Op) -> None:
         if step_op.has_nested_nets():
@@ -286,8 +312,8 @@ class _Unroller:
 
     def forward(self, program: ForwardProgram, seq_len: int) -> list[dict[str, str]]:
         """Emit the forward steps and aliases; returns each step's blobs (for the gradient)."""
-        self.initial_rows(program, seq_len)
         self.lengths[self.op.inputs[0]] = seq_len
+        self.initial_rows(program, seq_len)
         recompute = set(program.recompute_blobs)
         envs = []
         for t in range(seq_len):
@@ -522,8 +548,13 @@ class _Unroller:
             self.emit("ReduceSum", [self.row(grad, 0)], [output], axes=[0, 1], keepdims=0)
         elif hint.rank == 2:
             self.emit("Squeeze", [self.row(grad, 0)], [output], dims=[0])
-        else:
+        elif hint.rank == 3:
             self.join([self.row(grad, r) for r in range(hint.dim0 or 1)], output)
+        else:
+            raise self.refuse(
+                f"the gradient of the initial state {init!r} takes its shape, which is not "
+                "known (give its type in input_shapes)"
+            )
 
 
 def unroll_recurrent_network(

@@ -2,11 +2,13 @@
 
 Commands: ``show`` (a summary, or dumps), ``ssa``, ``list-passes`` (``graphtools.cli.inspect``),
 ``run`` and ``exec`` (``graphtools.cli.pipeline``), ``verify`` (``graphtools.cli.check``),
-``draw`` (``graphtools.cli.draw``), ``diff`` (``graphtools.cli.diff``), ``import-onnx`` and
-``export-onnx`` (``graphtools.cli.onnx_commands``, which also serves ``run`` on ``.onnx``
-files and ``verify --onnx``). Each command module
-has a ``register(commands)`` function adding its subparsers; a new command family is a module
-listed in ``COMMAND_MODULES``.
+``draw`` (``graphtools.cli.draw``), ``diff`` (``graphtools.cli.diff``), ``extract``
+(``graphtools.cli.extract``), ``import-onnx`` and ``export-onnx``
+(``graphtools.cli.onnx_commands``, which also serves ``run`` of a pair to an ``.onnx`` file and
+``verify --onnx``). Each command module has a ``register(commands)`` function adding its
+subparsers; a new command family is a module listed in ``COMMAND_MODULES``. Every command takes
+ONNX models too: ``onnx_files`` tells and loads them, ``onnx_show``, ``onnx_run``,
+``onnx_verify`` and ``onnx_diff`` do what differs for them.
 
 Exit codes follow Polygraphy's: 0 success, 1 ``verify`` found a difference or ``diff`` found
 differences, 2 bad input or an error (one line ``error: ...`` on stderr; ``--traceback``
@@ -17,26 +19,42 @@ the output quietly; the exit code is the command's own.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import logging
 import os
+import signal
 import sys
 import traceback
 import warnings
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import numpy as np
 
-from graphtools.cli import check, diff, draw, inspect, onnx_commands, pipeline
+from graphtools.cli import check, diff, draw, extract, inspect, onnx_commands, pipeline
 from graphtools.cli.common import UsageError
 from graphtools.errors import GraphToolsError
-from graphtools.interrupt import INTERRUPTED_EXIT_CODE, Terminated, signals_as_exceptions
+from graphtools.interrupt import (
+    INTERRUPTED_EXIT_CODE,
+    Terminated,
+    exit_on_signals,
+    signal_line,
+    signals_as_exceptions,
+)
 
-__all__ = ["COMMAND_MODULES", "UsageError", "build_parser", "main"]
+__all__ = ["COMMAND_MODULES", "UsageError", "build_parser", "console_main", "main"]
 
-COMMAND_MODULES: tuple[ModuleType, ...] = (inspect, pipeline, check, draw, diff, onnx_commands)
+COMMAND_MODULES: tuple[ModuleType, ...] = (
+    inspect,
+    pipeline,
+    check,
+    draw,
+    diff,
+    extract,
+    onnx_commands,
+)
 """The modules whose ``register(commands)`` adds subcommands, in help order."""
 
 EXIT_OK, EXIT_DIFFERENT, EXIT_ERROR = 0, 1, 2
@@ -87,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="graphtools",
         description="Read, analyse, rewrite and verify exported Caffe2 models "
-        "(init_net + predict_net pairs).",
+        "(init_net + predict_net pairs) and ONNX models.",
         epilog="Exit codes: 0 ok, 1 verify/diff found a difference, 2 bad input or error. "
         "Run 'graphtools COMMAND --help' for a command's options.",
         formatter_class=_Formatter,
@@ -170,10 +188,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {message}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
-        print("error: interrupted (Ctrl-C)", file=sys.stderr)
+        print(signal_line(signal.SIGINT), file=sys.stderr)
         return INTERRUPTED_EXIT_CODE
     except Terminated as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(signal_line(exc.signum), file=sys.stderr)
         return exc.exit_code
     finally:
         logging.getLogger("graphtools").removeHandler(handler)
@@ -184,5 +202,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sys.stdout = stdout
 
 
+def console_main(argv: Sequence[str] | None = None) -> NoReturn:
+    """The ``graphtools`` console script (and ``python -m graphtools``): ``main(argv)``, then
+    the end of the process with its exit code.
+
+    A signal that arrives before or after ``main`` (right after the output is committed, say)
+    ends the process with the same one line and 128 + N. The process ends by ``os._exit``
+    once stdout and stderr are flushed: the interpreter's own shutdown puts the default
+    handlers back first, so a signal during it would kill the process silently, and there is
+    nothing left for it to clean up (``main`` has closed every file it wrote).
+    """
+    exit_on_signals()
+    code = main(argv)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

@@ -34,7 +34,7 @@ class BatchResult:
         path: the model folder or predict_net file.
         verdict: ``ok`` (run), ``equal``/``differ`` (verify), or ``error``.
         code: the model's exit code (0, 1 or 2).
-        ops_before / ops_after: predict_net + init_net ops around the pipeline.
+        ops_before / ops_after: predict_net ops around the pipeline (as ``show`` counts them).
         seconds: wall time of the model's run.
         error: the error message when ``verdict`` is ``error``.
         data: the command's JSON result for the model.

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from graphtools._core import ONNX
 from graphtools.analysis.liveness import unread_outputs
 from graphtools.cli import batch, onnx_commands
 from graphtools.cli.common import (
@@ -30,6 +31,7 @@ from graphtools.cli.common import (
     UsageError,
     add_model_options,
     add_pipeline_options,
+    diff_table,
     load_input,
     new_table,
     parse_name_list,
@@ -37,7 +39,9 @@ from graphtools.cli.common import (
     record_data,
     report_records,
     set_outputs,
+    tolerances_by_name,
 )
+from graphtools.cli.onnx_verify import saved_arrays, verify_onnx_model
 from graphtools.cli.pipeline import is_collection, load_npz, npz_bytes, printer_after_pass
 from graphtools.errors import GraphToolsError
 from graphtools.executor import Int8Tensor
@@ -46,7 +50,13 @@ from graphtools.ir import Model
 from graphtools.pass_infra import PassManager, PassRecord
 from graphtools.serde.atomic import atomic_write_bytes
 from graphtools.serde.pairing import ModelRef, discover_models
-from graphtools.testing import OutputDiff, bisect_pipeline, compare_outputs, run_after
+from graphtools.testing import (
+    BisectResult,
+    OutputDiff,
+    bisect_pipeline,
+    compare_outputs,
+    run_after,
+)
 
 __all__ = ["VerifyReport", "register", "verify_one"]
 
@@ -180,6 +190,8 @@ def verify_one(
 ) -> VerifyReport:
     """Verify one model (see the module docstring); ``settings`` holds the options."""
     model = load_input(path, init, no_init=settings["no_init"], out=out)
+    if model.dialect == ONNX:
+        return _verify_onnx(model, path, settings, out)
     if settings["outputs"]:
         set_outputs(model, settings["outputs"])
     manager = PassManager.parse(settings["pipeline"], steps=settings["steps"])
@@ -221,12 +233,12 @@ def verify_one(
     _notes(synthesis, report)
     before = _strip(model, synthesis)
     after = before.copy()
-    report.ops_before = sum(len(net) for net in before.nets())
+    report.ops_before = len(before.predict_net)
     after_pass = (
         printer_after_pass(out) if out is not None and settings["print_after_each"] else None
     )
     report.records = manager(after, after_pass=after_pass)
-    report.ops_after = sum(len(net) for net in after.nets())
+    report.ops_after = len(after.predict_net)
     if loaded is not None or any(record.modified for record in report.records):
         out_after = run_after(
             before,
@@ -239,18 +251,9 @@ def verify_one(
     else:  # nothing changed: the executor is deterministic, the outputs are the original's
         out_after = dict(synthesis.outputs)
         report.notes.append("no pass changed the model: its outputs are the original's")
-    rtol, per_rtol = settings["rtol"]
-    atol, per_atol = settings["atol"]
-    per = {
-        name: (per_rtol.get(name, rtol), per_atol.get(name, atol))
-        for name in set(per_rtol) | set(per_atol)
-    }
-    for name in per:
-        if name not in names:
-            raise UsageError(f"--rtol/--atol name {name!r}, which is not an output compared")
-    report.diffs = compare_outputs(
-        synthesis.outputs, out_after, rtol=rtol, atol=atol, per_output=per
-    )
+    tolerances = _tolerance_settings(settings, names)
+    rtol, atol = tolerances["rtol"], tolerances["atol"]
+    report.diffs = compare_outputs(synthesis.outputs, out_after, **tolerances)
     report.tolerance = f"rtol={rtol:g}, atol={atol:g}, seed={settings['seed']}"
     report.verdict = "equal" if all(d.ok for d in report.diffs) else "differ"
     if settings["save_outputs"]:
@@ -259,16 +262,60 @@ def verify_one(
         found = bisect_pipeline(
             before, manager, synthesis.feeds, rtol=rtol, atol=atol, seed=settings["seed"]
         )
-        report.bisect = (
-            {"pass": None}
-            if found is None
-            else {
-                "pass": found.pass_name,
-                "round": found.round,
-                "outputs": [_diff_data(d) for d in found.diffs],
-            }
-        )
+        report.bisect = _bisect_data(found)
     return report
+
+
+def _tolerance_settings(settings: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """``compare_outputs``' tolerance arguments from ``--rtol``/``--atol``."""
+    rtol, atol, per = tolerances_by_name(settings)
+    for name in per:
+        if name not in names:
+            raise UsageError(f"--rtol/--atol name {name!r}, which is not an output compared")
+    return {"rtol": rtol, "atol": atol, "per_output": per}
+
+
+def _verify_onnx(
+    model: Model, path: str, settings: Mapping[str, Any], out: Output | None
+) -> VerifyReport:
+    """``verify`` on an ONNX model: onnxruntime before and after (``cli.onnx_verify``)."""
+    manager = PassManager.parse(settings["pipeline"], steps=settings["steps"])
+    report = VerifyReport(path, manager.spec)
+    names = parse_name_list(settings["outputs"]) or list(model.predict_net.external_outputs)
+    tolerances = _tolerance_settings(settings, names)
+    loaded = (
+        load_npz(Path(settings["load_outputs"]), "outputs") if settings["load_outputs"] else None
+    )
+    after_pass = (
+        printer_after_pass(out) if out is not None and settings["print_after_each"] else None
+    )
+    found = verify_onnx_model(model, settings, loaded, tolerances, after_pass)
+    report.inputs = found.inputs
+    report.notes = found.notes
+    report.outputs_compared = found.outputs_compared
+    report.records = found.records
+    report.diffs = found.diffs
+    report.ops_before, report.ops_after = found.ops_before, found.ops_after
+    report.tolerance = (
+        f"rtol={tolerances['rtol']:g}, atol={tolerances['atol']:g}, seed={settings['seed']}; "
+        "onnxruntime"
+    )
+    report.verdict = "equal" if all(d.ok for d in report.diffs) else "differ"
+    if settings["save_outputs"]:
+        atomic_write_bytes(Path(settings["save_outputs"]), npz_bytes(saved_arrays(found)))
+    if found.bisected:
+        report.bisect = _bisect_data(found.bisect)
+    return report
+
+
+def _bisect_data(found: BisectResult | None) -> dict[str, Any]:
+    if found is None:
+        return {"pass": None}
+    return {
+        "pass": found.pass_name,
+        "round": found.round,
+        "outputs": [_diff_data(d) for d in found.diffs],
+    }
 
 
 def _from_file(loaded: Mapping[str, np.ndarray], names: Sequence[str]) -> Synthesis:
@@ -322,33 +369,7 @@ def render(out: Output, report: VerifyReport) -> None:
         out.note(note)
     verdict = "outputs equal" if report.verdict == "equal" else "outputs differ"
     out.line(f"pipeline {report.pipeline}: {verdict} ({report.tolerance})", level=0)
-    table = new_table(
-        "output",
-        "ok",
-        "max abs",
-        "mean abs",
-        "max rel",
-        "mean rel",
-        "mismatches",
-        "shape",
-        "rtol/atol",
-        "reason",
-    )
-    for d in report.diffs:
-        shape = d.shape_before if d.shape_before is not None else d.shape_after
-        table.add_row(
-            d.name,
-            "yes" if d.ok else "NO",
-            _number(d.max_abs),
-            _number(d.mean_abs),
-            _number(d.max_rel),
-            _number(d.mean_rel),
-            f"{d.mismatches}/{d.size}",
-            "-" if shape is None else str(list(shape)),
-            f"{d.rtol:g}/{d.atol:g}",
-            d.reason,
-        )
-    out.table(table)
+    out.table(diff_table(report.diffs))
     for d in report.diffs:
         if not d.ok or out.verbosity >= 2:
             _histogram(out, d)
@@ -395,6 +416,8 @@ def _cmd_verify(options: argparse.Namespace) -> int:
     settings = _settings(options)
     if options.onnx is not None:
         return onnx_commands.verify_onnx(options, settings, out)
+    if options.per_blob or options.test_mode:
+        raise UsageError("--per-blob and --test-mode are options of verify --onnx")
     PassManager.parse(options.pipeline, steps=options.steps)  # a bad spec fails before any run
     if len(options.inputs) > 1 or is_collection(options.inputs[0]):
         if options.init or options.save_outputs or options.load_outputs or options.print_after_each:
@@ -445,7 +468,8 @@ def register(
         "inputs",
         nargs="+",
         metavar="IN",
-        help="model folders, predict_net files, or folders of them",
+        help="model folders, predict_net files, ONNX models (run on onnxruntime), or folders "
+        "of them",
     )
     add_pipeline_options(check)
     add_model_options(check)

@@ -1,11 +1,12 @@
 """What every command shares: loading models the one way, the options that mean the same
 everywhere, console output (rich tables, notes on stderr, JSON) and the usage error.
 
-One rule for files across commands: a predict_net file (or a file to show) that is empty is an
-error; an empty init_net file is an init_net without ops (a few published pairs ship one), said
-in a warning. A predict_net file given alone gets the init_net beside it
-(``graphtools.serde.pairing``), said in a note; ``--init FILE`` picks another and ``--no-init``
-none.
+One rule for files across commands: a file is an ONNX model or a NetDef by its content
+(``graphtools.cli.onnx_files``; ``.onnx`` is the fast path), and an ONNX model loads alone.
+A predict_net file (or a file to show) that is empty is an error; an empty init_net file is
+an init_net without ops (a few published pairs ship one), said in a warning. A predict_net
+file given alone gets the init_net beside it (``graphtools.serde.pairing``), said in a note;
+``--init FILE`` picks another and ``--no-init`` none.
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.table import Table
 
+from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file
 from graphtools.errors import GraphToolsError, SerdeError
 from graphtools.ir import Model
 from graphtools.pass_infra import DEFAULT_STEPS, PassManager, PassRecord
 from graphtools.serde import find_model_files, load_model
-from graphtools.serde.netdef_io import read_bytes
+from graphtools.serde.netdef_io import TEXT_SUFFIXES, read_bytes
 from graphtools.serde.pairing import find_init_beside
+from graphtools.testing import OutputDiff
 
 __all__ = [
     "SHAPES_FILE",
@@ -38,9 +41,11 @@ __all__ = [
     "add_pipeline_options",
     "check_input_names",
     "did_you_mean",
+    "diff_table",
     "load_input",
     "model_input_names",
     "new_table",
+    "output_folder",
     "parse_name_list",
     "parse_shape_items",
     "read_shapes",
@@ -48,6 +53,8 @@ __all__ = [
     "report_records",
     "set_outputs",
     "shapes_file",
+    "tolerances_by_name",
+    "typing_shapes",
 ]
 
 SHAPES_FILE = "shapes.txt"
@@ -65,8 +72,9 @@ class Output:
     """Where a command writes: results to stdout, notes and warnings to stderr.
 
     ``verbosity`` is 0 with ``-q`` (verdicts and errors only), 1 by default, 2 with ``-v``.
-    Tables go through rich; when stdout is not a terminal they are plain and wide enough
-    never to wrap a blob name.
+    Tables go through rich, with markup off (blob names such as ``_[mask]_w`` print as they
+    are); when stdout is not a terminal they are plain and wide enough never to wrap a blob
+    name.
     """
 
     def __init__(self, verbosity: int = 1, json_mode: bool = False) -> None:
@@ -104,6 +112,7 @@ def _console(stream: TextIO) -> Console:
         file=stream,
         width=None if terminal else 200,
         no_color=not terminal,
+        markup=False,
         highlight=False,
         emoji=False,
     )
@@ -127,6 +136,55 @@ def new_table(*columns: str, title: str | None = None) -> Table:
     for column in table.columns:
         column.overflow = "fold"
     return table
+
+
+def _number(value: float) -> str:
+    return "-" if value != value else f"{value:.3g}"
+
+
+def diff_table(diffs: Iterable[OutputDiff], first: str = "output") -> Table:
+    """The one table of compared values (``verify``'s outputs, ``verify --onnx``'s outputs and
+    blobs): max/mean absolute and relative error, mismatches, shape, tolerances."""
+    table = new_table(
+        first,
+        "ok",
+        "max abs",
+        "mean abs",
+        "max rel",
+        "mean rel",
+        "mismatches",
+        "shape",
+        "rtol/atol",
+        "reason",
+    )
+    for d in diffs:
+        shape = d.shape_before if d.shape_before is not None else d.shape_after
+        table.add_row(
+            d.name,
+            "yes" if d.ok else "NO",
+            _number(d.max_abs),
+            _number(d.mean_abs),
+            _number(d.max_rel),
+            _number(d.mean_rel),
+            f"{d.mismatches}/{d.size}",
+            "-" if shape is None else str(list(shape)),
+            f"{d.rtol:g}/{d.atol:g}",
+            d.reason,
+        )
+    return table
+
+
+def tolerances_by_name(
+    settings: Any,
+) -> tuple[float, float, dict[str, tuple[float, float]]]:
+    """``(rtol, atol, {name: (rtol, atol)})`` from the parsed ``--rtol``/``--atol`` settings."""
+    rtol, per_rtol = settings["rtol"]
+    atol, per_atol = settings["atol"]
+    per = {
+        name: (per_rtol.get(name, rtol), per_atol.get(name, atol))
+        for name in set(per_rtol) | set(per_atol)
+    }
+    return rtol, atol, per
 
 
 # -- loading -----------------------------------------------------------------------------------
@@ -167,6 +225,10 @@ def load_input(
     """Load a model folder, or a predict_net file with its init_net, by the one rule (see the
     module docstring); notes go to ``out``."""
     source = Path(path)
+    if is_onnx_file(source):
+        if init is not None:
+            raise UsageError(f"--init is for a predict_net file; {source} is an ONNX model")
+        return load_onnx_file(source)
     if source.is_dir():
         if init is not None:
             raise UsageError("--init is only for a predict_net file, not a model folder")
@@ -190,6 +252,23 @@ def load_input(
     if found is not None and _check_not_empty(found, "init_net") and out is not None:
         out.warn(f"init_net {found} is empty: the model gets no parameters from it")
     return load_model(predict, found, allow_empty=True)
+
+
+def output_folder(value: str) -> Path:
+    """The folder ``-o`` names for a pair.
+
+    Raises:
+        UsageError: ``value`` is named like a net file (``x.pb``, ``x.pbtxt``) and is not an
+            existing folder: a pair is two files, written into a folder (``-o out/x.pb``
+            would otherwise make a folder named ``x.pb``).
+    """
+    path = Path(value)
+    if path.suffix.lower() in {".pb", *TEXT_SUFFIXES} and not path.is_dir():
+        raise UsageError(
+            f"-o {value} is named like a net file, but a pair (predict_net + init_net) is "
+            f"written into a folder: give a folder, e.g. -o {path.with_suffix('')}"
+        )
+    return path
 
 
 # -- names and shapes ---------------------------------------------------------------------------
@@ -269,6 +348,28 @@ def read_shapes(
             return {}, ""  # the case file of another net in the same folder
     check_input_names(model, shapes, where)
     return shapes, where
+
+
+def typing_shapes(
+    model: Model, path: str | Path, items: Sequence[str] | None
+) -> tuple[dict[str, tuple[int, ...]], str]:
+    """Input shapes to type a model with (``show``, ``extract``): ``--shapes`` or
+    ``shapes.txt``, the data inputs left (read first at position 0 by a top-level op) guessed
+    (cheap, static); and where they came from. A blob only nested nets read is not guessed:
+    nothing says what it is (an If branch's weights, as often as data)."""
+    from graphtools.analysis.input_shapes import first_readers, guess_input_shapes
+
+    shapes, where = read_shapes(model, path, items)
+    data, _ = model_input_names(model)
+    readers = first_readers(model.predict_net)
+    missing = [
+        name for name in data if name not in shapes and name in readers and readers[name][2] == 0
+    ]
+    if not missing:
+        return shapes, where
+    guesses = guess_input_shapes(model, missing, shapes)
+    shapes.update({name: guess.shape for name, guess in guesses.items()})
+    return shapes, (where + " and " if where else "") + "guessed"
 
 
 def model_input_names(model: Model) -> tuple[list[str], list[str]]:
@@ -358,8 +459,11 @@ class RecordView:
         r = self.record
         state = "skipped" if r.skipped else "modified" if r.modified else "unchanged"
         stats = f" {r.stats}" if r.stats else ""
+        init = ""
+        if r.init_ops_before != r.init_ops_after:
+            init = f" (init_net {r.init_ops_before} -> {r.init_ops_after})"
         return (
-            f"round {r.round} {r.name}: {r.ops_before} -> {r.ops_after} ops, {state}, "
+            f"round {r.round} {r.name}: {r.ops_before} -> {r.ops_after} ops{init}, {state}, "
             f"{r.seconds:.3f}s{stats}"
         )
 
@@ -370,6 +474,8 @@ class RecordView:
             "pass": r.name,
             "ops_before": r.ops_before,
             "ops_after": r.ops_after,
+            "init_ops_before": r.init_ops_before,
+            "init_ops_after": r.init_ops_after,
             "modified": r.modified,
             "skipped": r.skipped,
             "seconds": round(r.seconds, 6),

@@ -8,8 +8,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from graphtools._core import ONNX
 from graphtools.analysis.model_diff import ModelDiff, NetDiff, diff_models
 from graphtools.cli.common import Output, add_model_options, load_input
+from graphtools.cli.onnx_diff import add_initializer_changes
 
 __all__ = ["register", "render_diff"]
 
@@ -73,6 +75,8 @@ def _cmd_diff(options: argparse.Namespace) -> int:
     first = load_input(options.first, options.init, no_init=options.no_init, out=out)
     second = load_input(options.second, options.other_init, no_init=options.no_init, out=out)
     change = diff_models(first, second)
+    if ONNX in (first.dialect, second.dialect):
+        add_initializer_changes(change, first, second)
     if options.json:
         out.json(change.to_dict())
     else:

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from graphtools.analysis.input_shapes import first_readers, guess_input_shapes
+from graphtools._core import ONNX
 from graphtools.analysis.summary import ModelSummary, dtype_bytes, summarize
 from graphtools.cli.common import (
     Output,
@@ -14,10 +14,10 @@ from graphtools.cli.common import (
     add_model_options,
     did_you_mean,
     load_input,
-    model_input_names,
     new_table,
-    read_shapes,
+    typing_shapes,
 )
+from graphtools.cli.onnx_show import initializer_rows, onnx_summary, print_onnx_summary
 from graphtools.ir import Model, Net
 from graphtools.pass_infra import DEFAULT_PIPELINE, available_passes
 from graphtools.pass_infra.describe import describe_pass
@@ -40,23 +40,6 @@ def parse_slice(text: str | None) -> slice | None:
         return slice(int(start) if start else None, int(stop) if stop else None)
     except ValueError:
         raise UsageError(f"--ops {text!r} is not a range like 10:20, :50 or 7") from None
-
-
-def _shapes_for(model: Model, path: str, items: Sequence[str] | None) -> tuple[dict, str]:
-    """Input shapes for typing the summary: given, else guessed (cheap, static)."""
-    shapes, where = read_shapes(model, path, items)
-    data, _ = model_input_names(model)
-    readers = first_readers(model.predict_net)
-    missing = [
-        name
-        for name in data
-        if name not in shapes and (name not in readers or readers[name][2] == 0)
-    ]
-    if not missing:
-        return shapes, where
-    guesses = guess_input_shapes(model, missing, shapes)
-    shapes.update({name: guess.shape for name, guess in guesses.items()})
-    return shapes, (where + " and " if where else "") + "guessed"
 
 
 def _dims(shape: Sequence[int]) -> str:
@@ -193,6 +176,7 @@ def _cmd_show(options: argparse.Namespace) -> int:
 
 
 def _show_one(out: Output, options: argparse.Namespace, path: str, model: Model) -> Any:
+    onnx = model.dialect == ONNX
     if options.full:
         out.line(print_model(model, full=True).rstrip("\n"), level=0)
         return {"path": path, "dump": print_model(model, full=True)}
@@ -204,31 +188,47 @@ def _show_one(out: Output, options: argparse.Namespace, path: str, model: Model)
             out.line(line, level=0)
         data["ops"] = _ops_data(model.predict_net, chosen)
     if options.params:
-        table = new_table("parameter", "type", "filled by")
-        rows = _params_rows(model)
+        if onnx:
+            table = new_table("initializer", "type", "data")
+            rows = initializer_rows(model)
+        else:
+            table = new_table("parameter", "type", "filled by")
+            rows = _params_rows(model)
         for row in rows:
             table.add_row(*row)
         if not rows:
             out.line("no init_net: the model has no parameters of its own", level=0)
         out.table(table, level=0)
-        data["params"] = [{"name": n, "type": t, "fill": f} for n, t, f in rows]
+        key = "data" if onnx else "fill"
+        data["params"] = [{"name": n, "type": t, key: f} for n, t, f in rows]
     if dumps:
         return data
-    shapes, where = _shapes_for(model, path, options.shapes)
+    if onnx:
+        if options.shapes:
+            out.note("--shapes is not used for an ONNX model: its types are the declared ones")
+        described = onnx_summary(model, path)
+        print_onnx_summary(out, described)
+        return described
+    shapes, where = typing_shapes(model, path, options.shapes)
     summary = summarize(model, shapes)
     _print_summary(out, summary, model, where)
     return _summary_data(summary, path, model)
 
 
-def _ssa_rows(net: Net) -> list[tuple[str, str, str]]:
+def _ssa_rows(net: Net) -> list[tuple[str, str | None, list[str]]]:
+    """``(blob@version, writer, readers)`` per versioned blob: the writer is ``%i``, ``input``
+    for a version 0, or ``None`` when nothing writes it."""
     view = net.ssa()
     producers = view.producers
-    blobs = sorted(set(producers) | set(view.consumers) | set(view.external_inputs))
+    # the empty name is no value (an optional input left out): not a blob
+    blobs = sorted(
+        blob for blob in set(producers) | set(view.consumers) | set(view.external_inputs) if blob[0]
+    )
     rows = []
     for name, version in blobs:
         writer = producers.get((name, version))
-        written = f"%{writer[0]}" if writer else ("input" if version == 0 else "-")
-        readers = " ".join(f"%{i}" for i in view.consumer_ops((name, version))) or "-"
+        written = f"%{writer[0]}" if writer else ("input" if version == 0 else None)
+        readers = [f"%{i}" for i in view.consumer_ops((name, version))]
         rows.append((f"{name}@{version}", written, readers))
     return rows
 
@@ -238,11 +238,11 @@ def _cmd_ssa(options: argparse.Namespace) -> int:
     model = load_input(options.path, options.init, no_init=options.no_init, out=out)
     rows = _ssa_rows(model.predict_net)
     if options.json:
-        out.json([{"blob": b, "written_by": w, "read_by": r.split()} for b, w, r in rows])
+        out.json([{"blob": b, "written_by": w, "read_by": r} for b, w, r in rows])
         return 0
     table = new_table("blob@version", "written by", "read by")
-    for row in rows:
-        table.add_row(*row)
+    for blob, written, readers in rows:
+        table.add_row(blob, written or "-", " ".join(readers) or "-")
     out.table(table, level=0)
     return 0
 
@@ -320,7 +320,10 @@ def register(
         "--ops, --params and --full dump instead.",
     )
     show.add_argument(
-        "paths", nargs="+", metavar="PATH", help="model folders or predict_net/init_net files"
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="model folders, predict_net/init_net files or ONNX models",
     )
     add_model_options(show)
     show.add_argument(

@@ -1,38 +1,55 @@
-"""The ONNX bridge on the command line: ``import-onnx``, ``export-onnx``, ``run`` with an
-``.onnx`` input or output, and ``verify --onnx`` (onnxruntime against the executor)."""
+"""The ONNX bridge on the command line: ``import-onnx``, ``export-onnx``, ``run`` of a pair
+with an ``.onnx`` output (pipeline, then export), and ``verify --onnx`` (onnxruntime against
+the executor). ONNX models themselves run natively: ``graphtools.cli.onnx_run``.
+
+``export-onnx`` and ``verify --onnx`` take a model's inputs the way ``verify`` does
+(``graphtools.onnx.export_feeds``): shapes from ``--shapes``, ``shapes.txt`` beside the model,
+for ``verify --onnx`` the ONNX model's declared ones, else guessed from how the net reads each
+input, and said so; an init_net placeholder of a data input becomes a graph input. Parameters
+are made up only with ``--random-params``: a pair without its weights is refused with an error
+naming the option. ``verify --onnx`` feeds every input the ONNX graph takes.
+"""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from graphtools._core import ONNX
+from graphtools.analysis.liveness import unread_outputs
 from graphtools.cli.common import (
     Output,
     UsageError,
     add_model_options,
+    diff_table,
     load_input,
     model_input_names,
-    new_table,
+    output_folder,
+    parse_name_list,
     read_shapes,
     report_records,
+    set_outputs,
     shapes_file,
 )
-from graphtools.errors import SerdeError
+from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file
+from graphtools.errors import InvalidNetError, SerdeError
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager
 from graphtools.serde import save_model
-from graphtools.testing import OutputDiff, make_feeds
+from graphtools.testing import OutputDiff
 
 __all__ = [
     "add_export_options",
+    "add_input_options",
     "add_verify_options",
     "register",
     "required_shapes",
     "run_onnx",
     "verify_onnx",
-    "wants_onnx",
+    "wants_export",
 ]
 
 
@@ -40,9 +57,16 @@ def required_shapes(
     model: Model, path: str, items: Sequence[str] | None
 ) -> dict[str, tuple[int, ...]]:
     """Input shapes that must all be given (``--shapes`` or ``shapes.txt``): an export types
-    its inputs with them, so nothing is guessed."""
+    its inputs with them, so nothing is guessed.
+
+    Raises:
+        UsageError: a predict_net without its init_net (it reads blobs at a parameter
+            position, as ``show`` counts them: values, not shapes to give), or an input
+            without a shape.
+    """
     shapes, _ = read_shapes(model, path, items)
     data, _ = model_input_names(model)
+    _refuse_missing_weights(model, data, shapes)
     missing = [
         name for name in data if name not in shapes and name in model.predict_net.external_inputs
     ]
@@ -54,45 +78,80 @@ def required_shapes(
     return shapes
 
 
-def _load_any(path: str, init: str | None, no_init: bool, out: Output) -> Model:
-    """A pair, or a model imported from an ``.onnx`` file."""
-    if path.endswith(".onnx"):
-        from graphtools.onnx import import_onnx
+def _refuse_missing_weights(model: Model, data: Sequence[str], shapes: Mapping[str, Any]) -> None:
+    """A predict_net without its init_net reads blobs at a parameter position (as ``show``
+    counts them): those are values to give, not shapes; refuse saying so."""
+    from graphtools.analysis.input_shapes import first_readers
 
-        return import_onnx(path)
-    return load_input(path, init, no_init=no_init, out=out)
+    readers = first_readers(model.predict_net)
+    weights = [
+        name for name in data if name not in shapes and name in readers and readers[name][2] >= 1
+    ]
+    if weights and model.init_net is None:
+        listed = ", ".join(repr(n) for n in weights[:4]) + (", ..." if len(weights) > 4 else "")
+        raise UsageError(
+            f"the weights are missing: the pair has no init_net, and its ops read {len(weights)} "
+            f"parameters ({listed}); give its init_net with --init FILE (or put init_net.pb "
+            "beside the predict_net), or pass --random-params for made-up ones"
+        )
 
 
 def _float_inputs(shapes: Mapping[str, Sequence[int]]) -> dict[str, tuple[int, list[int]]]:
     return {name: (1, list(shape)) for name, shape in shapes.items()}  # 1: ONNX FLOAT
 
 
-def _onnx_inputs(path: str) -> dict[str, tuple[int, list[int | str | None]]]:
-    """Types and shapes of an ONNX model's graph inputs (initializers excluded)."""
-    from graphtools.onnx import load_onnx
-
-    graph = load_onnx(path).graph
-    params = {t.name for t in graph.initializer}
-    return {
-        i.name: (
-            i.type.tensor_type.elem_type,
-            [
-                d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                for d in i.type.tensor_type.shape.dim
-            ],
-        )
-        for i in graph.input
-        if i.name not in params
-    }
+def _shapes_from_onnx(
+    model: Model,
+    path: str,
+    items: Sequence[str] | None,
+    onnx_path: str,
+    *,
+    made_up: bool = False,
+) -> tuple[dict[str, tuple[int, ...]], list[str]]:
+    """Input shapes for ``verify --onnx``: ``--shapes`` or ``shapes.txt`` first, then the
+    ONNX model's declared input shapes (a symbolic dim taken as 1, said so); an input the
+    ONNX model does not shape is left to ``verify``'s guess. A pair without its weights is
+    refused (``_refuse_missing_weights``) unless ``made_up`` (``--random-params``: the ONNX
+    model was exported with made-up ones)."""
+    shapes, _ = read_shapes(model, path, items)
+    data, _ = model_input_names(model)
+    if not made_up:
+        _refuse_missing_weights(model, data, shapes)
+    missing = [
+        name for name in data if name not in shapes and name in model.predict_net.external_inputs
+    ]
+    notes: list[str] = []
+    if not missing:
+        return shapes, notes
+    onnx_model = load_onnx_file(onnx_path)
+    types = onnx_model.predict_net.types
+    for name in missing:
+        value_type = types.get(name)
+        if value_type is None or value_type.shape is None:
+            continue
+        free = [i for i, d in enumerate(value_type.shape) if not isinstance(d, int) or d < 0]
+        shapes[name] = tuple(d if isinstance(d, int) and d >= 0 else 1 for d in value_type.shape)
+        said = f" (dims {free} symbolic: taken as 1)" if free else ""
+        notes.append(f"input {name!r}: shape {list(shapes[name])} from {onnx_path}{said}")
+    return shapes, notes
 
 
 def _export(
-    model: Model, options: argparse.Namespace, value_info: Mapping[str, Any], out: Output
+    model: Model,
+    options: argparse.Namespace,
+    value_info: Mapping[str, Any],
+    out: Output,
+    quantization: Mapping[str, tuple[float, int]] | None = None,
 ) -> None:
     from graphtools.onnx import export_onnx, save_onnx
 
     exported = export_onnx(
-        model, opset=options.opset, value_info=value_info, dynamic_batch=options.dynamic_batch
+        model,
+        opset=options.opset,
+        value_info=value_info,
+        dynamic_batch=options.dynamic_batch,
+        input_quantization=quantization,
+        test_mode=getattr(options, "test_mode", False),
     )
     target = Path(options.output)
     try:
@@ -103,91 +162,261 @@ def _export(
     out.line(f"wrote {path} (opset {exported.opset_import[0].version}, IR {exported.ir_version})")
 
 
-def wants_onnx(options: argparse.Namespace) -> bool:
-    """Whether ``run`` reads or writes an ``.onnx`` file."""
-    inputs = getattr(options, "inputs", [])
-    return any(str(p).endswith(".onnx") for p in inputs) or (options.output or "").endswith(".onnx")
+def wants_export(options: argparse.Namespace) -> bool:
+    """Whether ``run`` on a pair writes an ``.onnx`` file (pipeline, then export)."""
+    return (options.output or "").lower().endswith(".onnx")
 
 
 def run_onnx(options: argparse.Namespace, manager: PassManager, out: Output) -> int:
-    """``run`` with an ``.onnx`` input or output: import, pipeline, then save or export."""
-    if len(options.inputs) != 1:
-        raise UsageError("run on an .onnx model takes one model")
+    """``run`` of a pair with an ``.onnx`` output: the pipeline, then the export."""
     source = options.inputs[0]
-    model = _load_any(source, options.init, options.no_init, out)
-    output = options.output
-    if output is None:
-        raise UsageError("run on an .onnx model needs -o (a model folder or an .onnx file)")
-    value_info: Mapping[str, Any] = {}
-    if output.endswith(".onnx"):
-        if source.endswith(".onnx") and not options.shapes:
-            value_info = _onnx_inputs(source)  # the source model's own input types
-        else:
-            value_info = _float_inputs(required_shapes(model, source, options.shapes))
+    model = load_input(source, options.init, no_init=options.no_init, out=out)
+    value_info = _float_inputs(required_shapes(model, source, options.shapes))
     records = manager(model)
     report_records(out, manager, records, options.time_passes)
-    if output.endswith(".onnx"):
-        _export(model, options, value_info, out)
-    else:
-        for path in save_model(model, output, text=options.text):
-            out.line(f"wrote {path}")
+    _export(model, options, value_info, out)
     return 0
 
 
-def _diff_table(out: Output, title: str, diffs: Sequence[OutputDiff]) -> None:
-    out.line(title, level=0)
-    table = new_table("output", "ok", "max abs", "max rel", "shape", "reason")
-    for d in diffs:
-        shape = d.shape_before if d.shape_before is not None else d.shape_after
-        table.add_row(
-            d.name,
-            "yes" if d.ok else "NO",
-            f"{d.max_abs:.3g}",
-            f"{d.max_rel:.3g}",
-            "-" if shape is None else str(list(shape)),
-            d.reason,
+def _diff_json(d: OutputDiff) -> dict[str, Any]:
+    data = asdict(d)
+    counts, edges = d.histogram
+    data["histogram"] = {"counts": list(counts), "edges": list(edges)}
+    for key in ("max_abs", "max_rel", "mean_abs", "mean_rel"):
+        data[key] = None if data[key] != data[key] else data[key]  # NaN is not JSON
+    return data
+
+
+def _outputs(model: Model, items: Sequence[str] | None, out: Output) -> list[str]:
+    """``--outputs`` declared; else the declared outputs, else the blobs the net writes and
+    never reads (as ``verify`` compares them), said so."""
+    if items:
+        set_outputs(model, parse_name_list(items))
+    names = list(model.predict_net.external_outputs)
+    if not names:
+        names = unread_outputs(model.predict_net)
+        shown = ", ".join(names[:6]) + (f", ... ({len(names)})" if len(names) > 6 else "")
+        out.note(
+            "the predict_net declares no external outputs: taking the blobs it writes and "
+            f"never reads ({shown or 'none'}); choose others with --outputs A,B"
         )
-    out.table(table)
+        set_outputs(model, names)
+    return names
+
+
+def _prepared(
+    model: Model,
+    path: str,
+    options: argparse.Namespace,
+    out: Output,
+    *,
+    export: bool = False,
+    shapes: dict[str, tuple[int, ...]] | None = None,
+) -> Any:
+    """The pair made whole and its feeds (``export_feeds.prepare_export``), reported. For an
+    export, parameters are made up only with ``--random-params``: without it a pair whose
+    weights are missing (no init_net, a ``Load`` from a missing database, a blob nothing
+    fills) or do not fit the net is refused, naming the option. ``shapes``: input shapes the
+    caller found (else ``--shapes`` and ``shapes.txt``)."""
+    from graphtools.onnx.export_feeds import prepare_export
+
+    names = _outputs(model, options.outputs, out)
+    if shapes is None:
+        shapes, where = read_shapes(model, path, options.shapes)
+    else:
+        where = "--shapes, shapes.txt or the ONNX model"
+    random_params = (options.random_params or None) if export else options.random_params
+    try:
+        prepared = prepare_export(
+            model,
+            shapes,
+            seed=options.seed,
+            random_params=random_params,
+            outputs=names,
+            test_mode=options.test_mode,
+        )
+    except InvalidNetError as exc:
+        if "--random-params" in str(exc):
+            raise UsageError(f"the weights are missing: {exc}") from exc
+        raise
+    synthesis = prepared.synthesis
+    if export and not options.random_params and synthesis.params:
+        hint = "" if shapes else " (or, if they are right, give the input shapes: --shapes)"
+        raise UsageError(
+            f"{_missing_weights(model, synthesis)}; pass --random-params to export with "
+            f"made-up ones{hint if synthesis.replaced else ''}"
+        )
+    for made in synthesis.inputs:
+        dims = ", ".join(map(str, made.shape))
+        reason = where if made.reason == "--shapes" else made.reason
+        out.line(f"input {made.name}: {made.dtype}[{dims}] ({made.origin}: {reason})")
+    for name, fill in synthesis.placeholders.items():
+        out.note(f"input {name!r}: a graph input instead of the init_net's placeholder ({fill})")
+    for skipped in synthesis.skipped_ops:
+        out.note(
+            f"{skipped.net} op #{skipped.index} ({skipped.type}) cannot run here and is left "
+            f"out; its blobs {', '.join(skipped.outputs)} get made-up values ({skipped.reason})"
+        )
+    for name, reason in synthesis.replaced.items():
+        out.note(f"parameter {name!r} replaced by a made-up one: {reason}")
+    if synthesis.params:
+        out.note(
+            f"made up {len(synthesis.params)} parameters ({synthesis.param_values} values) "
+            "that nothing provides (--random-params)"
+        )
+    return prepared
+
+
+def _missing_weights(model: Model, synthesis: Any) -> str:
+    """Why the pair's weights would be made up: no init_net, ops of it that cannot run here,
+    blobs that do not fit the net."""
+    made = list(synthesis.params)
+    shown = ", ".join(repr(n) for n in made[:4]) + (f", ... ({len(made)})" if len(made) > 4 else "")
+    if model.init_net is None:
+        return f"the weights are missing: the pair has no init_net to fill {shown}"
+    if synthesis.skipped_ops:
+        first = synthesis.skipped_ops[0]
+        return (
+            f"the weights are missing: init_net op #{first.index} ({first.type}) cannot run "
+            f"here ({first.reason})"
+        )
+    if not synthesis.replaced:
+        return f"the weights are missing: nothing provides {shown}"
+    names = ", ".join(repr(n) for n in synthesis.replaced)
+    reason = next(iter(synthesis.replaced.values())).split("from the init_net: ", 1)[-1]
+    return f"the init_net's weights do not fit the net: {names} ({reason})"
 
 
 def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: Output) -> int:
-    """onnxruntime on the ONNX model against our executor on the pair (``--per-blob``: every
-    blob both name, and the first op whose output diverges)."""
+    """onnxruntime on the ONNX model against our executor on the pair (``--per-blob``: also
+    every blob both name, and the first op whose output is outside the tolerances), on the
+    inputs ``verify`` makes, every input of the ONNX graph fed. One verdict, the outputs';
+    blobs are compared with the same statistics and tolerances. Default tolerances: rtol
+    1e-4, atol 1e-5 (onnxruntime and numpy round differently); Int8 blobs within one
+    quantization step."""
     from graphtools.onnx import compare_blobs_with_onnxruntime, compare_with_onnxruntime
 
     if len(options.inputs) != 1:
         raise UsageError("verify --onnx takes one model")
     path = options.inputs[0]
     model = load_input(path, options.init, no_init=options.no_init, out=out)
-    feeds = make_feeds(model, required_shapes(model, path, options.shapes), options.seed)
-    rtol, _ = settings["rtol"]
-    atol, _ = settings["atol"]
+    if model.dialect == ONNX:
+        raise UsageError(
+            f"verify --onnx compares an ONNX model with a Caffe2 pair, and {path} is an ONNX "
+            "model; to prove a pipeline on it: verify MODEL.onnx -p PIPELINE"
+        )
+    if not is_onnx_file(options.onnx):
+        raise UsageError(f"--onnx {options.onnx} is not an ONNX model")
+    if not options.test_mode:
+        _note_training_ops(model, out)
+    shapes, notes = _shapes_from_onnx(
+        model, path, options.shapes, options.onnx, made_up=options.random_params is True
+    )
+    prepared = _prepared(model, path, options, out, shapes=shapes)
+    _check_graph_inputs(options.onnx, prepared.feeds)
+    rtol, per_rtol = settings["rtol"] if options.rtol else (1e-4, {})
+    atol, per_atol = settings["atol"] if options.atol else (1e-5, {})
+    per = {n: (per_rtol.get(n, rtol), per_atol.get(n, atol)) for n in {*per_rtol, *per_atol}}
     tolerance = f"rtol={rtol:g}, atol={atol:g}, seed={options.seed}"
+    pair, feeds = prepared.model, prepared.feeds
+    data: dict[str, Any] = {
+        "onnx": options.onnx,
+        "model": path,
+        "inputs": {made.name: list(made.shape) for made in prepared.synthesis.inputs},
+        "tolerance": {"rtol": rtol, "atol": atol, "seed": options.seed},
+    }
     if not options.per_blob:
-        diffs = compare_with_onnxruntime(options.onnx, model, feeds, rtol=rtol, atol=atol)
+        diffs = compare_with_onnxruntime(
+            options.onnx, pair, feeds, rtol=rtol, atol=atol, per_output=per
+        )
         equal = all(d.ok for d in diffs)
-        verdict = "outputs equal" if equal else "outputs differ"
-        _diff_table(out, f"onnxruntime vs executor: {verdict} ({tolerance})", diffs)
-        return 0 if equal else 1
-    report = compare_blobs_with_onnxruntime(options.onnx, model, feeds, rtol=rtol, atol=atol)
-    verdict = "outputs equal" if all(d.ok for d in report.outputs) else "outputs differ"
-    _diff_table(out, f"onnxruntime vs executor: {verdict} ({tolerance})", report.outputs)
-    out.line(f"compared {len(report.blobs)} intermediate blobs")
-    found = report.first_divergence
-    if found is None:
-        out.line("no blob diverges", level=0)
     else:
-        diff = found.diff
+        report = compare_blobs_with_onnxruntime(
+            options.onnx, pair, feeds, rtol=rtol, atol=atol, per_output=per
+        )
+        diffs, equal = report.outputs, report.outputs_equal
+        found = report.first_divergence
+        data.update(
+            blobs=[_diff_json(d) for d in report.blobs],
+            first_divergence=None
+            if found is None
+            else {"op_index": found.op_index, "op_type": found.op_type, **_diff_json(found.diff)},
+        )
+    data.update(verdict="equal" if equal else "differ", outputs=[_diff_json(d) for d in diffs])
+    for note in notes:  # after the runs: an error stays the one line printed
+        out.note(note)
+    if options.json:
+        out.json(data)
+        return 0 if equal else 1
+    verdict = "outputs equal" if equal else "outputs differ"
+    out.line(f"onnxruntime vs executor: {verdict} ({tolerance})", level=0)
+    out.table(diff_table(diffs))
+    if options.per_blob:
+        _render_blobs(out, report, equal)
+    return 0 if equal else 1
+
+
+def _render_blobs(out: Output, report: Any, equal: bool) -> None:
+    """The per-blob part of ``verify --onnx``: how many blobs are outside the tolerances, and
+    the first of them in the outputs' table."""
+    outside = report.blobs_outside
+    found = report.first_divergence
+    out.line(
+        f"compared {len(report.blobs)} intermediate blobs: {len(outside)} outside the tolerances"
+    )
+    if found is None:
+        out.line("no blob outside the tolerances", level=0)
+        return
+    out.line(
+        f"first blob outside the tolerances: op #{found.op_index} ({found.op_type}) "
+        f"writing {found.diff.name!r}",
+        level=0,
+    )
+    out.table(diff_table([found.diff], "blob"), level=0)
+    if equal:
         out.line(
-            f"first divergence: op #{found.op_index} ({found.op_type}) writing {diff.name!r}: "
-            f"max_abs {diff.max_abs:.3g} {diff.reason}".rstrip(),
+            "the outputs are equal: these differences do not reach them (float rounding in "
+            "big reductions, most often); --rtol/--atol NAME:value loosen one blob",
             level=0,
         )
-    return 0 if report.ok else 1
+
+
+def _note_training_ops(model: Model, out: Output) -> None:
+    """Say so when the pair has ops in training mode (``is_test=0``), which the executor runs
+    as such while their export (``export-onnx --test-mode``) is their inference form."""
+    from graphtools.onnx.export_nn import in_test_mode
+
+    found = [
+        f"op #{i} ({op.type})"
+        for i, op in enumerate(model.predict_net)
+        if in_test_mode(op) is not op
+    ]
+    if found:
+        out.note(
+            f"{', '.join(found[:3])} run in training mode (is_test=0); pass --test-mode to "
+            "compare their inference form, which export-onnx --test-mode exports"
+        )
+
+
+def _onnx_inputs(path: str) -> list[str]:
+    """The graph inputs of an ONNX model that are not initializers."""
+    net = load_onnx_file(path).predict_net
+    held = net.initializers
+    return [name for name in net.external_inputs if name not in held]
+
+
+def _check_graph_inputs(path: str, feeds: Mapping[str, Any]) -> None:
+    """Refuse an ONNX model taking inputs the pair is not fed (another model's export)."""
+    missing = [name for name in _onnx_inputs(path) if name not in feeds]
+    if missing:
+        raise UsageError(
+            f"{path} takes inputs {missing} that the pair does not read as data inputs (fed: "
+            f"{sorted(feeds)}); is it the export of this pair?"
+        )
 
 
 def add_export_options(parser: argparse.ArgumentParser) -> None:
-    """``--opset``, ``--dynamic-batch`` and ``--external-data``."""
+    """``--opset``, ``--dynamic-batch``, ``--external-data`` and ``--test-mode``."""
     parser.add_argument(
         "--opset", type=int, default=None, help="ONNX opset of an .onnx output (default: 17)"
     )
@@ -197,17 +426,32 @@ def add_export_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--external-data", action="store_true", help="write ONNX weights to MODEL.onnx.data"
     )
+    parser.add_argument(
+        "--test-mode",
+        action="store_true",
+        help="export a training net's inference form: is_test=1 on the ops that have it "
+        "(Dropout, SpatialBN), which are refused in training mode otherwise",
+    )
 
 
 def add_verify_options(parser: argparse.ArgumentParser) -> None:
-    """``--onnx`` and ``--per-blob`` for ``verify``."""
+    """``--onnx``, ``--per-blob`` and ``--test-mode`` for ``verify``."""
     parser.add_argument(
         "--onnx",
         metavar="MODEL.onnx",
         help="instead of a pipeline: compare onnxruntime on this ONNX model with the pair",
     )
     parser.add_argument(
-        "--per-blob", action="store_true", help="with --onnx: compare every intermediate blob"
+        "--per-blob",
+        action="store_true",
+        help="with --onnx: also compare every intermediate blob and name the first op outside "
+        "the tolerances (the verdict stays the outputs')",
+    )
+    parser.add_argument(
+        "--test-mode",
+        action="store_true",
+        help="with --onnx: run the pair's inference form (is_test=1), as export-onnx "
+        "--test-mode exported it",
     )
 
 
@@ -215,6 +459,7 @@ def _cmd_import_onnx(options: argparse.Namespace) -> int:
     from graphtools.onnx import import_onnx
 
     out = Output(options.verbosity, False)
+    output_folder(options.output)
     model = import_onnx(options.input)
     manager = PassManager.parse(options.pipeline, steps=options.steps)
     report_records(out, manager, manager(model), False)
@@ -226,9 +471,39 @@ def _cmd_import_onnx(options: argparse.Namespace) -> int:
 def _cmd_export_onnx(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, False)
     model = load_input(options.input, options.init, no_init=options.no_init, out=out)
-    shapes = required_shapes(model, options.input, options.shapes)
-    _export(model, options, _float_inputs(shapes), out)
+    if model.dialect == ONNX:
+        raise UsageError(
+            f"{options.input} is an ONNX model already: export-onnx converts a Caffe2 pair "
+            "(to rewrite an ONNX model: run MODEL.onnx -o OUT.onnx)"
+        )
+    if not options.random_params:
+        shapes, _ = read_shapes(model, options.input, options.shapes)
+        _refuse_missing_weights(model, model_input_names(model)[0], shapes)
+    prepared = _prepared(model, options.input, options, out, export=True)
+    _export(prepared.model, options, prepared.value_info, out, prepared.quantization)
     return 0
+
+
+def add_input_options(parser: argparse.ArgumentParser) -> None:
+    """``--outputs``, ``--random-params`` and ``--seed`` of ``export-onnx`` (``verify`` has
+    its own)."""
+    parser.add_argument(
+        "--outputs",
+        action="append",
+        metavar="A,B",
+        help="outputs of the ONNX model (default: the declared external outputs, else the "
+        "blobs the net writes and never reads)",
+    )
+    parser.add_argument(
+        "--random-params",
+        action="store_true",
+        default=False,
+        help="make up the parameters nothing provides, as verify does (to try an export "
+        "before the weights are at hand)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of made-up data (default: %(default)s)"
+    )
 
 
 def shapes_option(parser: argparse.ArgumentParser, help_text: str) -> None:
@@ -271,7 +546,10 @@ def register(
         parents=parents,
         formatter_class=formatter,
         help="convert an init_net/predict_net pair into an ONNX model",
-        description="Export a pair to ONNX; every input needs a shape (--shapes or shapes.txt).",
+        description="Export a pair to ONNX (see docs/onnx.md). Input shapes come from "
+        "--shapes, else shapes.txt beside the model, else they are guessed from how the net "
+        "reads each input, and said so; an init_net placeholder of a data input becomes a "
+        "graph input. A pair without its weights is refused unless --random-params.",
     )
     exporting.add_argument("input", metavar="IN", help="model folder or predict_net file")
     exporting.add_argument(
@@ -280,7 +558,9 @@ def register(
     add_model_options(exporting)
     shapes_option(
         exporting,
-        "input shapes, comma-separated or repeated (default: shapes.txt beside the model)",
+        "input shapes, comma-separated or repeated (default: shapes.txt beside the model, "
+        "else guessed and said so)",
     )
+    add_input_options(exporting)
     add_export_options(exporting)
     exporting.set_defaults(handler=_cmd_export_onnx)

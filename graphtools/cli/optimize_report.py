@@ -1,72 +1,56 @@
-"""``run`` on an ONNX model the way users run onnxsim: the pipeline on the ONNX graph itself,
-with ``--opset N`` converting first (onnx's version converter, pass ``convert-opset``) and
-``--dynamic-batch`` making the batch symbolic once the pipeline reached its fixpoint (pass
-``make-dynamic-batch``), then the before/after table of op types (control-flow bodies
-included) and file sizes that onnxsim prints.
-
-``onnx_stages`` and ``census``/``census_table`` are what a native ONNX ``run`` calls;
-``run_onnx`` is that ``run`` for one ``.onnx`` file written to an ``.onnx`` file (or in
-place): load, stages, write atomically with the external data beside it, report.
+"""What ``run`` adds for ONNX models optimised the way users run onnxsim: the stages
+(``--opset N`` converting first with onnx's version converter, pass ``convert-opset``; the
+pipeline; ``--dynamic-batch`` making the batch symbolic once the pipeline reached its fixpoint,
+pass ``make-dynamic-batch``), and the before/after table of op types (control-flow bodies
+included) and file sizes that onnxsim prints. ``graphtools.cli.onnx_run`` calls them.
 """
 
 from __future__ import annotations
 
-import argparse
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
-from graphtools.cli.common import (
-    Output,
-    UsageError,
-    new_table,
-    parse_name_list,
-    record_data,
-    report_records,
-    set_outputs,
-)
+from graphtools.cli.common import new_table
 from graphtools.ir import Model, Net
 from graphtools.pass_infra import PassManager, PassRecord
 from graphtools.passes.convert_opset import ConvertOpset
 from graphtools.passes.make_dynamic_batch import MakeDynamicBatch
-from graphtools.serde.atomic import write_files
 from graphtools.serde.onnx_codec import external_tensors
-from graphtools.serde.onnx_io import load_onnx_model, onnx_model_files
 
-__all__ = ["Census", "census", "census_data", "census_table", "handles", "onnx_stages", "run_onnx"]
-
-_SUFFIX = ".onnx"
-
-
-def handles(options: argparse.Namespace) -> bool:
-    """Whether ``run`` got one ONNX model file, to write as an ONNX file (or in place)."""
-    inputs = getattr(options, "inputs", [])
-    if len(inputs) != 1 or not str(inputs[0]).lower().endswith(_SUFFIX):
-        return False
-    output = options.output
-    return Path(inputs[0]).is_file() and (
-        (output is None and options.in_place) or str(output or "").lower().endswith(_SUFFIX)
-    )
+__all__ = [
+    "Census",
+    "census",
+    "census_data",
+    "census_table",
+    "input_sizes",
+    "run_stages",
+]
 
 
-def onnx_stages(
-    pipeline: str, steps: int, *, opset: int | None = None, dynamic_batch: bool = False
-) -> list[PassManager]:
-    """The managers ``run`` applies to an ONNX model, in order: ``convert-opset`` when an
-    opset is asked for, the pipeline, ``make-dynamic-batch`` after it (on the fixpoint the
-    pipeline reached: targets folded to constants are what it rewrites). Both are idempotent:
-    the second round of their stage only confirms the fixpoint."""
+def run_stages(
+    model: Model,
+    manager: PassManager,
+    *,
+    opset: int | None = None,
+    dynamic_batch: bool = False,
+    after_pass: Callable[[PassRecord, Model], None] | None = None,
+) -> list[tuple[PassManager, list[PassRecord]]]:
+    """Run on ``model``, in order: ``convert-opset`` when an ``opset`` is asked for, the
+    pipeline of ``manager``, ``make-dynamic-batch`` with ``dynamic_batch`` (after the
+    pipeline's fixpoint: the targets folded to constants are what it rewrites); each manager
+    with its records. The two passes are idempotent: the second round of their stage only
+    confirms the fixpoint."""
     stages = []
     if opset is not None:
         stages.append(PassManager([ConvertOpset(opset=opset)], steps=2))
-    stages.append(PassManager.parse(pipeline, steps=steps))
+    stages.append(manager)
     if dynamic_batch:
         stages.append(PassManager([MakeDynamicBatch()], steps=2))
-    return stages
+    return [(stage, stage(model, after_pass=after_pass)) for stage in stages]
 
 
 @dataclass(frozen=True)
@@ -132,58 +116,3 @@ def census_data(before: Census, after: Census) -> dict[str, Any]:
         "nodes": {"before": before.nodes, "after": after.nodes},
         "bytes": {"before": before.size, "after": after.size},
     }
-
-
-def _refuse_options(options: argparse.Namespace) -> None:
-    for flag, given in (
-        ("--text/--binary", getattr(options, "text", None) is not None),
-        ("--shapes", bool(getattr(options, "shapes", None))),
-        ("--device", bool(getattr(options, "device", None))),
-    ):
-        if given:
-            raise UsageError(f"{flag} is not for an ONNX model (its inputs are typed in it)")
-
-
-def run_onnx(options: argparse.Namespace, out: Output) -> int:
-    """``run`` on one ONNX model file (see the module docstring)."""
-    _refuse_options(options)
-    source = Path(options.inputs[0])
-    target = source if options.in_place else Path(options.output)
-    if options.in_place and options.output is not None:
-        raise UsageError("give -o or --in-place, not both")
-    if not options.in_place and target.resolve() == source.resolve():
-        raise UsageError(f"refusing to overwrite the input {target}; pass --in-place to do that")
-    model = load_onnx_model(source)
-    outputs = parse_name_list(options.outputs)
-    if outputs:
-        set_outputs(model, outputs)
-    before = census(model, input_sizes(model))
-    stages = onnx_stages(
-        options.pipeline, options.steps, opset=options.opset, dynamic_batch=options.dynamic_batch
-    )
-    records: list[PassRecord] = []
-    for stage in stages:
-        done = stage(model)
-        report_records(out, stage, done, options.time_passes)
-        records.extend(done)
-    files = onnx_model_files(model, target, external_data=options.external_data)
-    written = write_files(files)
-    after = census(model, (len(data) for _, data in files))
-    opsets = ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in model.opset_imports.items())
-    ir_version = getattr(model.header, "ir_version", 0)
-    for number, path in enumerate(written):
-        what = f" (opsets {opsets}; IR {ir_version})" if number == 0 else " (external data)"
-        out.line(f"wrote {path}{what}")
-    out.table(census_table(before, after))
-    if options.json:
-        out.json(
-            {
-                "model": str(source),
-                "format": "onnx",
-                "stages": [stage.spec for stage in stages],
-                "rounds": record_data(records),
-                "written": [str(p) for p in written],
-                "census": census_data(before, after),
-            }
-        )
-    return 0

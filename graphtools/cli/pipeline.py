@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from graphtools._core import ONNX
 from graphtools.analysis.model_diff import diff_models
-from graphtools.cli import batch, onnx_commands, optimize_report
+from graphtools.cli import batch, onnx_commands
 from graphtools.cli.common import (
     Output,
     UsageError,
@@ -25,12 +26,21 @@ from graphtools.cli.common import (
     check_input_names,
     did_you_mean,
     load_input,
+    output_folder,
     parse_name_list,
     record_data,
     report_records,
     set_outputs,
 )
 from graphtools.cli.diff import render_diff
+from graphtools.cli.onnx_files import is_onnx_file
+from graphtools.cli.onnx_run import (
+    check_run_options,
+    exec_onnx,
+    onnx_manager,
+    run_onnx_batch_one,
+    run_onnx_model,
+)
 from graphtools.errors import SerdeError
 from graphtools.executor import Int8Tensor, run_model
 from graphtools.ir import Model
@@ -93,7 +103,7 @@ def _output_plan(model: Model, options: argparse.Namespace) -> Path | None:
         raise UsageError(
             "give an output folder with -o OUTDIR, or --in-place to overwrite the input"
         )
-    out_dir = Path(options.output).resolve()
+    out_dir = output_folder(options.output).resolve()
     inputs = {p.resolve() for p in (model.predict_path, model.init_path) if p is not None}
     planned = set(model_output_paths(model, out_dir, text=options.text))
     clash = sorted(str(p) for p in inputs & planned)
@@ -137,13 +147,14 @@ def printer_after_pass(out: Output) -> Callable[[PassRecord, Model], None]:
 
 def _cmd_run(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, options.json)
-    if optimize_report.handles(options):
-        return optimize_report.run_onnx(options, out)
-    if onnx_commands.wants_onnx(options):
-        manager = manager_for(options.pipeline, options.steps, tuple(options.device or ()))
-        return onnx_commands.run_onnx(options, manager, out)
     if len(options.inputs) > 1 or is_collection(options.inputs[0]):
         return _run_batch(options, out)
+    if is_onnx_file(options.inputs[0]):
+        printer = printer_after_pass(out) if options.print_after_each else None
+        return run_onnx_model(options, out, printer)
+    if onnx_commands.wants_export(options):
+        manager = manager_for(options.pipeline, options.steps, tuple(options.device or ()))
+        return onnx_commands.run_onnx(options, manager, out)
     model = load_input(options.inputs[0], options.init, no_init=options.no_init, out=out)
     outputs = parse_name_list(options.outputs)
     if outputs:
@@ -196,8 +207,14 @@ def _run_batch(options: argparse.Namespace, out: Output) -> int:
         )
     if options.output is None:
         raise UsageError("several models need an output folder: -o OUTDIR (one folder each)")
+    if str(options.output).lower().endswith(".onnx"):
+        raise UsageError("several models are written to a folder: -o OUTDIR, not an .onnx file")
+    output_folder(options.output)
     refs = discover_models(options.inputs)
     manager_for(options.pipeline, options.steps, tuple(options.device or ()))  # check it now
+    if any(is_onnx_file(ref.path) for ref in refs):
+        check_run_options(options)  # what an ONNX model of the batch cannot take
+        onnx_manager(options.pipeline, options.steps)
     settings = {
         "pipeline": options.pipeline,
         "steps": options.steps,
@@ -206,6 +223,9 @@ def _run_batch(options: argparse.Namespace, out: Output) -> int:
         "outputs": parse_name_list(options.outputs),
         "output": options.output,
         "no_init": options.no_init,
+        "dynamic_batch": options.dynamic_batch,
+        "opset": options.opset,
+        "external_data": options.external_data,
     }
     results = batch.run_batch(refs, run_worker, settings, options.jobs, out)
     batch.render_batch(out, results, f"run -p {options.pipeline}")
@@ -217,13 +237,15 @@ def run_worker(ref: ModelRef, settings: dict[str, Any]) -> batch.BatchResult:
     model = load_input(
         ref.path, None if ref.init is None else str(ref.init), no_init=settings["no_init"]
     )
+    if model.dialect == ONNX:
+        return run_onnx_batch_one(model, ref, settings)
     if settings["outputs"]:
         set_outputs(model, settings["outputs"])
     manager = manager_for(settings["pipeline"], settings["steps"], settings["devices"])
-    before = sum(len(net) for net in model.nets())
+    before = len(model.predict_net)
     records = manager(model)
     written = save_model(model, Path(settings["output"]) / ref.name, text=settings["text"])
-    after = sum(len(net) for net in model.nets())
+    after = len(model.predict_net)
     data = {"rounds": record_data(records), "written": [str(p) for p in written]}
     return batch.BatchResult(ref.name, str(ref.path), "ok", 0, before, after, data=data)
 
@@ -266,18 +288,23 @@ def _feeds(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 def _cmd_exec(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, False)
     model = load_input(options.input, options.init, no_init=options.no_init, out=out)
+    onnx = model.dialect == ONNX
     outputs = parse_name_list(options.outputs)
-    if outputs:
+    if outputs and not onnx:
         set_outputs(model, outputs)
-    warn_no_outputs(out, model, "the .npz file will hold no arrays")
+    if not outputs:
+        warn_no_outputs(out, model, "the .npz file will hold no arrays")
     feeds_path = Path(options.feeds)
     out_path = Path(options.output)
     inputs = (feeds_path, model.predict_path, model.init_path)
     if out_path.resolve() in {p.resolve() for p in inputs if p is not None}:
         raise UsageError(f"refusing to overwrite the input {out_path}; name another -o file")
     feeds = _feeds(load_npz(feeds_path, "feeds"))
-    check_input_names(model, feeds, f"--feeds {feeds_path}")
-    results = run_model(model, feeds, seed=options.seed)
+    if onnx:
+        results = exec_onnx(model, feeds, outputs)
+    else:
+        check_input_names(model, feeds, f"--feeds {feeds_path}")
+        results = run_model(model, feeds, seed=options.seed)
     arrays: dict[str, np.ndarray] = {}
     for name, value in results.items():
         quantized = isinstance(value, Int8Tensor)
@@ -307,10 +334,12 @@ def register(
         "inputs",
         nargs="+",
         metavar="IN",
-        help="model folders, predict_net files, or folders of them",
+        help="model folders, predict_net files, ONNX models, or folders of them",
     )
     add_pipeline_options(run)
-    run.add_argument("-o", "--output", metavar="OUTDIR", help="output folder")
+    run.add_argument(
+        "-o", "--output", metavar="OUTDIR", help="output folder (OUT.onnx for an ONNX model)"
+    )
     add_model_options(run)
     run.add_argument(
         "--in-place", action="store_true", help="overwrite the input files instead of -o"
@@ -372,7 +401,9 @@ def register(
         "FEEDS.npz (numpy.savez(path, data=x), or a verify --save-outputs file) and write its "
         "outputs to OUT.npz.",
     )
-    execute.add_argument("input", metavar="IN", help="model folder or predict_net file")
+    execute.add_argument(
+        "input", metavar="IN", help="model folder, predict_net file or ONNX model (onnxruntime)"
+    )
     execute.add_argument("--feeds", required=True, metavar="FEEDS.npz", help="input arrays by name")
     execute.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="output file")
     add_model_options(execute)

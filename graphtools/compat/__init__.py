@@ -18,15 +18,20 @@ from graphtools.compat.params import (
     export_pair,
     get_params_from_init_net,
 )
+from graphtools.compat.partial import ClonePartial, clone_partial
+from graphtools.compat.placeholders import fuse_alias_placeholder
 from graphtools.compat.rename import rename_op_input, rename_op_output
 from graphtools.compat.reshape import identify_reshape_sub_graph, remove_reshape_for_fc
 from graphtools.compat.ssa_rewrite import ssa_rewrite
 
 __all__ = [
+    "ClonePartial",
     "Int8Tensor",
     "assign_device_option",
+    "clone_partial",
     "construct_init_net_from_params",
     "export_pair",
+    "fuse_alias_placeholder",
     "fuse_copy_between_cpu_and_gpu",
     "get_external_blob_names",
     "get_params_from_init_net",

@@ -106,7 +106,7 @@ def _do(op: Op, inputs: list[Any], ctx: OpContext) -> list[Any]:
         child = stack.reuse_last_forward(ctx.workspace, bindings)
     else:
         child = stack.push_forward(ctx.workspace, bindings)
-    if copy_external and not gradient:
+    if not gradient:  # the Do gradient reads a bound blob the subnet overwrote from here
         child.save_start_values(bindings)
     run_net(net, child)
     if copy_external and not gradient:

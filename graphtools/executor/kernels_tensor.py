@@ -168,11 +168,13 @@ def _nhwc2nchw(op: Op, inputs: list[Any]) -> list[Any]:
     "EnsureCPUOutput",
     "Alias",
     "AliasWithName",
+    "Identity",
     "StopGradient",
 )
 def _identity(op: Op, inputs: list[Any]) -> list[Any]:
     """Device copies and aliases are identities on the host (``AliasWithName`` is detectron2's
-    named placeholder); the value is shared, kernels never mutate."""
+    named placeholder, ``Identity`` what ONNX importers leave); the value is shared, kernels
+    never mutate."""
     return [inputs[0]]
 
 

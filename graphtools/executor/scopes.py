@@ -19,9 +19,9 @@ from graphtools.executor.workspace import Workspace
 
 __all__ = ["ITERATION_START_SUFFIX", "ScopedWorkspace", "WorkspaceStack", "stack_of"]
 
-#: A forward ``Do`` with ``copy_external_blobs`` keeps the value each bound blob had when the
-#: iteration started under ``inner + ITERATION_START_SUFFIX`` (graphtools' While gradient reads
-#: them; Caffe2 keeps only the values at the end of the iteration).
+#: A forward ``Do`` keeps the value each bound blob had when its subnet started under
+#: ``inner + ITERATION_START_SUFFIX`` (graphtools' Do and While gradients read them; Caffe2
+#: keeps only the values at the end).
 ITERATION_START_SUFFIX = "/_DO_ITERATION_START_"
 
 

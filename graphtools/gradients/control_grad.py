@@ -9,9 +9,11 @@ passes, each also defining (zero or copied) the gradients only the other branch 
 
 Where graphtools differs from upstream (see ``docs/gradients.md``): a ``Do`` whose outer blob
 is both input and output gets a working gradient (upstream's fails with "Reusage of outer blob
-name"); the gradient ``If`` drops the condition blob from its inputs by name (upstream removed
-the *characters* of its name) and lists inputs and outputs in first-seen order (upstream: set
-order); the branch-merge conflict raises a typed error (upstream raised a string, a TypeError).
+name"), computed from the values the subnet read (a bound blob it overwrites is read from the
+copy the forward Do keeps); the gradient ``If`` drops the condition blob from its inputs by
+name (upstream removed the *characters* of its name) and lists inputs and outputs in
+first-seen order (upstream: set order); the branch-merge conflict raises a typed error
+(upstream raised a string, a TypeError).
 """
 
 from __future__ import annotations
@@ -34,6 +36,41 @@ __all__ = [
 
 INNER_GRAD = "/_DO_OPERATOR_INNER_GRAD_"
 INNER_GRAD_COPY = "/_DO_OPERATOR_INNER_GRAD_COPY_"
+#: Where the executor's forward Do keeps each bound blob's value from before its subnet ran
+#: (``graphtools.executor.scopes.ITERATION_START_SUFFIX``).
+START_SUFFIX = "/_DO_ITERATION_START_"
+
+
+def _start_value_reads(subnet: NetDef, bound: set[str]) -> tuple[list[OperatorDef], dict[str, str]]:
+    """The subnet's ops with every read of a bound blob the subnet later overwrites (an If
+    branch computing ``y = f(y)``) made a read of the value it had before the subnet ran, kept
+    by the forward Do under ``<name>/_DO_ITERATION_START_``; and ``{name: start name}``.
+
+    The backward pass then reads the value the forward read, not the overwritten one (Caffe2
+    computes such gradients from the overwritten value).
+    """
+    written_later: set[str] = set()
+    for op in subnet.op:
+        written_later.update(name for name in op.output if name in bound)
+    written: set[str] = set()
+    starts: dict[str, str] = {}
+    ops: list[OperatorDef] = []
+    for op in subnet.op:
+        reads = [
+            name + START_SUFFIX if name in written_later and name not in written else name
+            for name in op.input
+        ]
+        for name, read in zip(op.input, reads, strict=True):
+            if read != name:
+                starts[name] = read
+        copy = OperatorDef()
+        copy.CopyFrom(op)
+        if reads != list(op.input):
+            del copy.input[:]
+            copy.input.extend(reads)
+        ops.append(copy)
+        written.update(op.output)
+    return ops, starts
 
 
 def _check(condition: bool, message: str) -> None:
@@ -180,11 +217,15 @@ def gen_do_gradient(
             backward_init[outer_to_inner[output]] = inner
             initial_grad_map[inner] = outer_grad
     _check(len(initial_grad_map) > 0, "Empty initial gradient map for Do op")
-    inner_grad_ops, inner_grad_map = GradientRegistry.GetBackwardPass(
-        list(subnet.op), backward_init
-    )
+    forward_ops, starts = _start_value_reads(subnet, set(inner_to_outer))
+    inner_grad_ops, inner_grad_map = GradientRegistry.GetBackwardPass(forward_ops, backward_init)
     if not inner_grad_ops:
         return [], []
+    for name, start in starts.items():  # a bound input's gradient is its start value's
+        if start in inner_grad_map:
+            inner_grad_map[name] = inner_grad_map[start]
+        else:
+            inner_grad_map.pop(name, None)
     incoming_inner = {outer: inner for inner, outer in initial_grad_map.items()}
     # (inner gradient, upstream's copy name, the inner name bound to the outer gradient)
     copies: list[tuple[str, str, str]] = []

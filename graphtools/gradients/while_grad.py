@@ -66,21 +66,30 @@ class _RenamedBody:
         touched: set[str] = set()
         self.start_reads: list[str] = []
         self.ops: list[OperatorDef] = []
+        # Workspace pointers (CreateScope's outputs, which Do and If read and write) hold no
+        # value a gradient reads: they keep their names.
+        scopes = {name for op in body.op if op.type == "CreateScope" for name in op.output}
         for index, op in enumerate(body.op):
             inputs = [current.get(name, name) for name in op.input]
             for name in op.input:
                 if name not in current and name not in self.start_reads:
                     self.start_reads.append(name)
+            nested = any(arg.HasField("n") or len(arg.nets) for arg in op.arg)
             outputs = []
             for name in op.output:
-                if name in touched or name in op.input:
+                # An op holding nested nets (an If built by add_if_op) that is the first to
+                # touch a blob may update it in place: its gradient reads its branches' saved
+                # workspaces, not the value it overwrote.
+                in_place_first = nested and name not in touched
+                rewritten = name in touched or (name in op.input and not in_place_first)
+                if rewritten and name not in scopes:
                     versions[name] = versions.get(name, 0) + 1
                     new_name = f"{name}/_WHILE_V{versions[name]}_"
                 else:
                     new_name = name
                 outputs.append(new_name)
             renamed = list(inputs) != list(op.input) or outputs != list(op.output)
-            if renamed and any(arg.HasField("n") or len(arg.nets) for arg in op.arg):
+            if renamed and nested:
                 raise ControlFlowError(
                     f"While gradient: loop body op #{index} ({op.type}) holds nested nets and "
                     "reads or writes a blob the body writes more than once; write each value "

@@ -1,6 +1,7 @@
 """The ONNX bridge: ONNX model -> Caffe2 pair (``import_onnx``), pair -> ONNX (``export_onnx``),
 and the numeric check of one against the other with onnxruntime (``compare_with_onnxruntime``,
-``compare_blobs_with_onnxruntime``).
+``compare_blobs_with_onnxruntime``); ``prepare_export`` makes the inputs and, on request, the
+parameters an export and its check need, as ``graphtools verify`` does.
 """
 
 from graphtools.onnx.compare import (
@@ -10,6 +11,7 @@ from graphtools.onnx.compare import (
     compare_with_onnxruntime,
     run_onnxruntime,
 )
+from graphtools.onnx.export_feeds import PreparedExport, prepare_export
 from graphtools.onnx.exporter import (
     BATCH_DIM,
     DEFAULT_OPSET,
@@ -27,6 +29,7 @@ __all__ = [
     "MIN_OPSET",
     "BlobComparison",
     "Divergence",
+    "PreparedExport",
     "compare_blobs_with_onnxruntime",
     "compare_with_onnxruntime",
     "export_onnx",
@@ -34,6 +37,7 @@ __all__ = [
     "ir_version_for",
     "load_onnx",
     "max_opset",
+    "prepare_export",
     "run_onnxruntime",
     "save_onnx",
     "supported_ops",

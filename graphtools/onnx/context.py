@@ -42,6 +42,8 @@ class GraphImporter(Protocol):
         self, graph: GraphProto, outputs: Sequence[str], ctx: NodeContext
     ) -> Net: ...
 
+    def import_body(self, graph: GraphProto, ctx: NodeContext) -> list[Op]: ...
+
 
 class NameGen:
     """Fresh blob names that collide with no name used anywhere in the model."""

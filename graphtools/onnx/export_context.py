@@ -1,20 +1,76 @@
 """What an op exporter sees: the Caffe2 op, what is known about its blobs, and how to emit ONNX
-nodes and constants."""
+nodes, constants, sub-graphs and calls of model-local functions.
+
+A Caffe2 op without a one-to-one ONNX op is written either as a composition of standard ops in
+the graph, or as a call of an ONNX model-local function of the ``caffe2`` domain (``Function``,
+``ExportContext.call``): the function is named after the Caffe2 op type, its body is built once
+per model from standard ops, and the call node carries the op's arguments as attributes, so the
+exported graph keeps one node per Caffe2 op and the importer maps it back to that op.
+Attributes whose names start with ``_`` are what the export derived for the body (the
+quantization of the inputs, permutations); the import drops them. An op type whose input or
+output count changes the body has one function per form, named ``Type__form``
+(``VARIANT_SEPARATOR``; Caffe2 op types hold no double underscore).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from onnx import NodeProto, TensorProto, helper, numpy_helper
+from onnx import (
+    AttributeProto,
+    FunctionProto,
+    GraphProto,
+    NodeProto,
+    TensorProto,
+    ValueInfoProto,
+    helper,
+    numpy_helper,
+)
 
 from graphtools.errors import UnsupportedOpError
 from graphtools.ir import Op
 from graphtools.onnx.context import NameGen
 
-__all__ = ["EXPORTERS", "ExportContext", "TypeInfo", "exporter", "onnx_int64"]
+__all__ = [
+    "CAFFE2_DOMAIN",
+    "DERIVED_PREFIX",
+    "EXPORTERS",
+    "FUNCTION_MIN_OPSET",
+    "VARIANT_SEPARATOR",
+    "AttrRef",
+    "ExportContext",
+    "Function",
+    "TypeInfo",
+    "exporter",
+    "onnx_int64",
+]
+
+CAFFE2_DOMAIN = "caffe2"
+"""Domain of the model-local functions standing for Caffe2 ops."""
+DERIVED_PREFIX = "_"
+"""Prefix of the call attributes the export derives (not Caffe2 arguments)."""
+VARIANT_SEPARATOR = "__"
+"""Separates a Caffe2 op type from the form in a function's name (``SparseToDense__infer``)."""
+FUNCTION_MIN_OPSET = 15
+"""The oldest default-domain opset function bodies are written for (``CastLike`` is 15)."""
+
+_KINDS = {
+    "int": AttributeProto.INT,
+    "float": AttributeProto.FLOAT,
+    "ints": AttributeProto.INTS,
+    "floats": AttributeProto.FLOATS,
+    "string": AttributeProto.STRING,
+}
+_CONSTANT_FIELDS = {
+    "int": "value_int",
+    "float": "value_float",
+    "ints": "value_ints",
+    "floats": "value_floats",
+    "string": "value_string",
+}
 
 
 @dataclass(frozen=True)
@@ -24,6 +80,43 @@ class TypeInfo:
 
     dtype: np.dtype[Any] | None
     shape: tuple[int | str | None, ...] | None
+
+
+@dataclass(frozen=True)
+class AttrRef:
+    """A node attribute taking the value of the enclosing function's attribute ``name``."""
+
+    name: str
+
+
+@dataclass(frozen=True, eq=False)
+class Function:
+    """A Caffe2 op type written as a model-local function of the ``caffe2`` domain.
+
+    Attributes:
+        op_type: the Caffe2 op type.
+        inputs: formal input names (the Caffe2 op's inputs, in order).
+        outputs: formal output names (the Caffe2 op's outputs, in order).
+        attributes: ``{name: kind}`` of every attribute a call carries (``int``, ``float``,
+            ``ints``, ``floats``, ``string``); a call gives all of them.
+        body: emits the body's nodes through a function context (``ExportContext.in_function``)
+            reading the formal inputs and writing the formal outputs; it sees no shapes.
+        since: the oldest default-domain opset the body is written for.
+        variant: names the form when the op type has several (input or output counts).
+    """
+
+    op_type: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attributes: Mapping[str, str]
+    body: Callable[[ExportContext], None]
+    since: int = FUNCTION_MIN_OPSET
+    variant: str = ""
+
+    @property
+    def name(self) -> str:
+        """The function's name: the op type, with the form after ``__`` when there is one."""
+        return f"{self.op_type}{VARIANT_SEPARATOR}{self.variant}" if self.variant else self.op_type
 
 
 @dataclass
@@ -38,6 +131,15 @@ class ExportContext:
         nodes: the ONNX nodes emitted so far.
         constants: initializers made for constant operands.
         recurrent: how RecurrentNetwork ops are exported, ``"loop"`` or ``"scan"``.
+        functions: the model-local functions called so far, by name (shared).
+        quant: ``(scale, zero point)`` of every Int8 blob exported as a uint8/int32 tensor
+            (shared; names are unique after the SSA rewrite).
+        helpers: outputs of the transposes ``transpose`` made (the model drops those no one
+            reads, shared).
+        in_function: the function whose body is being built, else ``None``.
+        graph_inputs: the inputs of a sub-graph being built (``subgraph``).
+        nested_names: ``{op index: (inputs, outputs)}`` of the top-level If ops as their
+            branches spell them (before the SSA renaming; ``export_control``).
     """
 
     opset: int
@@ -54,6 +156,14 @@ class ExportContext:
     outer_names: frozenset[str] = frozenset()
     rewritten: frozenset[str] = frozenset()
     recurrent: str = "loop"
+    functions: dict[str, FunctionProto] = field(default_factory=dict)
+    quant: dict[str, tuple[float, int]] = field(default_factory=dict)
+    helpers: set[str] = field(default_factory=set)
+    in_function: Function | None = None
+    graph_inputs: list[Any] = field(default_factory=list)
+    nested_names: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
+    _transposed: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
+    _transposes: dict[tuple[str, tuple[int, ...]], str] = field(default_factory=dict)
 
     def refuse(self, reason: str) -> UnsupportedOpError:
         """An ``UnsupportedOpError`` naming the op being exported."""
@@ -63,29 +173,173 @@ class ExportContext:
             f"{self.opset}: {reason}"
         )
 
+    # -- emitting -----------------------------------------------------------------------------
+
     def node(
         self, op_type: str, inputs: Sequence[str], outputs: Sequence[str], **attrs: Any
     ) -> None:
-        """Append an ONNX node (attributes with value ``None`` are left out)."""
-        kept = {k: v for k, v in attrs.items() if v is not None}
-        name = self.op.name if self.op is not None and self.op.name else None
-        if name is not None:  # ONNX node names are unique; one Caffe2 op may give several
-            name = self.node_names.fresh(name)
-        self.nodes.append(helper.make_node(op_type, list(inputs), list(outputs), name=name, **kept))
+        """Append an ONNX node (attributes with value ``None`` are left out; an ``AttrRef``
+        value refers to an attribute of the function being built)."""
+        self._emit(op_type, inputs, outputs, "", attrs)
+
+    def _emit(
+        self,
+        op_type: str,
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        domain: str,
+        attrs: Mapping[str, Any],
+        kinds: Mapping[str, str] | None = None,
+    ) -> None:
+        kept = {k: v for k, v in attrs.items() if v is not None and not isinstance(v, AttrRef)}
+        refs = {k: v for k, v in attrs.items() if isinstance(v, AttrRef)}
+        name = None
+        if self.in_function is None and self.op is not None and self.op.name:
+            name = self.node_names.fresh(self.op.name)  # unique; one op may give several
+        node = helper.make_node(op_type, list(inputs), list(outputs), name=name, domain=domain)
+        for key, value in kept.items():
+            kind = (kinds or {}).get(key)
+            node.attribute.append(
+                helper.make_attribute(key, value, attr_type=None if kind is None else _KINDS[kind])
+            )
+        for key, ref in refs.items():
+            node.attribute.append(
+                AttributeProto(name=key, ref_attr_name=ref.name, type=self._kind(ref.name))
+            )
+        self.nodes.append(node)
 
     def fresh(self, hint: str) -> str:
-        """A value name unused anywhere in the model."""
+        """A value name unused anywhere in the model (in the function, in a body)."""
         return self.names.fresh(hint)
 
     def const(self, value: Any, hint: str, dtype: Any = None) -> str:
-        """An initializer holding ``value`` (as ``dtype``); returns its name."""
+        """A constant holding ``value`` (as ``dtype``): an initializer, or a ``Constant`` node
+        inside a function body; returns its name."""
         array = np.asarray(value, dtype=dtype)
         name = self.fresh(hint)
-        self.constants.append(numpy_helper.from_array(array, name))
+        if self.in_function is not None:
+            self.nodes.append(
+                helper.make_node("Constant", [], [name], value=numpy_helper.from_array(array))
+            )
+        else:
+            self.constants.append(numpy_helper.from_array(array, name))
         return name
 
+    def attr(self, name: str, hint: str | None = None) -> str:
+        """Inside a function body: a value holding the call's attribute ``name`` (a 0-d tensor
+        for ``int``/``float``, 1-D for lists; ints are int64, floats float32)."""
+        kind = self.in_function.attributes.get(name) if self.in_function else None
+        if kind is None:
+            raise ValueError(f"no function attribute {name!r} to read here")
+        value = self.fresh(hint or name.lstrip(DERIVED_PREFIX))
+        node = helper.make_node("Constant", [], [value])
+        node.attribute.append(
+            AttributeProto(name=_CONSTANT_FIELDS[kind], ref_attr_name=name, type=_KINDS[kind])
+        )
+        self.nodes.append(node)
+        return value
+
+    def _kind(self, name: str) -> Any:
+        if self.in_function is None:
+            raise ValueError(f"attribute reference {name!r} outside a function body")
+        kind = self.in_function.attributes.get(name)
+        if kind is None:
+            raise ValueError(f"function {self.in_function.op_type} has no attribute {name!r}")
+        return _KINDS[kind]
+
+    # -- model-local functions ----------------------------------------------------------------
+
+    def call(
+        self, fn: Function, inputs: Sequence[str], outputs: Sequence[str], **attrs: Any
+    ) -> None:
+        """Emit a call of ``fn`` (defining it on first use) reading ``inputs`` and writing
+        ``outputs`` (the function's trailing outputs the op does not name get fresh names);
+        ``attrs`` gives every attribute ``fn`` declares."""
+        if self.opset < fn.since:
+            raise self.refuse(f"its ONNX form (function {fn.op_type}) needs opset {fn.since}")
+        if len(inputs) != len(fn.inputs) or len(outputs) > len(fn.outputs):
+            raise ValueError(
+                f"{fn.op_type}: {len(inputs)} inputs and {len(outputs)} outputs for a function "
+                f"of {len(fn.inputs)} and {len(fn.outputs)}"
+            )
+        if set(attrs) != set(fn.attributes):
+            raise ValueError(
+                f"{fn.op_type}: attributes {sorted(attrs)} given, {sorted(fn.attributes)} declared"
+            )
+        if fn.name not in self.functions:
+            self.functions[fn.name] = self._define(fn)
+        named = list(outputs) + [
+            self.fresh(f"{fn.op_type}_{o}") for o in fn.outputs[len(outputs) :]
+        ]
+        values = {k: _typed(fn.attributes[k], v, fn.op_type, k) for k, v in attrs.items()}
+        self._emit(fn.name, inputs, named, CAFFE2_DOMAIN, values, fn.attributes)
+
+    def _define(self, fn: Function) -> FunctionProto:
+        body = ExportContext(
+            self.opset,
+            NameGen([*fn.inputs, *fn.outputs]),
+            {},
+            set(),
+            functions=self.functions,
+            in_function=fn,
+        )
+        fn.body(body)
+        written = {name for node in body.nodes for name in node.output}
+        missing = [name for name in fn.outputs if name not in written]
+        if missing:
+            raise ValueError(f"the body of function {fn.name} does not write {missing}")
+        imports = [helper.make_opsetid("", self.opset)]
+        if any(node.domain == CAFFE2_DOMAIN for node in body.nodes):
+            imports.append(helper.make_opsetid(CAFFE2_DOMAIN, 1))
+        return helper.make_function(
+            CAFFE2_DOMAIN,
+            fn.name,
+            list(fn.inputs),
+            list(fn.outputs),
+            body.nodes,
+            imports,
+            attributes=list(fn.attributes),
+            doc_string=f"Caffe2's {fn.op_type} in standard ONNX ops (graphtools).",
+        )
+
+    # -- sub-graphs ---------------------------------------------------------------------------
+
+    def subgraph(self, label: str, inputs: Sequence[tuple[str, int, Any]]) -> ExportContext:
+        """A context for the body of a ``Loop``/``If`` built inside this one: its nodes go to
+        the sub-graph, names and constants are shared; ``graph_inputs`` holds the names of
+        the inputs made from ``(hint, ONNX elem type, shape or None)``."""
+        sub = self.child(set(), label)
+        sub.in_function = self.in_function
+        for hint, elem_type, shape in inputs:
+            name = self.fresh(hint)
+            sub.graph_inputs.append(helper.make_tensor_value_info(name, elem_type, shape))
+        return sub
+
+    def input_names(self) -> list[str]:
+        """Names of the sub-graph inputs ``subgraph`` made."""
+        return [info.name for info in self.graph_inputs]
+
+    def graph(self, name: str, outputs: Sequence[str]) -> GraphProto:
+        """The sub-graph built in this context, returning ``outputs`` (a value returned twice,
+        or a sub-graph input, is copied first: ONNX graph outputs are distinct node outputs)."""
+        results: list[str] = []
+        produced = {n for node in self.nodes for n in node.output}
+        for value in outputs:
+            if value in results or value not in produced:
+                copy = self.fresh(f"{value}_out")
+                self.node("Identity", [value], [copy])
+                value = copy
+            results.append(value)
+        return helper.make_graph(
+            self.nodes,
+            name,
+            list(self.graph_inputs),
+            [ValueInfoProto(name=n) for n in results],
+        )
+
     def child(self, read: set[str], label: str) -> ExportContext:
-        """A context for a sub-graph: same names, types and constants, its own nodes."""
+        """A context for a sub-graph: same names, types, constants and functions, its own
+        nodes; the transposes it makes stay its own."""
         return ExportContext(
             self.opset,
             self.names,
@@ -97,7 +351,73 @@ class ExportContext:
             outer_names=self.outer_names,
             rewritten=self.rewritten,
             recurrent=self.recurrent,
+            functions=self.functions,
+            quant=self.quant,
+            helpers=self.helpers,
+            in_function=self.in_function,
+            _transposed=dict(self._transposed),
+            _transposes=dict(self._transposes),
         )
+
+    # -- layouts ------------------------------------------------------------------------------
+
+    def transpose(self, value: str, perm: Sequence[int], out: str | None = None) -> str:
+        """``value`` transposed by ``perm``: the source of an earlier transpose when ``perm``
+        undoes it (the pair cancels), an earlier identical transpose when there is one, else
+        a new ``Transpose`` node. ``out`` names the result (an ``Identity`` when it is an
+        existing value). A ``Transpose`` or ``Identity`` made here that no one reads is
+        dropped from the model (so the Caffe2 blob a cancelled pair stood for may vanish)."""
+        perm = tuple(int(p) for p in perm)
+        identity = tuple(range(len(perm)))
+        source = value
+        if perm == identity:
+            found: str | None = value
+        elif value in self._transposed:
+            inner, first = self._transposed[value]
+            combined = tuple(first[p] for p in perm)
+            if combined == identity:
+                found = inner
+            else:
+                source, perm = inner, combined
+                found = self._transposes.get((source, perm))
+        else:
+            found = self._transposes.get((source, perm))
+        if found is None:
+            found = out or self.fresh(f"{source}_t")
+            self.node("Transpose", [source], [found], perm=list(perm))
+            self.helpers.add(found)
+            self._transposed[found] = (source, perm)
+            self._transposes[(source, perm)] = found
+            return found
+        if out is None or out == found:
+            return found
+        self.node("Identity", [found], [out])
+        self.helpers.add(out)
+        # out holds found's value: transposing it is transposing found.
+        self._transposed[out] = self._transposed.get(found, (found, identity))
+        return out
+
+    def elementwise(self, op_type: str, inputs: Sequence[str], output: str, **attrs: Any) -> None:
+        """An element-wise op whose first input may be a transposed value: then it runs on
+        the source (its other inputs must be scalars) and ``output`` is its result transposed
+        the same way, so the Transposes around it can cancel."""
+        found = self.transposed(inputs[0])
+        if found is None:
+            self.node(op_type, inputs, [output], **attrs)
+            return
+        source, perm = found
+        inner = self.fresh(f"{output}_{'_'.join(map(str, perm))}")
+        self.node(op_type, [source, *inputs[1:]], [inner], **attrs)
+        self.transpose(inner, perm, out=output)
+
+    def transposed(self, value: str) -> tuple[str, tuple[int, ...]] | None:
+        """``(source, perm)`` when ``value`` is ``source`` transposed by ``perm`` here."""
+        found = self._transposed.get(value)
+        if found is None or found[1] == tuple(range(len(found[1]))):
+            return None
+        return found
+
+    # -- what is known ------------------------------------------------------------------------
 
     def info(self, name: str) -> TypeInfo | None:
         """What is known of blob ``name``."""
@@ -128,9 +448,43 @@ class ExportContext:
             return np.dtype(default)
         return info.dtype
 
+    def declare(self, name: str, dtype: Any, shape: Sequence[int | str | None]) -> None:
+        """Record the type an exporter knows a value it wrote has, unless something knew it
+        already (for outputs whose size depends on the data, which ONNX shape inference
+        cannot follow through a ``Loop``: the graph's outputs need at least a rank)."""
+        known = self.types.get(name)
+        if known is None or known.dtype is None or known.shape is None:
+            self.types[name] = TypeInfo(np.dtype(dtype), tuple(shape))
+
     def used(self, name: str) -> bool:
         """Whether ``name`` is read by some op or is a graph output."""
         return name in self.read
+
+    def quantization(self, name: str) -> tuple[float, int]:
+        """``(scale, zero point)`` of the Int8 blob ``name``; refused when it is not one."""
+        found = self.quant.get(name)
+        if found is None:
+            raise self.refuse(
+                f"input {name!r} is not an Int8 blob with a known scale and zero point (an "
+                "Int8 op's output, an Int8 fill, or an input given with its quantization)"
+            )
+        return found
+
+
+def _typed(kind: str, value: Any, op_type: str, name: str) -> Any:
+    """A call attribute as the type its function declares."""
+    try:
+        if kind == "int":
+            return int(value)
+        if kind == "float":
+            return float(value)
+        if kind == "ints":
+            return [int(v) for v in value]
+        if kind == "floats":
+            return [float(v) for v in value]
+        return value.decode() if isinstance(value, bytes) else str(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{op_type} attribute {name!r}: {value!r} is not {kind}") from exc
 
 
 ExportFn = Callable[[ExportContext, Op], None]

@@ -1,7 +1,15 @@
 """Exporters for neural-network ops: convolutions, pooling, normalisation, activations, softmax,
-padding and nearest resizing (NCHW only)."""
+padding and nearest resizing.
+
+ONNX's image ops are channels-first: an NHWC op becomes its NCHW form between two Transposes
+(its filter transposed too), through ``ExportContext.transpose``, so the Transposes between two
+NHWC ops cancel and vanish. ``ConvRelu`` is Conv + Relu, ``Upsample`` (Caffe2-yolo-v3's
+nearest upsampling by an integer ``scale``) a nearest ``Resize``.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from graphtools.analysis.op_args import (
     CAFFE_LEGACY_POOLING,
@@ -11,19 +19,53 @@ from graphtools.analysis.op_args import (
     order,
     window_args,
 )
-from graphtools.ir import Op
+from graphtools.errors import UnsupportedOpError
+from graphtools.ir import Net, Op, make_arg
 from graphtools.onnx.export_context import ExportContext, exporter, onnx_int64
 
 __all__: list[str] = []
 
 
-def _nchw(cx: ExportContext, op: Op) -> None:
+def _layout(cx: ExportContext, op: Op) -> str:
     try:
-        layout = order(op)
+        return order(op)
     except ValueError as exc:
         raise cx.refuse(str(exc)) from exc
-    if layout != "NCHW":
-        raise cx.refuse("only NCHW ops have an ONNX form")
+
+
+Exporter = Callable[[ExportContext, Op], None]
+
+
+def channels_first(weights: tuple[int, ...] = ()) -> Callable[[Exporter], Exporter]:
+    """Make an NCHW exporter take NHWC ops too: input 0 (and the inputs at ``weights``)
+    transposed channels-first, the NCHW form written to fresh values, its outputs transposed
+    back to the op's names."""
+
+    def wrap(fn: Exporter) -> Exporter:
+        def exported(cx: ExportContext, op: Op) -> None:
+            if _layout(cx, op) == "NCHW":
+                fn(cx, op)
+                return
+            rank = cx.rank(op.inputs[0]) or _spatial_dims(cx, op) + 2
+            first = [0, rank - 1, *range(1, rank - 1)]
+            inputs = list(op.inputs)
+            for position in (0, *weights):
+                if position < len(inputs):
+                    inputs[position] = cx.transpose(inputs[position], first)
+            outputs = [cx.fresh(f"{name}_nchw") for name in op.outputs]
+            args = [a for a in op.args if a.name != "order"]
+            start = len(cx.nodes)
+            fn(cx, op.replace(inputs=inputs, outputs=outputs, args=args))
+            written = {name for node in cx.nodes[start:] for name in node.output}
+            last = [0, *range(2, rank), 1]
+            for inner, name in zip(outputs, op.outputs, strict=True):
+                if inner in written:
+                    cx.transpose(inner, last, out=name)
+
+        exported.__doc__ = fn.__doc__
+        return exported
+
+    return wrap
 
 
 def _spatial_dims(cx: ExportContext, op: Op) -> int:
@@ -74,17 +116,30 @@ def _window_attrs(cx: ExportContext, op: Op) -> dict[str, object]:
     return attrs
 
 
-@exporter("Conv", "Conv1D", "Conv2D", "Conv3D")
-def _conv(cx: ExportContext, op: Op) -> None:
-    _nchw(cx, op)
+def _conv_nchw(cx: ExportContext, op: Op, output: str) -> None:
     attrs = _window_attrs(cx, op)
     group = int(op.arg("group", 1))
-    cx.node("Conv", op.inputs, op.outputs[:1], group=group if group != 1 else None, **attrs)
+    cx.node("Conv", op.inputs, [output], group=group if group != 1 else None, **attrs)
+
+
+@exporter("Conv", "Conv1D", "Conv2D", "Conv3D")
+@channels_first(weights=(1,))
+def _conv(cx: ExportContext, op: Op) -> None:
+    _conv_nchw(cx, op, op.outputs[0])
+
+
+@exporter("ConvRelu")
+@channels_first(weights=(1,))
+def _conv_relu(cx: ExportContext, op: Op) -> None:
+    """Caffe2's fused ``ConvRelu``: ``Conv`` then ``Relu``."""
+    conv = cx.fresh(f"{op.outputs[0]}_conv")
+    _conv_nchw(cx, op, conv)
+    cx.node("Relu", [conv], op.outputs[:1])
 
 
 @exporter("ConvTranspose")
+@channels_first(weights=(1,))
 def _conv_transpose(cx: ExportContext, op: Op) -> None:
-    _nchw(cx, op)
     attrs = _window_attrs(cx, op)
     if attrs.get("auto_pad") is not None:
         raise cx.refuse("legacy_pad SAME on ConvTranspose has no ONNX form")
@@ -103,7 +158,6 @@ def _conv_transpose(cx: ExportContext, op: Op) -> None:
 
 
 def _pool(cx: ExportContext, op: Op, onnx_type: str) -> None:
-    _nchw(cx, op)
     if op.arg("global_pooling", 0):
         cx.node(f"Global{onnx_type}", op.inputs[:1], op.outputs[:1])
         return
@@ -114,20 +168,55 @@ def _pool(cx: ExportContext, op: Op, onnx_type: str) -> None:
 
 
 @exporter("MaxPool", "MaxPool1D", "MaxPool2D", "MaxPool3D")
+@channels_first()
 def _max_pool(cx: ExportContext, op: Op) -> None:
     _pool(cx, op, "MaxPool")
 
 
 @exporter("AveragePool", "AveragePool1D", "AveragePool2D", "AveragePool3D")
+@channels_first()
 def _average_pool(cx: ExportContext, op: Op) -> None:
     _pool(cx, op, "AveragePool")
 
 
+TEST_MODE_OPS = frozenset({"Dropout", "SpatialBN"})
+"""Op types whose ``is_test`` argument ``export_onnx(test_mode=True)`` sets."""
+
+
+def in_test_mode(op: Op) -> Op:
+    """``op`` with ``is_test=1`` when it is one of ``TEST_MODE_OPS``, else ``op``."""
+    if op.type not in TEST_MODE_OPS or op.arg("is_test", 0):
+        return op
+    args = [a for a in op.args if a.name != "is_test"]
+    return op.replace(args=[*args, make_arg("is_test", 1)])
+
+
+def net_in_test_mode(net: Net) -> Net:
+    """``net`` with ``is_test=1`` on its ops (nested nets included) that have it."""
+    ops = []
+    for op in net.ops:
+        nets = {name: net_in_test_mode(nested) for name, nested in op.nested_nets() if name}
+        if nets:
+            op = op.replace(
+                args=[make_arg(a.name, nets[a.name]) if a.name in nets else a for a in op.args]
+            )
+        ops.append(in_test_mode(op))
+    return Net(ops, net.external_inputs, net.external_outputs, name=net.name)
+
+
+def _refuse_training(cx: ExportContext, op: Op, what: str) -> UnsupportedOpError:
+    return cx.refuse(
+        f"{op.type} in training mode (is_test=0: {what}); a training net: export its "
+        "inference form with test_mode=True (graphtools export-onnx --test-mode), which sets "
+        "is_test=1"
+    )
+
+
 @exporter("SpatialBN")
+@channels_first()
 def _spatial_bn(cx: ExportContext, op: Op) -> None:
-    _nchw(cx, op)
     if not op.arg("is_test", 0) and len(op.outputs) > 1:
-        raise cx.refuse("SpatialBN in training mode")
+        raise _refuse_training(cx, op, "batch statistics and running averages")
     cx.node(
         "BatchNormalization",
         op.inputs[:5],
@@ -137,8 +226,8 @@ def _spatial_bn(cx: ExportContext, op: Op) -> None:
 
 
 @exporter("LRN")
+@channels_first()
 def _lrn(cx: ExportContext, op: Op) -> None:
-    _nchw(cx, op)
     if len(op.outputs) > 1 and cx.used(op.outputs[1]):
         raise cx.refuse("LRN's scale output has no ONNX counterpart")
     cx.node(
@@ -155,7 +244,7 @@ def _lrn(cx: ExportContext, op: Op) -> None:
 @exporter("Dropout")
 def _dropout(cx: ExportContext, op: Op) -> None:
     if not op.arg("is_test", 0):
-        raise cx.refuse("Dropout in training mode (random masks)")
+        raise _refuse_training(cx, op, "random masks")
     outputs = list(op.outputs[:1])
     if len(op.outputs) > 1 and cx.used(op.outputs[1]):
         outputs.append(op.outputs[1])
@@ -167,7 +256,7 @@ _SAME_NAME = ("Relu", "Sigmoid", "Tanh", "Softplus", "Exp", "Log", "Sqrt", "Abs"
 
 @exporter(*_SAME_NAME)
 def _unary(cx: ExportContext, op: Op) -> None:
-    cx.node(op.type, op.inputs, op.outputs)
+    cx.elementwise(op.type, op.inputs[:1], op.outputs[0])
 
 
 @exporter("Neg", "Negative")
@@ -206,8 +295,8 @@ def _softmax(cx: ExportContext, op: Op) -> None:
 
 
 @exporter("InstanceNorm")
+@channels_first()
 def _instance_norm(cx: ExportContext, op: Op) -> None:
-    _nchw(cx, op)
     if any(cx.used(name) for name in op.outputs[1:]):
         raise cx.refuse("InstanceNorm's mean and inverse-std outputs have no ONNX counterpart")
     cx.node(
@@ -219,8 +308,8 @@ def _instance_norm(cx: ExportContext, op: Op) -> None:
 
 
 @exporter("PadImage")
+@channels_first()
 def _pad_image(cx: ExportContext, op: Op) -> None:
-    _nchw(cx, op)
     _, _, _, pads = window_args(op, 2)
     mode = op.arg("mode", b"constant")
     mode = mode.decode() if isinstance(mode, bytes) else str(mode)
@@ -237,12 +326,25 @@ def _pad_image(cx: ExportContext, op: Op) -> None:
 
 
 @exporter("ResizeNearest")
+@channels_first()
 def _resize_nearest(cx: ExportContext, op: Op) -> None:
     """Caffe2 picks ``min(floor(i / scale), size - 1)``: ONNX asymmetric coordinates, floor."""
-    _nchw(cx, op)
     if len(op.inputs) > 1:
         raise cx.refuse("ResizeNearest with scales given as an input")
-    scales = [1.0, 1.0, float(op.arg("height_scale", 1.0)), float(op.arg("width_scale", 1.0))]
+    _nearest(cx, op, float(op.arg("height_scale", 1.0)), float(op.arg("width_scale", 1.0)))
+
+
+@exporter("Upsample")
+def _upsample(cx: ExportContext, op: Op) -> None:
+    """Caffe2-yolo-v3's ``Upsample``: every pixel repeated ``scale`` times (NCHW)."""
+    scale = int(op.arg("scale", 2))
+    if scale < 1:
+        raise cx.refuse(f"scale must be >= 1, got {scale}")
+    _nearest(cx, op, float(scale), float(scale))
+
+
+def _nearest(cx: ExportContext, op: Op, height: float, width: float) -> None:
+    scales = [1.0, 1.0, height, width]
     # roi is optional from opset 13; before, an empty tensor stands for it.
     roi = "" if cx.opset >= 13 else cx.const([], f"{op.outputs[0]}_roi", "float32")
     cx.node(

@@ -16,8 +16,8 @@ patterns (windows, other offsets, a step reading a state tensor itself), step wo
 by another op, and ops holding nested nets in the step are refused.
 
 ``LSTMUnit`` (gates ``i, f, o, g`` on the last axis) becomes Split, Sigmoid, Tanh, Mul and Add;
-with sequence lengths, ``Where(timestep < lengths, new, previous)`` (zeros with
-``drop_states``).
+with sequence lengths, a ``caffe2``-domain function computing the same and then
+``Where(timestep < lengths, new, previous)`` (zeros with ``drop_states``).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from graphtools.onnx.dtypes import onnx_dtype_of_numpy
 from graphtools.onnx.export_context import (
     EXPORTERS,
     ExportContext,
+    Function,
     TypeInfo,
     exporter,
     onnx_int64,
@@ -55,44 +56,83 @@ def _via(
 # -- LSTMUnit ---------------------------------------------------------------------------------
 
 
-@exporter("LSTMUnit")
-def _lstm_unit(cx: ExportContext, op: Op) -> None:
-    h_prev, c_prev, gates = op.inputs[:3]
-    with_lengths = len(op.inputs) == 5
-    h, c = op.outputs[:2]
+def _lstm_cell(
+    cx: ExportContext,
+    h_prev: str,
+    c_prev: str,
+    gates: str,
+    forget_bias: str | None,
+    outputs: tuple[str, str] | None = None,
+) -> tuple[str, str]:
+    """The new ``(hidden, cell)`` of an LSTMUnit (gates ``i, f, o, g`` on the last axis),
+    written to ``outputs`` when given; ``forget_bias`` a value of the gates' type, or
+    ``None``."""
+    h_new, c_new = outputs or (cx.fresh("h_new"), cx.fresh("c_new"))
     parts = [cx.fresh(f"{gates}_{k}") for k in "ifog"]
     _via(cx, "Split", [gates], parts, axis=-1)
-    i, f, o, g = (cx.fresh(f"{c}_{k}") for k in "ifog")
+    i, f, o, g = (cx.fresh(f"{c_prev}_{k}") for k in "ifog")
     forget = parts[1]
-    bias = float(op.arg("forget_bias", 0.0))
-    if bias:
-        forget = cx.fresh(f"{c}_f_biased")
-        cx.node("Add", [parts[1], cx.const(bias, "forget_bias", cx.dtype(gates))], [forget])
+    if forget_bias is not None:
+        forget = cx.fresh(f"{c_prev}_f_biased")
+        cx.node("Add", [parts[1], forget_bias], [forget])
     cx.node("Sigmoid", [parts[0]], [i])
     cx.node("Sigmoid", [forget], [f])
     cx.node("Sigmoid", [parts[2]], [o])
     cx.node("Tanh", [parts[3]], [g])
-    kept, added = cx.fresh(f"{c}_kept"), cx.fresh(f"{c}_added")
+    kept, added = cx.fresh("c_kept"), cx.fresh("c_added")
     cx.node("Mul", [f, c_prev], [kept])
     cx.node("Mul", [i, g], [added])
-    c_new = c if not with_lengths else cx.fresh(f"{c}_new")
     cx.node("Add", [kept, added], [c_new])
-    tanh_c, h_new = cx.fresh(f"{c}_tanh"), h if not with_lengths else cx.fresh(f"{h}_new")
+    tanh_c = cx.fresh("c_tanh")
     cx.node("Tanh", [c_new], [tanh_c])
     cx.node("Mul", [o, tanh_c], [h_new])
-    if not with_lengths:
+    return h_new, c_new
+
+
+def _lstm_unit_lengths_body(fx: ExportContext) -> None:
+    """With sequence lengths: ``Where(timestep < lengths, new, previous)`` (zeros with
+    ``drop_states``)."""
+    bias = fx.fresh("forget_bias")
+    fx.node("CastLike", [fx.attr("forget_bias"), "gates"], [bias])
+    h_new, c_new = _lstm_cell(fx, "hidden_t_prev", "cell_t_prev", "gates", bias)
+    t, valid, valid3, drop, zero = (fx.fresh(k) for k in ("t", "valid", "valid3", "drop", "zero"))
+    fx.node("CastLike", ["timestep", "seq_lengths"], [t])
+    fx.node("Less", [t, "seq_lengths"], [valid])
+    _via(fx, "ExpandDims", [valid], [valid3], dims=[0, 2])
+    fx.node("Cast", [fx.attr("drop_states")], [drop], to=TensorProto.BOOL)
+    fx.node("CastLike", [fx.const(np.float32(0.0), "zero_value"), "gates"], [zero])
+    for new, previous, out in (
+        (c_new, "cell_t_prev", "cell_t"),
+        (h_new, "hidden_t_prev", "hidden_t"),
+    ):
+        kept = fx.fresh(f"{out}_kept")
+        fx.node("Where", [drop, zero, previous], [kept])
+        fx.node("Where", [valid3, new, kept], [out])
+
+
+_LSTM_UNIT_LENGTHS = Function(
+    "LSTMUnit",
+    ("hidden_t_prev", "cell_t_prev", "gates", "seq_lengths", "timestep"),
+    ("hidden_t", "cell_t"),
+    {"forget_bias": "float", "drop_states": "int"},
+    _lstm_unit_lengths_body,
+)
+
+
+@exporter("LSTMUnit")
+def _lstm_unit(cx: ExportContext, op: Op) -> None:
+    """Without sequence lengths, inline ops; with them (masking by the timestep), a
+    ``caffe2``-domain function, so the import finds the LSTMUnit again."""
+    h_prev, c_prev, gates = op.inputs[:3]
+    forget_bias = float(op.arg("forget_bias", 0.0))
+    if len(op.inputs) == 5:
+        drop = int(op.arg("drop_states", 0))
+        cx.call(
+            _LSTM_UNIT_LENGTHS, op.inputs, op.outputs[:2], forget_bias=forget_bias, drop_states=drop
+        )
         return
-    lengths, timestep = op.inputs[3], op.inputs[4]
-    length_type = onnx_dtype_of_numpy(cx.dtype(lengths, np.int32))
-    t = cx.fresh(f"{timestep}_cast")
-    cx.node("Cast", [timestep], [t], to=length_type)
-    valid, valid3 = cx.fresh(f"{h}_valid"), cx.fresh(f"{h}_valid3")
-    cx.node("Less", [t, lengths], [valid])
-    _via(cx, "ExpandDims", [valid], [valid3], dims=[0, 2])
-    drop = bool(op.arg("drop_states", 0))
-    zero = cx.const(0.0, "zero", cx.dtype(gates)) if drop else None
-    cx.node("Where", [valid3, c_new, zero or c_prev], [c])
-    cx.node("Where", [valid3, h_new, zero or h_prev], [h])
+    bias = cx.const(forget_bias, "forget_bias", cx.dtype(gates)) if forget_bias else None
+    _lstm_cell(cx, h_prev, c_prev, gates, bias, (op.outputs[0], op.outputs[1]))
 
 
 # -- RecurrentNetwork ---------------------------------------------------------------------------

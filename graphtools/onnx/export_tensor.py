@@ -16,10 +16,10 @@ from onnx import numpy_helper
 from graphtools.analysis.op_args import order
 from graphtools.errors import GraphToolsError
 from graphtools.executor import Workspace, run_op
-from graphtools.executor.kernels_fill import RANDOM_FILLS
 from graphtools.ir import Op
 from graphtools.onnx.dtypes import CAFFE2_TO_ONNX, caffe2_dtype_number, numpy_of_onnx
-from graphtools.onnx.export_context import ExportContext, exporter, onnx_int64
+from graphtools.onnx.export_context import ExportContext, Function, exporter, onnx_int64
+from graphtools.onnx.export_helpers import INT64, Emitter
 
 __all__: list[str] = []
 
@@ -51,9 +51,9 @@ def _ints(value: object) -> list[int]:
 
 @exporter("Concat", "DepthConcat")
 def _concat(cx: ExportContext, op: Op) -> None:
-    if len(op.outputs) > 1 and cx.used(op.outputs[1]):
-        raise cx.refuse("Concat's split_info output has no ONNX counterpart")
     axis = _channel_axis(op)
+    if len(op.outputs) > 1 and cx.used(op.outputs[1]):
+        _split_info(cx, op, axis)
     inputs = list(op.inputs)
     if op.arg("add_axis", 0):
         expanded = []
@@ -64,6 +64,26 @@ def _concat(cx: ExportContext, op: Op) -> None:
             expanded.append(out)
         inputs = expanded
     cx.node("Concat", inputs, op.outputs[:1], axis=axis)
+
+
+def _split_info(cx: ExportContext, op: Op, axis: int) -> None:
+    """Concat's second output: each input's size along the axis (1 with ``add_axis``), int32."""
+    out = op.outputs[1]
+    if op.arg("add_axis", 0):
+        sizes = cx.const(np.ones(len(op.inputs), np.int32), f"{out}_ones")
+        cx.node("Identity", [sizes], [out])
+        return
+    if axis < 0:
+        axis += cx.need_rank(op.inputs[0], "Concat's split_info at a negative axis")
+    parts = []
+    for name in op.inputs:
+        shape, part = cx.fresh(f"{name}_shape"), cx.fresh(f"{name}_size")
+        cx.node("Shape", [name], [shape])
+        cx.node("Gather", [shape, cx.const(onnx_int64([axis]), "axis")], [part], axis=0)
+        parts.append(part)
+    sizes = cx.fresh(f"{out}_int64")
+    cx.node("Concat", parts, [sizes], axis=0)
+    cx.node("Cast", [sizes], [out], to=6)  # INT32
 
 
 @exporter("Split", "DepthSplit")
@@ -103,13 +123,33 @@ def _onnx_bound(value: int) -> int:
     return _INT64_MAX if value == -1 else value + 1
 
 
+def _slice_inputs_body(fx: ExportContext) -> None:
+    """Caffe2's negative bound ``b`` is ``dim + 1 + b``, computed at run time."""
+    e = Emitter(fx)
+    starts, ends = e("Cast", "starts", to=INT64), e("Cast", "ends", to=INT64)
+    count = e.vector(e("Size", starts))
+    dims = e("Slice", e("Shape", "X"), e.i64(0), count, hint="dims")
+    one, zero = e.scalar64(1), e.scalar64(0)
+
+    def absolute(bound: str) -> str:
+        return e("Where", e("Less", bound, zero), e("Add", e("Add", dims, one), bound), bound)
+
+    axes = e("Range", zero, e("Size", starts), one, hint="axes")
+    fx.node("Slice", ["X", absolute(starts), absolute(ends), axes], ["Y"])
+
+
+_SLICE_INPUTS = Function(
+    "Slice", ("X", "starts", "ends"), ("Y",), {}, _slice_inputs_body, variant="inputs"
+)
+
+
 @exporter("Slice")
 def _slice(cx: ExportContext, op: Op) -> None:
+    if len(op.inputs) == 3:
+        cx.call(_SLICE_INPUTS, op.inputs, op.outputs[:1])
+        return
     if len(op.inputs) > 1:
-        raise cx.refuse(
-            "Slice with bounds given as inputs (Caffe2's negative-bound rule "
-            "would need run-time arithmetic)"
-        )
+        raise cx.refuse(f"Slice with {len(op.inputs)} inputs (data, or data, starts, ends)")
     starts, ends = _ints(op.arg("starts")), _ints(op.arg("ends"))
     if len(starts) != len(ends):
         raise cx.refuse(f"starts {starts} and ends {ends} differ in length")
@@ -161,7 +201,7 @@ def _layout(cx: ExportContext, op: Op) -> None:
     rank = cx.need_rank(op.inputs[0], "layout transposition")
     to_nhwc = op.type == "NCHW2NHWC"
     perm = [0, *range(2, rank), 1] if to_nhwc else [0, rank - 1, *range(1, rank - 1)]
-    cx.node("Transpose", op.inputs[:1], op.outputs[:1], perm=perm)
+    cx.transpose(op.inputs[0], perm, out=op.outputs[0])
 
 
 @exporter("Squeeze")
@@ -215,6 +255,7 @@ def _cast(cx: ExportContext, op: Op) -> None:
     "EnsureCPUOutput",
     "Alias",
     "AliasWithName",
+    "Identity",
     "StopGradient",
 )
 def _copy(cx: ExportContext, op: Op) -> None:
@@ -245,8 +286,6 @@ def _fill_value(cx: ExportContext, op: Op) -> np.ndarray:
     "RangeFill",
 )
 def _fill(cx: ExportContext, op: Op) -> None:
-    if op.type in RANDOM_FILLS:
-        raise cx.refuse("random fills have no deterministic ONNX form")
     if not op.inputs:
         value = _fill_value(cx, op)
         cx.node("Constant", [], op.outputs[:1], value=numpy_helper.from_array(value))

@@ -133,6 +133,9 @@ def _slice(ctx: NodeContext) -> None:
     """Caffe2's Slice covers dims ``0..k`` with inclusive-from-the-end negative ends; bounds
     are resolved against static dims when known, else shifted by one where negative."""
     x = ctx.inputs[0]
+    if ctx.since >= 10 and (ctx.const(1) is None or ctx.const(2) is None):
+        _slice_at_run_time(ctx)
+        return
     if ctx.since < 10:
         starts, ends = list(ctx.attr("starts")), list(ctx.attr("ends"))
         axes = None if ctx.attr("axes") is None else list(ctx.attr("axes"))
@@ -163,6 +166,34 @@ def _slice(ctx: NodeContext) -> None:
             c_starts[axis] = start - 1 if start < 0 else min(start, _INT_MAX)
             c_ends[axis] = -1 if end >= _INT_MAX else (end - 1 if end < 0 else end)
     ctx.emit("Slice", [x], ctx.outputs, starts=c_starts, ends=c_ends)
+
+
+def _slice_at_run_time(ctx: NodeContext) -> None:
+    """Bounds computed at run time: Caffe2's Slice with bound inputs, each negative bound
+    moved down by one (ONNX counts ``-1`` as the last element, Caffe2 as the end). The axes
+    must be constant and ``0..k-1`` in order (Caffe2 slices the leading dims), steps 1."""
+    starts, ends = ctx.inputs[1], ctx.inputs[2]
+    axes = None if ctx.input(3) is None else int_list(ctx.need_const(3, "axes"))
+    if ctx.input(4) is not None and any(s != 1 for s in int_list(ctx.need_const(4, "steps"))):
+        raise ctx.refuse("steps other than 1 have no Caffe2 Slice form")
+    if axes is not None and axes != list(range(len(axes))):
+        raise ctx.refuse(
+            f"run-time bounds on axes {axes}: Caffe2's Slice takes bound inputs for the "
+            "leading dims 0..k-1 only"
+        )
+    zero = ctx.fresh("slice_zero")
+    ctx.emit("ConstantFill", [], [zero], shape=[], dtype=10, value=0)
+    moved = []
+    for bound in (starts, ends):
+        wide, negative, shift, value = (
+            ctx.fresh(f"{bound}_{k}") for k in ("int64", "negative", "shift", "caffe2")
+        )
+        ctx.emit("Cast", [bound], [wide], to=10)
+        ctx.emit("LT", [wide, zero], [negative])
+        ctx.emit("Cast", [negative], [shift], to=10)
+        ctx.emit("Sub", [wide, shift], [value])
+        moved.append(value)
+    ctx.emit("Slice", [ctx.inputs[0], *moved], ctx.outputs)
 
 
 @converter("Transpose", since=(1, 13, 21, 23, 24, 25), attributes=("perm",))
@@ -252,8 +283,15 @@ def _resize_nearest(ctx: NodeContext, scales: list[float], coordinates: str, nea
     if len(scales) != 4 or scales[0] != 1 or scales[1] != 1:
         raise ctx.refuse(f"scales {scales}: Caffe2's ResizeNearest scales H and W of NCHW only")
     for scale in scales[2:]:
+        if scale <= 0:
+            raise ctx.refuse(f"scales {scales}: a scale must be positive")
+        if coordinates == "asymmetric" and nearest == "floor":
+            continue  # Caffe2's min(floor(i / scale), size - 1) at any scale
         if scale != int(scale) or scale < 1:
-            raise ctx.refuse(f"scales {scales}: only integer upscaling is supported")
+            raise ctx.refuse(
+                f"scales {scales} with coordinate_transformation_mode {coordinates!r}: only "
+                "integer upscaling is supported (any scale with 'asymmetric' and 'floor')"
+            )
         if not _rounds_to_floor(int(scale), coordinates, nearest):
             raise ctx.refuse(
                 f"coordinate_transformation_mode {coordinates!r} with nearest_mode {nearest!r} "

@@ -5,7 +5,10 @@ Model level, as Caffe2's ``onnx_graph_to_caffe2_net`` did: initializers become t
 predict_net's external inputs (IR-3 models list their weights as inputs too: those are params,
 not feeds), followed by the params; graph outputs become external outputs. Nodes are converted
 one by one by the table in ``registry`` (families in ``import_nn``, ``import_math``,
-``import_tensor``, ``import_control``, ``import_recurrent``).
+``import_tensor``, ``import_elementwise``, ``import_random``, ``import_control``,
+``import_recurrent``); a call of a ``caffe2``-domain function ``export_onnx`` wrote becomes the
+Caffe2 op it stands for (``import_caffe2``), and a uint8/int32 initializer the graph's
+``quantization_annotation`` gives a scale and zero point becomes an Int8 fill.
 
 Choices where upstream was silent or loose:
 
@@ -33,14 +36,18 @@ from graphtools.errors import UnsupportedOpError
 from graphtools.ir import Model, Net, Op
 from graphtools.onnx import (  # noqa: F401  (importing registers the converters)
     import_control,
+    import_elementwise,
     import_math,
     import_nn,
+    import_random,
     import_recurrent,
     import_tensor,
 )
 from graphtools.onnx.context import NameGen, NodeContext, Shape
 from graphtools.onnx.dtypes import fill_op_for
+from graphtools.onnx.export_context import CAFFE2_DOMAIN
 from graphtools.onnx.external import ModelSource, load_onnx
+from graphtools.onnx.import_caffe2 import caffe2_call
 from graphtools.onnx.registry import CONVERTERS
 from graphtools.proto import caffe2_pb2
 from graphtools.serde.codec import net_from_netdef, op_from_proto
@@ -50,6 +57,7 @@ __all__ = [
     "GraphImporter",
     "fill_message",
     "import_onnx",
+    "int8_fill_message",
     "max_opset",
     "supported_ops",
 ]
@@ -104,6 +112,49 @@ def fill_message(name: str, value: np.ndarray, where: str) -> caffe2_pb2.Operato
     else:
         values.strings.extend(v if isinstance(v, bytes) else str(v).encode() for v in flat)
     return msg
+
+
+def int8_fill_message(
+    name: str, value: np.ndarray, scale: float, zero_point: int
+) -> caffe2_pb2.OperatorDef:
+    """The Int8 fill OperatorDef writing the quantized ``value`` (uint8: its bytes in an
+    ``Int8GivenTensorFill``; int32, a bias: ``Int8GivenIntTensorFill``) with its quantization.
+
+    Raises:
+        UnsupportedOpError: ``value`` is neither uint8 nor int32.
+    """
+    if value.dtype == np.uint8:
+        msg = caffe2_pb2.OperatorDef(type="Int8GivenTensorFill", output=[name])
+        msg.arg.add(name="values").s = value.tobytes()
+    elif value.dtype == np.int32:
+        msg = caffe2_pb2.OperatorDef(type="Int8GivenIntTensorFill", output=[name])
+        msg.arg.add(name="values").ints.extend(value.reshape(-1).tolist())
+    else:
+        raise UnsupportedOpError(
+            f"initializer {name!r}: a quantized {value.dtype} tensor has no Caffe2 Int8 fill "
+            "(uint8 and int32 do)"
+        )
+    msg.arg.add(name="shape").ints.extend(int(d) for d in value.shape)
+    msg.arg.add(name="Y_scale").f = float(scale)
+    msg.arg.add(name="Y_zero_point").i = int(zero_point)
+    return msg
+
+
+def _quantization(graph: GraphProto, arrays: dict[str, np.ndarray]) -> dict[str, tuple[float, int]]:
+    """``{tensor: (scale, zero point)}`` of the graph's ``quantization_annotation``: the
+    per-tensor entries whose scale and zero point are scalar initializers."""
+    found = {}
+    for annotation in graph.quantization_annotation:
+        keys = {p.key: p.value for p in annotation.quant_parameter_tensor_names}
+        scale, zero_point = (
+            arrays.get(keys.get(k, "")) for k in ("SCALE_TENSOR", "ZERO_POINT_TENSOR")
+        )
+        if scale is not None and zero_point is not None and scale.size == zero_point.size == 1:
+            found[annotation.tensor_name] = (
+                float(scale.reshape(-1)[0]),
+                int(zero_point.reshape(-1)[0]),
+            )
+    return found
 
 
 def _fill_op(name: str, value: np.ndarray, where: str) -> Op:
@@ -192,6 +243,7 @@ class GraphImporter:
         self.graph_label = graph_label
         self.ops: list[Op] = []
         self.folded: set[str] = set() if parent is None else parent.folded
+        self.quantized: dict[str, tuple[float, int]] = {} if parent is None else parent.quantized
         self.consts: dict[str, np.ndarray] = {}
         self.params: list[caffe2_pb2.OperatorDef] = []
 
@@ -206,9 +258,12 @@ class GraphImporter:
         return None
 
     def add_constant(self, name: str, value: np.ndarray, where: str) -> None:
-        """Record a constant: an init_net param in the main graph, a fill op in a branch."""
+        """Record a constant: an init_net param in the main graph (an Int8 fill when the graph's
+        ``quantization_annotation`` gives its scale), a fill op in a branch."""
         self.consts[name] = value
-        if self.parent is None:
+        if self.parent is None and name in self.quantized:
+            self.params.append(int8_fill_message(name, value, *self.quantized[name]))
+        elif self.parent is None:
             self.params.append(fill_message(name, value, where))
         else:
             self.ops.append(_fill_op(name, value, where))
@@ -221,6 +276,9 @@ class GraphImporter:
     def _convert_node(self, index: int, node: onnx.NodeProto) -> None:
         since = 0
         ctx = NodeContext(node, index, self.opset, since, self)
+        if node.domain == CAFFE2_DOMAIN:
+            caffe2_call(ctx)
+            return
         if node.domain not in _DEFAULT_DOMAINS:
             raise ctx.refuse(f"op domain {node.domain!r} is not supported (only the default)")
         entry = CONVERTERS.get(node.op_type)
@@ -239,6 +297,18 @@ class GraphImporter:
             if attr.name not in entry.attributes:
                 raise ctx.refuse("is not supported by the Caffe2 mapping", attr.name)
         entry.fn(ctx)
+
+    def import_body(self, graph: GraphProto, ctx: NodeContext) -> list[Op]:
+        """The Caffe2 ops of a sub-graph (a ``Loop`` body) under its own value names, its
+        initializers as fill ops first."""
+        label = f"{self.graph_label}, body {graph.name!r} of node #{ctx.index}"
+        sub = GraphImporter(self.opset, self.shapes, self.names, parent=self, graph_label=label)
+        if graph.sparse_initializer:
+            raise ctx.refuse(f"body {graph.name!r} has sparse initializers")
+        for tensor in graph.initializer:
+            sub.add_constant(tensor.name, _tensor_array(tensor, ctx.where), ctx.where)
+        sub.convert(graph)
+        return sub.ops
 
     def import_subgraph(self, graph: GraphProto, outputs: Sequence[str], ctx: NodeContext) -> Net:
         """Convert a branch graph into a net writing the node's ``outputs``.
@@ -341,9 +411,12 @@ def import_onnx(model_or_path: ModelSource, *, base_dir: str | Path | None = Non
     shapes = _static_shapes(model)
     names = NameGen(_all_names(graph))
     importer = GraphImporter(opset, shapes, names)
-    for tensor in graph.initializer:
-        where = f"initializer {tensor.name!r}"
-        importer.add_constant(tensor.name, _tensor_array(tensor, where), where)
+    arrays = {t.name: _tensor_array(t, f"initializer {t.name!r}") for t in graph.initializer}
+    importer.quantized.update(_quantization(graph, arrays))
+    for annotation in graph.quantization_annotation:  # the scales live in the Int8 fills
+        importer.folded.update(p.value for p in annotation.quant_parameter_tensor_names)
+    for name, value in arrays.items():
+        importer.add_constant(name, value, f"initializer {name!r}")
     initializers = {t.name for t in graph.initializer}
     feeds = list(dict.fromkeys(i.name for i in graph.input if i.name not in initializers))
     importer.convert(graph)

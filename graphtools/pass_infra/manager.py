@@ -44,11 +44,13 @@ class PassRecord:
         name: the pass's pipeline name.
         round: 1-based round of the pipeline in which it ran.
         seconds: wall time of the pass with its own checks.
-        ops_before / ops_after: top-level ops of predict_net plus init_net around the pass.
+        ops_before / ops_after: top-level predict_net ops around the pass (what ``graphtools
+            show`` counts as the model's ops).
         modified: the pass's own (checked) ``modified`` flag.
         stats: the pass's stats (empty when skipped).
         skipped: the pass is ``idempotent`` and the model had not changed since its last run,
             so it was not run.
+        init_ops_before / init_ops_after: init_net ops around the pass (0 without one).
     """
 
     name: str
@@ -59,10 +61,13 @@ class PassRecord:
     modified: bool
     stats: dict[str, Any]
     skipped: bool = False
+    init_ops_before: int = 0
+    init_ops_after: int = 0
 
 
-def _op_count(model: Model) -> int:
-    return sum(len(net) for net in model.nets())
+def _op_counts(model: Model) -> tuple[int, int]:
+    """Top-level ops of the predict_net and of the init_net (0 without one)."""
+    return len(model.predict_net), 0 if model.init_net is None else len(model.init_net)
 
 
 def _finding_key(finding: Finding) -> tuple[str, str, str]:
@@ -192,8 +197,8 @@ class PassManager:
         """The record of an idempotent pass the model has not changed since, else ``None``."""
         if not (item.idempotent and ran_at.get(position) == _ran_at(model)):
             return None
-        ops = _op_count(model)
-        return PassRecord(item.name, round_, 0.0, ops, ops, False, {}, True)
+        ops, init_ops = _op_counts(model)
+        return PassRecord(item.name, round_, 0.0, ops, ops, False, {}, True, init_ops, init_ops)
 
     def _round(
         self,
@@ -252,7 +257,7 @@ class PassManager:
     ) -> tuple[PassRecord | None, CheckFailure | None]:
         """Run one pass with its checks (not ``verify``); returns its record, or ``None`` and
         the broken promise."""
-        ops_before = _op_count(model)
+        ops_before, init_before = _op_counts(model)
         start = time.perf_counter()
         result, failure = run_checked(item, model)
         seconds = time.perf_counter() - start
@@ -260,8 +265,17 @@ class PassManager:
             return None, failure
         if result.modified:
             logger.info("%s: %s", item.name, result.stats)
+        ops_after, init_after = _op_counts(model)
         record = PassRecord(
-            item.name, round_, seconds, ops_before, _op_count(model), result.modified, result.stats
+            item.name,
+            round_,
+            seconds,
+            ops_before,
+            ops_after,
+            result.modified,
+            result.stats,
+            init_ops_before=init_before,
+            init_ops_after=init_after,
         )
         return record, None
 

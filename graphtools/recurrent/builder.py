@@ -197,11 +197,13 @@ def recurrent_net(
     inputs: Sequence[tuple[Any, Any]],
     initial_cell_inputs: Sequence[tuple[Any, Any]],
     links: Mapping[Any, Any],
-    timestep: str | None = None,
+    timestep: str | Sequence[int] | None = None,
     scope: str | None = None,
-    outputs_with_grads: Sequence[int] = (0,),
+    outputs_with_grads: Sequence[int] | str | None = (0,),
     recompute_blobs_on_backward: Iterable[Any] | None = None,
     forward_only: bool = False,
+    *,
+    scratch_sizes: Sequence[int] | None = None,
 ) -> list[str]:
     """Append to ``net`` a ``RecurrentNetwork`` op running ``cell_net`` once per timestep.
 
@@ -221,6 +223,11 @@ def recurrent_net(
             per step (every output of an op writing one of them must be listed).
         forward_only: no backward step net (and no backward arguments): one workspace is
             reused over the steps.
+        scratch_sizes: what the first generation of ``recurrent_net`` took as its sixth
+            argument (before ``timestep`` and ``scope``), to preallocate the scratch blobs; a
+            list of ints in the ``timestep`` position is read as it, and the arguments after it
+            shift back. Accepted and unused: the op sizes every state from its values, as
+            later Caffe2 does.
 
     Returns:
         The op's outputs without the step workspaces: ``<output>_all`` (``T x N x D``) and
@@ -233,6 +240,13 @@ def recurrent_net(
             input no gradient.
         GradientError / GradientMakerError: the cell net cannot be differentiated.
     """
+    grads: Sequence[int] = (0,)
+    if timestep is not None and not isinstance(timestep, str):
+        # (links, scratch_sizes, timestep, scope): the first generation's positions
+        old_scope = outputs_with_grads if isinstance(outputs_with_grads, str) else None
+        timestep, scope = scope, old_scope
+    elif outputs_with_grads is not None and not isinstance(outputs_with_grads, str):
+        grads = outputs_with_grads
     if len(inputs) != 1:
         raise RecurrentNetError(
             f"Only one input blob is supported so far (recurrent_net got {len(inputs)})"
@@ -323,7 +337,7 @@ def recurrent_net(
             backward_link_internal=backward_link_internal,
             backward_link_external=backward_link_external,
             backward_link_offset=backward_link_offset,
-            outputs_with_grads=[int(i) for i in outputs_with_grads],
+            outputs_with_grads=[int(i) for i in grads],
             recompute_blobs_on_backward=recompute or [],
             param_grads=[backward_mapping[p] for p in params],
         )

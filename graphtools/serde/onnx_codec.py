@@ -170,7 +170,20 @@ def _external_file(
         )
     found = files.get(location)
     if found is None:
-        resolved = (base / location).resolve()
+        if "\x00" in location:
+            raise SerdeError(
+                path,
+                f"initializer {proto.name!r}: external data location {location!r} holds a NUL "
+                "character, which no file name can; refusing it",
+            )
+        try:
+            resolved = (base / location).resolve()
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise SerdeError(
+                path,
+                f"initializer {proto.name!r}: external data location {location!r} cannot be "
+                f"resolved: {exc}",
+            ) from exc
         if (
             not location
             or Path(location).is_absolute()

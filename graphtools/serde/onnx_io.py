@@ -49,20 +49,49 @@ def load_onnx_model(path: str | Path) -> Model:
 
 
 def save_onnx_model(
-    model: Model, path: str | Path, *, external_data: bool = False, size_threshold: int = 1024
+    model: Model,
+    path: str | Path,
+    *,
+    external_data: bool = False,
+    size_threshold: int = 1024,
+    replace_data: bool = False,
 ) -> Path:
     """Write an ONNX-dialect ``model`` to ``path`` with its external data (see the module
     docstring), all files as one unit.
 
+    A data file already in the output's folder with other content is another model's (two
+    models cut from one export share their data file's name): it is not overwritten unless
+    ``replace_data`` says so (a model written over itself).
+
     Raises:
         SerdeError: the model cannot be written as ONNX, an external data file cannot be read,
-            the model is over protobuf's limit, or the folder cannot be written.
+            one would overwrite another's, the model is over protobuf's limit, or the folder
+            cannot be written.
     """
     path = Path(path)
-    write_files(
-        onnx_model_files(model, path, external_data=external_data, size_threshold=size_threshold)
+    files = onnx_model_files(
+        model, path, external_data=external_data, size_threshold=size_threshold
     )
+    if not replace_data:
+        for target, data in files[1:]:
+            if target.exists() and _differs(target, data):
+                raise SerdeError(
+                    target,
+                    f"writing {path.name} would overwrite this external data file, which holds "
+                    "other data (another model's, written from the same export?); write to "
+                    "another folder, or save with its tensors in a file of its own "
+                    "(external_data=True; the CLI's --external-data)",
+                )
+    write_files(files)
     return path
+
+
+def _differs(target: Path, data: bytes) -> bool:
+    """Whether the file at ``target`` holds other bytes than ``data``."""
+    try:
+        return target.stat().st_size != len(data) or target.read_bytes() != data
+    except OSError:
+        return True
 
 
 def onnx_model_files(

@@ -8,12 +8,14 @@ replaced by the matching ``init`` spelling, or with ``_init``/``_init_net`` appe
 files finds none (the caller then says so and asks for ``--init``).
 
 ``discover_models`` expands folders for batch runs: a model folder (``find_model_files``
-succeeds) is one model; any other folder yields its model sub-folders and every NetDef-named
-file in it that is not the init partner of another (each with its partner), recursively.
+succeeds) is one model; any other folder yields its model sub-folders, every NetDef-named
+file in it that is not the init partner of another (each with its partner) and every ``.onnx``
+file (alone: an ONNX model has no partner), recursively.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ from graphtools.serde.model_io import find_model_files
 __all__ = ["ModelRef", "discover_models", "find_init_beside", "init_candidates"]
 
 _EXTENSIONS = (".pb", ".pbtxt")
+_ONNX = ".onnx"
 # (pattern on the stem, replacement), most specific first.
 _RENAMES = (
     (re.compile(r"predict_net$"), "init_net"),
@@ -59,8 +62,8 @@ def find_init_beside(predict: str | Path) -> Path | None:
     """The init_net file beside ``predict`` by the naming rules, or ``None`` (no file, or
     several spellings exist)."""
     path = Path(predict)
-    if _INIT_NAME.search(path.stem):
-        return None  # an init_net file itself has no partner
+    if _INIT_NAME.search(path.stem) or path.suffix.lower() == _ONNX:
+        return None  # an init_net file itself has no partner, nor has an ONNX model
     for candidate in init_candidates(path):
         if candidate.is_file():
             other = candidate.with_suffix(".pbtxt" if candidate.suffix == ".pb" else ".pb")
@@ -94,18 +97,23 @@ def _is_model_folder(folder: Path) -> bool:
 def discover_models(paths: Iterable[str | Path]) -> list[ModelRef]:
     """The models under ``paths`` (files and folders), in order, with unique names.
 
+    A model is named by its path under the folder given (``2018-12_fp32`` for
+    ``zoo/2018-12/fp32`` found under ``zoo``), a model given itself by its own name (a file's
+    stem); models whose names would clash are named by their paths under the folder they
+    share (an extension kept only for twins in two formats, ``_2`` for a model given twice).
+
     Raises:
         SerdeError: a path does not exist.
     """
-    found: list[tuple[Path, Path | None]] = []
+    found: list[tuple[Path, Path | None, Path]] = []
     for raw in paths:
         path = Path(raw)
         if path.is_file():
-            found.append((path, find_init_beside(path)))
+            found.append((path, find_init_beside(path), path))
         elif path.is_dir() and _is_model_folder(path):
-            found.append((path, None))
+            found.append((path, None, path))
         elif path.is_dir():
-            found += _walk(path)
+            found += [(model, init, path) for model, init in _walk(path)]
         else:
             raise SerdeError(path, "no such file or folder")
     return _named(found)
@@ -118,30 +126,42 @@ def _walk(folder: Path) -> list[tuple[Path, Path | None]]:
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in _EXTENSIONS)
     partners = {find_init_beside(p) for p in files} - {None}
     found += [(p, find_init_beside(p)) for p in files if p not in partners]
+    found += [(p, None) for p in sorted(folder.iterdir()) if p.is_file() and p.suffix == _ONNX]
     for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
         found += [(sub, None)] if _is_model_folder(sub) else _walk(sub)
     return found
 
 
-def _named(found: list[tuple[Path, Path | None]]) -> list[ModelRef]:
-    """Give each model the shortest trailing part of its path that no other model shares
-    (the file's extension only when a twin in the other format needs it)."""
-    full = [p.resolve().parts for p, _ in found]
-    refs: list[ModelRef] = []
-    for index, (path, init) in enumerate(found):
-        depth = 1
-        while depth < len(full[index]) and any(
-            other[-depth:] == full[index][-depth:] for j, other in enumerate(full) if j != index
-        ):
-            depth += 1
-        parts = list(full[index][-depth:])
-        if path.is_file():
-            stem = Path(parts[-1]).stem
-            twins = [
-                other
-                for j, other in enumerate(full)
-                if j != index and other[:-1] == full[index][:-1] and Path(other[-1]).stem == stem
-            ]
-            parts[-1] = parts[-1].replace(".", "_") if twins else stem
-        refs.append(ModelRef(path, init, "_".join(parts)))
+def _label(path: Path, under: Path, keep_suffix: bool = False) -> str:
+    """``path``'s parts below ``under`` joined by ``_`` (its own name when it is ``under``);
+    a file's extension is dropped unless ``keep_suffix``."""
+    parts = list(path.relative_to(under).parts) if path != under else [path.name]
+    if path.is_file():
+        parts[-1] = parts[-1].replace(".", "_") if keep_suffix else Path(parts[-1]).stem
+    return "_".join(parts)
+
+
+def _named(found: list[tuple[Path, Path | None, Path]]) -> list[ModelRef]:
+    """Name each model (see ``discover_models``)."""
+    names = [_label(path, root) for path, _, root in found]
+    groups: dict[str, list[int]] = {}
+    for index, name in enumerate(names):
+        groups.setdefault(name, []).append(index)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        paths = [found[i][0].resolve() for i in members]
+        shared = Path(os.path.commonpath([p.parent for p in paths]))
+        stems = {p: _label(p, shared) for p in paths}
+        for i, path in zip(members, paths, strict=True):
+            twin = any(o != path and stem == stems[path] for o, stem in stems.items())
+            if shared == path.parent:  # one folder: twins in two formats keep their prefix
+                names[i] = _label(found[i][0], found[i][2], keep_suffix=twin)
+            else:
+                names[i] = _label(path, shared, keep_suffix=twin)
+    seen: dict[str, int] = {}
+    refs = []
+    for (path, init, _), name in zip(found, names, strict=True):
+        seen[name] = seen.get(name, 0) + 1
+        refs.append(ModelRef(path, init, name if seen[name] == 1 else f"{name}_{seen[name]}"))
     return refs

@@ -79,20 +79,31 @@ def identify_binary(data: bytes) -> str | None:
                 return "a Caffe2 TensorProtos file (tensors, not a net)"
     except message.DecodeError:
         pass
-    if _is_onnx_binary(data):
+    if looks_like_onnx(data):
         return "an ONNX model (load it as ONNX, not as a Caffe2 NetDef)"
     return None
 
 
-def _is_onnx_binary(data: bytes) -> bool:
-    import onnx
+def looks_like_onnx(data: bytes) -> bool:
+    """Whether ``data`` is a binary ONNX model: a ModelProto with an IR version and a graph.
 
-    model = onnx.ModelProto()
+    Cheap: the graph is not parsed. A NetDef never holds a varint in field 1 (ONNX's
+    ``ir_version``; a NetDef's name), so the two cannot be mistaken for each other.
+    """
+    from graphtools.proto import onnx_lite_pb2
+
+    model = onnx_lite_pb2.ModelWithRawGraph()
     try:
         model.ParseFromString(data)
-    except message.DecodeError:
+    except (message.DecodeError, RecursionError):
         return False
-    return bool(model.ir_version) and model.HasField("graph")
+    if not model.HasField("graph"):
+        return False
+    fields = unknown_fields.UnknownFieldSet(model)
+    return any(
+        fields[i].field_number == 1 and fields[i].wire_type == 0 and bool(fields[i].data)
+        for i in range(len(fields))
+    )
 
 
 def identify_text(text: str) -> str | None:

@@ -1,0 +1,161 @@
+"""``extract MODEL --inputs a,b --outputs y -o OUT``: the sub-net computing the outputs from the
+inputs (``graphtools.extract``).
+
+A pair (a model folder, or a predict_net file with its init_net) is written as a pair into the
+folder OUT, with a ``shapes.txt`` giving the new inputs' shapes where the shape analysis knows
+them (so ``verify OUT`` runs as is); an ``.onnx`` model is written to ``OUT.onnx``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from graphtools.cli.common import (
+    SHAPES_FILE,
+    Output,
+    UsageError,
+    add_model_options,
+    load_input,
+    output_folder,
+    parse_name_list,
+    typing_shapes,
+)
+from graphtools.errors import SerdeError
+from graphtools.serde import save_model
+from graphtools.serde.atomic import atomic_write_bytes
+
+__all__ = ["register"]
+
+
+def _names(values: list[str] | None, flag: str) -> list[str]:
+    names = parse_name_list(values)
+    if not names:
+        raise UsageError(f"{flag} needs at least one blob name (comma-separated)")
+    return names
+
+
+def _cmd_extract(options: argparse.Namespace) -> int:
+    out = Output(options.verbosity, False)
+    inputs = _names(options.inputs, "--inputs")
+    outputs = _names(options.outputs, "--outputs")
+    source, target = str(options.input), str(options.output)
+    if source.endswith(".onnx") or target.endswith(".onnx"):
+        return _extract_onnx(options, source, target, inputs, outputs, out)
+    return _extract_pair(options, source, target, inputs, outputs, out)
+
+
+def _extract_pair(
+    options: argparse.Namespace,
+    source: str,
+    target: str,
+    inputs: list[str],
+    outputs: list[str],
+    out: Output,
+) -> int:
+    from graphtools.extract import extract_pair
+
+    folder = output_folder(target)
+    model = load_input(source, options.init, no_init=options.no_init, out=out)
+    shapes, where = typing_shapes(model, source, options.shapes)
+    result = extract_pair(model, inputs, outputs, shapes)
+    plan = result.plan
+    for name in plan.unused_inputs:
+        out.warn(f"input {name!r} is read by no op the outputs need; it stays declared")
+    known = {}
+    for name in plan.inputs:
+        t = result.input_types[name]
+        reason = result.why_unknown.get(name)
+        out.line(f"input {name}: {t}" + (f" ({reason})" if reason else ""))
+        if reason is None and t.shape is not None and all(isinstance(d, int) for d in t.shape):
+            known[name] = t.shape
+    if where:
+        out.note(f"input types inferred with the source's input shapes ({where})")
+    kept = len(plan.ops)
+    out.line(
+        f"kept {kept} of {len(model.predict_net)} ops and {len(plan.params)} parameters "
+        f"for outputs {', '.join(plan.outputs)}"
+    )
+    for path in save_model(result.model, folder, text=options.text):
+        out.line(f"wrote {path}")
+    if known:
+        text = "".join(f"{n}={'x'.join(str(d) for d in s) or 'scalar'}\n" for n, s in known.items())
+        out.line(f"wrote {atomic_write_bytes(folder / SHAPES_FILE, text.encode())}")
+    return 0
+
+
+def _extract_onnx(
+    options: argparse.Namespace,
+    source: str,
+    target: str,
+    inputs: list[str],
+    outputs: list[str],
+    out: Output,
+) -> int:
+    from graphtools.extract import extract_onnx
+    from graphtools.onnx import save_onnx
+
+    if not (source.endswith(".onnx") and target.endswith(".onnx")):
+        raise UsageError(
+            "extract writes an ONNX model as ONNX and a pair as a pair: give MODEL.onnx with "
+            "-o OUT.onnx, or a pair with -o OUTDIR"
+        )
+    if options.shapes or options.init or options.no_init or options.text:
+        raise UsageError("--shapes, --init, --no-init and --text are for pairs, not ONNX models")
+    extracted = extract_onnx(source, inputs, outputs)
+    for value in extracted.graph.input:
+        dims = [
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+            for d in value.type.tensor_type.shape.dim
+        ]
+        out.line(f"input {value.name}: {dims}")
+    out.line(f"kept {len(extracted.graph.node)} nodes for outputs {', '.join(outputs)}")
+    path = Path(target)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        written = save_onnx(extracted, path, external_data=options.external_data)
+    except OSError as exc:
+        raise SerdeError(path, f"cannot write: {exc.strerror or exc}") from exc
+    out.line(f"wrote {written}")
+    return 0
+
+
+def register(
+    commands: Any, parents: list[argparse.ArgumentParser], formatter: type[argparse.HelpFormatter]
+) -> None:
+    """Add ``extract``."""
+    parser = commands.add_parser(
+        "extract",
+        parents=parents,
+        formatter_class=formatter,
+        help="write the sub-net computing --outputs from --inputs",
+        description="Keep exactly the ops needed to compute the outputs from the inputs "
+        "(each at the value the last op writing it gives), with the parameters they read; "
+        "outputs the inputs do not determine are refused by name.\n"
+        "A pair is written into the folder -o OUTDIR with a shapes.txt of the new inputs; "
+        "an .onnx model (by onnx.utils.Extractor) to -o OUT.onnx.",
+    )
+    parser.add_argument("input", metavar="MODEL", help="model folder, predict_net file or .onnx")
+    parser.add_argument(
+        "--inputs", action="append", required=True, metavar="A,B", help="blobs to start from"
+    )
+    parser.add_argument(
+        "--outputs", action="append", required=True, metavar="Y", help="blobs to compute"
+    )
+    parser.add_argument(
+        "-o", "--output", required=True, metavar="OUT", help="output folder (a pair) or .onnx"
+    )
+    add_model_options(parser)
+    parser.add_argument(
+        "--shapes",
+        action="append",
+        metavar="NAME=1x3x224x224",
+        help="shapes of the source's inputs, to type the new inputs (default: shapes.txt "
+        "beside the model, else guessed)",
+    )
+    parser.add_argument("--text", action="store_true", help="write text-format nets")
+    parser.add_argument(
+        "--external-data", action="store_true", help="write ONNX weights to OUT.onnx.data"
+    )
+    parser.set_defaults(handler=_cmd_extract)

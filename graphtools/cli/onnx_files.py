@@ -1,0 +1,232 @@
+"""ONNX model files on the command line: telling one by its content, the files a model is
+made of, what onnx's checker says about a file, and writing a model with its external data.
+
+A file is an ONNX model when its name ends in ``.onnx`` (the fast path) or when its bytes are
+a ModelProto (``graphtools.serde.sniff.looks_like_onnx``); anything else goes to the NetDef
+loader, which says what a file is when it is neither.
+
+onnx's checker (``onnx.checker.check_model(full_check=True)``) is a second opinion: graphtools
+loads and rewrites models it rejects (an op of a domain the checker does not know, a type the
+exporter left out), so its verdict on an input is a warning; on an output it is an error only
+when the input passed it (a rewrite must not break a valid model).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, TypeVar
+
+from graphtools.errors import SerdeError
+from graphtools.ir import Model
+from graphtools.serde.atomic import write_files
+from graphtools.serde.netdef_io import read_bytes
+from graphtools.serde.onnx_codec import (
+    external_tensors,
+    model_from_onnx_bytes,
+    model_to_onnx_bytes,
+    value_type_from_proto,
+)
+from graphtools.serde.onnx_io import onnx_model_files
+from graphtools.serde.sniff import looks_like_onnx
+from graphtools.values import ValueType
+
+_T = TypeVar("_T")
+
+__all__ = [
+    "ONNX_SUFFIX",
+    "checker_problem",
+    "inferred_types",
+    "is_onnx_file",
+    "isolated",
+    "load_onnx_file",
+    "model_files",
+    "output_files",
+]
+
+ONNX_SUFFIX = ".onnx"
+_VARINT_FIELD_1 = 0x08
+"""The first byte of every ModelProto that onnx writes (``ir_version``, field 1); a NetDef
+never starts with it (binary: its name or ops; text: a printable character)."""
+
+
+def is_onnx_file(path: str | Path) -> bool:
+    """Whether ``path`` names an ONNX model: by its suffix, else (for an existing file) by
+    its content."""
+    source = Path(path)
+    if source.suffix.lower() == ONNX_SUFFIX:
+        return not source.is_dir()
+    if not source.is_file():
+        return False
+    try:
+        with source.open("rb") as handle:
+            first = handle.read(1)
+    except OSError:
+        return False  # the NetDef loader says why it cannot read it
+    return first == bytes([_VARINT_FIELD_1]) and looks_like_onnx(read_bytes(source))
+
+
+def load_onnx_file(path: str | Path) -> Model:
+    """Load an ONNX model file (external data stays in its files until read).
+
+    Raises:
+        SerdeError: the file cannot be read, is empty or is not a valid ONNX model.
+    """
+    source = Path(path)
+    data = read_bytes(source)
+    if not data.strip():
+        raise SerdeError(source, "the file is empty; an ONNX model file must hold a model")
+    return model_from_onnx_bytes(data, source)
+
+
+def model_files(model: Model) -> list[Path]:
+    """The files an ONNX model was loaded from: the model file and its external data files
+    (resolved)."""
+    found: dict[Path, None] = {}
+    if model.predict_path is not None:
+        found[model.predict_path.resolve()] = None
+    for _, _, tensor in external_tensors(model):
+        external = getattr(tensor, "external", None)
+        if external is not None:
+            found[external.path.resolve()] = None
+    return list(found)
+
+
+def output_files(
+    model: Model, target: Path, *, external_data: bool = False
+) -> list[tuple[Path, bytes]]:
+    """``(path, bytes)`` of what writing ``model`` to ``target`` writes (model file first):
+    external data as loaded beside it, or with ``external_data`` every initializer of 1 KB
+    or more in ``<target>.data``.
+
+    Raises:
+        SerdeError: the model cannot be written as ONNX or a data file would lie outside the
+            target's folder.
+    """
+    files = onnx_model_files(model, target, external_data=external_data)
+    folder = target.parent.resolve()
+    for path, _ in files[1:]:
+        if not path.resolve().is_relative_to(folder):
+            raise SerdeError(path, f"external data would be written outside {folder}; refused")
+    return files
+
+
+def checker_problem(
+    files: Sequence[tuple[Path, bytes]] | Path, model: Model | None = None
+) -> str | None:
+    """What ``onnx.checker.check_model(full_check=True)`` rejects in a model file (``Path``)
+    or in the files about to be written for ``model``, or ``None`` when it accepts it.
+
+    Files to be written are checked in a temporary folder, beside the external data files
+    they refer to (the checker reads them, and refuses symbolic and hard links): those
+    written with them, and copies of those already in the target folder that the write keeps
+    (an unchanged data file is not written again). The checker runs in a child process (see
+    ``isolated``); a crash is its verdict.
+    """
+    if isinstance(files, Path):
+        source: str | bytes = str(files)
+    elif len(files) == 1 and (model is None or not external_tensors(model)):
+        source = files[0][1]
+    else:
+        with tempfile.TemporaryDirectory(prefix="graphtools-check-") as folder:
+            return checker_problem(_staged(files, model, Path(folder)))
+    crashed, verdict = isolated(_check, source)
+    return f"onnx's checker crashed on the model ({crashed})" if crashed else verdict
+
+
+def _check(source: str | bytes) -> str | None:
+    import onnx
+
+    try:
+        onnx.checker.check_model(source, full_check=True)
+    except Exception as exc:  # the checker raises ValidationError, InferenceError and others
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        return " ".join(lines[:2])[:300] or type(exc).__name__
+    return None
+
+
+def inferred_types(model: Model, names: Sequence[str]) -> dict[str, ValueType]:
+    """The types ``onnx.shape_inference`` gives the values ``names`` of the main graph (those
+    it can type), inferred in a child process (see ``isolated``)."""
+    data = model_to_onnx_bytes(model)
+    crashed, found = isolated(_infer, data, tuple(names))
+    if crashed or not found:
+        return {}
+    return {name: value_type_from_proto(_value_info(raw)) for name, raw in found.items()}
+
+
+def _value_info(raw: bytes) -> Any:
+    import onnx
+
+    return onnx.ValueInfoProto.FromString(raw)
+
+
+def _infer(data: bytes, names: tuple[str, ...]) -> dict[str, bytes]:
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(onnx.ModelProto.FromString(data))
+    except Exception:  # inference refusing leaves the values untyped
+        return {}
+    graph = inferred.graph
+    wanted = set(names)
+    return {
+        info.name: info.SerializeToString()
+        for info in (*graph.value_info, *graph.output, *graph.input)
+        if info.name in wanted and info.type.HasField("tensor_type")
+    }
+
+
+def _child(fn: Callable[..., Any], args: tuple[Any, ...], writer: Connection) -> None:
+    writer.send(fn(*args))
+    writer.close()
+
+
+def isolated(fn: Callable[..., _T], *args: Any) -> tuple[str | None, _T | None]:
+    """``(None, fn(*args))`` computed in a forked child (where fork exists; else here), or
+    ``(how it crashed, None)``.
+
+    onnx's C++ code (the checker's shape inference) dies with a segmentation fault on some
+    damaged models; that is not an exception, and it must not take the command down.
+    """
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return None, fn(*args)
+    context = multiprocessing.get_context("fork")
+    reader, writer = context.Pipe(duplex=False)
+    child = context.Process(target=_child, args=(fn, args, writer), daemon=True)
+    child.start()
+    writer.close()
+    try:
+        result: _T | None = reader.recv()
+    except EOFError:  # the child died before it could answer
+        result = None
+    finally:
+        reader.close()
+        child.join()
+    code = child.exitcode or 0
+    if code != 0:
+        return (f"signal {-code}" if code < 0 else f"exit status {code}"), None
+    return None, result
+
+
+def _staged(files: Sequence[tuple[Path, bytes]], model: Model | None, folder: Path) -> Path:
+    """Write ``files`` into ``folder`` as they would lie in their own, link the kept data
+    files beside them; the staged model file."""
+    base = files[0][0].parent
+    staged = [(folder / path.relative_to(base), data) for path, data in files]
+    write_files(staged)
+    written = {path for path, _ in staged}
+    for _, _, tensor in external_tensors(model) if model is not None else ():
+        external = getattr(tensor, "external", None)
+        if external is None:
+            continue
+        link = folder / external.location
+        kept = base / external.location
+        if link not in written and not link.exists() and kept.is_file():
+            link.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(kept, link)  # the checker refuses symbolic and hard links
+    return staged[0][0]

@@ -1,0 +1,306 @@
+"""``run`` and ``exec`` on ONNX models: the pipeline runs on the ONNX graph itself (no
+conversion), the result keeps the model's opsets and is written atomically with its external
+data beside it; ``exec`` runs a model on onnxruntime.
+
+``run X.onnx -o Y.onnx`` writes ``Y.onnx``; ``-o OUTDIR`` (not ending in ``.onnx``) writes
+``OUTDIR/X.onnx``; in a batch each model goes to ``OUTDIR/NAME/<its file name>``, so the
+external data files of two models never meet. Nothing the input is made of (the model file,
+its external data files) is written over unless ``--in-place`` asks for it. onnx's checker
+reads the input and the output (see ``graphtools.cli.onnx_files``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from graphtools.analysis.model_diff import diff_models
+from graphtools.cli import batch, optimize_report
+from graphtools.cli.common import (
+    Output,
+    UsageError,
+    did_you_mean,
+    parse_name_list,
+    record_data,
+    report_records,
+    set_outputs,
+)
+from graphtools.cli.diff import render_diff
+from graphtools.cli.onnx_diff import add_initializer_changes
+from graphtools.cli.onnx_files import (
+    ONNX_SUFFIX,
+    checker_problem,
+    inferred_types,
+    load_onnx_file,
+    model_files,
+    output_files,
+)
+from graphtools.errors import SerdeError
+from graphtools.ir import Model
+from graphtools.pass_infra import PassManager, PassRecord
+from graphtools.serde.atomic import write_files
+from graphtools.serde.pairing import ModelRef
+
+__all__ = [
+    "check_run_options",
+    "declare_outputs",
+    "exec_onnx",
+    "onnx_manager",
+    "run_onnx_batch_one",
+    "run_onnx_model",
+]
+
+
+def check_run_options(options: argparse.Namespace) -> None:
+    """Refuse what ``run`` cannot do on an ONNX input: write it as text, or take shapes or
+    devices it has no use for."""
+    refused = (
+        ("--text/--binary", options.text is not None, "ONNX models are written in binary"),
+        ("--shapes", bool(options.shapes), "its inputs are typed in the model"),
+        ("--device", bool(options.device), "devices are Caffe2's (infer-devices)"),
+    )
+    for flag, given, why in refused:
+        if given:
+            raise UsageError(f"{flag} is not for an ONNX model: {why}")
+
+
+def onnx_manager(pipeline: str, steps: int) -> PassManager:
+    """The pipeline of ``-p`` for an ONNX model (``--opset`` and ``--dynamic-batch`` are stages
+    around it: ``graphtools.cli.optimize_report.run_stages``)."""
+    return PassManager.parse(pipeline, steps=steps)
+
+
+def declare_outputs(model: Model, names: list[str]) -> None:
+    """``--outputs`` on an ONNX model: the graph outputs become ``names``, each with a type
+    (an ONNX graph output needs one): its declared one, else what onnx's shape inference
+    gives it.
+
+    Raises:
+        UsageError: a name the graph never computes, or one no type can be found for.
+    """
+    set_outputs(model, names)
+    net = model.predict_net
+    untyped = [name for name in names if name not in net.types]
+    if not untyped:
+        return
+    found = inferred_types(model, untyped)
+    missing = [name for name in untyped if name not in found]
+    if missing:
+        raise UsageError(
+            f"--outputs names {missing[0]!r}, which has no declared type and onnx's shape "
+            "inference gives it none: an ONNX graph output needs a type"
+        )
+    with net.edit() as edit:
+        for name in untyped:
+            edit.set_type(name, found[name])
+
+
+def _target(source: Path, options: argparse.Namespace) -> Path:
+    """Where a single ``run`` of the model file ``source`` writes (see the module
+    docstring)."""
+    if options.in_place:
+        if options.output is not None:
+            raise UsageError("give -o or --in-place, not both")
+        return source
+    if options.output is None:
+        raise UsageError(
+            "give an output file with -o OUT.onnx, or --in-place to overwrite the input"
+        )
+    output = Path(options.output)
+    if output.suffix.lower() == ONNX_SUFFIX:
+        return output
+    name = source.name
+    return output / (name if name.lower().endswith(ONNX_SUFFIX) else name + ONNX_SUFFIX)
+
+
+def _refuse_overwrite(files: list[tuple[Path, bytes]], inputs: list[Path]) -> None:
+    """Refuse to overwrite a file of the input model, or an external data file of another
+    model (data files keep their names: two models cut from one export share them), with
+    other bytes."""
+    inputs_set = set(inputs)
+    for index, (path, data) in enumerate(files):
+        resolved = path.resolve()
+        if resolved.is_file() and _same_bytes(resolved, data):
+            continue
+        if resolved in inputs_set:
+            raise UsageError(
+                f"refusing to overwrite {path}, a file of the input model; write to another "
+                "file or folder, or pass --in-place"
+            )
+        if index and resolved.exists():
+            raise UsageError(
+                f"refusing to overwrite {path}, an external data file already there with other "
+                "data (another model's?); write to another folder, pass --external-data to "
+                "give this model a data file of its own, or --in-place"
+            )
+
+
+def _same_bytes(path: Path, data: bytes) -> bool:
+    try:
+        return path.stat().st_size == len(data) and path.read_bytes() == data
+    except OSError:
+        return False
+
+
+def _write(files: list[tuple[Path, bytes]]) -> list[Path]:
+    """Write the files as one unit, creating the model's folder (removed again when the
+    write fails and it was made for it)."""
+    folder = files[0][0].parent
+    created = not folder.exists()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SerdeError(folder, f"cannot create the folder: {exc.strerror or exc}") from exc
+    try:
+        return write_files(files)
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+def _checked(
+    model: Model, files: list[tuple[Path, bytes]], input_problem: str | None, out: Output | None
+) -> str | None:
+    """The checker's verdict on the files to write: an error when only the output fails; the
+    warnings about input and output otherwise, said only now that the run succeeded (an error
+    stays the one line a failed run prints)."""
+    problem = checker_problem(files, model)
+    if problem is not None and input_problem is None:
+        raise SerdeError(
+            files[0][0],
+            f"the result fails onnx's checker although the input passed it: {problem}; "
+            "nothing was written (a pass broke the model: --bisect with verify, or report it)",
+        )
+    if out is not None and input_problem is not None:
+        out.warn(
+            f"onnx's checker rejects {model.predict_path}: {input_problem} (graphtools' own "
+            "checks pass: ran anyway)"
+        )
+        if problem is not None:
+            out.warn(f"onnx's checker rejects the result too: {problem}")
+    return problem
+
+
+def run_onnx_model(
+    options: argparse.Namespace,
+    out: Output,
+    after_pass: Callable[[PassRecord, Model], None] | None = None,
+) -> int:
+    """``run`` on one ONNX model file; ``after_pass`` is ``--print-after-each``'s printer."""
+    check_run_options(options)
+    path = options.inputs[0]
+    model = load_onnx_file(path)
+    manager = onnx_manager(options.pipeline, options.steps)
+    outputs = parse_name_list(options.outputs)
+    if outputs:
+        declare_outputs(model, outputs)
+    target = _target(Path(path), options)
+    inputs = model_files(model)
+    if not options.in_place and target.resolve() in inputs:
+        raise UsageError(f"refusing to overwrite the input {target}; pass --in-place to do that")
+    input_problem = checker_problem(Path(path))
+    before = model.copy() if options.diff else None
+    census = optimize_report.census(model, optimize_report.input_sizes(model))
+    ran = optimize_report.run_stages(
+        model,
+        manager,
+        opset=options.opset,
+        dynamic_batch=options.dynamic_batch,
+        after_pass=after_pass,
+    )
+    for stage, stage_records in ran:
+        report_records(out, stage, stage_records, options.time_passes)
+    records = [record for _, stage_records in ran for record in stage_records]
+    files = output_files(model, target, external_data=options.external_data)
+    if not options.in_place:
+        _refuse_overwrite(files, inputs)
+    checker = _checked(model, files, input_problem, out)
+    written = _write(files)
+    opsets = ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in model.opset_imports.items())
+    header_ir = getattr(model.header, "ir_version", 0)
+    for index, file in enumerate(written):
+        what = f" (opsets {opsets}; IR {header_ir})" if index == 0 else " (external data)"
+        out.line(f"wrote {file}{what}")
+    census_after = optimize_report.census(model, (len(data) for _, data in files))
+    out.table(optimize_report.census_table(census, census_after))
+    data: dict[str, Any] = {
+        "model": path,
+        "format": "onnx",
+        "pipeline": manager.spec,
+        "rounds": record_data(records),
+        "written": [str(p) for p in written],
+        "checker": {"input": input_problem, "output": checker},
+        "census": optimize_report.census_data(census, census_after),
+    }
+    if before is not None:
+        change = diff_models(before, model)
+        add_initializer_changes(change, before, model)
+        render_diff(out, change)
+        data["diff"] = change.to_dict()
+    if options.json:
+        out.json(data)
+    return 0
+
+
+def run_onnx_batch_one(model: Model, ref: ModelRef, settings: dict[str, Any]) -> batch.BatchResult:
+    """One ONNX model of a ``run`` batch, written to ``OUTDIR/NAME/<file name>``."""
+    manager = onnx_manager(settings["pipeline"], settings["steps"])
+    if settings["outputs"]:
+        declare_outputs(model, settings["outputs"])
+    before = sum(1 for net in model.nets() for _ in net)
+    inputs = model_files(model)
+    input_problem = checker_problem(Path(ref.path))
+    ran = optimize_report.run_stages(
+        model, manager, opset=settings["opset"], dynamic_batch=settings["dynamic_batch"]
+    )
+    records = [record for _, stage_records in ran for record in stage_records]
+    target = Path(settings["output"]) / ref.name / Path(ref.path).name
+    files = output_files(model, target, external_data=settings["external_data"])
+    _refuse_overwrite(files, inputs)
+    checker = _checked(model, files, input_problem, None)
+    written = _write(files)
+    after = sum(1 for net in model.nets() for _ in net)
+    data = {
+        "rounds": record_data(records),
+        "written": [str(p) for p in written],
+        "checker": {"input": input_problem, "output": checker},
+    }
+    return batch.BatchResult(ref.name, str(ref.path), "ok", 0, before, after, data=data)
+
+
+# -- exec ----------------------------------------------------------------------------------------
+
+
+def exec_onnx(model: Model, feeds: dict[str, Any], outputs: list[str]) -> dict[str, Any]:
+    """``exec`` on an ONNX model: onnxruntime's values of ``outputs`` (default: the graph
+    outputs; any value of the main graph may be named).
+
+    Raises:
+        UsageError: a feed that is not a graph input, an input without a feed, an output the
+            graph never computes.
+        RuntimeFailure: onnxruntime cannot load or run the model.
+    """
+    from graphtools.onnx.runtime import graph_inputs, run_model
+
+    inputs = [spec.name for spec in graph_inputs(model)]
+    known = set(model.predict_net.external_inputs)
+    for name in feeds:
+        if name not in known:
+            raise UsageError(
+                f"--feeds names {name!r}, which is not an input of the model"
+                f"{did_you_mean(name, inputs)}; its inputs are: {', '.join(inputs) or 'none'}"
+            )
+    missing = [name for name in inputs if name not in feeds]
+    if missing:
+        raise UsageError(f"--feeds has no value for the model's inputs {missing}")
+    if outputs:
+        written = model.predict_net.written_names() | set(model.predict_net.external_inputs)
+        for name in outputs:
+            if name not in written:
+                raise UsageError(f"--outputs names {name!r}, which the main graph never computes")
+    return run_model(model, feeds, outputs or None)

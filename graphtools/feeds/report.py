@@ -1,0 +1,84 @@
+"""What ``synthesize`` made and what the model computed on it: the report a verdict on made-up
+data is read with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any
+
+__all__ = ["MadeInput", "SkippedOp", "Synthesis"]
+
+
+@dataclass(frozen=True)
+class MadeInput:
+    """One data input fed to the model and where it came from.
+
+    Attributes:
+        name: the blob, as the net spells it.
+        shape: its shape.
+        dtype: its dtype name.
+        origin: ``given`` (``--shapes`` or fed values), ``guessed`` or ``role`` (made to fit
+            the op that reads it).
+        reason: why this shape and these values, for the report.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    origin: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class SkippedOp:
+    """An op that cannot run here (a ``Load`` from a database that is not beside the file);
+    what reads its outputs gets made-up values instead.
+
+    Attributes:
+        net: ``init_net`` or ``predict_net``.
+        index: the op's position in that net.
+        type: the op's type.
+        outputs: the blobs it would have written.
+        reason: why it cannot run.
+    """
+
+    net: str
+    index: int
+    type: str
+    outputs: tuple[str, ...]
+    reason: str
+
+
+@dataclass
+class Synthesis:
+    """What ``synthesize`` fed the model and what the model computed on it.
+
+    Attributes:
+        feeds: every blob to feed (data inputs and made-up parameters), by name.
+        inputs: the data inputs, in the order they were made.
+        params: the made-up parameters' shapes, by name.
+        placeholders: init_net placeholders a feed replaced, with the fill they came from.
+        skipped_ops: ops that could not run here (their outputs were made up).
+        replaced: init_net blobs that did not fit the op reading them, replaced by made-up
+            parameters, with the reason.
+        outputs: the model's outputs on these feeds, by name.
+        missing_outputs: outputs the model never writes.
+        init_values: what the init_net left in the workspace, by blob (a rewrite that keeps
+            the init_net's ops can reuse it instead of running the init_net again).
+    """
+
+    feeds: dict[str, Any] = field(default_factory=dict)
+    inputs: list[MadeInput] = field(default_factory=list)
+    params: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    placeholders: dict[str, str] = field(default_factory=dict)
+    skipped_ops: list[SkippedOp] = field(default_factory=list)
+    replaced: dict[str, str] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    missing_outputs: list[str] = field(default_factory=list)
+    init_values: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def param_values(self) -> int:
+        """How many values the made-up parameters hold together."""
+        return sum(prod(shape) for shape in self.params.values())

@@ -1,0 +1,310 @@
+"""Running ONNX-dialect models (``graphtools.serde.onnx_io``) on onnxruntime's CPU provider.
+
+``run_model`` runs an IR model as it is now (a pipeline's result included): the model is
+written to bytes, or, when its initializers keep data in external files or it is over
+protobuf's limit, to a temporary folder with those files beside it, and onnxruntime loads that.
+Graph optimizations are off and one thread runs the graph, so the graph runs as written and
+two runs of one model give the same numbers. Values that are not graph outputs can be fetched
+too (they are declared outputs of the copy onnxruntime runs).
+
+``seeded_inputs`` makes the data a model's graph inputs declare (element type and shape): a
+symbolic or unknown dim is taken from ``shapes`` when given, else 1, and said so.
+
+onnxruntime's exceptions never escape: they become ``RuntimeFailure`` (a ``GraphToolsError``)
+naming the model and, when onnxruntime says, the node.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from graphtools._core import ONNX
+from graphtools.errors import GraphToolsError, SerdeError
+from graphtools.feeds import MadeInput
+from graphtools.ir import Model
+from graphtools.serde.atomic import write_files
+from graphtools.serde.onnx_codec import external_tensors, model_to_onnx_bytes
+from graphtools.serde.onnx_io import PROTOBUF_LIMIT, onnx_model_files
+from graphtools.values import ValueType
+
+__all__ = [
+    "MAX_MADE_BYTES",
+    "InputSpec",
+    "RuntimeFailure",
+    "graph_inputs",
+    "numpy_dtype",
+    "quiet_run",
+    "run_model",
+    "runtime_failure",
+    "seeded_inputs",
+]
+
+_NODE_PATTERNS = (
+    re.compile(r"running (?P<type>\w+) node\. Name:'(?P<name>[^']*)'"),
+    re.compile(r"In Node, \(\"(?P<name>[^\"]*)\", (?P<type>[\w.]+),"),
+    re.compile(r"Node \((?P<name>[^)]*)\) Op \((?P<type>[\w.]+)\)"),
+    re.compile(r"node (?P<name>\S+) of type (?P<type>\w+)", re.IGNORECASE),
+)
+_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
+MAX_MADE_BYTES = 2**31
+"""The most data ``seeded_inputs`` makes up for one input (a declared dim can be huge)."""
+
+
+class RuntimeFailure(GraphToolsError):
+    """onnxruntime could not load or run a model.
+
+    Attributes:
+        path: the model's file (``None`` for a model made in memory).
+        node: the node onnxruntime names (its name, else ``None``).
+        op_type: that node's op type, when onnxruntime says.
+        reason: onnxruntime's message, first line, without its status prefix.
+    """
+
+    def __init__(
+        self, path: Path | None, stage: str, reason: str, node: str | None, op_type: str | None
+    ) -> None:
+        self.path = path
+        self.node = node
+        self.op_type = op_type
+        self.reason = reason
+        where = f"{path}: " if path is not None else ""
+        at = ""
+        if node is not None or op_type is not None:
+            at = f" at node {node!r}" if node else " at a node"
+            at += f" ({op_type})" if op_type else ""
+        super().__init__(f"{where}onnxruntime cannot {stage} the model{at}: {reason}")
+
+
+def runtime_failure(exc: BaseException, path: Path | None, stage: str) -> RuntimeFailure:
+    """The ``RuntimeFailure`` of an exception onnxruntime raised while it tried to ``stage``
+    (``load``, ``run``) the model of ``path``."""
+    text = str(exc).strip()
+    node = op_type = None
+    for pattern in _NODE_PATTERNS:
+        found = pattern.search(text)
+        if found is not None:
+            node, op_type = found.group("name") or None, found.group("type")
+            break
+    lines = [line.strip() for line in _PREFIX.sub("", text).splitlines() if line.strip()]
+    reason = " ".join(lines[:3])[:400] or type(exc).__name__
+    return RuntimeFailure(path, stage, reason, node, op_type)
+
+
+_FATAL_ONLY = 4
+"""onnxruntime's log severity that keeps it from writing its errors to stderr itself (they are
+raised as exceptions too, which become one ``error:`` line)."""
+
+
+def quiet_run(ort: Any) -> Any:
+    """``RunOptions`` under which onnxruntime logs nothing but fatal errors."""
+    options = ort.RunOptions()
+    options.log_severity_level = _FATAL_ONLY
+    return options
+
+
+def _onnxruntime() -> Any:
+    try:
+        import onnxruntime
+    except ImportError as exc:
+        raise GraphToolsError(
+            "running ONNX models needs onnxruntime: pip install onnxruntime"
+        ) from exc
+    return onnxruntime
+
+
+def _with_outputs(model: Model, names: Sequence[str]) -> Model:
+    """``model``, or a copy declaring ``names`` as graph outputs too (to fetch them)."""
+    declared = model.predict_net.external_outputs
+    extra = [name for name in names if name not in declared]
+    if not extra:
+        return model
+    copy = model.copy()
+    copy.predict_net.set_external_outputs([*declared, *extra])
+    return copy
+
+
+def run_model(
+    model: Model,
+    feeds: Mapping[str, Any],
+    outputs: Sequence[str] | None = None,
+) -> dict[str, np.ndarray]:
+    """Run an ONNX-dialect ``model`` on ``feeds``; ``{name: value}`` of ``outputs`` (default:
+    the graph outputs; other values of the main graph may be named).
+
+    Feeds the graph does not take are ignored.
+
+    Raises:
+        RuntimeFailure: onnxruntime cannot load the model or fails running it.
+        SerdeError: the model cannot be written for onnxruntime (an external data file
+            cannot be read).
+    """
+    if model.dialect != ONNX:
+        raise GraphToolsError(f"onnxruntime runs ONNX models, not a {model.dialect} model")
+    ort = _onnxruntime()
+    wanted = list(model.predict_net.external_outputs if outputs is None else outputs)
+    runnable = _with_outputs(model, wanted)
+    options = ort.SessionOptions()
+    options.log_severity_level = _FATAL_ONLY  # its errors reach the caller as exceptions
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    with tempfile.TemporaryDirectory(prefix="graphtools-ort-") as folder:
+        source = _source(runnable, Path(folder))
+        try:
+            session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise runtime_failure(exc, model.predict_path, "load") from exc
+        taken = {i.name for i in session.get_inputs()}
+        arrays = {name: np.asarray(value) for name, value in feeds.items() if name in taken}
+        try:
+            values = session.run(wanted, arrays, quiet_run(ort))
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise runtime_failure(exc, model.predict_path, "run") from exc
+    return {name: np.asarray(value) for name, value in zip(wanted, values, strict=True)}
+
+
+def _source(model: Model, folder: Path) -> bytes | str:
+    """What onnxruntime loads: the model's bytes, or the path of a copy written to
+    ``folder`` with its external data beside it."""
+    if not external_tensors(model):
+        data = model_to_onnx_bytes(model)
+        if len(data) <= PROTOBUF_LIMIT:
+            return data
+    path = folder / "model.onnx"
+    external = not external_tensors(model)  # only too big: move the weights out
+    files = onnx_model_files(model, path, external_data=external)
+    for target, _ in files:
+        if not target.resolve().is_relative_to(folder.resolve()):
+            raise SerdeError(target, "external data would be written outside the model's folder")
+    write_files(files)
+    return str(path)
+
+
+# -- inputs ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """A graph input the model needs fed: its declared type (``None`` when undeclared)."""
+
+    name: str
+    type: ValueType | None
+
+
+def graph_inputs(model: Model) -> list[InputSpec]:
+    """The graph inputs that are not initializers (IR 4+ lets an initializer be an input
+    whose value a feed may override: it keeps its value here)."""
+    net = model.predict_net
+    held = net.initializers
+    return [
+        InputSpec(name, net.types.get(name)) for name in net.external_inputs if name not in held
+    ]
+
+
+def numpy_dtype(elem_type: int) -> np.dtype[Any] | None:
+    """The numpy dtype of an ONNX element type (``None`` when numpy has none)."""
+    import onnx
+
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def seeded_inputs(
+    model: Model, shapes: Mapping[str, Sequence[int]], seed: int
+) -> tuple[dict[str, np.ndarray], list[MadeInput]]:
+    """Seeded values for the graph inputs, from their declared types; ``shapes`` gives whole
+    shapes by input name. Floats are standard normal, integers 0 or 1 (safe as indices and
+    sizes), booleans either, strings ``"a"``.
+
+    Raises:
+        GraphToolsError: an input whose type says too little (no element type, an unknown
+            rank without ``shapes``) or is not a tensor.
+    """
+    rng = np.random.default_rng(seed)
+    feeds: dict[str, np.ndarray] = {}
+    made: list[MadeInput] = []
+    for spec in graph_inputs(model):
+        value_type = spec.type
+        if value_type is None or value_type.kind != "tensor":
+            kind = "no declared type" if value_type is None else f"a {value_type.kind} type"
+            raise GraphToolsError(
+                f"input {spec.name!r} has {kind}: values cannot be made up for it; feed "
+                "recorded data instead (--load-outputs)"
+            )
+        dtype = numpy_dtype(value_type.elem_type)
+        if dtype is None or value_type.elem_type == 0:
+            raise GraphToolsError(
+                f"input {spec.name!r} has element type {value_type.elem_type}, which numpy "
+                "cannot hold: values cannot be made up for it"
+            )
+        shape, origin, reason = _shape(spec.name, value_type, shapes)
+        size = math.prod(shape) * max(dtype.itemsize, 1)
+        if size > MAX_MADE_BYTES:
+            raise GraphToolsError(
+                f"input {spec.name!r} would hold {size} bytes ({dtype}[{_dims(shape)}]): too "
+                "much to make up; give a smaller shape with --shapes"
+            )
+        feeds[spec.name] = _values(rng, dtype, shape)
+        made.append(MadeInput(spec.name, shape, str(dtype), origin, reason))
+    return feeds, made
+
+
+def _shape(
+    name: str, value_type: ValueType, shapes: Mapping[str, Sequence[int]]
+) -> tuple[tuple[int, ...], str, str]:
+    if name in shapes:
+        given = tuple(int(d) for d in shapes[name])
+        declared = value_type.shape
+        if declared is not None:
+            if len(declared) != len(given):
+                raise GraphToolsError(
+                    f"--shapes gives input {name!r} {len(given)} dims; the model declares "
+                    f"{len(declared)} ({_dims(declared)})"
+                )
+            for position, (want, got) in enumerate(zip(declared, given, strict=True)):
+                if isinstance(want, int) and want != got:
+                    raise GraphToolsError(
+                        f"--shapes gives input {name!r} size {got} at dim {position}; the "
+                        f"model declares {want} ({_dims(declared)})"
+                    )
+        return given, "given", "--shapes"
+    declared = value_type.shape
+    if declared is None:
+        raise GraphToolsError(
+            f"input {name!r} has no declared shape (unknown rank): give it with --shapes "
+            f"{name}=1x3x224x224"
+        )
+    free = [(i, d) for i, d in enumerate(declared) if not isinstance(d, int) or d < 0]
+    shape = tuple(d if isinstance(d, int) and d >= 0 else 1 for d in declared)
+    if not free:
+        return shape, "declared", "the model's type"
+    said = ", ".join(f"dim {i} ({d!r})" if d else f"dim {i} (unknown)" for i, d in free)
+    return shape, "declared", f"{said} taken as 1; --shapes {name}=... for others"
+
+
+def _dims(shape: Sequence[Any]) -> str:
+    return "x".join("?" if d is None else str(d) for d in shape) or "scalar"
+
+
+def _values(rng: np.random.Generator, dtype: np.dtype[Any], shape: tuple[int, ...]) -> np.ndarray:
+    if dtype.kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    if dtype.kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    if dtype.kind in "iu":
+        return rng.integers(0, 2, size=shape).astype(dtype)
+    if dtype.kind == "b":
+        return rng.random(shape) < 0.5
+    if dtype.kind in "OUS":
+        return np.full(shape, "a", dtype=object)
+    return np.zeros(shape, dtype=dtype)

@@ -1,0 +1,92 @@
+"""``find_sub_net``: the ops a cut keeps, its parameters, and each refusal by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphtools.analysis.subnet import find_sub_net
+from graphtools.errors import SubNetError
+from graphtools.ir import Net, Op
+
+
+def _net() -> Net:
+    return Net(
+        [
+            Op("Conv", ["data", "w", "b"], ["c"]),  # 0
+            Op("Relu", ["c"], ["c"]),  # 1: in place
+            Op("FC", ["c", "w2", "b2"], ["f"]),  # 2
+            Op("Sigmoid", ["f"], ["y"]),  # 3
+            Op("Tanh", ["data"], ["side"]),  # 4: not needed for y
+            Op("Add", ["y", "side"], ["z"]),  # 5
+            Op("Add", ["c", "y"], ["w"]),  # 6
+        ],
+        ["data", "w", "b", "w2", "b2"],
+        ["y", "z"],
+        name="n",
+    )
+
+
+PARAMS = frozenset({"w", "b", "w2", "b2"})
+
+
+def test_a_cut_keeps_what_the_outputs_need_and_their_parameters() -> None:
+    plan = find_sub_net(_net(), ["c"], ["y"], PARAMS)
+    assert (plan.ops, plan.params, plan.input_versions) == ((2, 3), ("w2", "b2"), {"c": 2})
+    plan = find_sub_net(_net(), ["data"], ["y", "z"], PARAMS)
+    assert plan.ops == (0, 1, 2, 3, 4, 5) and plan.params == ("w", "b", "w2", "b2")
+    assert find_sub_net(_net(), ["c", "data"], ["y"], PARAMS).unused_inputs == ("data",)
+
+
+@pytest.mark.parametrize(
+    ("inputs", "outputs", "words"),
+    [
+        (["c"], ["z"], ["output 'z'", "needs 'data'", "add 'data' to the inputs"]),
+        (["nope"], ["y"], ["input 'nope' is not a blob of net n"]),
+        (["c"], ["y", "y"], ["output 'y' is named twice"]),
+        (["c"], [], ["at least one output"]),
+        (["y", "data"], ["w"], ["would run op #0 (Conv) twice", "input 'y'"]),
+    ],
+)
+def test_refusals_name_what_is_wrong(
+    inputs: list[str], outputs: list[str], words: list[str]
+) -> None:
+    with pytest.raises(SubNetError) as caught:
+        find_sub_net(_net(), inputs, outputs, PARAMS)
+    assert all(word in str(caught.value) for word in words), str(caught.value)
+    assert isinstance(caught.value, ValueError)
+
+
+def test_an_input_read_at_two_versions_is_refused() -> None:
+    net = Net(
+        [
+            Op("Sigmoid", ["t"], ["x"]),
+            Op("Mul", ["x", "t"], ["m"]),  # reads x@1
+            Op("Relu", ["x"], ["x"]),
+            Op("Add", ["x", "m"], ["y"]),  # reads x@2
+        ],
+        ["t"],
+        ["y"],
+        name="n",
+    )
+    assert find_sub_net(net, ["x", "t"], ["m"]).input_versions == {"x": 1, "t": 0}
+    with pytest.raises(SubNetError, match=r"input 'x' would stand for two values: op #1 \(Mul\)"):
+        find_sub_net(net, ["x", "t"], ["y"])
+
+
+def test_an_if_needs_what_its_branches_read_before_writing() -> None:
+    then = Net([Op("Relu", ["a"], ["m"]), Op("Add", ["m", "k"], ["out"])], name="then")
+    net = Net(
+        [
+            Op("Sigmoid", ["x"], ["a"]),
+            Op("Tanh", ["x"], ["k"]),
+            Op("If", ["cond"], [], args={"then_net": then}),
+            Op("Copy", ["out"], ["y"]),
+        ],
+        ["x", "cond"],
+        ["y"],
+        name="n",
+    )
+    plan = find_sub_net(net, ["a", "k", "cond"], ["y"])
+    assert plan.ops == (2, 3)  # 'm' is written in the branch before it is read there
+    with pytest.raises(SubNetError, match="needs 'x'"):  # k's producer reads x
+        find_sub_net(net, ["a", "cond"], ["y"])

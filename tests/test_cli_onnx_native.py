@@ -1,0 +1,752 @@
+"""The CLI on ONNX models (issue 18, items 5 and 7): show, ssa, run, verify, diff, draw and exec
+take ``.onnx`` files (told by content too), run rewrites the ONNX graph itself, verify proves
+it with onnxruntime, and hostile files end in one ``error:`` line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, assert_one_error_line, publish_passes, run_cli
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from graphtools.errors import GraphToolsError  # noqa: E402
+from graphtools.ir import Model  # noqa: E402
+from graphtools.onnx.runtime import RuntimeFailure, run_model, seeded_inputs  # noqa: E402
+from graphtools.pass_infra import Pass, PassResult  # noqa: E402
+from graphtools.serde.onnx_io import load_onnx_model  # noqa: E402
+
+TINY = FIXTURES / "models" / "tiny_export"
+
+
+# -- models -------------------------------------------------------------------------------------
+
+
+def _save(model: Any, path: Path, *, external: bool = False) -> Path:
+    if external:
+        onnx.save(
+            model,
+            str(path),
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location=path.name + ".data",
+            size_threshold=0,
+        )
+    else:
+        onnx.save(model, str(path))
+    return path
+
+
+def _mlp(path: Path, *, external: bool = False, identity: bool = True) -> Path:
+    """x[N, 4] -> MatMul -> Identity -> Relu -> y[N, 3], plus an unused initializer."""
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((4, 3), dtype=np.float32), "w"),
+        numpy_helper.from_array(rng.standard_normal((3,), dtype=np.float32), "unused"),
+    ]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm")]
+    if identity:
+        nodes.append(helper.make_node("Identity", ["m"], ["i"], name="id"))
+    nodes.append(helper.make_node("Relu", ["i" if identity else "m"], ["y"], name="relu"))
+    graph = helper.make_graph(
+        nodes,
+        "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+        inits,
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="tests"
+    )
+    model.ir_version = 8
+    return _save(model, path, external=external)
+
+
+def _with_function_and_domain(path: Path) -> Path:
+    """A model calling a model-local function of domain ``local`` and holding an If."""
+    fn = helper.make_function(
+        "local",
+        "Twice",
+        ["a"],
+        ["b"],
+        [helper.make_node("Add", ["a", "a"], ["b"])],
+        [helper.make_opsetid("", 17)],
+    )
+    then_graph = helper.make_graph(
+        [helper.make_node("Neg", ["t"], ["o1"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("o1", TensorProto.FLOAT, [2])],
+    )
+    else_graph = helper.make_graph(
+        [helper.make_node("Identity", ["t"], ["o2"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("o2", TensorProto.FLOAT, [2])],
+    )
+    nodes = [
+        helper.make_node("Twice", ["x"], ["t"], domain="local", name="twice"),
+        helper.make_node("ReduceSum", ["t"], ["s"], keepdims=0),
+        helper.make_node("Greater", ["s", "zero"], ["c"]),
+        helper.make_node("If", ["c"], ["y"], then_branch=then_graph, else_branch=else_graph),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "fn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+        [numpy_helper.from_array(np.array(0.0, dtype=np.float32), "zero")],
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)],
+        functions=[fn],
+    )
+    model.ir_version = 8
+    return _save(model, path)
+
+
+def _same_model(first: Path, second: Path) -> None:
+    """Equal ModelProtos field by field (external data references included) and equal
+    external data files."""
+    a = onnx.load(str(first), load_external_data=False)
+    b = onnx.load(str(second), load_external_data=False)
+    assert a == b
+    for tensor in a.graph.initializer:
+        if tensor.data_location == TensorProto.EXTERNAL:
+            location = {e.key: e.value for e in tensor.external_data}["location"]
+            assert (first.parent / location).read_bytes() == (second.parent / location).read_bytes()
+
+
+# -- show, ssa, diff, draw -----------------------------------------------------------------------
+
+
+def test_show_summarises_an_onnx_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = _with_function_and_domain(tmp_path / "f.onnx")
+    code, out, _ = run_cli(capsys, "show", str(source))
+    assert code == 0
+    assert "IR version 8, opsets: ai.onnx 17, local 1" in out
+    assert "local::Twice" in out  # op of another domain, qualified
+    assert "function local::Twice: 1 nodes" in out
+    assert "nested graph: node %3 (If) then_branch 'then': 1 nodes" in out
+    assert "input   x      FLOAT[2]" in out
+    assert "initializers: 1, 1 values, 4B" in out
+    code, out, _ = run_cli(capsys, "show", str(source), "--json")
+    data = json.loads(out)
+    assert data["op_types"]["local::Twice"] == 1 and data["op_types"]["Neg"] == 1
+    assert data["functions"] == [{"domain": "local", "name": "Twice", "nodes": 1}]
+    assert data["opset_imports"] == {"ai.onnx": 17, "local": 1}
+    assert data["ops"] == 4 and data["ops_with_nested"] == 6
+
+
+def test_show_types_symbolic_dims_and_external_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = _mlp(tmp_path / "m.onnx", external=True)
+    code, out, _ = run_cli(capsys, "show", str(source))
+    assert code == 0
+    assert "FLOAT[N, 4]" in out and "FLOAT[N, 3]" in out
+    assert "initializers: 2, 15 values, 60B, external data in m.onnx.data" in out
+    assert "producer tests" in out
+    code, out, _ = run_cli(capsys, "show", str(source), "--params")
+    assert "w            FLOAT 4x3  m.onnx.data" in out
+    code, out, _ = run_cli(capsys, "show", str(source), "--ops", "1:3")
+    assert out.splitlines() == [
+        "%1 Identity(m@1) -> i@1 name='id'",
+        "%2 Relu(i@1) -> y@1 name='relu'",
+    ]
+    code, out, _ = run_cli(capsys, "show", str(source), "--full")
+    assert out.startswith("model ir_version=8 opsets=ai.onnx:17 producer='tests'\n")
+    assert "  initializer: w FLOAT 4x3 in m.onnx.data" in out
+    assert "  type: x FLOAT[N, 4]" in out
+
+
+def test_an_onnx_model_is_told_by_its_content(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = _mlp(tmp_path / "m.onnx")
+    renamed = tmp_path / "model.pb"
+    shutil.copy(source, renamed)
+    code, out, _ = run_cli(capsys, "show", str(renamed), "--json")
+    assert code == 0 and json.loads(out)["format"] == "onnx"
+    code, out, _ = run_cli(capsys, "ssa", str(renamed), "--json")
+    assert code == 0
+    assert {"blob": "m@1", "written_by": "%0", "read_by": ["%1"]} in json.loads(out)
+    code, _, err = run_cli(capsys, "show", str(renamed), "--init", str(TINY / "init_net.pbtxt"))
+    assert code == 2
+    assert_one_error_line(err, "is an ONNX model")
+
+
+def test_printer_prints_onnx_attributes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    node = helper.make_node(
+        "ConstantOfShape",
+        ["shape"],
+        ["y"],
+        value=numpy_helper.from_array(np.array([1], dtype=np.int64), "value"),
+    )
+    graph = helper.make_graph(
+        [node],
+        "c",
+        [helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = _save(model, tmp_path / "c.onnx")
+    code, out, _ = run_cli(capsys, "show", str(path), "--ops")
+    assert code == 0
+    assert out.strip() == "%0 ConstantOfShape(shape@0) -> y@1 {value=<tensor 'value' INT64 1>}"
+    code, out, _ = run_cli(capsys, "show", str(path), "--full")
+    assert "  type: y INT64[?]" in out
+
+
+def test_diff_and_draw_on_onnx(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = _mlp(tmp_path / "m.onnx")
+    cleaned = tmp_path / "clean" / "clean.onnx"
+    assert run_cli(capsys, "run", str(source), "-o", str(cleaned))[0] == 0
+    code, out, _ = run_cli(capsys, "diff", str(source), str(cleaned))
+    assert code == 1
+    assert "- predict_net %1 Identity -> i" in out
+    assert "- param unused" in out
+    code, out, _ = run_cli(capsys, "diff", str(source), str(source), "--json")
+    assert code == 0 and json.loads(out)["same"] is True
+    code, _, _ = run_cli(capsys, "draw", str(source), "-o", str(tmp_path / "m.dot"))
+    assert code == 0 and "%1 Identity" in (tmp_path / "m.dot").read_text()
+    code, _, _ = run_cli(
+        capsys, "draw", str(source), "--diff", str(cleaned), "-o", str(tmp_path / "d.dot")
+    )
+    assert code == 0 and "removed (red): 1" in (tmp_path / "d.dot").read_text()
+
+
+# -- run ------------------------------------------------------------------------------------------
+
+
+def test_run_rewrites_the_onnx_graph_and_keeps_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    source = _mlp(folder / "m.onnx", external=True)
+    target = tmp_path / "out" / "clean.onnx"
+    code, out, err = run_cli(capsys, "run", str(source), "-o", str(target), "--diff")
+    assert code == 0, err
+    assert f"wrote {target} (opsets ai.onnx 17; IR 8)" in out
+    assert "- predict_net %1 Identity -> i" in out
+    written = onnx.load(str(target), load_external_data=False)
+    assert [n.op_type for n in written.graph.node] == ["MatMul", "Relu"]
+    assert [t.name for t in written.graph.initializer] == ["w"]
+    assert written.opset_import == onnx.load(str(source)).opset_import
+    onnx.checker.check_model(str(target), full_check=True)
+    x = np.random.default_rng(1).standard_normal((2, 4), dtype=np.float32)
+    before, after = load_onnx_model(source), load_onnx_model(target)
+    np.testing.assert_array_equal(run_model(before, {"x": x})["y"], run_model(after, {"x": x})["y"])
+
+
+@pytest.mark.parametrize("external", [False, True])
+def test_run_with_no_pipeline_gives_the_same_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], external: bool
+) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    source = _mlp(folder / "m.onnx", external=external)
+    target = tmp_path / "out" / "m.onnx"
+    assert run_cli(capsys, "run", str(source), "-p", "", "-o", str(target))[0] == 0
+    _same_model(source, target)
+    functions = _with_function_and_domain(folder / "f.onnx")
+    assert run_cli(capsys, "run", str(functions), "-p", "", "-o", str(tmp_path / "out"))[0] == 0
+    _same_model(functions, tmp_path / "out" / "f.onnx")
+
+
+def test_run_never_overwrites_the_input_unless_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = _mlp(tmp_path / "m.onnx", external=True)
+    data = tmp_path / "m.onnx.data"
+    original = data.read_bytes()
+    code, _, err = run_cli(capsys, "run", str(source), "-o", str(source))
+    assert code == 2
+    assert_one_error_line(err, "refusing to overwrite the input")
+    # another file in the same folder would rewrite the input's data file (a tensor is gone)
+    code, _, err = run_cli(capsys, "run", str(source), "-o", str(tmp_path / "other.onnx"))
+    assert code == 2
+    assert_one_error_line(err, "refusing to overwrite", "m.onnx.data", "--in-place")
+    assert data.read_bytes() == original
+    assert not (tmp_path / "other.onnx").exists()
+    # unchanged data may be shared: -p "" writes only the model file
+    assert run_cli(capsys, "run", str(source), "-p", "", "-o", str(tmp_path / "same.onnx"))[0] == 0
+    code, out, _ = run_cli(capsys, "run", str(source), "--in-place")
+    assert code == 0 and f"wrote {source}" in out
+    assert [n.op_type for n in onnx.load(str(source)).graph.node] == ["MatMul", "Relu"]
+    assert data.read_bytes() != original
+
+
+def test_run_options_on_onnx(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = _mlp(tmp_path / "m.onnx")
+    target = tmp_path / "o.onnx"
+    code, out, _ = run_cli(
+        capsys, "run", str(source), "-o", str(target), "--print-after-each", "--time-passes"
+    )
+    assert code == 0
+    assert "// after remove-identity-ops (round 1)" in out
+    assert "time per pass" in out
+    code, out, _ = run_cli(
+        capsys, "run", str(source), "-o", str(tmp_path / "e.onnx"), "--external-data", "--json"
+    )
+    data = json.loads(out)
+    assert (
+        code == 0
+        and data["format"] == "onnx"
+        and data["checker"] == {"input": None, "output": None}
+    )
+    assert data["written"] == [str(tmp_path / "e.onnx")]  # w is under 1 KB: stays inline
+    for flag, argv in {
+        "--text/--binary": ["--text"],
+        "--shapes": ["--shapes", "x=1x4"],
+    }.items():
+        code, _, err = run_cli(capsys, "run", str(source), "-o", str(target), *argv)
+        assert code == 2
+        assert_one_error_line(err, flag, "not for an ONNX model")
+
+
+def test_dynamic_batch_and_opset_on_onnx_are_stages_around_the_pipeline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--opset converts first (convert-opset), --dynamic-batch runs make-dynamic-batch once the
+    pipeline reached its fixpoint (tests/test_make_dynamic_batch.py tests what it makes)."""
+    source = _mlp(tmp_path / "m.onnx")
+    code, out, err = run_cli(
+        capsys,
+        "run",
+        str(source),
+        "-o",
+        str(tmp_path / "o.onnx"),
+        "--dynamic-batch",
+        "--opset",
+        "18",
+        "-v",
+        "-v",
+    )
+    assert code == 0, err
+    rounds = [line.split()[2] for line in out.splitlines() if line.startswith("round ")]
+    assert rounds[0] == "convert-opset:" and rounds[-1] == "make-dynamic-batch:"
+    assert "opsets ai.onnx 18" in out
+
+
+def test_run_a_folder_of_onnx_models_and_pairs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    models = tmp_path / "models"
+    models.mkdir()
+    _mlp(models / "a.onnx", external=True)
+    _mlp(models / "b.onnx")
+    shutil.copytree(TINY, models / "tiny")
+    code, out, err = run_cli(capsys, "run", str(models), "-o", str(tmp_path / "out"), "-j", "2")
+    assert code == 0, out + err
+    assert "3 ok" in out
+    for name in ("a", "b"):
+        written = tmp_path / "out" / name / f"{name}.onnx"
+        assert [n.op_type for n in onnx.load(str(written)).graph.node] == ["MatMul", "Relu"]
+    assert (tmp_path / "out" / "a" / "a.onnx.data").is_file()
+    assert (tmp_path / "out" / "tiny" / "predict_net.pbtxt").is_file()
+
+
+def test_a_pair_run_to_onnx_still_exports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "tiny.onnx"
+    code, out, err = run_cli(capsys, "run", str(TINY), "-o", str(target))
+    assert code == 0, err
+    assert "opset 17" in out
+    onnx.checker.check_model(str(target), full_check=True)
+
+
+# -- the checker ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Retype(Pass):
+    """Turns the first Relu into another op type (a bug a pass could have)."""
+
+    name: ClassVar[str] = "retype-relu"
+    to: str = "Sigmoid"
+
+    def call(self, model: Model) -> PassResult:
+        net = model.predict_net
+        for index, op in enumerate(net):
+            if op.type == "Relu":
+                net.replace_op(index, op.replace(type=self.to))
+                return PassResult(model, True, {})
+        return PassResult(model, False, {})
+
+
+def _publish_retype(monkeypatch: pytest.MonkeyPatch) -> None:
+    publish_passes(
+        monkeypatch, {"Retype": _Retype}, **{"retype-relu": "graphtools_test_plugin:Retype"}
+    )
+
+
+def test_an_output_the_checker_rejects_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _publish_retype(monkeypatch)
+    source = _mlp(tmp_path / "m.onnx")
+    target = tmp_path / "o.onnx"
+    code, _, err = run_cli(
+        capsys, "run", str(source), "-p", "retype-relu{to=NoSuchOp}", "-o", str(target)
+    )
+    assert code == 2
+    assert_one_error_line(err, "fails onnx's checker although the input passed it", "NoSuchOp")
+    assert not target.exists()
+
+
+def test_an_input_the_checker_rejects_is_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = onnx.load(str(_mlp(tmp_path / "m.onnx")))
+    model.graph.node[2].op_type = "NoSuchOp"  # Relu: unknown to the checker, opaque to us
+    source = _save(model, tmp_path / "bad.onnx")
+    code, _, err = run_cli(capsys, "run", str(source), "-o", str(tmp_path / "o.onnx"))
+    assert code == 0
+    assert "warning: onnx's checker rejects" in err and "ran anyway" in err
+    assert "warning: onnx's checker rejects the result too" in err
+    written = onnx.load(str(tmp_path / "o.onnx"))
+    assert [n.op_type for n in written.graph.node] == ["MatMul", "NoSuchOp"]
+
+
+# -- verify and exec ------------------------------------------------------------------------------
+
+
+def test_verify_onnx_with_onnxruntime(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = _mlp(tmp_path / "m.onnx", external=True)
+    code, out, err = run_cli(capsys, "verify", str(source), "-p", "default")
+    assert code == 0, out + err
+    assert "input x: float32[1, 4] (declared: dim 0 ('N') taken as 1" in out
+    assert "pipeline default: outputs equal" in out and "onnxruntime" in out
+    code, out, _ = run_cli(
+        capsys,
+        "verify",
+        str(source),
+        "--shapes",
+        "x=5x4",
+        "--json",
+        "--save-outputs",
+        str(tmp_path / "r.npz"),
+    )
+    data = json.loads(out)
+    assert code == 0 and data["verdict"] == "equal"
+    assert data["inputs"][0]["shape"] == [5, 4]
+    assert data["outputs"][0]["name"] == "y" and data["outputs"][0]["size"] == 15
+    cleaned = tmp_path / "clean" / "clean.onnx"
+    assert run_cli(capsys, "run", str(source), "-o", str(cleaned))[0] == 0
+    code, out, _ = run_cli(
+        capsys, "verify", str(cleaned), "-p", "", "--load-outputs", str(tmp_path / "r.npz")
+    )
+    assert code == 0 and "outputs equal" in out
+    code, _, err = run_cli(capsys, "verify", str(source), "--shapes", "x=5x7")
+    assert code == 2
+    assert_one_error_line(err, "size 7 at dim 1", "declares 4")
+
+
+def test_verify_bisect_names_the_pass_that_changed_the_outputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _publish_retype(monkeypatch)
+    source = _mlp(tmp_path / "m.onnx")
+    code, out, _ = run_cli(capsys, "verify", str(source), "-p", "default,retype-relu", "--bisect")
+    assert code == 1
+    assert "outputs differ" in out
+    assert "first pass that changed the outputs: retype-relu (round 1)" in out
+    code, out, _ = run_cli(
+        capsys, "verify", str(source), "-p", "default,retype-relu", "--bisect", "--json"
+    )
+    assert code == 1 and json.loads(out)["bisect"]["pass"] == "retype-relu"
+
+
+def test_onnxruntime_failures_are_one_error_line_naming_the_node(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "s"], ["y"], name="the_reshape")],
+        "r",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([5, 5], dtype=np.int64), "s")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    source = _save(model, tmp_path / "r.onnx")
+    code, _, err = run_cli(capsys, "verify", str(source), "-p", "")
+    assert code == 2
+    assert_one_error_line(
+        err, str(source), "onnxruntime cannot run the model at node 'the_reshape' (Reshape)"
+    )
+    with pytest.raises(RuntimeFailure) as caught:
+        run_model(load_onnx_model(source), {"x": np.ones((2, 3), np.float32)})
+    assert caught.value.node == "the_reshape" and caught.value.op_type == "Reshape"
+
+
+def test_onnxruntime_writes_nothing_to_stderr_itself(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """onnxruntime logs its errors from C++ straight to file descriptor 2 unless told not to:
+    the one error line must stay one line at the descriptor too."""
+    from graphtools.cli import main
+
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "s"], ["y"], name="the_reshape")],
+        "r",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([5, 5], dtype=np.int64), "s")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    source = _save(model, tmp_path / "r.onnx")
+    assert main(["verify", str(source), "-p", ""]) == 2
+    assert_one_error_line(capfd.readouterr().err, "the_reshape")
+
+
+def test_exec_on_onnx(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = _mlp(tmp_path / "m.onnx")
+    x = np.ones((2, 4), np.float32)
+    np.savez(tmp_path / "f.npz", x=x)
+    code, out, _ = run_cli(
+        capsys,
+        "exec",
+        str(source),
+        "--feeds",
+        str(tmp_path / "f.npz"),
+        "-o",
+        str(tmp_path / "o.npz"),
+        "--outputs",
+        "m,y",
+    )
+    assert code == 0
+    assert "y: float32[2, 3]" in out
+    with np.load(tmp_path / "o.npz") as found:
+        w = numpy_helper.to_array(onnx.load(str(source)).graph.initializer[0])
+        np.testing.assert_allclose(found["m"], x @ w, rtol=1e-6)
+        np.testing.assert_allclose(found["y"], np.maximum(x @ w, 0), rtol=1e-6)
+    np.savez(tmp_path / "bad.npz", z=x)
+    code, _, err = run_cli(
+        capsys,
+        "exec",
+        str(source),
+        "--feeds",
+        str(tmp_path / "bad.npz"),
+        "-o",
+        str(tmp_path / "o.npz"),
+    )
+    assert code == 2
+    assert_one_error_line(err, "--feeds names 'z'")
+
+
+def test_verify_onnx_pair_prints_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    exported = tmp_path / "tiny.onnx"
+    assert run_cli(capsys, "export-onnx", str(TINY), "-o", str(exported))[0] == 0
+    code, out, _ = run_cli(capsys, "verify", "--onnx", str(exported), str(TINY), "--json")
+    assert code == 0 and json.loads(out)["verdict"] == "equal"
+    code, out, _ = run_cli(
+        capsys, "verify", "--onnx", str(exported), str(TINY), "--per-blob", "--json"
+    )
+    data = json.loads(out)
+    assert code == 0 and data["first_divergence"] is None and data["blobs"]
+
+
+# -- hostile files --------------------------------------------------------------------------------
+
+
+def test_external_data_outside_the_folder_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "m"
+    folder.mkdir()
+    source = _mlp(folder / "m.onnx", external=True)
+    model = onnx.load(str(source), load_external_data=False)
+    for entry in model.graph.initializer[0].external_data:
+        if entry.key == "location":
+            entry.value = "../secret.data"
+    (tmp_path / "secret.data").write_bytes(b"\0" * 64)
+    onnx.save(model, str(source))
+    for argv in (
+        ["show", str(source)],
+        ["run", str(source), "-o", str(tmp_path / "o.onnx")],
+        ["verify", str(source)],
+        ["exec", str(source), "--feeds", str(source), "-o", str(tmp_path / "o.npz")],
+    ):
+        code, _, err = run_cli(capsys, *argv)
+        assert code == 2, argv
+        assert_one_error_line(err, "lies outside the model's folder")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"\x08\x07:\x02\x0a", b"\x08" + b"\xff" * 20, b"\x08\x08:\x04\x0a\x02\xff\xfe"],
+    ids=["empty", "truncated", "garbage", "bad-utf8"],
+)
+def test_damaged_onnx_files_are_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], data: bytes
+) -> None:
+    path = tmp_path / "d.onnx"
+    path.write_bytes(data)
+    for command in ("show", "ssa", "verify", "draw"):
+        argv = [command, str(path)] + (["-o", str(tmp_path / "d.dot")] if command == "draw" else [])
+        code, _, err = run_cli(capsys, *argv)
+        assert code == 2, (command, err)
+        assert_one_error_line(err, str(path))
+
+
+def test_seeded_inputs_follow_the_declared_types(tmp_path: Path) -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["ids"], ["y"], to=TensorProto.FLOAT)],
+        "g",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = load_onnx_model(
+        _save(
+            helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+            tmp_path / "g.onnx",
+        )
+    )
+    feeds, made = seeded_inputs(model, {}, seed=0)
+    assert feeds["ids"].dtype == np.int64 and feeds["ids"].shape == (1, 1, 3)
+    assert made[0].reason.startswith("dim 0 ('batch'), dim 1 ('seq') taken as 1")
+    feeds, made = seeded_inputs(model, {"ids": (2, 7, 3)}, seed=0)
+    assert feeds["ids"].shape == (2, 7, 3) and made[0].origin == "given"
+    with pytest.raises(GraphToolsError, match="2 dims; the model declares 3"):
+        seeded_inputs(model, {"ids": (2, 7)}, seed=0)
+    with pytest.raises(GraphToolsError, match="too much to make up"):
+        seeded_inputs(model, {"ids": (2**20, 2**20, 3)}, seed=0)
+
+
+def test_verify_a_folder_of_onnx_models(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    models = tmp_path / "models"
+    models.mkdir()
+    _mlp(models / "a.onnx")
+    _mlp(models / "b.onnx", identity=False)
+    code, out, _ = run_cli(capsys, "verify", str(models), "-j", "2", "-p", "default", "--json")
+    results = json.loads(out)
+    assert code == 0
+    assert [(r["name"], r["verdict"], r["ops_before"], r["ops_after"]) for r in results] == [
+        ("a", "equal", 3, 2),
+        ("b", "equal", 2, 2),
+    ]
+
+
+CHECKER_CRASH = FIXTURES / "onnx" / "checker_crash_layernorm.onnx"
+"""A LayerNormalization node case whose ``axis`` attribute the fuzz campaign mangled: onnx
+1.23's shape inference dies on it with a segmentation fault (found by benchmarks/fuzz_onnx.py)."""
+
+
+def test_a_checker_crash_is_a_verdict_not_the_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphtools.cli import onnx_files
+
+    def crash(source: object) -> None:
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+    monkeypatch.setattr(onnx_files, "_check", crash)
+    assert onnx_files.checker_problem(CHECKER_CRASH) == (
+        "onnx's checker crashed on the model (signal 11)"
+    )
+    monkeypatch.undo()
+    code, _, err = run_cli(capsys, "run", str(CHECKER_CRASH), "-o", str(tmp_path / "o.onnx"))
+    assert code == 0
+    assert "warning: onnx's checker rejects" in err
+    assert (tmp_path / "o.onnx").is_file()
+
+
+def test_export_onnx_refuses_an_onnx_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = _mlp(tmp_path / "m.onnx")
+    code, _, err = run_cli(capsys, "export-onnx", str(source), "-o", str(tmp_path / "o.onnx"))
+    assert code == 2
+    assert_one_error_line(err, "is an ONNX model already")
+
+
+def test_run_outputs_on_onnx_are_typed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A value named by --outputs becomes a typed graph output (the checker requires a type):
+    from shape inference when the model declares none."""
+    source = _mlp(tmp_path / "m.onnx")
+    target = tmp_path / "o" / "m.onnx"
+    code, _, err = run_cli(capsys, "run", str(source), "--outputs", "m,y", "-o", str(target))
+    assert code == 0, err
+    written = onnx.load(str(target))
+    assert [o.name for o in written.graph.output] == ["m", "y"]
+    assert written.graph.output[0].type.tensor_type.elem_type == TensorProto.FLOAT
+    onnx.checker.check_model(written, full_check=True)
+    code, _, err = run_cli(capsys, "run", str(source), "--outputs", "nowhere", "-o", str(target))
+    assert code == 2
+    assert_one_error_line(err, "--outputs names 'nowhere'")
+
+
+def test_a_second_model_does_not_overwrite_the_data_file_of_the_first(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Data files keep their names: two models written from one export into one folder would
+    share ``weights.bin``. The second write, holding other data, is refused."""
+    from onnx_testdata import write_external_model
+
+    source = write_external_model(tmp_path / "in")
+    out = tmp_path / "out"
+    assert run_cli(capsys, "run", str(source), "-p", "", "-o", str(out / "same.onnx"))[0] == 0
+    kept = (out / "weights.bin").read_bytes()
+    code, _, err = run_cli(
+        capsys, "run", str(source), "-p", "remove-unused-params", "-o", str(out / "pruned.onnx")
+    )
+    assert code == 2
+    assert_one_error_line(err, "weights.bin", "external data", "--external-data")
+    assert (out / "weights.bin").read_bytes() == kept
+    assert not (out / "pruned.onnx").exists()
+    code, _, _ = run_cli(
+        capsys,
+        "run",
+        str(source),
+        "-p",
+        "remove-unused-params",
+        "-o",
+        str(out / "pruned.onnx"),
+        "--external-data",
+    )
+    assert code == 0 and (out / "pruned.onnx.data").exists()
+
+
+def test_draw_qualifies_an_op_of_another_domain(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    node = helper.make_node("Twice", ["x"], ["y"], domain="local")
+    twice = helper.make_function(
+        "local",
+        "Twice",
+        ["a"],
+        ["b"],
+        [helper.make_node("Add", ["a", "a"], ["b"])],
+        [helper.make_opsetid("", 17)],
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    model = helper.make_model(
+        graph,
+        functions=[twice],
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)],
+    )
+    path = tmp_path / "f.onnx"
+    onnx.save(model, str(path))
+    code, _, _ = run_cli(capsys, "draw", str(path), "-o", str(tmp_path / "f.dot"))
+    assert code == 0
+    assert "%0 local::Twice" in (tmp_path / "f.dot").read_text()
