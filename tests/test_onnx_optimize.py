@@ -33,7 +33,16 @@ import onnx
 import pytest
 from conftest import REPO, run_cli
 from onnx import TensorProto, helper
-from onnx_check import assert_same_outputs, check, graph_model, normal, run, run_model_bytes
+from onnx_check import (
+    ATOL,
+    RTOL,
+    assert_same_outputs,
+    check,
+    graph_model,
+    normal,
+    run,
+    run_model_bytes,
+)
 from onnx_corpus import CORPUS, CorpusModel, seeded_inputs
 from onnx_peers import node_count
 from onnx_testdata import PackageModel, onnx_package_models, read_data_set
@@ -42,6 +51,7 @@ from graphtools.ir import Model
 from graphtools.pass_infra import ENTRY_POINT_GROUP, Pass, PassManager, PassResult, registry
 from graphtools.passes.fold_constants import FoldConstants
 from graphtools.serde.onnx_io import load_onnx_model, save_onnx_model
+from graphtools.testing import compare_outputs, first_diverging_pass
 
 TABLE = REPO / "fixtures" / "onnx" / "optimize_table.md"
 ONNXSIM_LIMIT = 1536 * 2**20
@@ -315,25 +325,17 @@ def _plug_in(monkeypatch: pytest.MonkeyPatch, cls: type[Pass]) -> None:
 
 
 def _bisect(model: Model, manager: PassManager, feeds: Mapping[str, Any]) -> tuple[str, int] | None:
-    """What ``verify --bisect`` does on an ONNX model: rerun the pipeline pass by pass (named
-    pipelines expanded for the model's dialect) on a copy, onnxruntime after each pass that
-    changed it; the first pass and round after which the outputs differ."""
-    reference = run_model_bytes(model, feeds)
-    current = model.copy()
-    for round_ in range(1, manager.steps + 1):
-        changed = False
-        for item in manager.passes_for(model.dialect):
-            record = PassManager([item], steps=1)(current)[0]
-            if not record.modified:
-                continue
-            changed = True
-            try:
-                assert_same_outputs(reference, run_model_bytes(current, feeds), item.name)
-            except AssertionError:
-                return record.name, round_
-        if not changed:
-            return None
-    return None
+    """What ``verify --bisect`` does on an ONNX model, with onnxruntime's outputs compared
+    at the corpus' tolerances: the first pass and round after which they differ."""
+    reference = dict(enumerate(run_model_bytes(model, feeds)))
+    found = first_diverging_pass(
+        model,
+        manager,
+        lambda current: compare_outputs(
+            reference, dict(enumerate(run_model_bytes(current, feeds))), rtol=RTOL, atol=ATOL
+        ),
+    )
+    return None if found is None else (found.pass_name, found.round)
 
 
 def test_bisect_names_a_broken_fusion_plugged_into_optimize(
