@@ -300,12 +300,7 @@ def _remove(
         return False
     dropped = sum(_present(net[index]) - _present(op) for index, op in defaults.items())
     with net.edit() as edit:
-        for source, name in found.renames:
-            edit.rename(source, name)
-        for output, source in found.rewires:
-            edit.replace_all_uses_with(output, source)
-        for index in found.removed:
-            edit.remove(index)
+        found.apply(edit)
         for index, op in defaults.items():
             edit.set_op(index, op)
     stats["ops_removed"] += len(found.removed)
