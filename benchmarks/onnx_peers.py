@@ -53,6 +53,7 @@ import onnxruntime as ort
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from _common import format_table  # noqa: E402
 from onnx_corpus import CorpusModel, build_corpus, seeded_inputs  # noqa: E402
 
 
@@ -277,18 +278,6 @@ def _short(error: BaseException) -> str:
     return text if len(text) <= 400 else text[:397] + "..."
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
-
-    def line(cells: Sequence[str]) -> str:
-        first = cells[0].ljust(widths[0])
-        rest = (cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True))
-        return "  ".join([first, *rest])
-
-    rule = "  ".join("-" * width for width in widths)
-    return "\n".join([line(headers), rule, *(line(row) for row in rows)])
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     default = Path(tempfile.gettempdir()) / "graphtools-onnx-corpus"
@@ -333,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ]
     )
     print()
-    print(_table(["model", "exporter", "nodes", *(p.name for p in peers)], rows))
+    print(format_table(["model", "exporter", "nodes", *(p.name for p in peers)], rows))
     print()
     print("nodes after each peer (nested bodies included) and its time; '!': outputs differ")
     print("or the result does not run in onnxruntime")
