@@ -27,6 +27,7 @@ Two levels of access:
 from __future__ import annotations
 
 import operator
+from array import array
 from collections import defaultdict
 from collections.abc import Container, Iterable, Sequence
 from itertools import chain, count, repeat
@@ -42,10 +43,17 @@ __all__ = ["SSAView"]
 
 _INPUTS = operator.attrgetter("inputs")
 _LIST_READERS_AFTER = 256
-"""Calls of ``readers`` after which a view answers from Python lists instead of numpy."""
+"""Calls of ``readers`` after which a view answers from ``array.array`` copies, not numpy."""
 _PREFETCH_MIN = 16
 """Names below which ``prefetch_reads`` leaves each name to the per-key index."""
 _OUTPUTS = operator.attrgetter("outputs")
+
+
+def _int_array(values: np.ndarray) -> array[int]:
+    """``values`` (int64) as an ``array.array``: indexing and slicing it costs no numpy call."""
+    found = array("q")
+    found.frombytes(np.ascontiguousarray(values, dtype=np.int64).tobytes())
+    return found
 
 
 def _offsets(counts: np.ndarray) -> np.ndarray:
@@ -299,7 +307,7 @@ class SSAView:
         self._key_name: np.ndarray | None = None
         self._readers: tuple[np.ndarray, np.ndarray] | None = None
         self._reader_calls = 0
-        self._reader_lists: tuple[list[int], list[int], list[int], list[int]] | None = None
+        self._reader_lists: tuple[array[int], array[int], array[int], array[int]] | None = None
         self._read_cache: dict[str, list[tuple[int, int]]] = {}
         self._write_order: tuple[np.ndarray, np.ndarray] | None = None
         self._ssa: list[OpSSA] | None = None
@@ -566,7 +574,8 @@ class SSAView:
         """``(op index, input position)`` of every read of ``key``, in op and position order.
 
         The first calls slice numpy arrays; a pass asking about many keys (a rewire per
-        removed identity) gets Python lists made once, where a call costs no numpy call."""
+        removed identity) gets ``array.array`` copies made once (8 bytes a value, as numpy),
+        where a call costs no numpy call."""
         fast = self._reader_lists
         if fast is None:
             self._reader_calls += 1
@@ -576,10 +585,10 @@ class SSAView:
             assert self._readers is not None
             bounds, order = self._readers
             fast = self._reader_lists = (
-                bounds.tolist(),
-                order.tolist(),
-                self._in_op.tolist(),
-                self.in_ptr,
+                _int_array(bounds),
+                _int_array(order),
+                _int_array(self._in_op),
+                _int_array(self._in_ptr),
             )
         bounds_list, order_list, in_op, in_ptr = fast
         found = []

@@ -71,7 +71,7 @@ class OpTable(ABC):
             values.update(zip(op.outputs, results, strict=False))
         return {name: values[name] for name in wanted}
 
-    def infer_types(self, model: Model) -> dict[str, ValueType]:
+    def infer_types(self, model: Model) -> Mapping[str, ValueType]:
         """The types (dtype, static or symbolic shape) the dialect's inference gives the
         predict_net's values; empty when the table has no inference."""
         return {}
@@ -81,7 +81,7 @@ class OpTable(ABC):
         why); a dialect without one has nothing to add to ``graphtools.verify``."""
         del model
 
-    def infer_all_types(self, model: Model) -> dict[str, ValueType]:
+    def infer_all_types(self, model: Model) -> Mapping[str, ValueType]:
         """``infer_types`` for the values of every net of the model, nested nets included
         (an ONNX model's value names are unique across its graphs)."""
         return self.infer_types(model)

@@ -20,7 +20,12 @@ from graphtools.errors import GraphToolsError, PassError, PipelineSpecError
 from graphtools.ir import Model
 from graphtools.pass_infra.base import CheckFailure, Pass, run_checked
 from graphtools.pass_infra.registry import available_passes
-from graphtools.pass_infra.spec import expand_default, parse_pipeline, pass_spec
+from graphtools.pass_infra.spec import (
+    DefaultPipeline,
+    expand_default,
+    parse_pipeline,
+    pass_spec,
+)
 from graphtools.verify import Finding, verify
 
 __all__ = ["DEFAULT_STEPS", "PassManager", "PassRecord"]
@@ -118,7 +123,8 @@ class PassManager:
         ``float``, ``bool`` (``true``/``false``/``1``/``0``), ``str``, and ``tuple[str, ...]``
         written ``a;b;c``. Double-quote a value to include ``,{}=`` (``\\`` escapes ``"``).
         The name ``default`` may appear among others: it is the default pipeline of the
-        dialect of the model the manager runs on (``DEFAULT_PIPELINES``).
+        dialect of the model the manager runs on (``DEFAULT_PIPELINES``), and so may
+        ``optimize`` (``OPTIMIZE_PIPELINES``).
         """
         return cls(parse_pipeline(spec, available_passes()), steps=steps)
 
@@ -148,7 +154,7 @@ class PassManager:
                 if segment[0].changes_dialect:
                     records.append(self._convert(segment[0], model, records))
                     continue
-                self._active = tuple(expand_default(segment, model.dialect, available_passes()))
+                self._active = _expanded(segment, model.dialect)
                 self._run(model, records)
         return records
 
@@ -157,7 +163,7 @@ class PassManager:
 
     def passes_for(self, dialect: str) -> tuple[Pass, ...]:
         """The passes this manager runs on a model of ``dialect`` (``default`` expanded)."""
-        return tuple(expand_default(self.passes, dialect, available_passes()))
+        return _expanded(self.passes, dialect)
 
     def _convert(self, item: Pass, model: Model, records: list[PassRecord]) -> PassRecord:
         """Run a pass that changes the model's dialect once, checked and verified (a finding
@@ -334,6 +340,13 @@ _RanAt = tuple[tuple[int, ...], object, object]
 
 def _ran_at(model: Model) -> _RanAt:
     return (model.revision, model.predict_net, model.init_net)
+
+
+def _expanded(passes: tuple[Pass, ...], dialect: str) -> tuple[Pass, ...]:
+    """``passes`` with ``default`` and ``optimize`` expanded for ``dialect``."""
+    if not any(isinstance(item, DefaultPipeline) for item in passes):
+        return passes  # nothing to expand: no need to look the passes up
+    return tuple(expand_default(passes, dialect, available_passes()))
 
 
 def _segments(passes: Sequence[Pass]) -> list[tuple[Pass, ...]]:
