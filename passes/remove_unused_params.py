@@ -42,13 +42,10 @@ def unused_params(model: Model) -> list[str]:
         nested_reads.update(access.reads)
     view = net.ssa()
     outputs = {name for name, version in view.external_outputs if version == 0}
-    found: dict[str, None] = {}
     params = [name for op in init for name in op.outputs] if init is not None else []
-    for name in (*params, *net.initializers):
-        if name in outputs or name in nested_reads or net.uses((name, 0)):
-            continue
-        found[name] = None
-    return list(found)
+    candidates = [*params, *net.initializers]
+    used = outputs.union(nested_reads, view.initially_read(candidates))
+    return list(dict.fromkeys(name for name in candidates if name not in used))
 
 
 def _removable_init_ops(init: Net, unused: set[str]) -> list[int]:
