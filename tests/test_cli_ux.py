@@ -264,6 +264,13 @@ def test_show_of_a_pair_imports_neither_onnx_nor_the_executor_nor_the_passes() -
     assert sorted(m for m in loaded if m.startswith(unused)) == []
 
 
+def test_run_of_a_pair_imports_neither_onnx_nor_the_executor(tmp_path: Path) -> None:
+    loaded = _imported_by("-q", "run", str(TINY), "-o", str(tmp_path / "out"))
+    assert _heavy(loaded, "onnx", "onnxruntime") == []
+    unused = ("graphtools.executor", "graphtools.testing", "graphtools.serde.onnx_codec")
+    assert sorted(m for m in loaded if m.startswith(unused)) == []
+
+
 def test_the_grammars_steps_default_is_the_managers() -> None:
     from graphtools.cli.grammar import DEFAULT_STEPS
     from graphtools.pass_infra import DEFAULT_STEPS as MANAGER_STEPS

@@ -40,7 +40,6 @@ from graphtools.cli.onnx_run import (
     run_onnx_model,
 )
 from graphtools.errors import SerdeError
-from graphtools.executor import Int8Tensor, run_model
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager, PassRecord
 from graphtools.passes.infer_devices import InferDevices, parse_input_devices
@@ -296,6 +295,8 @@ def _cmd_exec(options: argparse.Namespace) -> int:
     inputs = (feeds_path, model.predict_path, model.init_path)
     if out_path.resolve() in {p.resolve() for p in inputs if p is not None}:
         raise UsageError(f"refusing to overwrite the input {out_path}; name another -o file")
+    from graphtools.executor import Int8Tensor, run_model  # exec alone runs it: run does not
+
     feeds = _feeds(load_npz(feeds_path, "feeds"))
     if onnx:
         results = exec_onnx(model, feeds, outputs)
