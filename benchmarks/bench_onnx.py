@@ -1,4 +1,4 @@
-"""ONNX benchmark: load + default pipeline + save, against protobuf and against onnx-ir.
+"""ONNX benchmark: load + a pipeline + save, against protobuf and against onnx-ir.
 
 For each size (default 10^5 and 10^6 nodes) a synthetic model (``synth_onnx.py``: one weight
 initializer per node or nearly, exporters' attributes and names, identities, dead ends) is
@@ -7,8 +7,9 @@ timings start after the imports):
 
 * ``pb``: ``onnx.load`` + ``SerializeToString`` of the file (the floor any tool reading and
   writing the file pays);
-* ``graphtools``: ``load_onnx_model`` + ``PassManager.parse("default")`` (the manager's verify
-  and checks included) + ``save_onnx_model``, with its parts, and as a ratio to ``pb``;
+* ``graphtools``: ``load_onnx_model`` + ``PassManager.parse(PIPELINE)`` (``--pipeline``,
+  ``default`` unless told: ``--pipeline optimize`` times the ONNX optimisation; the manager's
+  verify and checks included) + ``save_onnx_model``, with its parts, and as a ratio to ``pb``;
 * ``onnx-ir``: ``onnx_ir.load`` + ``RemoveUnusedNodesPass`` + ``onnx_ir.save``, the peer users
   pick for this job, and its ratio to ``pb``.
 
@@ -16,6 +17,7 @@ Every size keeps the fastest of ``--repeats`` runs; then the growth t(largest) /
 
     python benchmarks/bench_onnx.py
     python benchmarks/bench_onnx.py --sizes 10000,100000 --repeats 1
+    python benchmarks/bench_onnx.py --pipeline optimize --no-peer
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from synth_onnx import make_synthetic_onnx, write_model  # noqa: E402
 MODES = ("pb", "graphtools", "onnx-ir")
 
 
-def _child(mode: str, source: Path, target: Path) -> dict[str, Any]:
+def _child(mode: str, source: Path, target: Path, pipeline: str = "default") -> dict[str, Any]:
     """Time one mode on ``source`` in this (fresh) process; parts in seconds."""
     if mode == "pb":
         import onnx
@@ -53,7 +55,7 @@ def _child(mode: str, source: Path, target: Path) -> dict[str, Any]:
         from graphtools.pass_infra import PassManager
         from graphtools.serde.onnx_io import load_onnx_model, save_onnx_model
 
-        manager = PassManager.parse("default")
+        manager = PassManager.parse(pipeline)
         start = time.perf_counter()
         loaded = load_onnx_model(source)
         after_load = time.perf_counter()
@@ -82,9 +84,18 @@ def _child(mode: str, source: Path, target: Path) -> dict[str, Any]:
     return {"total": time.perf_counter() - start, "nodes": len(model_ir.graph)}
 
 
-def _run(mode: str, source: Path, target: Path) -> dict[str, Any]:
+def _run(mode: str, source: Path, target: Path, pipeline: str) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, __file__, "--child", mode, str(source), str(target)],
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            mode,
+            "--pipeline",
+            pipeline,
+            str(source),
+            str(target),
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -94,8 +105,8 @@ def _run(mode: str, source: Path, target: Path) -> dict[str, Any]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def _best(mode: str, source: Path, target: Path, repeats: int) -> dict[str, Any]:
-    runs = [_run(mode, source, target) for _ in range(repeats)]
+def _best(mode: str, source: Path, target: Path, repeats: int, pipeline: str) -> dict[str, Any]:
+    runs = [_run(mode, source, target, pipeline) for _ in range(repeats)]
     return min(runs, key=lambda parts: parts["total"])
 
 
@@ -105,11 +116,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sizes", default="100000,1000000", help="comma-separated node counts")
     parser.add_argument("--repeats", type=int, default=3, help="fresh-process runs per size")
     parser.add_argument("--no-peer", action="store_true", help="skip onnx-ir")
+    parser.add_argument(
+        "--pipeline",
+        default="default",
+        help="the pipeline graphtools runs (default: %(default)s; e.g. optimize)",
+    )
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     parser.add_argument("files", nargs="*", type=Path, help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.child:
-        print(json.dumps(_child(options.child, *options.files)))
+        print(json.dumps(_child(options.child, *options.files, pipeline=options.pipeline)))
         return
     sizes = [int(s) for s in options.sizes.split(",")]
     modes = [m for m in MODES if not (options.no_peer and m == "onnx-ir")]
@@ -125,7 +141,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                 flush=True,
             )
             results[size] = {
-                mode: _best(mode, source, Path(tmp) / f"out_{mode}_{size}.onnx", options.repeats)
+                mode: _best(
+                    mode,
+                    source,
+                    Path(tmp) / f"out_{mode}_{size}.onnx",
+                    options.repeats,
+                    options.pipeline,
+                )
                 for mode in modes
             }
             row = results[size]
@@ -137,8 +159,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             )
     print()
     print(
-        f"Load + default pipeline + save, best of {options.repeats} fresh processes; ratios to"
-        " pb (onnx.load + SerializeToString) in the same run"
+        f"Load + pipeline {options.pipeline!r} + save, best of {options.repeats} fresh "
+        "processes; ratios to pb (onnx.load + SerializeToString) in the same run"
     )
     header = ["nodes", "pb", "graphtools", "ratio", "load", "pipeline", "save", "nodes after"]
     if "onnx-ir" in modes:

@@ -46,6 +46,12 @@ from graphtools.proto import caffe2_pb2
 from graphtools.serde import load_model, load_model_dir, parse_netdef, save_model
 from graphtools.verify import verify
 
+BENCH_DIR = Path(__file__).resolve().parent
+if str(BENCH_DIR) not in sys.path:
+    sys.path.insert(0, str(BENCH_DIR))
+
+from byte_mutations import BYTE_MUTATIONS, flip  # noqa: E402
+
 REAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures-real"
 
 SOURCES: tuple[tuple[str, str | None], ...] = (
@@ -99,34 +105,6 @@ def _is_text(data: bytes) -> bool:
     return bool(data) and parse_netdef(data, allow_empty=True)[1]
 
 
-def _flip(rng: random.Random, data: bytes) -> bytes:
-    out = bytearray(data)
-    for _ in range(rng.randint(1, 4)):
-        if out:
-            out[rng.randrange(len(out))] = rng.randrange(256)
-    return bytes(out)
-
-
-def _truncate(rng: random.Random, data: bytes) -> bytes:
-    return data[: rng.randrange(max(1, len(data)))]
-
-
-def _splice(rng: random.Random, data: bytes) -> bytes:
-    if len(data) < 4:
-        return data + data
-    a = rng.randrange(len(data))
-    b = min(len(data), a + rng.randint(1, 64))
-    at = rng.randrange(len(data))
-    return data[:at] + data[a:b] + data[at:]
-
-
-def _delete(rng: random.Random, data: bytes) -> bytes:
-    if len(data) < 4:
-        return b""
-    a = rng.randrange(len(data))
-    return data[:a] + data[min(len(data), a + rng.randint(1, 32)) :]
-
-
 def _strings_of(net: caffe2_pb2.NetDef) -> Iterator[str]:
     yield from (net.name, net.type)
     yield from net.external_input
@@ -145,11 +123,11 @@ def _bad_string(rng: random.Random, data: bytes, net: caffe2_pb2.NetDef) -> byte
     """One occurrence of one of the net's strings made invalid UTF-8, same length."""
     names = sorted({s for s in _strings_of(net) if s and isinstance(s, str)})
     if not names:
-        return _flip(rng, data)
+        return flip(rng, data)
     name = rng.choice(names).encode()
     starts = [i for i in range(len(data)) if data.startswith(name, i)][:200]
     if not starts:
-        return _flip(rng, data)
+        return flip(rng, data)
     at = rng.choice(starts) + rng.randrange(len(name))
     bad = rng.choice(_BAD_UTF8)[:1]
     return data[:at] + bad + data[at + 1 :]
@@ -355,9 +333,7 @@ def make_mutants(
             how, changed = _text_mutation(rng, data.decode())
             out = changed.encode()
         else:
-            how, fn = rng.choice(
-                (("flip", _flip), ("truncate", _truncate), ("splice", _splice), ("delete", _delete))
-            )
+            how, fn = rng.choice(BYTE_MUTATIONS)
             out = fn(rng, data)
         yield Mutant(source, which, how, out)
 

@@ -53,6 +53,12 @@ from graphtools.serde.onnx_codec import model_from_onnx_bytes, model_to_onnx_byt
 from graphtools.serde.onnx_io import load_onnx_model
 from graphtools.verify import verify
 
+BENCH_DIR = Path(__file__).resolve().parent
+if str(BENCH_DIR) not in sys.path:
+    sys.path.insert(0, str(BENCH_DIR))
+
+from byte_mutations import BYTE_MUTATIONS, flip, truncate  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 _BAD_UTF8 = (b"\xff", b"\xfe", b"\xc0", b"\xed", b"\x80")
 
@@ -88,34 +94,6 @@ class Outcome:
 # -- mutations --------------------------------------------------------------------------------
 
 
-def _flip(rng: random.Random, data: bytes) -> bytes:
-    out = bytearray(data)
-    for _ in range(rng.randint(1, 4)):
-        if out:
-            out[rng.randrange(len(out))] = rng.randrange(256)
-    return bytes(out)
-
-
-def _truncate(rng: random.Random, data: bytes) -> bytes:
-    return data[: rng.randrange(max(1, len(data)))]
-
-
-def _splice(rng: random.Random, data: bytes) -> bytes:
-    if len(data) < 4:
-        return data + data
-    a = rng.randrange(len(data))
-    b = min(len(data), a + rng.randint(1, 64))
-    at = rng.randrange(len(data))
-    return data[:at] + data[a:b] + data[at:]
-
-
-def _delete(rng: random.Random, data: bytes) -> bytes:
-    if len(data) < 4:
-        return b""
-    a = rng.randrange(len(data))
-    return data[:a] + data[min(len(data), a + rng.randint(1, 32)) :]
-
-
 def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
     yield graph
     for node in graph.node:
@@ -143,7 +121,7 @@ def _bad_string(rng: random.Random, data: bytes, model: onnx.ModelProto) -> byte
     """One occurrence of one of the model's strings made invalid UTF-8, same length."""
     names = _names(model)
     if not names:
-        return _flip(rng, data)
+        return flip(rng, data)
     name = rng.choice(names).encode()
     starts: list[int] = []
     at = data.find(name)
@@ -151,7 +129,7 @@ def _bad_string(rng: random.Random, data: bytes, model: onnx.ModelProto) -> byte
         starts.append(at)
         at = data.find(name, at + 1)
     if not starts:
-        return _flip(rng, data)
+        return flip(rng, data)
     at = rng.choice(starts) + rng.randrange(len(name))
     return data[:at] + rng.choice(_BAD_UTF8) + data[at + 1 :]
 
@@ -358,12 +336,10 @@ def make_mutants(sources: Sequence[Source], count: int, seed: int) -> Iterator[M
         elif family < 8 and external:
             how = "external-bytes"
             name, content = external[0]
-            external = ((name, _truncate(rng, content)), *external[1:])
+            external = ((name, truncate(rng, content)), *external[1:])
             data = source.data
         else:
-            how, fn = rng.choice(
-                (("flip", _flip), ("truncate", _truncate), ("splice", _splice), ("delete", _delete))
-            )
+            how, fn = rng.choice(BYTE_MUTATIONS)
             data = fn(rng, source.data)
         yield Mutant(index, how, data, external)
 

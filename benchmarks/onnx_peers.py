@@ -7,6 +7,8 @@ root, with the ``torch`` extra (to export the corpus) and the ``peers`` extra (t
 For every model of ``tests/onnx_corpus.py`` (exported into ``--corpus``, cached there by content
 key) it runs, each on its own copy of the loaded model and timed around that call alone:
 
+* ``graphtools``: ``-p optimize`` on the model's bytes (the IR built from them and written back
+  to protobuf, as onnx-ir's column does);
 * ``onnxsim``: ``onnxsim.simplify(model)`` with its defaults;
 * ``onnx-ir``: onnx-ir's cleanup passes from ``onnx_ir.passes.common`` (lift small constants to
   initializers, identity elimination, common subexpressions, duplicate initializers, unused
@@ -51,6 +53,7 @@ import onnxruntime as ort
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from _common import format_table  # noqa: E402
 from onnx_corpus import CorpusModel, build_corpus, seeded_inputs  # noqa: E402
 
 
@@ -145,7 +148,22 @@ def _graphsurgeon() -> Optimiser:
     return run
 
 
+def _graphtools() -> Optimiser:
+    from graphtools.pass_infra import PassManager
+    from graphtools.serde.onnx_codec import model_from_onnx_bytes, model_to_onnx_bytes
+
+    manager = PassManager.parse("optimize")
+
+    def run(model: onnx.ModelProto) -> onnx.ModelProto:
+        loaded = model_from_onnx_bytes(model.SerializeToString())
+        manager(loaded)
+        return onnx.ModelProto.FromString(model_to_onnx_bytes(loaded))
+
+    return run
+
+
 PEERS: tuple[tuple[str, tuple[str, ...], Callable[[], Optimiser]], ...] = (
+    ("graphtools", ("graphtools-caffe2",), _graphtools),
     ("onnxsim", ("onnxsim",), _onnxsim),
     ("onnx-ir", ("onnx-ir",), _onnx_ir),
     ("onnxscript", ("onnxscript",), _onnxscript),
@@ -260,18 +278,6 @@ def _short(error: BaseException) -> str:
     return text if len(text) <= 400 else text[:397] + "..."
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
-
-    def line(cells: Sequence[str]) -> str:
-        first = cells[0].ljust(widths[0])
-        rest = (cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True))
-        return "  ".join([first, *rest])
-
-    rule = "  ".join("-" * width for width in widths)
-    return "\n".join([line(headers), rule, *(line(row) for row in rows)])
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     default = Path(tempfile.gettempdir()) / "graphtools-onnx-corpus"
@@ -316,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ]
     )
     print()
-    print(_table(["model", "exporter", "nodes", *(p.name for p in peers)], rows))
+    print(format_table(["model", "exporter", "nodes", *(p.name for p in peers)], rows))
     print()
     print("nodes after each peer (nested bodies included) and its time; '!': outputs differ")
     print("or the result does not run in onnxruntime")

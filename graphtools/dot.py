@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from graphtools._core import ONNX
 from graphtools.analysis.model_diff import NetDiff, OpRef, diff_nets
 from graphtools.ir import Model, Net, Op
 from graphtools.printer import format_device
@@ -97,7 +98,8 @@ def _net(
             fill, style = _REMOVED, "filled,dashed"
         elif index in changed:
             fill = _CHANGED
-        label = f"%{index} {op.type}"
+        domain = op.domain if net.dialect == ONNX and op.domain not in (None, "", "ai.onnx") else ""
+        label = f"%{index} {domain + '::' if domain else ''}{op.type}"
         if op.name:
             label += f"\n{op.name}"
         writer.lines.append(

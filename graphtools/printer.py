@@ -204,6 +204,12 @@ def qualified_type(op: Op) -> str:
     return op.type if domain in _DEFAULT_DOMAINS else f"{domain}::{op.type}"
 
 
+def _versioned(blob: tuple[str, int]) -> str:
+    """``name@version``; the empty name (an optional input or output left out) as ``-``."""
+    name, version = blob
+    return f"{name}@{version}" if name else "-"
+
+
 def format_op(
     op: Op,
     index: int,
@@ -217,8 +223,8 @@ def format_op(
 
     ``full`` and ``max_chars`` apply to argument values (see ``format_arg_value``).
     """
-    in_text = ", ".join(f"{n}@{v}" for n, v in ins) if ins is not None else ", ".join(op.inputs)
-    out_text = ", ".join(f"{n}@{v}" for n, v in outs) if outs is not None else ", ".join(op.outputs)
+    in_text = ", ".join(map(_versioned, ins)) if ins is not None else ", ".join(op.inputs)
+    out_text = ", ".join(map(_versioned, outs)) if outs is not None else ", ".join(op.outputs)
     line = f"%{index} {qualified_type(op)}({in_text}) -> {out_text or '()'}"
     args = sorted(op.args, key=lambda a: a.name or "")
     if args:
@@ -321,7 +327,10 @@ def print_ssa_table(net: Net) -> str:
     view = net.ssa()
     producers = view.producers
     consumers = view.consumers
-    blobs = sorted(set(producers) | set(consumers) | set(view.external_inputs))
+    # the empty name is no value (an optional input left out): not a blob
+    blobs = sorted(
+        blob for blob in set(producers) | set(consumers) | set(view.external_inputs) if blob[0]
+    )
     rows = ["blob@version  written by  read by"]
     for name, version in blobs:
         writer = producers.get((name, version))

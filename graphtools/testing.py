@@ -9,7 +9,7 @@ nets shipped without their weights, ``random_params`` makes a consistent set of 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from math import prod
 from typing import Any
@@ -34,6 +34,7 @@ __all__ = [
     "check_gradients",
     "compare_models",
     "compare_outputs",
+    "first_diverging_pass",
     "format_diffs",
     "make_feeds",
     "model_inputs",
@@ -365,22 +366,37 @@ def bisect_pipeline(
     seed: int = 0,
 ) -> BisectResult | None:
     """Rerun ``manager``'s pipeline pass by pass on a copy of ``model`` and name the first pass
-    after which the outputs differ from the original's; ``None`` when none does.
-
-    Passes run in the manager's order, round after round to its fixpoint, each under the same
-    checks as in the manager; outputs are recomputed only after a pass that modified the model.
-    """
+    after which the executor's outputs differ from the original's; ``None`` when none does."""
     reference = run_model(model, _feeds_for(model, feeds), seed=seed)
+    return first_diverging_pass(
+        model,
+        manager,
+        lambda current: compare_outputs(
+            reference, _run_matched(model, current, feeds, seed), rtol=rtol, atol=atol
+        ),
+    )
+
+
+def first_diverging_pass(
+    model: Model, manager: PassManager, compare: Callable[[Model], list[OutputDiff]]
+) -> BisectResult | None:
+    """The first pass of ``manager``'s pipeline after which ``compare`` (the model as it is
+    then, against the original's outputs) finds a difference; ``None`` when none does.
+
+    Passes run on a copy of ``model`` in the manager's order (named pipelines expanded for
+    its dialect), round after round to the fixpoint, each under the same checks as in the
+    manager; ``compare`` runs only after a pass that modified the model. The bisection
+    of ``verify`` for both dialects: only how outputs are computed differs.
+    """
     current = model.copy()
     for round_ in range(1, manager.steps + 1):
         changed = False
-        for item in manager.passes:
+        for item in manager.passes_for(model.dialect):
             record = PassManager([item], steps=1)(current)[0]
             if not record.modified:
                 continue
             changed = True
-            outputs = _run_matched(model, current, feeds, seed)
-            diffs = compare_outputs(reference, outputs, rtol=rtol, atol=atol)
+            diffs = compare(current)
             if not all(d.ok for d in diffs):
                 return BisectResult(record.name, round_, diffs)
         if not changed:

@@ -1,12 +1,21 @@
 """Fold constants into params, keeping a dynamic batch dimension dynamic.
 
-ONNX models: every op the model's op table may fold (a known, deterministic op) whose inputs are
-all constants (initializers, outputs of ops folded with it, ``Shape``/``Size`` of a value whose
-shape is static) is evaluated by onnxruntime (``onnx.reference`` where it lacks a kernel), the
-whole constant sub-graph in one run; the values the rest of the graph reads become initializers
-and the ops go. A value bigger than ``max_bytes`` and than the constants it was computed from
-(a ``ConstantOfShape`` or ``Expand`` blowing a scalar up) is not folded, so a fold never makes
-the file bigger; graph outputs stay computed. Caffe2 models:
+ONNX models, every graph (control-flow bodies too, which also read the initializers of the
+graphs enclosing them): every op the model's op table may fold (a known, deterministic op,
+``Constant``, ``ConstantOfShape`` and ``Shape``/``Size`` included) whose inputs are all constants
+is evaluated by onnxruntime (``onnx.reference`` where it lacks a kernel), the whole constant
+sub-graph in one run; the values the rest of the graph reads become initializers and the ops
+go, with the ops left without readers. Constants are initializers, outputs of ops folded with
+them, and in the main graph the shape values ONNX shape inference with data propagation knows
+entirely: ``Shape``/``Size`` of static dims, and the arithmetic chains on them (``Gather`` of
+the static dim 1 of an ``N x 3 x H x W`` input is ``3``). A Reshape target it knows but for one
+dim becomes a constant with ``-1`` there, and a dim it knows to be the input's own dim at the
+same position (the dynamic batch of ``x.view(x.size(0), -1)``) becomes ``0``, so a dynamic
+batch stays dynamic (onnxsim#526); ``allowzero`` goes when the target holds no other zero. A
+value bigger than ``max_bytes`` and than the constants it was computed from (a
+``ConstantOfShape`` or ``Expand`` blowing a scalar up) is not folded, so a fold never makes the
+file bigger by more than that; graph outputs stay computed, and so do values that are no
+tensors (sequences). Caffe2 models:
 
 Exporters compute shapes at run time: ``x.view(x.size(0), -1)`` becomes
 ``Shape -> Gather -> Unsqueeze -> Concat -> Reshape``. Two rewrites remove such chains:
@@ -39,18 +48,23 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 
 from graphtools._core import ONNX
 from graphtools.analysis.constants import constant_ops, needed_outputs
+from graphtools.analysis.scopes import NameSource, Scope, model_names, scopes
 from graphtools.dialects import OpTable, op_table
+from graphtools.errors import UnsupportedOpError
 from graphtools.ir import Model, Net, Op
 from graphtools.nested import nested_accesses
 from graphtools.pass_infra import Pass, PassResult, register_pass
 from graphtools.ssa import VersionedBlob
-from graphtools.values import ArrayTensor, ValueType
+from graphtools.values import ArrayTensor, Tensor, ValueType
+
+if TYPE_CHECKING:
+    from graphtools.dialects.onnx import OnnxOpTable
 
 __all__ = ["FoldConstants"]
 
@@ -346,7 +360,7 @@ class FoldConstants(Pass):
     def call(self, model: Model) -> PassResult:
         """Plan on the nets as they are, then apply it in one edit per net."""
         if model.dialect == ONNX:
-            return _fold_onnx(model, op_table(model), self.max_bytes)
+            return _fold_onnx(model, cast("OnnxOpTable", op_table(model)), self.max_bytes)
         folder = _Folder(model)
         folder.fold_constant_ops()
         folded = len(folder.plan.removed)
@@ -389,101 +403,320 @@ class FoldConstants(Pass):
         return PassResult(model, True, stats)
 
 
-def _fold_onnx(model: Model, table: OpTable, max_bytes: int) -> PassResult:
-    """The ONNX folding of ``FoldConstants`` (module docstring), in one edit."""
-    net = model.predict_net
+_SHAPE_ELEM_TYPES = {6: np.int32, 7: np.int64}
+"""ONNX element types of the integer tensors shapes are computed with, and their dtypes."""
+_LONGEST_SHAPE_VALUE = 64
+"""Longer integer vectors are data, not shapes: their values are not asked of inference."""
+_SCALAR = -1
+"""The length ``OnnxOpTable.shape_values`` takes for a scalar."""
+_LARGEST_PLACEHOLDER = 1 << 24
+"""Elements of the largest zeros a static ``Shape`` is evaluated on."""
+
+
+@dataclass
+class _Propagated:
+    """What data propagation knows of the main graph's shape values.
+
+    Attributes:
+        values: the values it knows entirely (name -> array).
+        entries: the Reshape targets it knows in part (name -> entries: int, symbol or None).
+        types: the types inference gives the main graph's values.
+        placeholders: zeros of the static shape of each value a ``Shape``/``Size`` reads:
+            such an op is evaluated on them (it reads nothing else of its input), with the
+            other constants, in one run; data propagation knows those values too, but only
+            from the opsets where the ops propagate data (``Shape`` 15 on).
+    """
+
+    values: dict[str, np.ndarray]
+    entries: dict[str, tuple[Any, ...]]
+    types: Mapping[str, ValueType]
+    placeholders: dict[str, np.ndarray]
+
+
+@dataclass
+class _OnnxPlan:
+    """What folding one ONNX net changes: ops removed, the values they computed that others
+    read (now initializers), Reshapes reading a new constant target."""
+
+    removed: set[int]
+    constants: dict[str, np.ndarray]
+    reshapes: dict[int, tuple[str, np.ndarray]]
+    folded: int
+
+
+def _fold_onnx(model: Model, table: OnnxOpTable, max_bytes: int) -> PassResult:
+    """The ONNX folding of ``FoldConstants`` (module docstring): each control-flow body, then
+    the main graph, in one edit each."""
     stats = {"ops_folded": 0, "reshapes_folded": 0, "ops_removed": 0, "params_added": 0}
-    shapes = _static_shape_values(model, net, table)
-    known = set(net.initializers) | set(shapes)
-    found = constant_ops(
-        net, lambda op: table.foldable(op, net) and not table.shape_only(op), known
-    )
-    if not found.ops and not shapes:
-        return PassResult(model, False, stats)
+    names = NameSource(model_names(model.predict_net))
+    changed = False
+    for scope in scopes(model.predict_net, table.branch_nets):
+        known = _propagated(model, table) if scope.depth == 0 else None
+        plan = _plan_onnx(scope, table, max_bytes, known, names)
+        if not (plan.removed or plan.reshapes):
+            continue
+        net = scope.net
+        with net.edit() as edit:
+            for index in sorted(plan.removed):
+                edit.remove(index)
+            for name, value in plan.constants.items():
+                edit.replace_with_constant((name, 1), ArrayTensor(value))
+            for index, (name, target) in plan.reshapes.items():
+                op = net[index]
+                if op.arg("allowzero", 0) and 0 in target:
+                    op = op.without_arg("allowzero")
+                edit.set_initializer(name, ArrayTensor(target))
+                edit.set_op(index, op.replace(inputs=(op.inputs[0], name, *op.inputs[2:])))
+        changed = edit.changed or changed
+        stats["ops_folded"] += plan.folded
+        stats["reshapes_folded"] += len(plan.reshapes)
+        stats["ops_removed"] += len(plan.removed)
+        stats["params_added"] += len(plan.constants) + len(plan.reshapes)
+    return PassResult(model, changed, stats)
+
+
+def _plan_onnx(
+    scope: Scope,
+    table: OpTable,
+    max_bytes: int,
+    known: _Propagated | None,
+    names: NameSource,
+) -> _OnnxPlan:
+    """Fold the constant ops of one net, the values data propagation knows (main graph), and
+    the Reshape targets it knows in part."""
+    net = scope.net
+    outer = scope.outer_constants
+    propagated = {} if known is None else _producible(net, known.values)
+    placeholders = {} if known is None else known.placeholders
+    held = set(net.initializers).union(outer)
+
+    def foldable(op: Op) -> bool:  # a placeholder is read for its shape alone
+        shaped = table.shape_only(op) or placeholders.keys().isdisjoint(op.inputs)
+        return shaped and table.foldable(op, net)
+
+    constant = held | set(propagated) | set(placeholders)
+    found = constant_ops(net, foldable, constant)
     ops = [net[i] for i in found.ops]
-    feeds = {
-        name: net.initializers[name].numpy() for name in found.inputs if name in net.initializers
-    }
-    feeds.update({name: value for name, value in shapes.items() if name in found.inputs})
-    wanted = [name for op in ops for name in op.outputs if name]
-    values = dict(shapes)
-    if ops:
-        values.update(table.evaluate_ops(ops, feeds, wanted))
-    folded = _within_size(net, found.ops, values, shapes, max_bytes)
-    removed = folded | {i for i, op in enumerate(net) if op.outputs and op.outputs[0] in shapes}
-    outputs = set(net.external_outputs)
-    removed = {i for i in removed if not outputs.intersection(net[i].outputs)}
-    kept_values = needed_outputs(net, removed)
-    if not removed:
-        return PassResult(model, False, stats)
-    with net.edit() as edit:
-        for index in sorted(removed):
-            edit.remove(index)
-        for name in kept_values:
-            edit.replace_with_constant((name, 1), ArrayTensor(values[name]))
-    stats.update(ops_folded=len(folded), ops_removed=len(removed), params_added=len(kept_values))
-    return PassResult(model, edit.changed, stats)
-
-
-def _static_shape_values(model: Model, net: Net, table: OpTable) -> dict[str, np.ndarray]:
-    """The values of the shape-only ops (``Shape``, ``Size``) of ``net`` whose input has a
-    static shape, evaluated on a placeholder of that shape."""
-    candidates = [op for op in net if table.shape_only(op) and op.inputs and op.inputs[0]]
-    if not candidates:
-        return {}
-    inferred = table.infer_types(model)
-    ops: list[Op] = []
     feeds: dict[str, np.ndarray] = {}
-    for op in candidates:
-        placeholder = _placeholder(op.inputs[0], net, inferred)
-        if placeholder is not None:
-            ops.append(op)
-            feeds[op.inputs[0]] = placeholder
-    if not ops:
-        return {}
-    return table.evaluate_ops(ops, feeds, [op.outputs[0] for op in ops])
+    for name in found.inputs:
+        if name in propagated or name in placeholders:
+            feeds[name] = propagated.get(name, placeholders.get(name))  # type: ignore[assignment]
+        else:
+            tensor = net.initializers.get(name)
+            feeds[name] = (tensor if tensor is not None else outer[name]).numpy()
+    values: dict[str, np.ndarray] = {**placeholders, **propagated}
+    if ops:
+        wanted = [name for op in ops for name in op.outputs if name]
+        values.update(_evaluate(table, ops, feeds, wanted))
+    folded = _within_size(net, found.ops, values, constant, outer, max_bytes)
+    removed = folded | {i for i, op in enumerate(net) if op.outputs and op.outputs[0] in propagated}
+    graph_outputs = set(net.external_outputs)
+    removed = {i for i in removed if not graph_outputs.intersection(net[i].outputs)}
+    reshapes: dict[int, tuple[str, np.ndarray]] = {}
+    if known is not None:
+        for index, target in _reshape_targets(net, known, removed, values).items():
+            reshapes[index] = (names.fresh(f"{net[index].inputs[1]}_folded"), target)
+    dropped = [net[index].inputs[1] for index in reshapes]
+    removed |= _dead_producers(net, removed, dropped, lambda op: table.foldable(op, net))
+    rewired = set(dropped)  # read only by the Reshapes given a new target
+    constants = {name: values[name] for name in needed_outputs(net, removed) if name not in rewired}
+    return _OnnxPlan(removed, constants, reshapes, len(folded))
 
 
-def _placeholder(name: str, net: Net, inferred: Mapping[str, ValueType]) -> np.ndarray | None:
-    """Zeros of the static shape of value ``name`` (a shape-only op reads nothing else of it),
-    ``None`` when its shape is not static."""
-    tensor = net.initializers.get(name)
-    if tensor is not None:
-        return np.zeros(tensor.shape, dtype=np.float32)
-    value_type = inferred.get(name) or net.types.get(name)
-    if value_type is None or value_type.kind != "tensor" or value_type.shape is None:
+def _propagated(model: Model, table: OnnxOpTable) -> _Propagated | None:
+    """What data propagation knows of the integer values computed from ``Shape``/``Size`` ops
+    of the main graph (``None`` when it has no such op)."""
+    net = model.predict_net
+    if not any(map(table.shape_only, net)):
         return None
-    dims = [dim for dim in value_type.shape if isinstance(dim, int)]
-    if len(dims) != len(value_type.shape):
-        return None
-    return np.zeros(dims, dtype=np.float32)
+    types = table.infer_types(model)
+    placeholders = _placeholders(net, table, types)
+    derived: set[str] = set()
+    candidates: dict[str, tuple[int, int]] = {}
+    targets: dict[str, bool] = {}
+    for op in net:
+        if op.type == "Reshape" and len(op.inputs) > 1 and op.inputs[1] in candidates:
+            targets[op.inputs[1]] = True
+        if not (table.shape_only(op) or any(name in derived for name in op.inputs)):
+            continue
+        for name in op.outputs:
+            value_type = types.get(name)
+            if value_type is None or value_type.kind != "tensor" or value_type.shape is None:
+                continue
+            if value_type.elem_type not in _SHAPE_ELEM_TYPES or len(value_type.shape) > 1:
+                continue
+            length = value_type.shape[0] if value_type.shape else _SCALAR
+            if isinstance(length, int) and length <= _LONGEST_SHAPE_VALUE:
+                derived.add(name)
+                candidates[name] = (value_type.elem_type, length)
+    dynamic = any(
+        table.shape_only(op) and op.inputs and op.inputs[0] not in placeholders for op in net
+    )
+    entries = table.shape_values(model, candidates, targets) if dynamic else {}
+    values: dict[str, np.ndarray] = {}
+    for name, found in entries.items():
+        if all(isinstance(entry, int) for entry in found):
+            elem_type, length = candidates[name]
+            array = np.asarray(found, dtype=_SHAPE_ELEM_TYPES[elem_type])
+            values[name] = array.reshape(()) if length == _SCALAR else array
+    partial = {name: found for name, found in entries.items() if name in targets}
+    return _Propagated(values, partial, types, placeholders)
+
+
+def _placeholders(
+    net: Net, table: OnnxOpTable, types: Mapping[str, ValueType]
+) -> dict[str, np.ndarray]:
+    """Zeros of the static shape of each value a ``Shape``/``Size`` of ``net`` reads."""
+    found: dict[str, np.ndarray] = {}
+    for op in net:
+        if not (table.shape_only(op) and op.inputs and op.inputs[0]):
+            continue
+        name = op.inputs[0]
+        value_type = types.get(name)
+        if name in net.initializers or value_type is None or value_type.shape is None:
+            continue
+        dims = [d for d in value_type.shape if isinstance(d, int)]
+        if len(dims) == len(value_type.shape) and np.prod(dims) <= _LARGEST_PLACEHOLDER:
+            found[name] = np.zeros(dims, np.float32)
+    return found
+
+
+def _producible(net: Net, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The known ``values`` that can replace the op computing them: every output of that op
+    that is read is known too, and none is a graph output."""
+    outputs = set(net.external_outputs)
+    kept: dict[str, np.ndarray] = {}
+    for op in net:
+        if not any(name in values for name in op.outputs):
+            continue
+        if op.has_nested_nets() or outputs.intersection(op.outputs):
+            continue
+        written = [name for name in op.outputs if name]
+        if all(name in values for name in written):
+            kept.update((name, values[name]) for name in written)
+    return kept
+
+
+def _evaluate(
+    table: OpTable, ops: list[Op], feeds: dict[str, np.ndarray], wanted: list[str]
+) -> dict[str, np.ndarray]:
+    """The ``wanted`` outputs of ``ops`` on ``feeds``: all in one run, or op by op when that
+    fails (an op the runtimes cannot evaluate, or whose output is no tensor, is left out
+    with what depends on it)."""
+    try:
+        return table.evaluate_ops(ops, feeds, wanted)
+    except UnsupportedOpError:
+        pass
+    values = dict(feeds)
+    for op in ops:
+        reads = [name for name in op.inputs if name]
+        if not all(name in values for name in reads):
+            continue
+        try:
+            results = table.evaluate(op, [values[name] if name else None for name in op.inputs])
+        except UnsupportedOpError:
+            continue
+        values.update(zip([name for name in op.outputs if name], results, strict=True))
+    return {name: values[name] for name in wanted if name in values}
 
 
 def _within_size(
     net: Net,
     ops: tuple[int, ...],
     values: dict[str, np.ndarray],
-    shapes: dict[str, np.ndarray],
+    constant: set[str],
+    outer: Mapping[str, Tensor],
     max_bytes: int,
 ) -> set[int]:
     """The constant ops whose outputs are no bigger than ``max_bytes`` or than the constants
     they read, and whose inputs all stay constant (an op fed by one left computed stays)."""
-    constant = set(net.initializers) | set(shapes)
+    constant = set(constant)
     folded: set[int] = set()
     for index in ops:
         op = net[index]
         reads = [name for name in op.inputs if name]
-        if not all(name in constant for name in reads):
+        written = [name for name in op.outputs if name]
+        if not all(name in constant for name in reads) or not all(n in values for n in written):
             continue
-        budget = max(
-            max_bytes,
-            sum(
-                np.asarray(values[n]).nbytes if n in values else net.initializers[n].nbytes
-                for n in reads
-            ),
-        )
-        if any(np.asarray(values[name]).nbytes > budget for name in op.outputs if name):
+        read_bytes = 0
+        for name in reads:
+            tensor = net.initializers.get(name) or outer.get(name)
+            read_bytes += tensor.nbytes if tensor is not None else np.asarray(values[name]).nbytes
+        budget = max(max_bytes, read_bytes)
+        if any(np.asarray(values[name]).nbytes > budget for name in written):
             continue
         folded.add(index)
-        constant.update(name for name in op.outputs if name)
+        constant.update(written)
     return folded
+
+
+def _reshape_targets(
+    net: Net, known: _Propagated, removed: set[int], values: dict[str, np.ndarray]
+) -> dict[int, np.ndarray]:
+    """Reshapes whose target data propagation knows but for one dim, or but for dims it
+    copies from the same position of the input: ``{op index: constant target}``, the dim
+    left dynamic as ``-1``, the copied ones as ``0`` (``allowzero`` unset)."""
+    found: dict[int, np.ndarray] = {}
+    for index, op in enumerate(net):
+        if op.type != "Reshape" or len(op.inputs) != 2 or index in removed:
+            continue
+        entries = known.entries.get(op.inputs[1])
+        if entries is None or op.inputs[1] in values or op.inputs[1] in net.initializers:
+            continue
+        data = known.types.get(op.inputs[0])
+        dims = () if data is None or data.shape is None else data.shape
+        # With allowzero set a 0 is a size, not a copy; a target without a static 0 reads the
+        # same without it (a copied dim of size 0 is 0 either way), so it may go.
+        copies = not op.arg("allowzero", 0) or 0 not in entries
+        target = _reshape_target(entries, dims, copies=copies)
+        if target is not None:
+            found[index] = np.asarray(target, dtype=np.int64)
+    return found
+
+
+def _reshape_target(
+    entries: tuple[Any, ...], dims: tuple[Any, ...], *, copies: bool
+) -> list[int] | None:
+    """The constant Reshape target for ``entries`` (see ``_reshape_targets``), or ``None``."""
+    target: list[int | None] = []
+    for position, entry in enumerate(entries):
+        if isinstance(entry, int):
+            target.append(entry)
+        elif copies and isinstance(entry, str) and position < len(dims) and dims[position] == entry:
+            target.append(0)
+        else:
+            target.append(None)
+    free = [position for position, entry in enumerate(target) if entry is None]
+    if len(free) > 1 or (free and -1 in target):
+        return None
+    if free:
+        target[free[0]] = -1
+    return [int(entry) for entry in target if entry is not None]
+
+
+def _dead_producers(
+    net: Net, removed: set[int], dropped: list[str], pure: Callable[[Op], bool]
+) -> set[int]:
+    """Ops left without readers once ``removed`` go and the reads ``dropped`` (one each) are
+    gone, recursively: pure ops none of whose outputs is read, by an op, a nested net or as a
+    graph output."""
+    readers: Counter[str] = Counter(name for op in net for name in op.inputs)
+    for access in nested_accesses(net).values():
+        readers.update(access.reads)
+    readers.update(net.external_outputs)
+    producer = {name: index for index, op in enumerate(net) for name in op.outputs if name}
+    pending = [name for index in removed for name in net[index].inputs]
+    pending.extend(dropped)
+    dead: set[int] = set()
+    while pending:
+        name = pending.pop()
+        readers[name] -= 1
+        index = producer.get(name)
+        if index is None or index in removed or index in dead:
+            continue
+        op = net[index]
+        if any(readers[output] > 0 for output in op.outputs if output) or not pure(op):
+            continue
+        dead.add(index)
+        pending.extend(op.inputs)
+    return dead

@@ -67,10 +67,15 @@ class InBranches(Pass):
 
     def call(self, model: Model) -> PassResult:
         """Rewrite each body in place through the pipeline's own edits."""
+        table = op_table(model)
+        stats = {"branches": 0, "branches_modified": 0}
+        if not any(
+            table.branch_nets(model.predict_net[i]) for i in model.predict_net.nested_op_indices()
+        ):
+            return PassResult(model, False, stats)  # no body: no pipeline to build
         manager = PassManager.parse(self.pipeline)
         before = model.revision
         state = model.snapshot()
-        stats = {"branches": 0, "branches_modified": 0}
         self._visit(model, model.predict_net, manager, stats)
         if not stats["branches_modified"]:
             model.restore(state)  # only the outputs widened for a while: nothing changed

@@ -51,11 +51,6 @@ class RemoveIdentityOps(Pass):
             self.types,
         )
         with net.edit() as edit:
-            for source, name in found.renames:
-                edit.rename(source, name)
-            for output, source in found.rewires:
-                edit.replace_all_uses_with(output, source)
-            for index in found.removed:
-                edit.remove(index)
+            found.apply(edit)
         stats = {"ops_removed": len(found.removed), "values_renamed": len(found.renames)}
         return PassResult(model, edit.changed, stats)

@@ -310,7 +310,6 @@ def test_run_options_on_onnx(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     )
     assert data["written"] == [str(tmp_path / "e.onnx")]  # w is under 1 KB: stays inline
     for flag, argv in {
-        "--opset": ["--opset", "13"],
         "--text/--binary": ["--text"],
         "--shapes": ["--shapes", "x=1x4"],
     }.items():
@@ -319,34 +318,28 @@ def test_run_options_on_onnx(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         assert_one_error_line(err, flag, "not for an ONNX model")
 
 
-def test_dynamic_batch_on_onnx_needs_the_pass(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+def test_dynamic_batch_and_opset_on_onnx_are_stages_around_the_pipeline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """--opset converts first (convert-opset), --dynamic-batch runs make-dynamic-batch once the
+    pipeline reached its fixpoint (tests/test_make_dynamic_batch.py tests what it makes)."""
     source = _mlp(tmp_path / "m.onnx")
-    code, _, err = run_cli(
-        capsys, "run", str(source), "-o", str(tmp_path / "o.onnx"), "--dynamic-batch"
-    )
-    assert code == 2
-    assert_one_error_line(err, "'make-dynamic-batch' pass, which is not installed")
-
-    @dataclass(frozen=True)
-    class MakeDynamicBatch(Pass):
-        name: ClassVar[str] = "make-dynamic-batch"
-        dialects: ClassVar[tuple[str, ...]] = ("onnx",)
-
-        def call(self, model: Model) -> PassResult:
-            return PassResult(model, False, {"marked": 1})
-
-    publish_passes(
-        monkeypatch,
-        {"MakeDynamicBatch": MakeDynamicBatch},
-        **{"make-dynamic-batch": "graphtools_test_plugin:MakeDynamicBatch"},
-    )
     code, out, err = run_cli(
-        capsys, "run", str(source), "-o", str(tmp_path / "o.onnx"), "--dynamic-batch", "-v", "-v"
+        capsys,
+        "run",
+        str(source),
+        "-o",
+        str(tmp_path / "o.onnx"),
+        "--dynamic-batch",
+        "--opset",
+        "18",
+        "-v",
+        "-v",
     )
     assert code == 0, err
-    assert "make-dynamic-batch" in out
+    rounds = [line.split()[2] for line in out.splitlines() if line.startswith("round ")]
+    assert rounds[0] == "convert-opset:" and rounds[-1] == "make-dynamic-batch:"
+    assert "opsets ai.onnx 18" in out
 
 
 def test_run_a_folder_of_onnx_models_and_pairs(
@@ -727,3 +720,33 @@ def test_a_second_model_does_not_overwrite_the_data_file_of_the_first(
         "--external-data",
     )
     assert code == 0 and (out / "pruned.onnx.data").exists()
+
+
+def test_draw_qualifies_an_op_of_another_domain(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    node = helper.make_node("Twice", ["x"], ["y"], domain="local")
+    twice = helper.make_function(
+        "local",
+        "Twice",
+        ["a"],
+        ["b"],
+        [helper.make_node("Add", ["a", "a"], ["b"])],
+        [helper.make_opsetid("", 17)],
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    model = helper.make_model(
+        graph,
+        functions=[twice],
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)],
+    )
+    path = tmp_path / "f.onnx"
+    onnx.save(model, str(path))
+    code, _, _ = run_cli(capsys, "draw", str(path), "-o", str(tmp_path / "f.dot"))
+    assert code == 0
+    assert "%0 local::Twice" in (tmp_path / "f.dot").read_text()

@@ -137,3 +137,18 @@ def test_ssa_table_undeclared_input() -> None:
         "x@0  input  %0",
         "y@1  %0  -",
     ]
+
+
+def test_an_optional_input_left_out_prints_as_a_dash_and_is_no_blob() -> None:
+    """ONNX's empty name (an optional input or output left out) is no value: the dump shows
+    ``-`` where it stands, and the SSA table lists no row for it."""
+    net = Net(
+        [Op("Clip", ["x", "", "m"], ["y"]), Op("Dropout", ["y"], ["z", ""])],
+        ["x", "m"],
+        ["z"],
+        dialect="onnx",
+    )
+    dump = print_net(net)
+    assert "Clip(x@0, -, m@0) -> y@1" in dump
+    assert "-> z@1, -" in dump
+    assert not [row for row in print_ssa_table(net).splitlines() if row.startswith("@")]

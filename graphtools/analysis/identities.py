@@ -18,10 +18,14 @@ import operator
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import compress, count
+from typing import TYPE_CHECKING
 
 from graphtools.ir import Net, Op
 from graphtools.nested import names_in_nested_nets
 from graphtools.ssa import VersionedBlob
+
+if TYPE_CHECKING:
+    from graphtools.rewriter import Edit
 
 __all__ = ["IdentityRemoval", "find_identity_ops"]
 
@@ -42,6 +46,16 @@ class IdentityRemoval:
     removed: frozenset[int]
     rewires: tuple[tuple[VersionedBlob, VersionedBlob], ...]
     renames: tuple[tuple[VersionedBlob, str], ...]
+
+    def apply(self, edit: Edit) -> None:
+        """Stage the removal in ``edit``: the renames first (they keep the external
+        outputs' names), then the rewires, then the ops dropped."""
+        for source, name in self.renames:
+            edit.rename(source, name)
+        for output, source in self.rewires:
+            edit.replace_all_uses_with(output, source)
+        for index in self.removed:
+            edit.remove(index)
 
 
 def find_identity_ops(

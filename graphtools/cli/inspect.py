@@ -216,7 +216,10 @@ def _ssa_rows(net: Net) -> list[tuple[str, str | None, list[str]]]:
     for a version 0, or ``None`` when nothing writes it."""
     view = net.ssa()
     producers = view.producers
-    blobs = sorted(set(producers) | set(view.consumers) | set(view.external_inputs))
+    # the empty name is no value (an optional input left out): not a blob
+    blobs = sorted(
+        blob for blob in set(producers) | set(view.consumers) | set(view.external_inputs) if blob[0]
+    )
     rows = []
     for name, version in blobs:
         writer = producers.get((name, version))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from graphtools.analysis.model_diff import diff_models
-from graphtools.cli import batch
+from graphtools.cli import batch, optimize_report
 from graphtools.cli.common import (
     Output,
     UsageError,
@@ -40,12 +40,11 @@ from graphtools.cli.onnx_files import (
 )
 from graphtools.errors import SerdeError
 from graphtools.ir import Model
-from graphtools.pass_infra import PassManager, PassRecord, available_passes
+from graphtools.pass_infra import PassManager, PassRecord
 from graphtools.serde.atomic import write_files
 from graphtools.serde.pairing import ModelRef
 
 __all__ = [
-    "DYNAMIC_BATCH_PASS",
     "check_run_options",
     "declare_outputs",
     "exec_onnx",
@@ -54,15 +53,11 @@ __all__ = [
     "run_onnx_model",
 ]
 
-DYNAMIC_BATCH_PASS = "make-dynamic-batch"
-"""The pass ``--dynamic-batch`` appends to the pipeline of an ONNX model, when installed."""
-
 
 def check_run_options(options: argparse.Namespace) -> None:
-    """Refuse what ``run`` cannot do on an ONNX input: convert it (``--opset``), write it as
-    text, or take shapes or devices it has no use for."""
+    """Refuse what ``run`` cannot do on an ONNX input: write it as text, or take shapes or
+    devices it has no use for."""
     refused = (
-        ("--opset", options.opset is not None, "the model keeps its opsets"),
         ("--text/--binary", options.text is not None, "ONNX models are written in binary"),
         ("--shapes", bool(options.shapes), "its inputs are typed in the model"),
         ("--device", bool(options.device), "devices are Caffe2's (infer-devices)"),
@@ -72,19 +67,10 @@ def check_run_options(options: argparse.Namespace) -> None:
             raise UsageError(f"{flag} is not for an ONNX model: {why}")
 
 
-def onnx_manager(pipeline: str, steps: int, dynamic_batch: bool) -> PassManager:
-    """The pipeline of ``-p`` for an ONNX model, with ``make-dynamic-batch`` appended for
-    ``--dynamic-batch`` (refused while no installed pass has that name)."""
-    manager = PassManager.parse(pipeline, steps=steps)
-    if not dynamic_batch:
-        return manager
-    cls = available_passes().get(DYNAMIC_BATCH_PASS)
-    if cls is None:
-        raise UsageError(
-            f"--dynamic-batch on an ONNX model needs the {DYNAMIC_BATCH_PASS!r} pass, which "
-            "is not installed; run without it (the model keeps the batch dims it declares)"
-        )
-    return PassManager([*manager.passes, cls()], steps=manager.steps)
+def onnx_manager(pipeline: str, steps: int) -> PassManager:
+    """The pipeline of ``-p`` for an ONNX model (``--opset`` and ``--dynamic-batch`` are stages
+    around it: ``graphtools.cli.optimize_report.run_stages``)."""
+    return PassManager.parse(pipeline, steps=steps)
 
 
 def declare_outputs(model: Model, names: list[str]) -> None:
@@ -209,7 +195,7 @@ def run_onnx_model(
     check_run_options(options)
     path = options.inputs[0]
     model = load_onnx_file(path)
-    manager = onnx_manager(options.pipeline, options.steps, options.dynamic_batch)
+    manager = onnx_manager(options.pipeline, options.steps)
     outputs = parse_name_list(options.outputs)
     if outputs:
         declare_outputs(model, outputs)
@@ -219,8 +205,17 @@ def run_onnx_model(
         raise UsageError(f"refusing to overwrite the input {target}; pass --in-place to do that")
     input_problem = checker_problem(Path(path))
     before = model.copy() if options.diff else None
-    records = manager(model, after_pass=after_pass)
-    report_records(out, manager, records, options.time_passes)
+    census = optimize_report.census(model, optimize_report.input_sizes(model))
+    ran = optimize_report.run_stages(
+        model,
+        manager,
+        opset=options.opset,
+        dynamic_batch=options.dynamic_batch,
+        after_pass=after_pass,
+    )
+    for stage, stage_records in ran:
+        report_records(out, stage, stage_records, options.time_passes)
+    records = [record for _, stage_records in ran for record in stage_records]
     files = output_files(model, target, external_data=options.external_data)
     if not options.in_place:
         _refuse_overwrite(files, inputs)
@@ -231,6 +226,8 @@ def run_onnx_model(
     for index, file in enumerate(written):
         what = f" (opsets {opsets}; IR {header_ir})" if index == 0 else " (external data)"
         out.line(f"wrote {file}{what}")
+    census_after = optimize_report.census(model, (len(data) for _, data in files))
+    out.table(optimize_report.census_table(census, census_after))
     data: dict[str, Any] = {
         "model": path,
         "format": "onnx",
@@ -238,6 +235,7 @@ def run_onnx_model(
         "rounds": record_data(records),
         "written": [str(p) for p in written],
         "checker": {"input": input_problem, "output": checker},
+        "census": optimize_report.census_data(census, census_after),
     }
     if before is not None:
         change = diff_models(before, model)
@@ -251,13 +249,16 @@ def run_onnx_model(
 
 def run_onnx_batch_one(model: Model, ref: ModelRef, settings: dict[str, Any]) -> batch.BatchResult:
     """One ONNX model of a ``run`` batch, written to ``OUTDIR/NAME/<file name>``."""
-    manager = onnx_manager(settings["pipeline"], settings["steps"], settings["dynamic_batch"])
+    manager = onnx_manager(settings["pipeline"], settings["steps"])
     if settings["outputs"]:
         declare_outputs(model, settings["outputs"])
     before = sum(1 for net in model.nets() for _ in net)
     inputs = model_files(model)
     input_problem = checker_problem(Path(ref.path))
-    records = manager(model)
+    ran = optimize_report.run_stages(
+        model, manager, opset=settings["opset"], dynamic_batch=settings["dynamic_batch"]
+    )
+    records = [record for _, stage_records in ran for record in stage_records]
     target = Path(settings["output"]) / ref.name / Path(ref.path).name
     files = output_files(model, target, external_data=settings["external_data"])
     _refuse_overwrite(files, inputs)

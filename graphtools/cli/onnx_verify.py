@@ -22,7 +22,7 @@ from graphtools.errors import GraphToolsError
 from graphtools.feeds import MadeInput
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager, PassRecord
-from graphtools.testing import BisectResult, OutputDiff, compare_outputs
+from graphtools.testing import BisectResult, OutputDiff, compare_outputs, first_diverging_pass
 
 __all__ = ["OnnxVerification", "saved_arrays", "verify_onnx_model"]
 
@@ -115,24 +115,14 @@ def _bisect(
     names: Sequence[str],
     tolerances: Mapping[str, Any],
 ) -> BisectResult | None:
-    """Rerun the pipeline pass by pass on a copy of ``model``; the first pass run after
-    which onnxruntime's outputs differ from ``reference``."""
-    current = model.copy()
-    for round_ in range(1, manager.steps + 1):
-        changed = False
-        for item in manager.passes:
-            record = PassManager([item], steps=1)(current)[0]
-            if not record.modified:
-                continue
-            changed = True
-            diffs = compare_outputs(
-                reference, _run_after(model, current, feeds, names), **tolerances
-            )
-            if not all(d.ok for d in diffs):
-                return BisectResult(record.name, round_, diffs)
-        if not changed:
-            break
-    return None
+    """The first pass run after which onnxruntime's outputs differ from ``reference``."""
+    return first_diverging_pass(
+        model,
+        manager,
+        lambda current: compare_outputs(
+            reference, _run_after(model, current, feeds, names), **tolerances
+        ),
+    )
 
 
 def verify_onnx_model(

@@ -211,7 +211,7 @@ def _run_batch(options: argparse.Namespace, out: Output) -> int:
     manager_for(options.pipeline, options.steps, tuple(options.device or ()))  # check it now
     if any(is_onnx_file(ref.path) for ref in refs):
         check_run_options(options)  # what an ONNX model of the batch cannot take
-        onnx_manager(options.pipeline, options.steps, options.dynamic_batch)
+        onnx_manager(options.pipeline, options.steps)
     settings = {
         "pipeline": options.pipeline,
         "steps": options.steps,
@@ -221,6 +221,7 @@ def _run_batch(options: argparse.Namespace, out: Output) -> int:
         "output": options.output,
         "no_init": options.no_init,
         "dynamic_batch": options.dynamic_batch,
+        "opset": options.opset,
         "external_data": options.external_data,
     }
     results = batch.run_batch(refs, run_worker, settings, options.jobs, out)

@@ -71,7 +71,7 @@ class OpTable(ABC):
             values.update(zip(op.outputs, results, strict=False))
         return {name: values[name] for name in wanted}
 
-    def infer_types(self, model: Model) -> dict[str, ValueType]:
+    def infer_types(self, model: Model) -> Mapping[str, ValueType]:
         """The types (dtype, static or symbolic shape) the dialect's inference gives the
         predict_net's values; empty when the table has no inference."""
         return {}

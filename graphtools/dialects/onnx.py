@@ -14,7 +14,7 @@ control-flow bodies.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache, lru_cache
 from itertools import compress, count
 from typing import Any, ClassVar
@@ -26,7 +26,7 @@ from graphtools._core import ONNX
 from graphtools.dialects.base import OpTable
 from graphtools.errors import UnsupportedOpError
 from graphtools.ir import Model, Net, Op
-from graphtools.values import ValueType
+from graphtools.values import Dim, ValueType
 
 __all__ = ["STANDARD_DOMAINS", "OnnxOpTable", "onnx_table"]
 
@@ -119,12 +119,11 @@ class OnnxOpTable(OpTable):
         return [(name, net) for name, net in op.nested_nets() if name in names]
 
     def foldable(self, op: Op, net: Net) -> bool:
-        return (
-            not _domain(op)
-            and op.type not in _NONDETERMINISTIC
-            and not op.has_nested_nets()
-            and _standard_type(op.type)
-        )
+        if _domain(op) or op.type in _NONDETERMINISTIC or op.has_nested_nets():
+            return False
+        if op.type == "Dropout":  # random in training mode
+            return self.passes_through(op, net)
+        return _standard_type(op.type)
 
     def evaluate(self, op: Op, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         from graphtools.dialects.onnx_eval import evaluate_node
@@ -143,10 +142,33 @@ class OnnxOpTable(OpTable):
     def shape_only(self, op: Op) -> bool:
         return not _domain(op) and op.type in ("Shape", "Size")
 
-    def infer_types(self, model: Model) -> dict[str, ValueType]:
-        from graphtools.dialects.onnx_eval import inferred_types
+    def infer_types(self, model: Model, *, nested: bool = False) -> Mapping[str, ValueType]:
+        """The types shape inference with data propagation gives the values of the main graph
+        (and of the nested graphs with ``nested``), computed once per revision of the model's
+        main graph (an edit of a nested graph counts)."""
+        from graphtools.dialects.onnx_infer import inferred_types
 
-        return inferred_types(model)
+        key = ("onnx-inferred-types", nested, tuple(sorted(self.opsets.items())))
+        return model.predict_net.cached(key, lambda _: inferred_types(model, nested=nested))
+
+    def inference_error(self, model: Model) -> str | None:
+        """What strict shape inference says is wrong with ``model``, ``None`` when nothing
+        (``graphtools.dialects.onnx_infer.inference_error``)."""
+        from graphtools.dialects.onnx_infer import inference_error
+
+        return inference_error(model)
+
+    def shape_values(
+        self,
+        model: Model,
+        candidates: Mapping[str, tuple[int, int]],
+        symbols: Mapping[str, bool] | None = None,
+    ) -> dict[str, tuple[Dim, ...]]:
+        """The values data propagation knows of the main graph's integer tensors
+        ``candidates`` (``graphtools.dialects.onnx_infer.shape_values``)."""
+        from graphtools.dialects.onnx_infer import shape_values
+
+        return shape_values(model, candidates, symbols)
 
     def schema(self, op: Op) -> Any:
         """The ``onnx.defs`` schema ``op`` resolves to under the model's opsets (``None`` for
@@ -159,6 +181,63 @@ class OnnxOpTable(OpTable):
             return onnx.defs.get_schema(op.type, version, domain)
         except onnx.defs.SchemaError:
             return None
+
+    def opset(self, domain: str = "") -> int | None:
+        """The version the model imports of ``domain`` (``""``: the default domain)."""
+        if domain in ("", "ai.onnx"):
+            found = self.opsets.get("", self.opsets.get("ai.onnx"))
+        else:
+            found = self.opsets.get(domain)
+        return None if found is None else int(found)
+
+    def combined_axes(
+        self, op: Op, position: int, rank: int, constant: Callable[[str], np.ndarray | None]
+    ) -> frozenset[int] | None:
+        """The axes of ``op``'s input ``position`` (of ``rank`` dims) along which it combines
+        several elements into one (``graphtools.dialects.onnx_axes``); ``None`` for an op
+        the schemas do not know, which may do anything. ``constant`` gives the value of a
+        constant input (a ``CumSum`` axis, ``ReduceSum`` axes)."""
+        if not self.known(op) or (_domain(op), op.type) in self.functions:
+            return None
+        from graphtools.dialects.onnx_axes import combined_axes
+
+        return combined_axes(op, position, rank, constant, self.opset() or 1)
+
+    def attribute_array(self, op: Op, name: str) -> np.ndarray | None:
+        """The tensor attribute ``name`` of ``op`` as an array (``ConstantOfShape``'s and
+        ``Constant``'s ``value``), ``None`` when it holds no tensor."""
+        tensor = op.arg(name)
+        if tensor is None or type(tensor).__name__ != "TensorProto":
+            return None
+        try:
+            return np.asarray(onnx.numpy_helper.to_array(tensor))
+        except Exception:  # a tensor numpy cannot hold (or broken data) is no known value
+            return None
+
+    def attributes_key(self, op: Op) -> tuple[Any, ...] | None:
+        """A hashable summary of ``op``'s attributes: two ops of one type and domain with
+        equal keys compute the same function of their inputs. ``None`` for an op holding a
+        graph (its body may read anything)."""
+        key: list[Any] = []
+        for argument in op.args:
+            if argument.n is not None or argument.nets:
+                return None
+            tensors = (
+                (argument.t, *argument.tensors) if argument.t is not None else argument.tensors
+            )
+            key.append(
+                (
+                    argument.name,
+                    argument.f,
+                    argument.i,
+                    argument.s,
+                    argument.floats,
+                    argument.ints,
+                    argument.strings,
+                    tuple(t.SerializeToString(deterministic=True) for t in tensors),
+                )
+            )
+        return tuple(sorted(key, key=lambda item: item[0] or ""))
 
     def describe(self) -> dict[str, Any]:
         return {"dialect": self.dialect, "opsets": self.opsets, "functions": len(self.functions)}

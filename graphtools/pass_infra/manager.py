@@ -20,7 +20,12 @@ from graphtools.errors import GraphToolsError, PassError, PipelineSpecError
 from graphtools.ir import Model
 from graphtools.pass_infra.base import CheckFailure, Pass, run_checked
 from graphtools.pass_infra.registry import available_passes
-from graphtools.pass_infra.spec import expand_default, parse_pipeline, pass_spec
+from graphtools.pass_infra.spec import (
+    DefaultPipeline,
+    expand_default,
+    parse_pipeline,
+    pass_spec,
+)
 from graphtools.verify import Finding, verify
 
 __all__ = ["DEFAULT_STEPS", "PassManager", "PassRecord"]
@@ -115,7 +120,8 @@ class PassManager:
         ``float``, ``bool`` (``true``/``false``/``1``/``0``), ``str``, and ``tuple[str, ...]``
         written ``a;b;c``. Double-quote a value to include ``,{}=`` (``\\`` escapes ``"``).
         The name ``default`` may appear among others: it is the default pipeline of the
-        dialect of the model the manager runs on (``DEFAULT_PIPELINES``).
+        dialect of the model the manager runs on (``DEFAULT_PIPELINES``), and so may
+        ``optimize`` (``OPTIMIZE_PIPELINES``).
         """
         return cls(parse_pipeline(spec, available_passes()), steps=steps)
 
@@ -149,6 +155,8 @@ class PassManager:
 
     def passes_for(self, dialect: str) -> tuple[Pass, ...]:
         """The passes this manager runs on a model of ``dialect`` (``default`` expanded)."""
+        if not any(isinstance(item, DefaultPipeline) for item in self.passes):
+            return self.passes  # nothing to expand: no need to look the passes up
         return tuple(expand_default(self.passes, dialect, available_passes()))
 
     def _run(self, model: Model) -> list[PassRecord]:

@@ -1,9 +1,10 @@
 """Pipeline specs: one spelling everywhere (Python, CLI, goldens).
 
 ``remove-reshape-for-fc,fuse-copy-ops,remove-dead-ends{keep_side_effects=false}``: pass names
-with options in braces, converted by the type of the pass's dataclass field; ``default`` is the
-default pipeline of the model's dialect (``DEFAULT_PIPELINES``), expanded when the dialect is
-known. ``parse_pipeline`` builds the passes, ``pass_spec`` prints one back.
+with options in braces, converted by the type of the pass's dataclass field. Two names stand
+for pipelines of the model's dialect, expanded when the dialect is known: ``default``
+(``DEFAULT_PIPELINES``) and ``optimize`` (``OPTIMIZE_PIPELINES``: ONNX models only).
+``parse_pipeline`` builds the passes, ``pass_spec`` prints one back.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from graphtools.pass_infra.base import Pass, PassResult
 __all__ = [
     "DEFAULT_PIPELINE",
     "DEFAULT_PIPELINES",
+    "NAMED_PIPELINES",
+    "OPTIMIZE_PIPELINES",
     "DefaultPipeline",
+    "OptimizePipeline",
     "expand_default",
     "parse_pipeline",
     "pass_spec",
@@ -33,12 +37,27 @@ DEFAULT_PIPELINES: dict[str, str] = {
 """What the pipeline name ``default`` expands to, by the dialect of the model."""
 DEFAULT_PIPELINE = DEFAULT_PIPELINES[CAFFE2]
 """Caffe2's default pipeline (``DEFAULT_PIPELINES[CAFFE2]``)."""
+OPTIMIZE_PIPELINES: dict[str, str] = {
+    ONNX: (
+        "fold-constants,fuse-batchnorm,fuse-affine,fuse-pad,fuse-matmul-add,"
+        "merge-consecutive-ops,remove-noop-ops,remove-identity-ops,dedupe-initializers,"
+        "merge-common-subexpressions,remove-dead-ends,remove-unused-params,in-branches"
+    ),
+}
+"""What the pipeline name ``optimize`` expands to: the ONNX passes in the order that reaches
+the smallest graph (a ``PassManager`` runs them to a fixpoint); no other dialect has one."""
+NAMED_PIPELINES: dict[str, dict[str, str]] = {
+    "default": DEFAULT_PIPELINES,
+    "optimize": OPTIMIZE_PIPELINES,
+}
+"""The pipeline names a spec may use, and what each expands to by dialect."""
 
 
 @dataclasses.dataclass(frozen=True)
 class DefaultPipeline(Pass):
     """``default`` in a pipeline whose models' dialect is not known yet: a ``PassManager``
-    puts the passes of ``DEFAULT_PIPELINES[model.dialect]`` in its place when it runs."""
+    puts the passes of ``DEFAULT_PIPELINES[model.dialect]`` in its place when it runs (a
+    subclass names another of ``NAMED_PIPELINES``)."""
 
     name: typing.ClassVar[str] = "default"
 
@@ -47,19 +66,46 @@ class DefaultPipeline(Pass):
         raise PassError(
             self.name,
             [],
-            "the 'default' pipeline runs through a PassManager, which picks the passes of "
+            f"the '{self.name}' pipeline runs through a PassManager, which picks the passes of "
             "the model's dialect",
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizePipeline(DefaultPipeline):
+    """``optimize`` in a pipeline whose models' dialect is not known yet (see
+    ``DefaultPipeline``)."""
+
+    name: typing.ClassVar[str] = "optimize"
+
+
+_PLACEHOLDERS: dict[str, type[DefaultPipeline]] = {
+    "default": DefaultPipeline,
+    "optimize": OptimizePipeline,
+}
+
+
+def _named(name: str, dialect: str) -> str:
+    """The spec ``name`` (one of ``NAMED_PIPELINES``) stands for on a ``dialect`` model."""
+    spec = NAMED_PIPELINES[name].get(dialect)
+    if spec is None:
+        dialects = " and ".join(NAMED_PIPELINES[name])
+        raise PipelineSpecError(
+            f"the '{name}' pipeline is for {dialects} models; this is a {dialect} model "
+            f"(its passes: 'default' = {DEFAULT_PIPELINES.get(dialect, 'none')})"
+        )
+    return spec
 
 
 def expand_default(
     passes: typing.Sequence[Pass], dialect: str, known: dict[str, type[Pass]]
 ) -> list[Pass]:
-    """``passes`` with each ``DefaultPipeline`` replaced by ``dialect``'s default passes."""
+    """``passes`` with each ``DefaultPipeline`` (``default``, ``optimize``) replaced by the
+    passes that pipeline has for ``dialect``."""
     expanded: list[Pass] = []
     for item in passes:
         if isinstance(item, DefaultPipeline):
-            expanded.extend(parse_pipeline(DEFAULT_PIPELINES[dialect], known, dialect=dialect))
+            expanded.extend(parse_pipeline(_named(item.name, dialect), known, dialect=dialect))
         else:
             expanded.append(item)
     return expanded
@@ -237,14 +283,14 @@ def _parse_passes(
 ) -> list[Pass]:
     passes: list[Pass] = []
     for name, options in _SpecReader(spec).items():
-        if name == "default" and allow_default:
+        if name in NAMED_PIPELINES and allow_default:
             if options:
-                raise PipelineSpecError("the 'default' pipeline takes no options")
+                raise PipelineSpecError(f"the '{name}' pipeline takes no options")
             if dialect is None:
-                passes.append(DefaultPipeline())
+                passes.append(_PLACEHOLDERS[name]())
             else:
                 passes.extend(
-                    _parse_passes(DEFAULT_PIPELINES[dialect], known, dialect, allow_default=False)
+                    _parse_passes(_named(name, dialect), known, dialect, allow_default=False)
                 )
             continue
         cls = known.get(name)
@@ -252,7 +298,8 @@ def _parse_passes(
             defaults = "; ".join(f"{d}: {p}" for d, p in DEFAULT_PIPELINES.items())
             raise PipelineSpecError(
                 f"unknown pass {name!r} in pipeline spec {spec!r}; known passes: "
-                f"{', '.join(known) or 'none'} (and 'default' = {defaults})"
+                f"{', '.join(known) or 'none'} (and 'default' = {defaults}; 'optimize' = "
+                "the ONNX optimisation)"
             )
         passes.append(_build_pass(cls, options))
     return passes

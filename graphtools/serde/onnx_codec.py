@@ -591,7 +591,9 @@ def net_to_graph(net: Net, write_tensor: TensorWriter = tensor_to_proto) -> onnx
     return onnx.GraphProto.FromString(_graph_bytes(net, write_tensor))
 
 
-def _graph_bytes(net: Net, write_tensor: TensorWriter) -> bytes:
+def _graph_bytes(
+    net: Net, write_tensor: TensorWriter, *, initializers_as_inputs: bool = False
+) -> bytes:
     if net.dialect != ONNX:
         raise SerdeError(None, f"net {net.name!r} is a {net.dialect} net, not an ONNX graph")
     header = net.header if net.header is not None else onnx.GraphProto()
@@ -620,6 +622,8 @@ def _graph_bytes(net: Net, write_tensor: TensorWriter) -> bytes:
         graph.input.extend(
             _value_info(name, types.get(name)).SerializeToString() for name in net.external_inputs
         )
+        if initializers_as_inputs:
+            graph.input.extend(_undeclared_initializers(net))
         graph.output.extend(
             _value_info(name, types.get(name)).SerializeToString() for name in net.external_outputs
         )
@@ -628,6 +632,26 @@ def _graph_bytes(net: Net, write_tensor: TensorWriter) -> bytes:
             for name, value_type in _value_infos(net)
         )
     return bytes(graph.SerializeToString())
+
+
+def _undeclared_initializers(net: Net) -> list[bytes]:
+    """Graph inputs declaring the initializers ``net`` does not list as inputs: IR 3 wants
+    every initializer to be a graph input too (passes add initializers, e.g. folded values)."""
+    listed = set(net.external_inputs)
+    found = []
+    for name, tensor in net.initializers.items():
+        if name in listed:
+            continue
+        declared = net.types.get(name)
+        if declared is None:
+            elem_type = (
+                tensor.elem_type
+                if isinstance(tensor, OnnxTensor)
+                else onnx.helper.np_dtype_to_tensor_dtype(tensor.dtype)
+            )
+            declared = ValueType(elem_type, tensor.shape)
+        found.append(_value_info(name, declared).SerializeToString())
+    return found
 
 
 def _value_infos(net: Net) -> Iterable[tuple[str, ValueType]]:
@@ -711,7 +735,9 @@ def model_to_onnx_bytes(model: Model, write_tensor: TensorWriter = tensor_to_pro
             for domain, version in model.opset_imports.items()
         )
     lite = onnx_lite_pb2.ModelWithRawGraph.FromString(header.SerializeToString())
-    lite.graph = _graph_bytes(model.predict_net, write_tensor)
+    lite.graph = _graph_bytes(
+        model.predict_net, write_tensor, initializers_as_inputs=0 < header.ir_version < 4
+    )
     return bytes(lite.SerializeToString())
 
 

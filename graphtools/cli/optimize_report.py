@@ -1,0 +1,118 @@
+"""What ``run`` adds for ONNX models optimised the way users run onnxsim: the stages
+(``--opset N`` converting first with onnx's version converter, pass ``convert-opset``; the
+pipeline; ``--dynamic-batch`` making the batch symbolic once the pipeline reached its fixpoint,
+pass ``make-dynamic-batch``), and the before/after table of op types (control-flow bodies
+included) and file sizes that onnxsim prints. ``graphtools.cli.onnx_run`` calls them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from rich.table import Table
+
+from graphtools.cli.common import new_table
+from graphtools.ir import Model, Net
+from graphtools.pass_infra import PassManager, PassRecord
+from graphtools.passes.convert_opset import ConvertOpset
+from graphtools.passes.make_dynamic_batch import MakeDynamicBatch
+from graphtools.serde.onnx_codec import external_tensors
+
+__all__ = [
+    "Census",
+    "census",
+    "census_data",
+    "census_table",
+    "input_sizes",
+    "run_stages",
+]
+
+
+def run_stages(
+    model: Model,
+    manager: PassManager,
+    *,
+    opset: int | None = None,
+    dynamic_batch: bool = False,
+    after_pass: Callable[[PassRecord, Model], None] | None = None,
+) -> list[tuple[PassManager, list[PassRecord]]]:
+    """Run on ``model``, in order: ``convert-opset`` when an ``opset`` is asked for, the
+    pipeline of ``manager``, ``make-dynamic-batch`` with ``dynamic_batch`` (after the
+    pipeline's fixpoint: the targets folded to constants are what it rewrites); each manager
+    with its records. The two passes are idempotent: the second round of their stage only
+    confirms the fixpoint."""
+    stages = []
+    if opset is not None:
+        stages.append(PassManager([ConvertOpset(opset=opset)], steps=2))
+    stages.append(manager)
+    if dynamic_batch:
+        stages.append(PassManager([MakeDynamicBatch()], steps=2))
+    return [(stage, stage(model, after_pass=after_pass)) for stage in stages]
+
+
+@dataclass(frozen=True)
+class Census:
+    """What the table shows of one model: its op types (bodies included) and its files' size."""
+
+    ops: Counter[str]
+    size: int
+
+    @property
+    def nodes(self) -> int:
+        return sum(self.ops.values())
+
+
+def _count(net: Net, ops: Counter[str]) -> None:
+    for op in net:
+        ops[op.type] += 1
+    for index in net.nested_op_indices():
+        for _, nested in net[index].nested_nets():
+            _count(nested, ops)
+
+
+def census(model: Model, sizes: Iterable[int]) -> Census:
+    """The census of ``model`` whose files are ``sizes`` bytes long."""
+    ops: Counter[str] = Counter()
+    _count(model.predict_net, ops)
+    return Census(ops, sum(sizes))
+
+
+def input_sizes(model: Model) -> list[int]:
+    """The sizes of the files a loaded model lies in: its file and its external data files."""
+    paths = {model.predict_path} if model.predict_path is not None else set()
+    paths.update(
+        tensor.external.path  # type: ignore[attr-defined]
+        for _, _, tensor in external_tensors(model)
+    )
+    return [path.stat().st_size for path in paths if path is not None and path.is_file()]
+
+
+def _size(value: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value}{unit}" if unit == "B" else f"{value:.1f}{unit}"
+        value /= 1024  # type: ignore[assignment]
+    return str(value)
+
+
+def census_table(before: Census, after: Census) -> Table:
+    """The op types before and after (those present in either), then nodes and file size."""
+    table = new_table("", "before", "after")
+    for op_type in sorted(before.ops.keys() | after.ops.keys()):
+        table.add_row(op_type, str(before.ops[op_type]), str(after.ops[op_type]))
+    table.add_row("nodes", str(before.nodes), str(after.nodes))
+    table.add_row("file size", _size(before.size), _size(after.size))
+    return table
+
+
+def census_data(before: Census, after: Census) -> dict[str, Any]:
+    """The table as JSON-ready data."""
+    types = sorted(before.ops.keys() | after.ops.keys())
+    return {
+        "ops": {t: {"before": before.ops[t], "after": after.ops[t]} for t in types},
+        "nodes": {"before": before.nodes, "after": after.nodes},
+        "bytes": {"before": before.size, "after": after.size},
+    }

@@ -1,0 +1,254 @@
+"""``make-dynamic-batch``: a model it writes runs at batch 3 as three batch-1 runs, one it cannot
+free is refused naming the node that pins the batch, and an export that is dynamic already
+stays as it is.
+
+Every corpus export goes through what ``run -p optimize --dynamic-batch`` does
+(``graphtools.cli.optimize_report.run_stages``); ``fixtures/onnx/dynamic_batch_table.md``
+holds each model's result (``pytest --update-goldens`` rewrites it), so a model that starts
+being refused, or being accepted, shows. An accepted model must also give the original's
+outputs at the exported batch, pass the checker, and declare the symbol on its inputs and
+outputs; the batch axis of each output is where the symbol is declared.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from conftest import REPO
+from onnx import TensorProto, helper
+from onnx_check import assert_same_outputs, check, graph_model, normal, run
+from onnx_corpus import CORPUS, CorpusModel, seeded_inputs
+
+from graphtools.cli.optimize_report import run_stages
+from graphtools.errors import PassError
+from graphtools.pass_infra import PassManager
+from graphtools.serde.onnx_io import load_onnx_model, save_onnx_model
+
+TABLE = REPO / "fixtures" / "onnx" / "dynamic_batch_table.md"
+F = TensorProto.FLOAT
+_ROW = re.compile(r"^\| `(?P<model>[^`]+)` \| (?P<result>.*) \|$")
+
+
+def _table() -> dict[str, str]:
+    rows = {}
+    for line in TABLE.read_text().splitlines():
+        match = _ROW.match(line)
+        if match:
+            rows[match["model"]] = match["result"]
+    return rows
+
+
+def _write(rows: Mapping[str, str]) -> None:
+    intro = TABLE.read_text().split("\n| model |")[0]
+    body = "".join(f"| `{name}` | {rows[name]} |\n" for name in sorted(rows))
+    TABLE.write_text(f"{intro}\n| model | result |\n|---|---|\n{body}")
+
+
+def _symbol_axes(path: Path, symbol: str) -> tuple[dict[str, int], list[int | None]]:
+    """Each input's and output's axis holding ``symbol`` (``None``: an output without it)."""
+    graph = onnx.load(str(path), load_external_data=False).graph
+
+    def axis(value: onnx.ValueInfoProto) -> int | None:
+        dims = [d.dim_param for d in value.type.tensor_type.shape.dim]
+        return dims.index(symbol) if symbol in dims else None
+
+    inputs = {v.name: a for v in graph.input if (a := axis(v)) is not None}
+    return inputs, [axis(v) for v in graph.output]
+
+
+def assert_batch_polymorphic(path: Path, symbol: str, feeds: Mapping[str, Any]) -> None:
+    """At batch 3 the model gives, along each output's batch axis, what three batch-1 runs
+    give (each row taken from ``feeds`` or made up)."""
+    inputs, outputs = _symbol_axes(path, symbol)
+    assert inputs, f"no input of {path.name} declares {symbol}"
+    rng = np.random.default_rng(3)
+    batch3: dict[str, Any] = {}
+    for name, value in feeds.items():
+        if name not in inputs:
+            batch3[name] = value
+            continue
+        first = np.take(value, [0], axis=inputs[name])
+        rows = [first]
+        for _ in range(2):
+            if value.dtype.kind == "f":
+                rows.append(rng.standard_normal(first.shape).astype(value.dtype))
+            else:
+                rows.append(rng.integers(0, 2, first.shape).astype(value.dtype))
+        batch3[name] = np.concatenate(rows, axis=inputs[name])
+    together = run(path, batch3)
+    single = [
+        run(
+            path,
+            {k: np.take(v, [i], axis=inputs[k]) if k in inputs else v for k, v in batch3.items()},
+        )
+        for i in range(3)
+    ]
+    for number, (value, axis) in enumerate(zip(together, outputs, strict=True)):
+        if axis is None:
+            want = single[0][number]
+        else:
+            want = np.concatenate([run_[number] for run_ in single], axis=axis)
+        assert_same_outputs([want], [value], f"{path.name} output {number} at batch 3")
+
+
+def _result(corpus_model: CorpusModel, tmp_path: Path) -> str:
+    model = load_onnx_model(corpus_model.path)
+    try:
+        ran = run_stages(model, PassManager.parse("optimize"), dynamic_batch=True)
+    except PassError as exc:
+        found = re.search(r"node #\d+ (?:of graph '[^']*' )?\((\w+)[^)]*\) (.*)", str(exc))
+        assert found, f"{corpus_model.name}: the refusal names no node: {exc}"
+        return f"refused: {found[1]} {re.split(r' [(]|: ', found[2])[0]}"
+    records = [record for _, stage_records in ran for record in stage_records]
+    symbol = next(r.stats["symbol"] for r in records if r.name == "make-dynamic-batch")
+    target = tmp_path / corpus_model.path.name
+    save_onnx_model(model, target)
+    check(target)
+    feeds = seeded_inputs(corpus_model)
+    assert_same_outputs(run(corpus_model.path, feeds), run(target, feeds), corpus_model.name)
+    assert_batch_polymorphic(target, symbol, feeds)
+    return f"symbolic batch '{symbol}'"
+
+
+@pytest.mark.parametrize("name", [entry.name for entry in CORPUS])
+def test_every_export_runs_at_any_batch_or_is_refused_naming_the_node(
+    name: str, onnx_corpus: list[CorpusModel], tmp_path: Path, update_goldens: bool
+) -> None:
+    corpus_model = next(model for model in onnx_corpus if model.name == name)
+    result = _result(corpus_model, tmp_path)
+    if update_goldens:
+        rows = _table()
+        rows[name] = result
+        _write(rows)
+    assert _table().get(name) == result
+    if corpus_model.dynamic_batch:
+        assert result == "symbolic batch 'batch'"  # a dynamic export keeps its own symbol
+
+
+def test_the_table_covers_the_corpus() -> None:
+    rows = _table()
+    assert set(rows) == {entry.name for entry in CORPUS}
+    accepted = [name for name, result in rows.items() if result.startswith("symbolic batch")]
+    assert len(accepted) >= 25, accepted
+
+
+# -- rules, one model each ------------------------------------------------------------------------
+
+
+def _dynamic(path: Path, tmp_path: Path, pipeline: str = "make-dynamic-batch") -> Path:
+    model = load_onnx_model(path)
+    PassManager.parse(pipeline)(model)
+    target = tmp_path / f"dyn_{path.name}"
+    save_onnx_model(model, target)
+    check(target)
+    return target
+
+
+def test_a_reshape_pinning_the_exported_batch_is_rewritten(tmp_path: Path) -> None:
+    """efficientnet's head: ``Input shape:{3,1280,1,1}, requested shape:{1,1280}``."""
+    nodes = [
+        helper.make_node("Reshape", ["x", "target"], ["f"]),
+        helper.make_node("Gemm", ["f", "w"], ["y"], transB=1),
+        helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2, 3]),
+        helper.make_node("Reshape", ["t", "target2"], ["z"]),  # the batch moves: -1 there
+    ]
+    weights = {
+        "target": np.array([1, 8], np.int64),
+        "target2": np.array([8, 1], np.int64),
+        "w": normal(4, 8),
+    }
+    path = graph_model(
+        tmp_path / "m.onnx",
+        nodes,
+        {"x": (F, [1, 8, 1, 1])},
+        {"y": (F, [1, 4]), "z": (F, [8, 1])},
+        weights,
+    )
+    target = _dynamic(path, tmp_path)
+    assert _symbol_axes(target, "N") == ({"x": 0}, [0, 1])
+    assert_batch_polymorphic(target, "N", {"x": normal(1, 8, 1, 1)})
+
+
+def test_a_recurrent_state_made_for_one_batch_is_expanded(tmp_path: Path) -> None:
+    hidden = 3
+    nodes = [helper.make_node("GRU", ["x", "w", "r", "", "", "h0"], ["y"], hidden_size=hidden)]
+    weights = {
+        "w": normal(1, 3 * hidden, 2),
+        "r": normal(1, 3 * hidden, hidden, seed=1),
+        "h0": normal(1, 1, hidden, seed=2),
+    }
+    path = graph_model(tmp_path / "m.onnx", nodes, {"x": (F, [4, 1, 2])}, {"y": (F, None)}, weights)
+    target = _dynamic(path, tmp_path)
+    assert _symbol_axes(target, "N")[0] == {"x": 1}  # the GRU runs along axis 0
+    assert_batch_polymorphic(target, "N", {"x": normal(4, 1, 2)})
+
+
+def test_resize_sizes_follow_the_batch(tmp_path: Path) -> None:
+    nodes = [helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="nearest")]
+    path = graph_model(
+        tmp_path / "m.onnx",
+        nodes,
+        {"x": (F, [1, 2, 3, 3])},
+        {"y": (F, [1, 2, 6, 6])},
+        {"sizes": np.array([1, 2, 6, 6], np.int64)},
+    )
+    target = _dynamic(path, tmp_path)
+    assert_batch_polymorphic(target, "N", {"x": normal(1, 2, 3, 3)})
+
+
+@pytest.mark.parametrize(
+    ("nodes", "pinned"),
+    [
+        ([helper.make_node("Softmax", ["x"], ["y"], axis=0)], "Softmax"),
+        ([helper.make_node("ReduceMean", ["x"], ["y"], axes=[0], keepdims=1)], "ReduceMean"),
+        ([helper.make_node("Custom", ["x"], ["y"], domain="my.ops")], "Custom"),
+    ],
+    ids=["softmax-over-the-batch", "mean-over-the-batch", "unknown-op"],
+)
+def test_a_node_mixing_the_batch_is_refused_by_name_and_the_model_kept(
+    tmp_path: Path, nodes: list[onnx.NodeProto], pinned: str
+) -> None:
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, [2, 3])],
+        [helper.make_tensor_value_info("y", F, None)],
+    )
+    imports = [helper.make_opsetid("", 17), helper.make_opsetid("my.ops", 1)]
+    path = tmp_path / "m.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=imports).SerializeToString())
+    model = load_onnx_model(path)
+    before = model.copy()
+    with pytest.raises(PassError, match=rf"node #0 of graph 'g' \({pinned}\)"):
+        PassManager.parse("make-dynamic-batch")(model)
+    assert model.predict_net.same_as(before.predict_net)
+
+
+def test_an_export_that_is_dynamic_already_is_left_as_it_is(tmp_path: Path) -> None:
+    nodes = [helper.make_node("Relu", ["x"], ["y"])]
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, ["batch", 3])}, {"y": (F, ["batch", 3])}
+    )
+    model = load_onnx_model(path)
+    (record,) = PassManager.parse("make-dynamic-batch", steps=1)(model)
+    assert not record.modified and record.stats["symbol"] == "batch"
+
+
+def test_the_batch_axis_can_be_named_and_a_wrong_name_is_refused(tmp_path: Path) -> None:
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),
+        helper.make_node("Softmax", ["t"], ["y"], axis=1),
+    ]
+    path = graph_model(tmp_path / "m.onnx", nodes, {"x": (F, [4, 1, 3])}, {"y": (F, [1, 4, 3])})
+    target = _dynamic(path, tmp_path, "make-dynamic-batch{inputs=x=1,symbol=B}")
+    assert _symbol_axes(target, "B") == ({"x": 1}, [0])
+    assert_batch_polymorphic(target, "B", {"x": normal(4, 1, 3)})
+    model = load_onnx_model(path)
+    with pytest.raises(PassError, match="'z' is not a graph input"):
+        PassManager.parse("make-dynamic-batch{inputs=z=0}")(model)

@@ -1,0 +1,467 @@
+"""The ONNX optimisation passes, rule by rule and refusal by refusal, each proven by onnxruntime.
+
+Every case writes a small model, runs one pass (or the pipeline it needs), and checks through
+``onnx_check.rewritten`` that onnx's checker accepts the result, the opset is unchanged and
+onnxruntime gives the original's outputs; then what the pass did (or refused) is asserted.
+Weights are random, so a fusion along the wrong axis shows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+from onnx_check import graph_model, normal, rewritten, run, types
+
+from graphtools.errors import PassError
+from graphtools.pass_infra import PassManager
+from graphtools.serde.onnx_io import load_onnx_model
+
+F, I64 = TensorProto.FLOAT, TensorProto.INT64
+
+
+def _norm(name: str, x: str, y: str, channels: int, **attrs: object) -> tuple[object, dict]:
+    rng = np.random.default_rng(len(name))
+    params = {
+        f"{name}_s": rng.uniform(0.5, 1.5, channels).astype(np.float32),
+        f"{name}_b": rng.uniform(-0.5, 0.5, channels).astype(np.float32),
+        f"{name}_m": rng.uniform(-0.5, 0.5, channels).astype(np.float32),
+        f"{name}_v": rng.uniform(0.5, 1.5, channels).astype(np.float32),
+    }
+    node = helper.make_node("BatchNormalization", [x, *params], [y], **attrs)
+    return node, params
+
+
+# -- fuse-batchnorm ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["Conv", "Conv-no-bias", "ConvTranspose", "Gemm", "Gemm-transB"])
+def test_a_batch_norm_folds_into_the_layer_before_it(tmp_path: Path, kind: str) -> None:
+    rng = np.random.default_rng(3)
+    if kind.startswith("Gemm"):
+        trans = kind.endswith("transB")
+        weight = rng.standard_normal((5, 4) if trans else (4, 5)).astype(np.float32)
+        layer = helper.make_node(
+            "Gemm", ["x", "w", "c"], ["h"], alpha=0.5, beta=2.0, transB=int(trans)
+        )
+        params = {"w": weight, "c": rng.standard_normal(5).astype(np.float32)}
+        shape_in, shape_out, feeds = [3, 4], [3, 5], {"x": normal(3, 4)}
+    else:
+        transpose = kind == "ConvTranspose"
+        weight = rng.standard_normal((3, 5, 3, 3) if transpose else (5, 3, 3, 3)).astype(np.float32)
+        inputs = ["x", "w"] if kind == "Conv-no-bias" else ["x", "w", "c"]
+        layer = helper.make_node(kind.split("-")[0], inputs, ["h"], pads=[1, 1, 1, 1])
+        params = {"w": weight, "c": rng.standard_normal(5).astype(np.float32)}
+        if kind == "Conv-no-bias":
+            del params["c"]
+        shape_in, shape_out, feeds = [1, 3, 6, 6], [1, 5, 6, 6], {"x": normal(1, 3, 6, 6)}
+    norm, norm_params = _norm("bn", "h", "y", 5, epsilon=1e-3)
+    path = graph_model(
+        tmp_path / "m.onnx",
+        [layer, norm],
+        {"x": (F, shape_in)},
+        {"y": (F, shape_out)},
+        {**params, **norm_params},
+    )
+    model, _ = rewritten(path, "fuse-batchnorm,remove-unused-params", feeds, tmp_path)
+    assert types(model) == [layer.op_type]
+    assert not (set(norm_params) & set(model.predict_net.initializers))
+
+
+def test_a_training_mode_batch_norm_and_a_shared_conv_output_stay(tmp_path: Path) -> None:
+    """Training mode normalises with the batch's statistics: no weight can hold them
+    (onnxscript's optimizer folds it anyway); a conv output read twice must stay computed."""
+    conv = helper.make_node("Conv", ["x", "w"], ["h"])
+    training, params = _norm("bn", "h", "y", 2, training_mode=1)
+    training.output.extend(["mean_out", "var_out"])
+    weights = {"w": normal(2, 3, 1, 1), **params}
+    path = graph_model(
+        tmp_path / "t.onnx",
+        [conv, training],
+        {"x": (F, [2, 3, 4, 4])},
+        {"y": (F, [2, 2, 4, 4])},
+        weights,
+    )
+    model, _ = rewritten(path, "fuse-batchnorm", {"x": normal(2, 3, 4, 4)}, tmp_path)
+    assert types(model) == ["Conv", "BatchNormalization"]
+    shared, params = _norm("bn", "h", "y", 2)
+    path = graph_model(
+        tmp_path / "s.onnx",
+        [conv, shared],
+        {"x": (F, [1, 3, 4, 4])},
+        {"y": (F, [1, 2, 4, 4]), "h": (F, [1, 2, 4, 4])},
+        {"w": normal(2, 3, 1, 1), **params},
+    )
+    model, _ = rewritten(path, "fuse-batchnorm", {"x": normal(1, 3, 4, 4)}, tmp_path)
+    assert types(model) == ["Conv", "BatchNormalization"]
+
+
+# -- fuse-affine ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op_type", ["Mul", "Add"])
+def test_a_per_channel_scale_or_shift_folds_into_conv_batchnorm_and_gemm(
+    tmp_path: Path, op_type: str
+) -> None:
+    rng = np.random.default_rng(5)
+    norm, params = _norm("bn", "x", "n", 3)
+    nodes = [
+        norm,
+        helper.make_node(op_type, ["n", "k1"], ["a"]),  # into the BatchNormalization
+        helper.make_node("Conv", ["a", "w", "c"], ["h"]),
+        helper.make_node(op_type, ["k2", "h"], ["b"]),  # constant first: into the Conv
+        helper.make_node("Flatten", ["b"], ["f"]),
+        helper.make_node("Gemm", ["f", "g"], ["o"], transB=1),
+        helper.make_node(op_type, ["o", "k3"], ["y"]),  # into the Gemm (C added)
+    ]
+    weights = {
+        **params,
+        "k1": rng.uniform(0.5, 1.5, (1, 3, 1, 1)).astype(np.float32),
+        "w": normal(4, 3, 1, 1),
+        "c": normal(4),
+        "k2": rng.uniform(0.5, 1.5, (4, 1, 1)).astype(np.float32),
+        "g": normal(6, 64),
+        "k3": rng.uniform(0.5, 1.5, (6,)).astype(np.float32),
+    }
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, [2, 3, 4, 4])}, {"y": (F, [2, 6])}, weights
+    )
+    model, _ = rewritten(path, "fuse-affine", {"x": normal(2, 3, 4, 4)}, tmp_path)
+    assert types(model) == ["BatchNormalization", "Conv", "Flatten", "Gemm"]
+
+
+def test_a_scale_that_is_not_per_channel_stays(tmp_path: Path) -> None:
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["h"]),
+        helper.make_node("Mul", ["h", "k"], ["y"]),
+    ]
+    weights = {"w": normal(2, 3, 1, 1), "k": normal(1, 2, 4, 1)}  # varies along H too
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, [1, 3, 4, 4])}, {"y": (F, [1, 2, 4, 4])}, weights
+    )
+    model, _ = rewritten(path, "fuse-affine", {"x": normal(1, 3, 4, 4)}, tmp_path)
+    assert types(model) == ["Conv", "Mul"]
+
+
+# -- fuse-pad ------------------------------------------------------------------------------------
+
+
+def test_a_zero_pad_folds_into_conv_and_counting_average_pool_only(tmp_path: Path) -> None:
+    """A pooling window padded by its own size or more is refused by onnxruntime: that Pad
+    stays; so does one before an average that leaves padding out."""
+    pads = np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64)
+    small = np.array([0, 0, 1, 0, 0, 0, 0, 1], np.int64)
+    nodes = [
+        helper.make_node("Pad", ["x", "p"], ["a"]),
+        helper.make_node("Conv", ["a", "w"], ["b"], pads=[1, 0, 0, 1]),
+        helper.make_node("Pad", ["b", "small"], ["c"]),
+        helper.make_node("AveragePool", ["c"], ["d"], kernel_shape=[3, 3], count_include_pad=1),
+        helper.make_node("Pad", ["d", "p"], ["e"]),
+        helper.make_node("AveragePool", ["e"], ["f"], kernel_shape=[2, 2], count_include_pad=1),
+        helper.make_node("Pad", ["f", "small"], ["g"]),
+        helper.make_node("AveragePool", ["g"], ["y"], kernel_shape=[3, 3]),
+    ]
+    path = graph_model(
+        tmp_path / "m.onnx",
+        nodes,
+        {"x": (F, [1, 3, 5, 5])},
+        {"y": (F, None)},
+        {"p": pads, "small": small, "w": normal(2, 3, 3, 3)},
+    )
+    model, _ = rewritten(path, "fuse-pad", {"x": normal(1, 3, 5, 5)}, tmp_path)
+    assert types(model) == ["Conv", "AveragePool", "Pad", "AveragePool", "Pad", "AveragePool"]
+    assert list(model.predict_net[0].arg("pads")) == [2, 2, 2, 2]
+    assert list(model.predict_net[1].arg("pads")) == [1, 0, 0, 1]
+
+
+def test_a_reflecting_or_nonzero_pad_stays(tmp_path: Path) -> None:
+    nodes = [
+        helper.make_node("Pad", ["x", "p"], ["a"], mode="reflect"),
+        helper.make_node("Conv", ["a", "w"], ["b"]),
+        helper.make_node("Pad", ["b", "p", "v"], ["c"]),
+        helper.make_node("Conv", ["c", "w2"], ["y"]),
+    ]
+    weights = {
+        "p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64),
+        "v": np.array(0.5, np.float32),
+        "w": normal(2, 3, 3, 3),
+        "w2": normal(2, 2, 3, 3),
+    }
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, [1, 3, 5, 5])}, {"y": (F, None)}, weights
+    )
+    model, _ = rewritten(path, "fuse-pad", {"x": normal(1, 3, 5, 5)}, tmp_path)
+    assert types(model) == ["Pad", "Conv", "Pad", "Conv"]
+
+
+# -- fuse-matmul-add -----------------------------------------------------------------------------
+
+
+def test_matmul_add_on_matrices_becomes_gemm_and_on_a_batch_of_rows_stays(tmp_path: Path) -> None:
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["m"]),
+        helper.make_node("Add", ["b", "m"], ["h"]),
+        helper.make_node("MatMul", ["z", "w"], ["m3"]),
+        helper.make_node("Add", ["m3", "b"], ["y3"]),
+        helper.make_node("Relu", ["h"], ["y"]),
+    ]
+    path = graph_model(
+        tmp_path / "m.onnx",
+        nodes,
+        {"x": (F, [2, 4]), "z": (F, [2, 3, 4])},
+        {"y": (F, [2, 5]), "y3": (F, [2, 3, 5])},
+        {"w": normal(4, 5), "b": normal(5)},
+    )
+    feeds = {"x": normal(2, 4), "z": normal(2, 3, 4, seed=1)}
+    model, _ = rewritten(path, "fuse-matmul-add", feeds, tmp_path)
+    assert types(model) == ["Gemm", "MatMul", "Add", "Relu"]
+
+
+# -- merge-consecutive-ops -----------------------------------------------------------------------
+
+
+def test_a_static_chain_of_moves_becomes_the_fewest_ops(tmp_path: Path) -> None:
+    """The transformer's split into heads: Reshape, Unsqueeze, Transpose, Squeeze moving a dim
+    of size 1 around is Reshape + Transpose; Reshape, Transpose, Reshape is Reshape, Transpose."""
+    nodes = [
+        helper.make_node("Reshape", ["x", "s1"], ["v"]),
+        helper.make_node("Unsqueeze", ["v", "zero"], ["u"]),
+        helper.make_node("Transpose", ["u"], ["t"], perm=[3, 1, 2, 0, 4]),
+        helper.make_node("Squeeze", ["t", "minus2"], ["q"]),
+        helper.make_node("Gather", ["q", "index"], ["g"], axis=0),
+        helper.make_node("Reshape", ["g", "s2"], ["r"]),
+        helper.make_node("Transpose", ["r"], ["rt"], perm=[1, 0, 2]),
+        helper.make_node("Reshape", ["rt", "s3"], ["y"]),
+    ]
+    weights = {
+        "s1": np.array([8, 2, 3, 32], np.int64),
+        "zero": np.array([0], np.int64),
+        "minus2": np.array([-2], np.int64),
+        "index": np.array(1, np.int64),
+        "s2": np.array([8, 8, 8], np.int64),
+        "s3": np.array([2, 4, 8, 8], np.int64),
+    }
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, [8, 2, 96])}, {"y": (F, [2, 4, 8, 8])}, weights
+    )
+    model, _ = rewritten(path, "merge-consecutive-ops", {"x": normal(8, 2, 96)}, tmp_path)
+    assert types(model) == ["Reshape", "Transpose", "Gather", "Reshape", "Transpose"]
+
+
+def test_moves_on_a_symbolic_batch_merge_by_rank(tmp_path: Path) -> None:
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["a"], perm=[0, 2, 1]),
+        helper.make_node("Unsqueeze", ["a", "one"], ["b"]),
+        helper.make_node("Transpose", ["b"], ["c"], perm=[0, 2, 1, 3]),
+        helper.make_node("Squeeze", ["c", "two"], ["d"]),
+        helper.make_node("Unsqueeze", ["d", "zero"], ["e"]),
+        helper.make_node("Reshape", ["e", "target"], ["y"]),
+    ]
+    weights = {
+        "one": np.array([1], np.int64),
+        "two": np.array([2], np.int64),
+        "zero": np.array([0], np.int64),
+        "target": np.array([-1, 12], np.int64),
+    }
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, ["N", 3, 4])}, {"y": (F, ["M", 12])}, weights
+    )
+    model, _ = rewritten(path, "merge-consecutive-ops", {"x": normal(5, 3, 4)}, tmp_path)
+    assert types(model) == ["Transpose", "Reshape"]
+    assert run(path, {"x": normal(2, 3, 4)})[0].shape == (2, 12)
+
+
+def test_casts_merge_only_through_a_type_holding_every_value(tmp_path: Path) -> None:
+    nodes = [
+        helper.make_node("Cast", ["x"], ["a"], to=TensorProto.DOUBLE),
+        helper.make_node("Cast", ["a"], ["b"], to=TensorProto.FLOAT16),
+        helper.make_node("Cast", ["x"], ["c"], to=TensorProto.FLOAT16),
+        helper.make_node("Cast", ["c"], ["y"], to=TensorProto.FLOAT),
+    ]
+    path = graph_model(
+        tmp_path / "m.onnx",
+        nodes,
+        {"x": (F, [40])},
+        {"b": (TensorProto.FLOAT16, [40]), "y": (F, [40])},
+    )
+    feeds = {"x": (normal(40) * 1000).astype(np.float32)}
+    model, _ = rewritten(path, "merge-consecutive-ops", feeds, tmp_path)
+    assert types(model) == ["Cast", "Cast", "Cast"]  # float32 -> float16 -> float32 rounds
+
+
+def test_concats_and_slices_merge(tmp_path: Path) -> None:
+    nodes = [
+        helper.make_node("Concat", ["x", "x"], ["a"], axis=1),
+        helper.make_node("Concat", ["a", "x"], ["b"], axis=-1),
+        helper.make_node("Slice", ["b", "s0", "e0", "ax0"], ["c"]),
+        helper.make_node("Slice", ["c", "s1", "e1", "ax1", "st1"], ["y"]),
+    ]
+    weights = {
+        "s0": np.array([1], np.int64),
+        "e0": np.array([3], np.int64),
+        "ax0": np.array([0], np.int64),
+        "s1": np.array([5], np.int64),
+        "e1": np.array([0], np.int64),
+        "ax1": np.array([-1], np.int64),
+        "st1": np.array([-2], np.int64),
+    }
+    path = graph_model(tmp_path / "m.onnx", nodes, {"x": (F, [4, 2])}, {"y": (F, None)}, weights)
+    model, _ = rewritten(path, "merge-consecutive-ops", {"x": normal(4, 2)}, tmp_path)
+    assert types(model) == ["Concat", "Slice"]
+
+
+# -- remove-noop-ops -----------------------------------------------------------------------------
+
+
+def test_ops_that_give_back_their_input_go(tmp_path: Path) -> None:
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["a"], perm=[0, 1, 2]),
+        helper.make_node("Reshape", ["a", "same"], ["b"]),
+        helper.make_node("Cast", ["b"], ["c"], to=TensorProto.FLOAT),
+        helper.make_node("Pad", ["c", "nopad"], ["d"]),
+        helper.make_node("Slice", ["d", "zero", "big", "one"], ["e"]),
+        helper.make_node("Expand", ["e", "ones"], ["f"]),
+        helper.make_node("Dropout", ["f"], ["g"]),
+        helper.make_node("Concat", ["g"], ["h"], axis=0),
+        helper.make_node("MaxPool", ["h"], ["i"], kernel_shape=[1]),
+        helper.make_node("Relu", ["i"], ["y"]),
+    ]
+    weights = {
+        "same": np.array([0, -1, 4], np.int64),
+        "nopad": np.zeros(6, np.int64),
+        "zero": np.array([0], np.int64),
+        "big": np.array([2**62], np.int64),
+        "one": np.array([1], np.int64),
+        "ones": np.array([1, 1], np.int64),
+    }
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, ["N", 3, 4])}, {"y": (F, ["N", 3, 4])}, weights
+    )
+    model, _ = rewritten(path, "remove-noop-ops", {"x": normal(2, 3, 4)}, tmp_path)
+    assert types(model) == ["Relu"]
+
+
+def test_ops_that_change_something_stay(tmp_path: Path) -> None:
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["a"], perm=[0, 2, 1]),
+        helper.make_node("Cast", ["a"], ["b"], to=TensorProto.FLOAT16),
+        helper.make_node("Slice", ["b", "one", "big", "one"], ["c"]),
+        helper.make_node("Expand", ["c", "wide"], ["y"]),
+    ]
+    weights = {
+        "one": np.array([1], np.int64),
+        "big": np.array([2**62], np.int64),
+        "wide": np.array([2, 1, 3, 3], np.int64),
+    }
+    path = graph_model(
+        tmp_path / "m.onnx",
+        nodes,
+        {"x": (F, [2, 3, 4])},
+        {"y": (TensorProto.FLOAT16, None)},
+        weights,
+    )
+    model, _ = rewritten(path, "remove-noop-ops", {"x": normal(2, 3, 4)}, tmp_path)
+    assert types(model) == ["Transpose", "Cast", "Slice", "Expand"]
+
+
+def test_zero_initial_states_of_a_recurrent_op_are_left_out(tmp_path: Path) -> None:
+    hidden = 4
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "one"], ["n"]),
+        helper.make_node("Concat", ["dirs", "n", "h"], ["state_shape"], axis=0),
+        helper.make_node("ConstantOfShape", ["state_shape"], ["zeros"]),
+        helper.make_node(
+            "LSTM", ["x", "w", "r", "", "", "zeros", "zeros"], ["y"], hidden_size=hidden
+        ),
+    ]
+    weights = {
+        "one": np.array([1], np.int64),
+        "dirs": np.array([1], np.int64),
+        "h": np.array([hidden], np.int64),
+        "w": normal(1, 4 * hidden, 3),
+        "r": normal(1, 4 * hidden, hidden, seed=1),
+    }
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, [5, "N", 3])}, {"y": (F, None)}, weights
+    )
+    model, _ = rewritten(path, "remove-noop-ops,remove-dead-ends", {"x": normal(5, 2, 3)}, tmp_path)
+    assert types(model) == ["LSTM"]
+    assert model.predict_net[0].inputs == ("x", "w", "r")
+
+
+# -- dedupe-initializers, merge-common-subexpressions ----------------------------------------------
+
+
+def test_equal_initializers_and_the_ops_reading_them_merge(tmp_path: Path) -> None:
+    nodes = [
+        helper.make_node("Mul", ["x", "a"], ["p"]),
+        helper.make_node("Mul", ["b", "x"], ["q"]),
+        helper.make_node("Add", ["p", "q"], ["y"]),
+        helper.make_node("RandomNormalLike", ["x"], ["r1"]),
+        helper.make_node("RandomNormalLike", ["x"], ["r2"]),
+        helper.make_node("Sub", ["r1", "r2"], ["noise"]),
+        helper.make_node("Relu", ["x"], ["twice"]),
+    ]
+    weights = {"a": np.arange(3, dtype=np.float32), "b": np.arange(3, dtype=np.float32)}
+    path = graph_model(
+        tmp_path / "m.onnx",
+        nodes,
+        {"x": (F, [2, 3])},
+        {"y": (F, [2, 3]), "noise": (F, [2, 3]), "twice": (F, [2, 3])},
+        weights,
+    )
+    model = load_onnx_model(path)
+    PassManager.parse("dedupe-initializers,merge-common-subexpressions")(model)
+    assert list(model.predict_net.initializers) == ["a"]
+    assert types(model) == ["Mul", "Add", "RandomNormalLike", "RandomNormalLike", "Sub", "Relu"]
+    deterministic = graph_model(
+        tmp_path / "d.onnx",
+        [nodes[0], nodes[1], nodes[2]],
+        {"x": (F, [2, 3])},
+        {"y": (F, [2, 3])},
+        weights,
+    )
+    rewritten(
+        deterministic,
+        "dedupe-initializers,merge-common-subexpressions",
+        {"x": normal(2, 3)},
+        tmp_path,
+    )
+
+
+def test_an_initializer_that_is_also_a_graph_input_is_not_merged(tmp_path: Path) -> None:
+    nodes = [helper.make_node("Add", ["a", "b"], ["y"])]
+    weights = {"a": np.ones(3, np.float32), "b": np.ones(3, np.float32)}
+    path = graph_model(tmp_path / "m.onnx", nodes, {"b": (F, [3])}, {"y": (F, [3])}, weights)
+    model = load_onnx_model(path)
+    PassManager.parse("dedupe-initializers")(model)
+    assert set(model.predict_net.initializers) == {"a", "b"}
+
+
+# -- convert-opset --------------------------------------------------------------------------------
+
+
+def test_convert_opset_uses_the_version_converter_and_refuses_by_name(tmp_path: Path) -> None:
+    nodes = [helper.make_node("Squeeze", ["x"], ["y"], axes=[1])]
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, [2, 1, 3])}, {"y": (F, [2, 3])}, opset=11
+    )
+    model = load_onnx_model(path)
+    PassManager.parse("convert-opset{opset=13}")(model)
+    assert model.opset_imports[""] == 13
+    (squeeze,) = (op for op in model.predict_net if op.type == "Squeeze")
+    assert len(squeeze.inputs) == 2 and not squeeze.has_arg("axes")
+    relu = graph_model(
+        tmp_path / "r.onnx",
+        [helper.make_node("Relu", ["x"], ["y"])],
+        {"x": (F, [2])},
+        {"y": (F, [2])},
+        opset=20,
+    )
+    model = load_onnx_model(relu)
+    with pytest.raises(PassError, match="version converter cannot take this model from opset 20"):
+        PassManager.parse("convert-opset{opset=13}")(model)
+    assert model.opset_imports[""] == 20
