@@ -53,6 +53,7 @@ from _common import (
     save_bytes,
 )
 
+from graphtools._core import CAFFE2
 from graphtools.pass_infra import PassManager
 
 WANTED_PASSES = ("remove-reshape-for-fc", "fuse-copy-ops", "remove-dead-ends")
@@ -81,7 +82,7 @@ def build_pipeline(spec: str = "default") -> tuple[PassManager | None, list[str]
         notes.append(f"pipeline {spec!r} does not parse ({exc}); running {subset or 'nothing'}")
         manager = PassManager.parse(",".join(subset)) if subset else None
     if manager is not None:
-        running = {item.name for item in manager.passes}
+        running = {item.name for item in manager.passes_for(CAFFE2)}  # 'default' expanded
         absent = [name for name in WANTED_PASSES if name in known and name not in running]
         if absent and spec == "default":
             subset = [name for name in WANTED_PASSES if name in known]

@@ -218,3 +218,7 @@ class RecurrentLinkError(GraphToolsError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return Exception.__str__(self)
+
+
+class UsageError(GraphToolsError):
+    """The command line asks for something that cannot be done (e.g. overwrite the input)."""

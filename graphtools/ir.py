@@ -16,6 +16,7 @@ re-serialises byte for byte.
 from __future__ import annotations
 
 import operator
+import sys
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from itertools import chain
@@ -322,30 +323,32 @@ class Op:
         nested: bool | None,
         control: bool | None,
         type_field: str = "type",
+        start: int = 0,
     ) -> list[Op]:
         """Ops for a codec: one per record (anything with ``type``, ``input`` and ``output``,
         an ``OperatorDef`` typically; ``type_field`` names the type's field when it is not
         ``type``: ``op_type`` for an ONNX ``NodeProto``), the i-th decoding its other fields
-        from ``source`` at index i.
+        from ``source`` at index ``start + i``.
 
         ``nested``/``control`` preset every op's "holds nested nets" / "lists control inputs"
-        flags (``None``: each op works it out when first asked). One loop with no call per
-        op: loading a net is this loop over every op of the file.
+        flags (``None``: each op works it out when first asked). Blob names are interned
+        (``sys.intern``): a name used by many ops, external lists and nets is one string, and
+        it is hashed once, while in cache (every view, set and dict built over a big net
+        hashes names). One loop with no call per op: loading a net is this loop over every op
+        of the file.
         """
         new = cls.__new__
+        intern = sys.intern
         types: dict[str, str] = {}  # one string object per op type, not one per op
         ops: list[Op] = []
         append = ops.append
         type_of = operator.attrgetter(type_field)
-        for index, record in enumerate(records):
+        for index, record in enumerate(records, start):
             op = new(cls)
             op_type = type_of(record)
             op.type = types.setdefault(op_type, op_type)
-            op.inputs = inputs = tuple(record.input[:])
-            op.outputs = outputs = tuple(record.output[:])
-            # Hash the names while they are in cache: str caches its hash, and every view,
-            # set and dict built over a big net later would otherwise fetch each name again.
-            hash((inputs, outputs))
+            op.inputs = tuple(map(intern, record.input[:]))
+            op.outputs = tuple(map(intern, record.output[:]))
             op._lazy = None
             op._changed = _UNCHANGED
             op._parent = parent

@@ -26,6 +26,7 @@ from typing import ClassVar
 from graphtools.ir import Model, Net
 from graphtools.nested import nested_accesses
 from graphtools.pass_infra import Pass, PassResult, register_pass
+from graphtools.ssa_view import SSAView
 
 __all__ = ["RemoveUnusedParams", "unused_params"]
 
@@ -42,13 +43,10 @@ def unused_params(model: Model) -> list[str]:
         nested_reads.update(access.reads)
     view = net.ssa()
     outputs = {name for name, version in view.external_outputs if version == 0}
-    found: dict[str, None] = {}
     params = [name for op in init for name in op.outputs] if init is not None else []
-    for name in (*params, *net.initializers):
-        if name in outputs or name in nested_reads or net.uses((name, 0)):
-            continue
-        found[name] = None
-    return list(found)
+    candidates = [*params, *net.initializers]
+    used = outputs.union(nested_reads, view.initially_read(candidates))
+    return list(dict.fromkeys(name for name in candidates if name not in used))
 
 
 def _removable_init_ops(init: Net, unused: set[str]) -> list[int]:
@@ -62,6 +60,15 @@ def _removable_init_ops(init: Net, unused: set[str]) -> list[int]:
         else:
             read_by_kept.update(op.inputs)
     return removable
+
+
+def _may_enable(view: SSAView, dropped: set[str]) -> frozenset[str] | None:
+    """The passes removing ``dropped`` may give work to (``view``: the predict_net's before
+    the removal): none when no top-level op writes a dropped name (no op read the params,
+    and a declaration matters to a pass only for a name an op writes: the last write of a
+    declared input is kept, an identity cannot give its source a declared input's name);
+    any pass otherwise."""
+    return None if view.last_write_keys(dropped) else frozenset()
 
 
 @register_pass
@@ -83,6 +90,7 @@ class RemoveUnusedParams(Pass):
         unused = set(unused_params(model))
         init = model.init_net
         predict = model.predict_net
+        view = predict.ssa()  # as unused_params saw it
         if not unused:
             return PassResult(model, False, {"params_removed": 0, "init_ops_removed": 0})
         removable = [] if init is None else _removable_init_ops(init, unused)
@@ -108,4 +116,4 @@ class RemoveUnusedParams(Pass):
                     )
             changed = declarations.changed or changed
         stats = {"params_removed": len(dropped), "init_ops_removed": len(removable)}
-        return PassResult(model, changed, stats)
+        return PassResult(model, changed, stats, _may_enable(view, dropped))

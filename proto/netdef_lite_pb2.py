@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"graphtools/proto/netdef_lite.proto\x12\x11graphtools.caffe2\"\xbc\x01\n\x10NetDefWithRawOps\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\n\n\x02op\x18\x02 \x03(\x0c\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x13\n\x0bnum_workers\x18\x04 \x01(\x05\x12\x15\n\rdevice_option\x18\x05 \x01(\x0c\x12\x0b\n\x03\x61rg\x18\x06 \x03(\x0c\x12\x16\n\x0e\x65xternal_input\x18\x07 \x03(\t\x12\x17\n\x0f\x65xternal_output\x18\x08 \x03(\t\x12\x16\n\x0epartition_info\x18\t \x03(\x0c')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"graphtools/proto/netdef_lite.proto\x12\x11graphtools.caffe2\"\xbc\x01\n\x10NetDefWithRawOps\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\n\n\x02op\x18\x02 \x03(\x0c\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x13\n\x0bnum_workers\x18\x04 \x01(\x05\x12\x15\n\rdevice_option\x18\x05 \x01(\x0c\x12\x0b\n\x03\x61rg\x18\x06 \x03(\x0c\x12\x16\n\x0e\x65xternal_input\x18\x07 \x03(\t\x12\x17\n\x0f\x65xternal_output\x18\x08 \x03(\t\x12\x16\n\x0epartition_info\x18\t \x03(\x0c\"7\n\rNetDefOpNames\x12&\n\x02op\x18\x02 \x03(\x0b\x32\x1a.graphtools.caffe2.OpNames\"6\n\x07OpNames\x12\r\n\x05input\x18\x01 \x03(\t\x12\x0e\n\x06output\x18\x02 \x03(\t\x12\x0c\n\x04type\x18\x04 \x01(\t')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,4 +33,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_NETDEFWITHRAWOPS']._serialized_start=58
   _globals['_NETDEFWITHRAWOPS']._serialized_end=246
+  _globals['_NETDEFOPNAMES']._serialized_start=248
+  _globals['_NETDEFOPNAMES']._serialized_end=303
+  _globals['_OPNAMES']._serialized_start=305
+  _globals['_OPNAMES']._serialized_end=359
 # @@protoc_insertion_point(module_scope)

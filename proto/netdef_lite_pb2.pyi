@@ -1,8 +1,8 @@
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Iterable as _Iterable
-from typing import ClassVar as _ClassVar, Optional as _Optional
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
@@ -27,3 +27,19 @@ class NetDefWithRawOps(_message.Message):
     external_output: _containers.RepeatedScalarFieldContainer[str]
     partition_info: _containers.RepeatedScalarFieldContainer[bytes]
     def __init__(self, name: _Optional[str] = ..., op: _Optional[_Iterable[bytes]] = ..., type: _Optional[str] = ..., num_workers: _Optional[int] = ..., device_option: _Optional[bytes] = ..., arg: _Optional[_Iterable[bytes]] = ..., external_input: _Optional[_Iterable[str]] = ..., external_output: _Optional[_Iterable[str]] = ..., partition_info: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class NetDefOpNames(_message.Message):
+    __slots__ = ("op",)
+    OP_FIELD_NUMBER: _ClassVar[int]
+    op: _containers.RepeatedCompositeFieldContainer[OpNames]
+    def __init__(self, op: _Optional[_Iterable[_Union[OpNames, _Mapping]]] = ...) -> None: ...
+
+class OpNames(_message.Message):
+    __slots__ = ("input", "output", "type")
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    input: _containers.RepeatedScalarFieldContainer[str]
+    output: _containers.RepeatedScalarFieldContainer[str]
+    type: str
+    def __init__(self, input: _Optional[_Iterable[str]] = ..., output: _Optional[_Iterable[str]] = ..., type: _Optional[str] = ...) -> None: ...

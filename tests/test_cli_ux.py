@@ -225,6 +225,59 @@ def test_every_option_has_help_and_says_its_default() -> None:
                 assert "default" in action.help, f"{name} {action.option_strings}: no default"
 
 
+_LIST_MODULES = """
+import atexit, sys
+atexit.register(lambda: print("\\n".join(["MODULES", *sorted(sys.modules)])))
+from graphtools.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _imported_by(*argv: str) -> set[str]:
+    """The modules a fresh process has imported once ``graphtools ARGV`` is done."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LIST_MODULES, *argv], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return set(done.stdout.split("MODULES\n", 1)[1].split())
+
+
+def _heavy(modules: set[str], *roots: str) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in roots or m in roots)
+
+
+def test_version_imports_no_command() -> None:
+    # start-up is what a user waits for before anything happens: --version answers from the
+    # grammar alone (graphtools.cli.grammar), without any command's machinery
+    loaded = _imported_by("--version")
+    assert _heavy(loaded, "numpy", "onnx", "rich", "google") == []
+    commands = {"check", "common", "diff", "draw", "extract", "inspect", "list_passes"}
+    commands |= {"onnx_commands", "pipeline"}
+    assert sorted(m for m in loaded if m.removeprefix("graphtools.cli.") in commands) == []
+
+
+def test_show_of_a_pair_imports_neither_onnx_nor_the_executor_nor_the_passes() -> None:
+    loaded = _imported_by("show", str(TINY))
+    assert _heavy(loaded, "onnx", "onnxruntime", "multiprocessing") == []
+    unused = ("graphtools.executor", "graphtools.pass_infra", "graphtools.passes")
+    unused += ("graphtools.testing", "graphtools.feeds", "graphtools.serde.onnx_codec")
+    assert sorted(m for m in loaded if m.startswith(unused)) == []
+
+
+def test_run_of_a_pair_imports_neither_onnx_nor_the_executor(tmp_path: Path) -> None:
+    loaded = _imported_by("-q", "run", str(TINY), "-o", str(tmp_path / "out"))
+    assert _heavy(loaded, "onnx", "onnxruntime") == []
+    unused = ("graphtools.executor", "graphtools.testing", "graphtools.serde.onnx_codec")
+    assert sorted(m for m in loaded if m.startswith(unused)) == []
+
+
+def test_the_grammars_steps_default_is_the_managers() -> None:
+    from graphtools.cli.grammar import DEFAULT_STEPS
+    from graphtools.pass_infra import DEFAULT_STEPS as MANAGER_STEPS
+
+    assert DEFAULT_STEPS == MANAGER_STEPS
+
+
 # -- closed pipes ---------------------------------------------------------------------------------
 
 

@@ -185,6 +185,37 @@ def test_an_idempotent_pass_runs_again_after_another_pass_changed_the_model() ->
     ]
 
 
+@dataclass(frozen=True)
+class PeelNaming(PeelOne):
+    """``PeelOne`` whose changes may give work only to the passes named in ``enables``."""
+
+    name: ClassVar[str] = "test-peel-naming"
+    enables: tuple[str, ...] = ()
+
+    def call(self, model: Model) -> PassResult:
+        result = PeelOne.call(self, model)
+        return PassResult(model, result.modified, result.stats, frozenset(self.enables))
+
+
+def test_an_idempotent_pass_stays_skipped_after_changes_that_cannot_give_it_work() -> None:
+    # the round that confirms the fixpoint does not rerun what nothing since could re-enable
+    records = PassManager([IdempotentPeel(), PeelNaming()])(_model())
+    assert [(r.name, r.round, r.modified, r.skipped) for r in records] == [
+        ("test-peel-one", 1, True, False),
+        ("test-peel-naming", 1, True, False),
+        ("test-peel-one", 2, False, True),
+        ("test-peel-naming", 2, False, False),
+    ]
+    named = PassManager([IdempotentPeel(), PeelNaming(enables=("test-peel-one",))])
+    records = named(_model())
+    assert [(r.round, r.skipped) for r in records] == [
+        (1, False),
+        (1, False),
+        (2, False),
+        (2, False),
+    ]
+
+
 def test_steps_limits_the_rounds() -> None:
     model = _model()
     records = PassManager([PeelOne()], steps=1)(model)

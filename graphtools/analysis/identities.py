@@ -77,6 +77,14 @@ def find_identity_ops(
             return True
         return op.type in candidates and passes_through(op)
 
+    wanted = candidates | extra
+    found = [
+        index
+        for index in compress(count(), map(wanted.__contains__, map(_TYPE, net)))
+        if is_identity(net[index])
+    ]
+    if not found:  # the common case once a pipeline removed them: no view, no sets built
+        return IdentityRemoval(frozenset(), (), ())
     view = net.ssa()
     external = {key for key in map(view.key, view.external_outputs) if key is not None}
     inputs = set(net.external_inputs)
@@ -87,11 +95,7 @@ def find_identity_ops(
     renames: list[tuple[VersionedBlob, str]] = []
     renamed: set[int] = set()
     same_as: dict[int, int] = {}  # a dropped identity's output key -> its source's key
-    wanted = candidates | extra
-    for index in compress(count(), map(wanted.__contains__, map(_TYPE, net))):
-        op = net[index]
-        if not is_identity(op):
-            continue
+    for index in found:
         read = view.input_keys(index)[0]
         output, *mask = view.output_keys(index)
         if any(key in external or view.readers(key) for key in mask):

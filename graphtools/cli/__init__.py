@@ -5,8 +5,9 @@ Commands: ``show`` (a summary, or dumps), ``ssa``, ``list-passes`` (``graphtools
 ``draw`` (``graphtools.cli.draw``), ``diff`` (``graphtools.cli.diff``), ``extract``
 (``graphtools.cli.extract``), ``import-onnx`` and ``export-onnx``
 (``graphtools.cli.onnx_commands``, which also serves ``run`` of a pair to an ``.onnx`` file and
-``verify --onnx``). Each command module has a ``register(commands)`` function adding its
-subparsers; a new command family is a module listed in ``COMMAND_MODULES``. Every command takes
+``verify --onnx``). The options of every command live in ``graphtools.cli.grammar``, which
+imports none of them: a command imports only the module that runs it (``HANDLERS``), so
+``--version`` and ``show`` start without onnx, the executor or the passes. Every command takes
 ONNX models too: ``onnx_files`` tells and loads them, ``onnx_show``, ``onnx_run``,
 ``onnx_verify`` and ``onnx_diff`` do what differs for them.
 
@@ -18,9 +19,8 @@ the output quietly; the exit code is the command's own.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import importlib.metadata
+import importlib
 import logging
 import os
 import signal
@@ -28,14 +28,10 @@ import sys
 import traceback
 import warnings
 from collections.abc import Sequence
-from types import ModuleType
 from typing import Any, NoReturn, TextIO
 
-import numpy as np
-
-from graphtools.cli import check, diff, draw, extract, inspect, onnx_commands, pipeline
-from graphtools.cli.common import UsageError
-from graphtools.errors import GraphToolsError
+from graphtools.cli.grammar import build_parser
+from graphtools.errors import GraphToolsError, UsageError
 from graphtools.interrupt import (
     INTERRUPTED_EXIT_CODE,
     Terminated,
@@ -44,80 +40,9 @@ from graphtools.interrupt import (
     signals_as_exceptions,
 )
 
-__all__ = ["COMMAND_MODULES", "UsageError", "build_parser", "console_main", "main"]
-
-COMMAND_MODULES: tuple[ModuleType, ...] = (
-    inspect,
-    pipeline,
-    check,
-    draw,
-    diff,
-    extract,
-    onnx_commands,
-)
-"""The modules whose ``register(commands)`` adds subcommands, in help order."""
+__all__ = ["UsageError", "build_parser", "console_main", "main"]
 
 EXIT_OK, EXIT_DIFFERENT, EXIT_ERROR = 0, 1, 2
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("graphtools-caffe2")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown (not installed)"
-
-
-def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
-    """Options accepted before or after the command; a subparser leaves the value alone
-    unless the option is given after the command."""
-    keep: Any = argparse.SUPPRESS
-    parser.add_argument(
-        "--traceback",
-        action="store_true",
-        default=False if top else keep,
-        help="on an error, show the full chain of exceptions",
-    )
-    parser.add_argument(
-        "-v",
-        "--verbose",
-        action="count",
-        default=0 if top else keep,
-        help="say more: rounds that changed nothing, every note (repeatable)",
-    )
-    parser.add_argument(
-        "-q",
-        "--quiet",
-        action="count",
-        default=0 if top else keep,
-        help="say less: verdicts, warnings and errors only",
-    )
-
-
-class _Formatter(argparse.RawDescriptionHelpFormatter):
-    """Help that keeps the description's line breaks and is not squeezed narrow."""
-
-    def __init__(self, prog: str) -> None:
-        super().__init__(prog, max_help_position=32, width=100)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (exposed for documentation and tests)."""
-    parser = argparse.ArgumentParser(
-        prog="graphtools",
-        description="Read, analyse, rewrite and verify exported Caffe2 models "
-        "(init_net + predict_net pairs) and ONNX models.",
-        epilog="Exit codes: 0 ok, 1 verify/diff found a difference, 2 bad input or error. "
-        "Run 'graphtools COMMAND --help' for a command's options.",
-        formatter_class=_Formatter,
-    )
-    parser.add_argument("--version", action="version", version=f"graphtools {_version()}")
-    _global_options(parser, top=True)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    common = argparse.ArgumentParser(add_help=False)
-    _global_options(common, top=False)
-    for module in COMMAND_MODULES:
-        module.register(commands, [common], _Formatter)
-    return parser
 
 
 class _PipeGuard:
@@ -165,6 +90,13 @@ def _logging(verbosity: int) -> logging.Handler:
     return handler
 
 
+def _numpy_quiet() -> contextlib.AbstractContextManager[Any]:
+    """numpy's floating-point errors ignored, when the command's module uses numpy (``show``
+    of a Caffe2 pair, say, does not import it)."""
+    numpy = sys.modules.get("numpy")
+    return contextlib.nullcontext() if numpy is None else numpy.errstate(all="ignore")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``graphtools`` console script; returns the exit code."""
     parser = build_parser()
@@ -176,11 +108,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout = _PipeGuard(stdout)
     handler = _logging(options.verbosity)
     try:
-        with signals_as_exceptions(), warnings.catch_warnings(), np.errstate(all="ignore"):
+        with signals_as_exceptions(), warnings.catch_warnings():
             # made-up data makes NaNs and overflows on purpose (log of a negative input):
             # numpy's runtime warnings would only bury the report
             warnings.simplefilter("ignore", RuntimeWarning)
-            return int(options.handler(options))
+            module = importlib.import_module(f"graphtools.cli.{options.handler_module}")
+            with _numpy_quiet():
+                return int(module.HANDLERS[options.command](options))
     except GraphToolsError as exc:
         if options.traceback:
             traceback.print_exc()

@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from typing import Any
-
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from graphtools.cli.common import Output, new_table
 from graphtools.errors import GraphToolsError
@@ -75,6 +72,11 @@ def run_batch(
 ) -> list[BatchResult]:
     """Run ``worker`` on every model in its own process, ``jobs`` at a time; results in the
     order of ``refs``."""
+    # Here, not at the top: a run of one model (the common case) needs neither.
+    from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     results: dict[int, BatchResult] = {}
     show = out.stderr.is_terminal and out.verbosity >= 1 and not out.json_mode
     progress = Progress(

@@ -16,7 +16,7 @@ paths, a folder of models) run one process each, ``-j`` at a time.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,6 @@ from graphtools.cli import batch, onnx_commands
 from graphtools.cli.common import (
     Output,
     UsageError,
-    add_model_options,
-    add_pipeline_options,
     diff_table,
     load_input,
     new_table,
@@ -58,23 +56,9 @@ from graphtools.testing import (
     run_after,
 )
 
-__all__ = ["VerifyReport", "register", "verify_one"]
+__all__ = ["HANDLERS", "VerifyReport", "verify_one"]
 
 _INPUTS, _OUTPUTS = "inputs/", "outputs/"
-_DESCRIPTION = """\
-Run a pipeline on a copy of a model and compare the outputs with the reference executor.
-
-The original model runs once on made-up data: --shapes (or shapes.txt) and fed inputs win;
-other input shapes are guessed from how the net reads them and said so; parameters a
-predict_net-only model lacks are made up, seeded and reported; an init_net op that cannot run
-here (a Load from a missing database) is left out and its blobs made up, said so. The
-pipeline's result runs on the same data; every output is compared with its own tolerance
-(--rtol 1e-3,prob:1e-2): max/mean absolute and relative error, mismatches, and a histogram of
-the errors when they differ. --save-outputs keeps the data and the outputs in an .npz file;
---load-outputs compares against such a file instead of running the original.
-
-Exit codes: 0 outputs equal, 1 outputs differ, 2 bad input or error. Several models (several
-paths, a folder of models) run one process each, -j at a time."""
 
 
 @dataclass
@@ -453,93 +437,5 @@ def verify_worker(ref: ModelRef, settings: dict[str, Any]) -> batch.BatchResult:
     )
 
 
-def register(
-    commands: Any, parents: list[argparse.ArgumentParser], formatter: type[argparse.HelpFormatter]
-) -> None:
-    """Add ``verify``."""
-    check = commands.add_parser(
-        "verify",
-        parents=parents,
-        formatter_class=formatter,
-        help="prove numerically that a pipeline keeps a model's outputs (exit 1 if not)",
-        description=_DESCRIPTION,
-    )
-    check.add_argument(
-        "inputs",
-        nargs="+",
-        metavar="IN",
-        help="model folders, predict_net files, ONNX models (run on onnxruntime), or folders "
-        "of them",
-    )
-    add_pipeline_options(check)
-    add_model_options(check)
-    check.add_argument(
-        "--shapes",
-        action="append",
-        metavar="NAME=1x3x224x224",
-        help="input shapes, comma-separated or repeated; they win over init_net placeholders "
-        "(default: shapes.txt beside the model, else guessed and said so)",
-    )
-    check.add_argument(
-        "--outputs",
-        action="append",
-        metavar="A,B",
-        help="outputs to compare (default: the declared external outputs, else the blobs the "
-        "net writes and never reads)",
-    )
-    check.add_argument(
-        "--seed", type=int, default=0, help="seed of all made-up data (default: %(default)s)"
-    )
-    check.add_argument(
-        "--rtol",
-        action="append",
-        metavar="[NAME:]X",
-        help="relative tolerance, and NAME:X for one output; comma-separated or repeated "
-        "(default: 1e-05)",
-    )
-    check.add_argument(
-        "--atol",
-        action="append",
-        metavar="[NAME:]X",
-        help="absolute tolerance, and NAME:X for one output; comma-separated or repeated "
-        "(default: 1e-06)",
-    )
-    params = check.add_mutually_exclusive_group()
-    params.add_argument(
-        "--random-params",
-        dest="random_params",
-        action="store_const",
-        const=True,
-        default=None,
-        help="make up every parameter nothing provides (default: only for a predict_net "
-        "without init_net, and for init_net ops that cannot run here)",
-    )
-    params.add_argument(
-        "--no-random-params",
-        dest="random_params",
-        action="store_const",
-        const=False,
-        help="never make up parameters: a missing one is an error",
-    )
-    check.add_argument(
-        "--save-outputs", metavar="FILE.npz", help="save the data fed and the original outputs"
-    )
-    check.add_argument(
-        "--load-outputs",
-        metavar="FILE.npz",
-        help="compare against a --save-outputs file instead of running the original",
-    )
-    check.add_argument(
-        "--bisect", action="store_true", help="on a mismatch, name the first pass that caused it"
-    )
-    check.add_argument(
-        "-j",
-        "--jobs",
-        type=int,
-        default=1,
-        metavar="N",
-        help="models verified at once in a batch (default: %(default)s)",
-    )
-    onnx_commands.add_verify_options(check)
-    check.add_argument("--json", action="store_true", help="write the report as JSON on stdout")
-    check.set_defaults(handler=_cmd_verify)
+HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {"verify": _cmd_verify}
+"""The commands this module runs, by name (their options: ``graphtools.cli.grammar``)."""

@@ -1,5 +1,6 @@
-"""What every command shares: loading models the one way, the options that mean the same
-everywhere, console output (rich tables, notes on stderr, JSON) and the usage error.
+"""What every command shares: loading models the one way, console output (rich tables, notes
+on stderr, JSON) and the usage error (the options that mean the same everywhere are in
+``graphtools.cli.grammar``).
 
 One rule for files across commands: a file is an ONNX model or a NetDef by its content
 (``graphtools.cli.onnx_files``; ``.onnx`` is the fast path), and an ONNX model loads alone.
@@ -11,34 +12,33 @@ file given alone gets the init_net beside it (``graphtools.serde.pairing``), sai
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import json
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
 from rich.table import Table
 
 from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file
-from graphtools.errors import GraphToolsError, SerdeError
+from graphtools.errors import SerdeError, UsageError
 from graphtools.ir import Model
-from graphtools.pass_infra import DEFAULT_STEPS, PassManager, PassRecord
 from graphtools.serde import find_model_files, load_model
 from graphtools.serde.netdef_io import TEXT_SUFFIXES, read_bytes
 from graphtools.serde.pairing import find_init_beside
-from graphtools.testing import OutputDiff
+
+if TYPE_CHECKING:  # types only: show and friends import neither the passes nor the executor
+    from graphtools.pass_infra import PassManager, PassRecord
+    from graphtools.testing import OutputDiff
 
 __all__ = [
     "SHAPES_FILE",
     "Output",
     "RecordView",
     "UsageError",
-    "add_model_options",
-    "add_pipeline_options",
     "check_input_names",
     "did_you_mean",
     "diff_table",
@@ -59,10 +59,6 @@ __all__ = [
 
 SHAPES_FILE = "shapes.txt"
 """The case file beside a model that gives its input shapes, one ``name=1x3x8x8`` a line."""
-
-
-class UsageError(GraphToolsError):
-    """The command line asks for something that cannot be done (e.g. overwrite the input)."""
 
 
 # -- output ------------------------------------------------------------------------------------
@@ -188,21 +184,6 @@ def tolerances_by_name(
 
 
 # -- loading -----------------------------------------------------------------------------------
-
-
-def add_model_options(parser: argparse.ArgumentParser) -> None:
-    """``--init`` and ``--no-init``, for commands that take a model."""
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument(
-        "--init",
-        metavar="INIT",
-        help="init_net file for a predict_net file (default: the init_net beside it, if any)",
-    )
-    group.add_argument(
-        "--no-init",
-        action="store_true",
-        help="load a predict_net file alone, even when an init_net lies beside it",
-    )
 
 
 def _check_not_empty(path: Path, role: str) -> bool:
@@ -417,36 +398,6 @@ def set_outputs(model: Model, names: Sequence[str]) -> None:
 
 
 # -- pipelines ---------------------------------------------------------------------------------
-
-
-def add_pipeline_options(parser: argparse.ArgumentParser) -> None:
-    """``-p``, ``--steps``, ``--time-passes`` and ``--print-after-each``."""
-    parser.add_argument(
-        "-p",
-        "--pipeline",
-        default="default",
-        metavar="SPEC",
-        help="passes to run, e.g. 'remove-dead-ends,fuse-copy-ops'; 'default' is the default "
-        "pipeline, '' none (see list-passes) (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--steps",
-        type=int,
-        default=DEFAULT_STEPS,
-        metavar="N",
-        help="rounds of the pipeline at most while it still changes the model "
-        "(default: %(default)s)",
-    )
-    parser.add_argument(
-        "--time-passes",
-        action="store_true",
-        help="print the time each pass took, summed over rounds",
-    )
-    parser.add_argument(
-        "--print-after-each",
-        action="store_true",
-        help="print the canonical dump of the model after each pass that changed it",
-    )
 
 
 @dataclass(frozen=True)

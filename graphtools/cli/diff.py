@@ -6,14 +6,14 @@ Exit code 0 when they are the same, 1 when they differ, 2 on bad input.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from collections.abc import Callable
 
 from graphtools._core import ONNX
 from graphtools.analysis.model_diff import ModelDiff, NetDiff, diff_models
-from graphtools.cli.common import Output, add_model_options, load_input
+from graphtools.cli.common import Output, load_input
 from graphtools.cli.onnx_diff import add_initializer_changes
 
-__all__ = ["register", "render_diff"]
+__all__ = ["HANDLERS", "render_diff"]
 
 
 def _net_lines(change: NetDiff) -> list[str]:
@@ -84,25 +84,5 @@ def _cmd_diff(options: argparse.Namespace) -> int:
     return 0 if change.same else 1
 
 
-def register(
-    commands: Any, parents: list[argparse.ArgumentParser], formatter: type[argparse.HelpFormatter]
-) -> None:
-    """Add ``diff``."""
-    parser = commands.add_parser(
-        "diff",
-        parents=parents,
-        formatter_class=formatter,
-        help="structural diff of two models (exit 1 when they differ)",
-        description="Ops removed, added or changed (rewired inputs, renamed outputs, "
-        "arguments, devices, engines), matched by what they compute (SSA identity: the same "
-        "type reading the same values), not by position; params added or removed.\n"
-        "Exit 0 when the models are the same, 1 when they differ.",
-    )
-    parser.add_argument("first", metavar="A", help="the first model (folder or predict_net file)")
-    parser.add_argument("second", metavar="B", help="the second model")
-    add_model_options(parser)
-    parser.add_argument(
-        "--other-init", metavar="INIT", help="init_net file for B when B is a predict_net file"
-    )
-    parser.add_argument("--json", action="store_true", help="write the diff as JSON on stdout")
-    parser.set_defaults(handler=_cmd_diff)
+HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {"diff": _cmd_diff}
+"""The commands this module runs, by name (their options: ``graphtools.cli.grammar``)."""

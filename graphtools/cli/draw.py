@@ -10,15 +10,15 @@ from __future__ import annotations
 import argparse
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from graphtools.cli.common import Output, UsageError, add_model_options, load_input
+from graphtools.cli.common import Output, UsageError, load_input
 from graphtools.cli.inspect import parse_slice
 from graphtools.dot import model_to_dot
 from graphtools.serde.atomic import atomic_write_bytes
 
-__all__ = ["FORMATS", "register", "render"]
+__all__ = ["FORMATS", "HANDLERS", "render"]
 
 FORMATS = ("dot", "svg", "png")
 _INSTALL = (
@@ -64,29 +64,5 @@ def _cmd_draw(options: argparse.Namespace) -> int:
     return 0
 
 
-def register(
-    commands: Any, parents: list[argparse.ArgumentParser], formatter: type[argparse.HelpFormatter]
-) -> None:
-    """Add ``draw``."""
-    parser = commands.add_parser(
-        "draw",
-        parents=parents,
-        formatter_class=formatter,
-        help="draw a predict_net (DOT, or SVG/PNG with Graphviz)",
-        description="Ops are boxes (index and type) coloured by device, blobs are ellipses "
-        "name@version, external inputs and outputs bold, nested nets clusters.\n"
-        "--diff OTHER colours what changes from IN to OTHER: removed red, added green, "
-        "changed or renamed orange.\n"
-        "SVG and PNG need Graphviz's 'dot' program (apt-get install graphviz).",
-    )
-    parser.add_argument("input", metavar="IN", help="model folder or predict_net file")
-    parser.add_argument(
-        "-o", "--output", required=True, metavar="FILE", help="net.dot, net.svg or net.png"
-    )
-    add_model_options(parser)
-    parser.add_argument(
-        "--ops", metavar="A:B", help="draw only ops A to B-1 (a slice of a big net)"
-    )
-    parser.add_argument("--diff", metavar="OTHER", help="colour what changes from IN to this model")
-    parser.add_argument("--diff-init", metavar="INIT", help="init_net file for OTHER")
-    parser.set_defaults(handler=_cmd_draw)
+HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {"draw": _cmd_draw}
+"""The commands this module runs, by name (their options: ``graphtools.cli.grammar``)."""

@@ -9,14 +9,13 @@ them (so ``verify OUT`` runs as is); an ``.onnx`` model is written to ``OUT.onnx
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from graphtools.cli.common import (
     SHAPES_FILE,
     Output,
     UsageError,
-    add_model_options,
     load_input,
     output_folder,
     parse_name_list,
@@ -26,7 +25,7 @@ from graphtools.errors import SerdeError
 from graphtools.serde import save_model
 from graphtools.serde.atomic import atomic_write_bytes
 
-__all__ = ["register"]
+__all__ = ["HANDLERS"]
 
 
 def _names(values: list[str] | None, flag: str) -> list[str]:
@@ -121,41 +120,5 @@ def _extract_onnx(
     return 0
 
 
-def register(
-    commands: Any, parents: list[argparse.ArgumentParser], formatter: type[argparse.HelpFormatter]
-) -> None:
-    """Add ``extract``."""
-    parser = commands.add_parser(
-        "extract",
-        parents=parents,
-        formatter_class=formatter,
-        help="write the sub-net computing --outputs from --inputs",
-        description="Keep exactly the ops needed to compute the outputs from the inputs "
-        "(each at the value the last op writing it gives), with the parameters they read; "
-        "outputs the inputs do not determine are refused by name.\n"
-        "A pair is written into the folder -o OUTDIR with a shapes.txt of the new inputs; "
-        "an .onnx model (by onnx.utils.Extractor) to -o OUT.onnx.",
-    )
-    parser.add_argument("input", metavar="MODEL", help="model folder, predict_net file or .onnx")
-    parser.add_argument(
-        "--inputs", action="append", required=True, metavar="A,B", help="blobs to start from"
-    )
-    parser.add_argument(
-        "--outputs", action="append", required=True, metavar="Y", help="blobs to compute"
-    )
-    parser.add_argument(
-        "-o", "--output", required=True, metavar="OUT", help="output folder (a pair) or .onnx"
-    )
-    add_model_options(parser)
-    parser.add_argument(
-        "--shapes",
-        action="append",
-        metavar="NAME=1x3x224x224",
-        help="shapes of the source's inputs, to type the new inputs (default: shapes.txt "
-        "beside the model, else guessed)",
-    )
-    parser.add_argument("--text", action="store_true", help="write text-format nets")
-    parser.add_argument(
-        "--external-data", action="store_true", help="write ONNX weights to OUT.onnx.data"
-    )
-    parser.set_defaults(handler=_cmd_extract)
+HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {"extract": _cmd_extract}
+"""The commands this module runs, by name (their options: ``graphtools.cli.grammar``)."""

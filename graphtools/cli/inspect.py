@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from graphtools._core import ONNX
@@ -11,19 +11,15 @@ from graphtools.analysis.summary import ModelSummary, dtype_bytes, summarize
 from graphtools.cli.common import (
     Output,
     UsageError,
-    add_model_options,
-    did_you_mean,
     load_input,
     new_table,
     typing_shapes,
 )
 from graphtools.cli.onnx_show import initializer_rows, onnx_summary, print_onnx_summary
 from graphtools.ir import Model, Net
-from graphtools.pass_infra import DEFAULT_PIPELINE, available_passes
-from graphtools.pass_infra.describe import describe_pass
 from graphtools.printer import format_op, print_model, print_net
 
-__all__ = ["parse_slice", "register"]
+__all__ = ["HANDLERS", "parse_slice"]
 
 _VALUE_CHARS = 64
 """Argument values longer than this are cut in ``--ops`` dumps (``--full`` keeps them)."""
@@ -247,124 +243,8 @@ def _cmd_ssa(options: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_list_passes(options: argparse.Namespace) -> int:
-    out = Output(options.verbosity, options.json)
-    passes = available_passes()
-    if options.name is not None:
-        cls = passes.get(options.name)
-        if cls is None:
-            raise UsageError(
-                f"no pass named {options.name!r}{did_you_mean(options.name, passes)}; "
-                f"'graphtools list-passes' lists them"
-            )
-        return _one_pass(out, describe_pass(cls))
-    infos = [describe_pass(cls) for cls in passes.values()]
-    if options.json:
-        out.json({"passes": [_pass_data(i) for i in infos], "default": DEFAULT_PIPELINE})
-        return 0
-    table = new_table("pass", "what it does", "options (type, default)")
-    for info in infos:
-        listed = "; ".join(f"{o.name}: {o.type} = {o.default}" for o in info.options)
-        table.add_row(info.name, info.summary, listed or "-")
-    out.table(table, level=0)
-    out.line(f"\ndefault = {DEFAULT_PIPELINE}", level=0)
-    out.line("'graphtools list-passes NAME' shows a pass's whole documentation", level=1)
-    return 0
-
-
-def _pass_data(info: Any) -> dict[str, Any]:
-    return {
-        "name": info.name,
-        "summary": info.summary,
-        "doc": info.body,
-        "options": [vars(o) for o in info.options],
-        "class": info.class_path,
-    }
-
-
-def _one_pass(out: Output, info: Any) -> int:
-    if out.json_mode:
-        out.json(_pass_data(info))
-        return 0
-    out.line(f"{info.name}: {info.summary}", level=0)
-    if info.body:
-        out.line("", level=0)
-        out.line(info.body, level=0)
-    out.line("", level=0)
-    if info.options:
-        table = new_table("option", "type", "default", "what it does")
-        for option in info.options:
-            table.add_row(option.name, option.type, option.default, option.help)
-        out.table(table, level=0)
-    else:
-        out.line("options: none", level=0)
-    out.line(f"\nclass {info.class_path}", level=1)
-    return 0
-
-
-def _add_json(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="write the result as JSON on stdout")
-
-
-def register(
-    commands: Any, parents: list[argparse.ArgumentParser], formatter: type[argparse.HelpFormatter]
-) -> None:
-    """Add ``show``, ``ssa`` and ``list-passes``."""
-    show = commands.add_parser(
-        "show",
-        parents=parents,
-        formatter_class=formatter,
-        help="summarise models; dump their ops or parameters",
-        description="A summary of each model: op counts and types, inputs and outputs with "
-        "their inferred types, parameters and their size, devices, nested nets.\n"
-        "--ops, --params and --full dump instead.",
-    )
-    show.add_argument(
-        "paths",
-        nargs="+",
-        metavar="PATH",
-        help="model folders, predict_net/init_net files or ONNX models",
-    )
-    add_model_options(show)
-    show.add_argument(
-        "--ops",
-        nargs="?",
-        const="all",
-        metavar="A:B",
-        help="list the predict_net's ops (all, or ops A to B-1), long argument values cut",
-    )
-    show.add_argument("--params", action="store_true", help="list the init_net's parameters")
-    show.add_argument("--full", action="store_true", help="the whole canonical dump, nothing cut")
-    show.add_argument(
-        "--shapes",
-        action="append",
-        metavar="NAME=1x3x224x224",
-        help="input shapes for the inferred types, comma-separated or repeated "
-        "(default: shapes.txt beside the model, else guessed)",
-    )
-    _add_json(show)
-    show.set_defaults(handler=_cmd_show)
-
-    ssa = commands.add_parser(
-        "ssa",
-        parents=parents,
-        formatter_class=formatter,
-        help="table of the versioned blobs of a predict_net",
-        description="Every versioned blob name@version: the op writing it and the ops reading it.",
-    )
-    ssa.add_argument("path", metavar="PATH", help="model folder or predict_net file")
-    add_model_options(ssa)
-    _add_json(ssa)
-    ssa.set_defaults(handler=_cmd_ssa)
-
-    listing = commands.add_parser(
-        "list-passes",
-        parents=parents,
-        formatter_class=formatter,
-        help="the passes, their options and the default pipeline",
-        description="Every registered pass (built in and plugins) with its options; "
-        "'list-passes NAME' shows one pass's documentation.",
-    )
-    listing.add_argument("name", nargs="?", metavar="NAME", help="a pass to document")
-    _add_json(listing)
-    listing.set_defaults(handler=_cmd_list_passes)
+HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "show": _cmd_show,
+    "ssa": _cmd_ssa,
+}
+"""The commands this module runs, by name (their options: ``graphtools.cli.grammar``)."""

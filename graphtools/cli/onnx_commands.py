@@ -13,17 +13,16 @@ naming the option. ``verify --onnx`` feeds every input the ONNX graph takes.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphtools._core import ONNX
 from graphtools.analysis.liveness import unread_outputs
 from graphtools.cli.common import (
     Output,
     UsageError,
-    add_model_options,
     diff_table,
     load_input,
     model_input_names,
@@ -39,18 +38,11 @@ from graphtools.errors import InvalidNetError, SerdeError
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager
 from graphtools.serde import save_model
-from graphtools.testing import OutputDiff
 
-__all__ = [
-    "add_export_options",
-    "add_input_options",
-    "add_verify_options",
-    "register",
-    "required_shapes",
-    "run_onnx",
-    "verify_onnx",
-    "wants_export",
-]
+if TYPE_CHECKING:  # a type only: run and export-onnx do not load the executor for it
+    from graphtools.testing import OutputDiff
+
+__all__ = ["HANDLERS", "required_shapes", "run_onnx", "verify_onnx", "wants_export"]
 
 
 def required_shapes(
@@ -415,46 +407,6 @@ def _check_graph_inputs(path: str, feeds: Mapping[str, Any]) -> None:
         )
 
 
-def add_export_options(parser: argparse.ArgumentParser) -> None:
-    """``--opset``, ``--dynamic-batch``, ``--external-data`` and ``--test-mode``."""
-    parser.add_argument(
-        "--opset", type=int, default=None, help="ONNX opset of an .onnx output (default: 17)"
-    )
-    parser.add_argument(
-        "--dynamic-batch", action="store_true", help="write dim 0 of the ONNX inputs as free (N)"
-    )
-    parser.add_argument(
-        "--external-data", action="store_true", help="write ONNX weights to MODEL.onnx.data"
-    )
-    parser.add_argument(
-        "--test-mode",
-        action="store_true",
-        help="export a training net's inference form: is_test=1 on the ops that have it "
-        "(Dropout, SpatialBN), which are refused in training mode otherwise",
-    )
-
-
-def add_verify_options(parser: argparse.ArgumentParser) -> None:
-    """``--onnx``, ``--per-blob`` and ``--test-mode`` for ``verify``."""
-    parser.add_argument(
-        "--onnx",
-        metavar="MODEL.onnx",
-        help="instead of a pipeline: compare onnxruntime on this ONNX model with the pair",
-    )
-    parser.add_argument(
-        "--per-blob",
-        action="store_true",
-        help="with --onnx: also compare every intermediate blob and name the first op outside "
-        "the tolerances (the verdict stays the outputs')",
-    )
-    parser.add_argument(
-        "--test-mode",
-        action="store_true",
-        help="with --onnx: run the pair's inference form (is_test=1), as export-onnx "
-        "--test-mode exported it",
-    )
-
-
 def _cmd_import_onnx(options: argparse.Namespace) -> int:
     from graphtools.onnx import import_onnx
 
@@ -484,83 +436,8 @@ def _cmd_export_onnx(options: argparse.Namespace) -> int:
     return 0
 
 
-def add_input_options(parser: argparse.ArgumentParser) -> None:
-    """``--outputs``, ``--random-params`` and ``--seed`` of ``export-onnx`` (``verify`` has
-    its own)."""
-    parser.add_argument(
-        "--outputs",
-        action="append",
-        metavar="A,B",
-        help="outputs of the ONNX model (default: the declared external outputs, else the "
-        "blobs the net writes and never reads)",
-    )
-    parser.add_argument(
-        "--random-params",
-        action="store_true",
-        default=False,
-        help="make up the parameters nothing provides, as verify does (to try an export "
-        "before the weights are at hand)",
-    )
-    parser.add_argument(
-        "--seed", type=int, default=0, help="seed of made-up data (default: %(default)s)"
-    )
-
-
-def shapes_option(parser: argparse.ArgumentParser, help_text: str) -> None:
-    parser.add_argument("--shapes", action="append", metavar="NAME=1x3x224x224", help=help_text)
-
-
-def register(
-    commands: Any, parents: list[argparse.ArgumentParser], formatter: type[argparse.HelpFormatter]
-) -> None:
-    """Add ``import-onnx`` and ``export-onnx``."""
-    importing = commands.add_parser(
-        "import-onnx",
-        parents=parents,
-        formatter_class=formatter,
-        help="convert an ONNX model into an init_net/predict_net pair",
-        description="Convert an ONNX model into a pair (see docs/onnx.md for the ops), "
-        "optionally running a pipeline on it, and write it to -o OUTDIR.",
-    )
-    importing.add_argument("input", metavar="MODEL.onnx", help="the ONNX model")
-    importing.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="output folder")
-    importing.add_argument(
-        "-p",
-        "--pipeline",
-        default="",
-        metavar="SPEC",
-        help="passes to run on the imported pair (default: none)",
-    )
-    importing.add_argument(
-        "--steps",
-        type=int,
-        default=10,
-        metavar="N",
-        help="rounds of the pipeline at most (default: %(default)s)",
-    )
-    importing.add_argument("--text", action="store_true", help="write text-format nets")
-    importing.set_defaults(handler=_cmd_import_onnx)
-
-    exporting = commands.add_parser(
-        "export-onnx",
-        parents=parents,
-        formatter_class=formatter,
-        help="convert an init_net/predict_net pair into an ONNX model",
-        description="Export a pair to ONNX (see docs/onnx.md). Input shapes come from "
-        "--shapes, else shapes.txt beside the model, else they are guessed from how the net "
-        "reads each input, and said so; an init_net placeholder of a data input becomes a "
-        "graph input. A pair without its weights is refused unless --random-params.",
-    )
-    exporting.add_argument("input", metavar="IN", help="model folder or predict_net file")
-    exporting.add_argument(
-        "-o", "--output", required=True, metavar="MODEL.onnx", help="output file"
-    )
-    add_model_options(exporting)
-    shapes_option(
-        exporting,
-        "input shapes, comma-separated or repeated (default: shapes.txt beside the model, "
-        "else guessed and said so)",
-    )
-    add_input_options(exporting)
-    add_export_options(exporting)
-    exporting.set_defaults(handler=_cmd_export_onnx)
+HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "import-onnx": _cmd_import_onnx,
+    "export-onnx": _cmd_export_onnx,
+}
+"""The commands this module runs, by name (their options: ``graphtools.cli.grammar``)."""

@@ -3,7 +3,9 @@ made of, what onnx's checker says about a file, and writing a model with its ext
 
 A file is an ONNX model when its name ends in ``.onnx`` (the fast path) or when its bytes are
 a ModelProto (``graphtools.serde.sniff.looks_like_onnx``); anything else goes to the NetDef
-loader, which says what a file is when it is neither.
+loader, which says what a file is when it is neither. Telling costs no import of onnx: the
+ONNX codec is imported by the functions that read or write a model, so that ``show`` of a
+Caffe2 pair never loads it.
 
 onnx's checker (``onnx.checker.check_model(full_check=True)``) is a second opinion: graphtools
 loads and rewrites models it rejects (an op of a domain the checker does not know, a type the
@@ -13,27 +15,21 @@ when the input passed it (a rewrite must not break a valid model).
 
 from __future__ import annotations
 
-import multiprocessing
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
-from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from graphtools.errors import SerdeError
 from graphtools.ir import Model
 from graphtools.serde.atomic import write_files
 from graphtools.serde.netdef_io import read_bytes
-from graphtools.serde.onnx_codec import (
-    external_tensors,
-    model_from_onnx_bytes,
-    model_to_onnx_bytes,
-    value_type_from_proto,
-)
-from graphtools.serde.onnx_io import onnx_model_files
 from graphtools.serde.sniff import looks_like_onnx
 from graphtools.values import ValueType
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 _T = TypeVar("_T")
 
@@ -76,6 +72,8 @@ def load_onnx_file(path: str | Path) -> Model:
     Raises:
         SerdeError: the file cannot be read, is empty or is not a valid ONNX model.
     """
+    from graphtools.serde.onnx_codec import model_from_onnx_bytes
+
     source = Path(path)
     data = read_bytes(source)
     if not data.strip():
@@ -86,6 +84,8 @@ def load_onnx_file(path: str | Path) -> Model:
 def model_files(model: Model) -> list[Path]:
     """The files an ONNX model was loaded from: the model file and its external data files
     (resolved)."""
+    from graphtools.serde.onnx_codec import external_tensors
+
     found: dict[Path, None] = {}
     if model.predict_path is not None:
         found[model.predict_path.resolve()] = None
@@ -107,6 +107,8 @@ def output_files(
         SerdeError: the model cannot be written as ONNX or a data file would lie outside the
             target's folder.
     """
+    from graphtools.serde.onnx_io import onnx_model_files
+
     files = onnx_model_files(model, target, external_data=external_data)
     folder = target.parent.resolve()
     for path, _ in files[1:]:
@@ -127,6 +129,8 @@ def checker_problem(
     (an unchanged data file is not written again). The checker runs in a child process (see
     ``isolated``); a crash is its verdict.
     """
+    from graphtools.serde.onnx_codec import external_tensors
+
     if isinstance(files, Path):
         source: str | bytes = str(files)
     elif len(files) == 1 and (model is None or not external_tensors(model)):
@@ -152,6 +156,8 @@ def _check(source: str | bytes) -> str | None:
 def inferred_types(model: Model, names: Sequence[str]) -> dict[str, ValueType]:
     """The types ``onnx.shape_inference`` gives the values ``names`` of the main graph (those
     it can type), inferred in a child process (see ``isolated``)."""
+    from graphtools.serde.onnx_codec import model_to_onnx_bytes, value_type_from_proto
+
     data = model_to_onnx_bytes(model)
     crashed, found = isolated(_infer, data, tuple(names))
     if crashed or not found:
@@ -193,6 +199,8 @@ def isolated(fn: Callable[..., _T], *args: Any) -> tuple[str | None, _T | None]:
     onnx's C++ code (the checker's shape inference) dies with a segmentation fault on some
     damaged models; that is not an exception, and it must not take the command down.
     """
+    import multiprocessing  # here: a command that checks no ONNX file does not load it
+
     if "fork" not in multiprocessing.get_all_start_methods():
         return None, fn(*args)
     context = multiprocessing.get_context("fork")
@@ -216,6 +224,8 @@ def isolated(fn: Callable[..., _T], *args: Any) -> tuple[str | None, _T | None]:
 def _staged(files: Sequence[tuple[Path, bytes]], model: Model | None, folder: Path) -> Path:
     """Write ``files`` into ``folder`` as they would lie in their own, link the kept data
     files beside them; the staged model file."""
+    from graphtools.serde.onnx_codec import external_tensors
+
     base = files[0][0].parent
     staged = [(folder / path.relative_to(base), data) for path, data in files]
     write_files(staged)

@@ -19,7 +19,6 @@ from graphtools.ir import Model, Net
 from graphtools.pass_infra import PassManager, PassRecord
 from graphtools.passes.convert_opset import ConvertOpset
 from graphtools.passes.make_dynamic_batch import MakeDynamicBatch
-from graphtools.serde.onnx_codec import external_tensors
 
 __all__ = [
     "Census",
@@ -82,6 +81,8 @@ def census(model: Model, sizes: Iterable[int]) -> Census:
 
 def input_sizes(model: Model) -> list[int]:
     """The sizes of the files a loaded model lies in: its file and its external data files."""
+    from graphtools.serde.onnx_codec import external_tensors  # not for run of a Caffe2 pair
+
     paths = {model.predict_path} if model.predict_path is not None else set()
     paths.update(
         tensor.external.path  # type: ignore[attr-defined]

@@ -21,8 +21,6 @@ from graphtools.cli import batch, onnx_commands
 from graphtools.cli.common import (
     Output,
     UsageError,
-    add_model_options,
-    add_pipeline_options,
     check_input_names,
     did_you_mean,
     load_input,
@@ -42,7 +40,6 @@ from graphtools.cli.onnx_run import (
     run_onnx_model,
 )
 from graphtools.errors import SerdeError
-from graphtools.executor import Int8Tensor, run_model
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager, PassRecord
 from graphtools.passes.infer_devices import InferDevices, parse_input_devices
@@ -57,12 +54,12 @@ from graphtools.serde.atomic import atomic_write_bytes
 from graphtools.serde.pairing import ModelRef, discover_models
 
 __all__ = [
+    "HANDLERS",
     "is_collection",
     "load_npz",
     "manager_for",
     "npz_bytes",
     "printer_after_pass",
-    "register",
 ]
 
 
@@ -299,6 +296,8 @@ def _cmd_exec(options: argparse.Namespace) -> int:
     inputs = (feeds_path, model.predict_path, model.init_path)
     if out_path.resolve() in {p.resolve() for p in inputs if p is not None}:
         raise UsageError(f"refusing to overwrite the input {out_path}; name another -o file")
+    from graphtools.executor import Int8Tensor, run_model  # exec alone runs it: run does not
+
     feeds = _feeds(load_npz(feeds_path, "feeds"))
     if onnx:
         results = exec_onnx(model, feeds, outputs)
@@ -316,104 +315,5 @@ def _cmd_exec(options: argparse.Namespace) -> int:
     return 0
 
 
-def register(
-    commands: Any, parents: list[argparse.ArgumentParser], formatter: type[argparse.HelpFormatter]
-) -> None:
-    """Add ``run`` and ``exec``."""
-    run = commands.add_parser(
-        "run",
-        parents=parents,
-        formatter_class=formatter,
-        help="run a pass pipeline over models and write them",
-        description="Run a pipeline over a model (a folder, or a predict_net file with the "
-        "init_net beside it) and write the result to -o OUTDIR.\n"
-        "Several models (several paths, or a folder of models) run one process each, -j at "
-        "a time, and are written to OUTDIR/NAME.",
-    )
-    run.add_argument(
-        "inputs",
-        nargs="+",
-        metavar="IN",
-        help="model folders, predict_net files, ONNX models, or folders of them",
-    )
-    add_pipeline_options(run)
-    run.add_argument(
-        "-o", "--output", metavar="OUTDIR", help="output folder (OUT.onnx for an ONNX model)"
-    )
-    add_model_options(run)
-    run.add_argument(
-        "--in-place", action="store_true", help="overwrite the input files instead of -o"
-    )
-    run.add_argument(
-        "--device",
-        action="append",
-        metavar="NAME=cpu|gpu",
-        help="device of a predict_net input (repeatable): runs infer-devices after the pipeline",
-    )
-    run.add_argument(
-        "--outputs",
-        action="append",
-        metavar="A,B",
-        help="declare these blobs the predict_net's external outputs (written to the result)",
-    )
-    run.add_argument(
-        "--diff", action="store_true", help="print what the pipeline changed (graphtools diff)"
-    )
-    run.add_argument(
-        "-j",
-        "--jobs",
-        type=int,
-        default=1,
-        metavar="N",
-        help="models run at once in a batch (default: %(default)s)",
-    )
-    run.add_argument("--json", action="store_true", help="write the result as JSON on stdout")
-    onnx_commands.shapes_option(
-        run,
-        "input shapes for an .onnx output, comma-separated or repeated "
-        "(default: the .onnx input's, else shapes.txt beside the model)",
-    )
-    onnx_commands.add_export_options(run)
-    fmt = run.add_mutually_exclusive_group()
-    fmt.add_argument(
-        "--text",
-        dest="text",
-        action="store_const",
-        const=True,
-        default=None,
-        help="write text-format nets (default: the input's format)",
-    )
-    fmt.add_argument(
-        "--binary",
-        dest="text",
-        action="store_const",
-        const=False,
-        help="write binary nets (default: the input's format)",
-    )
-    run.set_defaults(handler=_cmd_run)
-
-    execute = commands.add_parser(
-        "exec",
-        parents=parents,
-        formatter_class=formatter,
-        help="run a model on named arrays from an .npz file",
-        description="Run a model with the numpy reference executor on the arrays of "
-        "FEEDS.npz (numpy.savez(path, data=x), or a verify --save-outputs file) and write its "
-        "outputs to OUT.npz.",
-    )
-    execute.add_argument(
-        "input", metavar="IN", help="model folder, predict_net file or ONNX model (onnxruntime)"
-    )
-    execute.add_argument("--feeds", required=True, metavar="FEEDS.npz", help="input arrays by name")
-    execute.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="output file")
-    add_model_options(execute)
-    execute.add_argument(
-        "--outputs",
-        action="append",
-        metavar="A,B",
-        help="blobs to write (default: the declared external outputs)",
-    )
-    execute.add_argument(
-        "--seed", type=int, default=0, help="seed of random fill ops (default: %(default)s)"
-    )
-    execute.set_defaults(handler=_cmd_exec)
+HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {"run": _cmd_run, "exec": _cmd_exec}
+"""The commands this module runs, by name (their options: ``graphtools.cli.grammar``)."""

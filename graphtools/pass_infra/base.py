@@ -27,11 +27,16 @@ class PassResult:
         model: the model after the pass (the same object, rewritten in place).
         modified: whether the pass changed anything; must agree with the model's revision.
         stats: counters for reports and goldens (``{"ops_removed": 3}``).
+        may_enable: the pipeline names of the passes this run's change may have given new
+            work to; ``None`` (the default) for any pass. A manager keeps skipping an
+            ``idempotent`` pass while every change since its last run names other passes
+            only, so the round that confirms a fixpoint does not rerun it to learn nothing.
     """
 
     model: Model
     modified: bool
     stats: dict[str, Any] = field(default_factory=dict)
+    may_enable: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -44,7 +49,8 @@ class Pass:
             inputs and outputs (the interface check refuses it otherwise).
         idempotent: whether a second run right after a run never changes anything (one run
             reaches the pass's fixpoint); a manager then skips the pass while the model is
-            unchanged since its last run, and records it as skipped.
+            unchanged since its last run, or changed only by runs whose ``may_enable`` leaves
+            it out, and records it as skipped.
         reads_ssa: whether the pass reads ``model.predict_net.ssa()``; when one does, a
             manager builds the view before its first ``verify``, which then reads the findings
             off it instead of walking the ops.

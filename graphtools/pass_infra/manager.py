@@ -48,8 +48,8 @@ class PassRecord:
             show`` counts as the model's ops).
         modified: the pass's own (checked) ``modified`` flag.
         stats: the pass's stats (empty when skipped).
-        skipped: the pass is ``idempotent`` and the model had not changed since its last run,
-            so it was not run.
+        skipped: the pass is ``idempotent`` and the model had not changed since its last run
+            (or only by runs whose ``PassResult.may_enable`` left it out), so it was not run.
         init_ops_before / init_ops_after: init_net ops around the pass (0 without one).
     """
 
@@ -92,7 +92,8 @@ class PassManager:
     the pass that made it (passes must therefore be deterministic; the replay runs the round's
     earlier passes again). An interrupt (``KeyboardInterrupt``) restores the model as it was
     at the start of the round, its last verified state, and propagates. An ``idempotent``
-    pass is skipped while the model is unchanged since its last run. A pass that changes the
+    pass is skipped while no change since its last run may have given it work (the
+    ``PassResult.may_enable`` of the passes that changed the model). A pass that changes the
     model's dialect (``changes_dialect``: a conversion) runs once, checked and verified,
     between the fixpoints of the passes before and after it (``default`` among those after it
     is the new dialect's pipeline).
@@ -160,6 +161,7 @@ class PassManager:
 
     _after_pass: Callable[[PassRecord, Model], None] | None = None
     _active: tuple[Pass, ...] = ()
+    _may_enable: frozenset[str] | None = None  # the last run's PassResult.may_enable
 
     def passes_for(self, dialect: str) -> tuple[Pass, ...]:
         """The passes this manager runs on a model of ``dialect`` (``default`` expanded)."""
@@ -179,13 +181,15 @@ class PassManager:
         if any(item.reads_ssa for item in self._active):
             model.predict_net.ssa()  # built now, read by verify and then by the passes
         findings = {_finding_key(f) for f in verify(model)}
-        ran_at: dict[int, _RanAt] = {}  # pipeline position -> the model when the pass last ran
+        # Pipeline positions of the idempotent passes with nothing to do: each ran, and no
+        # change since may have given it work.
+        settled: set[int] = set()
         for round_ in range(1, self.steps + 1):
             state = model.snapshot()
-            records_before, ran_before = len(records), dict(ran_at)
+            records_before, settled_before = len(records), set(settled)
             try:
                 changed, findings_after = self._round(
-                    model, round_, records, ran_at, findings, strict=False
+                    model, round_, records, settled, findings, strict=False
                 )
             except BaseException as exc:
                 model.restore(state)
@@ -195,9 +199,9 @@ class PassManager:
                 # Replay the round checking after every pass, to roll back to just before the
                 # pass at fault and name it (raises PassError); if the replay succeeds (a pass
                 # that behaves differently when run again), its checked result stands.
-                ran_at = ran_before
+                settled = settled_before
                 changed, findings_after = self._round(
-                    model, round_, records, ran_at, findings, strict=True
+                    model, round_, records, settled, findings, strict=True
                 )
             findings = findings_after
             if not changed:
@@ -208,20 +212,30 @@ class PassManager:
         return records
 
     def _skipped(
-        self, item: Pass, position: int, model: Model, round_: int, ran_at: dict[int, _RanAt]
+        self, item: Pass, position: int, model: Model, round_: int, settled: set[int]
     ) -> PassRecord | None:
-        """The record of an idempotent pass the model has not changed since, else ``None``."""
-        if not (item.idempotent and ran_at.get(position) == _ran_at(model)):
+        """The record of an idempotent pass with nothing to do (``settled``), else ``None``."""
+        if not (item.idempotent and position in settled):
             return None
         ops, init_ops = _op_counts(model)
         return PassRecord(item.name, round_, 0.0, ops, ops, False, {}, True, init_ops, init_ops)
+
+    def _settle(self, position: int, record: PassRecord, settled: set[int]) -> None:
+        """Update ``settled`` after the pass at ``position`` ran: it has nothing left to do
+        (if idempotent), and a change unsettles the passes it may have given work to."""
+        if record.modified:
+            enabled = self._may_enable
+            for other, item in enumerate(self._active):
+                if enabled is None or item.name in enabled:
+                    settled.discard(other)
+        settled.add(position)
 
     def _round(
         self,
         model: Model,
         round_: int,
         records: list[PassRecord],
-        ran_at: dict[int, _RanAt],
+        settled: set[int],
         findings: set[tuple[str, str, str]],
         *,
         strict: bool,
@@ -235,7 +249,7 @@ class PassManager:
         """
         changed = False
         for position, item in enumerate(self._active):
-            skipped = self._skipped(item, position, model, round_, ran_at)
+            skipped = self._skipped(item, position, model, round_, settled)
             if skipped is not None:
                 records.append(skipped)
                 continue
@@ -244,7 +258,7 @@ class PassManager:
             else:
                 record = self._run_unverified(item, model, round_)
             records.append(record)
-            ran_at[position] = _ran_at(model)
+            self._settle(position, record, settled)
             changed = changed or record.modified
             if self._after_pass is not None:
                 self._after_pass(record, model)
@@ -279,6 +293,7 @@ class PassManager:
         seconds = time.perf_counter() - start
         if failure is not None:
             return None, failure
+        self._may_enable = result.may_enable
         if result.modified:
             logger.info("%s: %s", item.name, result.stats)
         ops_after, init_after = _op_counts(model)
@@ -331,15 +346,6 @@ class PassManager:
                 error.add_note(failure.details)
             raise error
         return record, {_finding_key(f) for f in after}
-
-
-# The nets themselves, not only model.revision (which holds their ids): keeping them referenced
-# means a freed net's id cannot come back as another net at the same revision.
-_RanAt = tuple[tuple[int, ...], object, object]
-
-
-def _ran_at(model: Model) -> _RanAt:
-    return (model.revision, model.predict_net, model.init_net)
 
 
 def _expanded(passes: tuple[Pass, ...], dialect: str) -> tuple[Pass, ...]:

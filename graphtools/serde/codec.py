@@ -2,11 +2,13 @@
 
 Loading keeps what the IR does not model. Each op of a loaded net decodes its fields beyond
 ``type``/``inputs``/``outputs`` from a *source* on first access: the bytes a file was loaded
-from (``_RawSource``; the parsed message can then be freed, which is most of a big net's
-memory), or the messages of a NetDef the caller handed over (``_MessageSource``). Writing
-back, an op nothing changed is its source message, or its loaded bytes; a changed op is its
-source message with the changed fields rewritten, so unknown fields, argument order and
-nested nets survive and an unchanged net re-serialises byte for byte.
+from (``_RawSource``: a binary net is read a chunk of ops at a time, its messages never all
+built; see ``graphtools.serde.op_bytes``), or the messages of a NetDef the caller handed over
+(``_MessageSource``). Writing back, an op nothing changed is its source message, or its
+loaded bytes (runs of them are slices of the file); a changed op is its source message with
+the changed fields rewritten, so unknown fields, argument order and nested nets survive and
+an unchanged net re-serialises byte for byte. Blob names are interned (``sys.intern``): a
+name is one string however many ops, external lists and nets of a model use it.
 
 One scan of the net's bytes (``graphtools.serde.check.probe_netdef``, which also validates every
 string and the nesting depth) tells whether any op holds a nested net or lists control inputs,
@@ -15,6 +17,7 @@ so that a million-op net needs no per-op probe.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -24,6 +27,7 @@ from graphtools._gc import paused_gc
 from graphtools.ir import LAZY_OP_FIELDS, Argument, DeviceOption, Model, Net, Op, OpSource
 from graphtools.proto import caffe2_pb2, netdef_lite_pb2
 from graphtools.serde.check import NetProbe, probe_netdef
+from graphtools.serde.op_bytes import OpBytes, read_ops, tagged_ops
 
 __all__ = [
     "OperatorSource",
@@ -32,6 +36,7 @@ __all__ = [
     "as_net",
     "device_option_to_proto",
     "model_from_netdefs",
+    "net_from_bytes",
     "net_from_netdef",
     "net_to_netdef",
     "op_bytes_reusing_loaded",
@@ -156,25 +161,15 @@ class _MessageSource:
 
 
 class _RawSource:
-    """The bytes a net was loaded from, split into each op's bytes when first needed.
+    """The bytes a net was loaded from (``op_bytes.OpBytes``): an op decodes its message from
+    them when first asked for a field the IR does not keep, and an op nothing changed is saved
+    as its bytes."""
 
-    An op nothing changed is saved as its bytes instead of being serialised again, and an op
-    decodes its message from them when first asked for a field the IR does not keep.
-    """
+    __slots__ = ("_messages", "ops")
 
-    __slots__ = ("_data", "_messages", "_ops")
-
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-        self._ops: list[bytes] | None = None
+    def __init__(self, ops: OpBytes) -> None:
+        self.ops = ops
         self._messages: dict[int, OperatorDef] = {}
-
-    def op_bytes(self) -> list[bytes]:
-        """Each op's bytes, in order (split on first call; the whole is then let go)."""
-        if self._ops is None:
-            self._ops = list(netdef_lite_pb2.NetDefWithRawOps.FromString(self._data).op)
-            self._data = b""
-        return self._ops
 
     def decoded(self, index: int) -> bool:
         """Whether op ``index``'s message has been decoded (and is kept)."""
@@ -183,7 +178,7 @@ class _RawSource:
     def message(self, index: int) -> OperatorDef:
         found = self._messages.get(index)
         if found is None:
-            found = self._messages[index] = OperatorDef.FromString(self.op_bytes()[index])
+            found = self._messages[index] = OperatorDef.FromString(self.ops.message(index))
         return found
 
     def decode(self, index: int, key: str, parent: Net | None) -> Any:
@@ -191,9 +186,6 @@ class _RawSource:
 
     def has_nested_nets(self, index: int) -> bool:
         return _holds_nets(self.message(index))
-
-
-_Source = _MessageSource | _RawSource
 
 
 def _source_message(op: Op) -> OperatorDef | None:
@@ -281,13 +273,39 @@ def op_bytes_reusing_loaded(
     return found
 
 
-def _op_bytes(ops: Iterable[Op]) -> list[bytes]:
-    """Each op's serialised OperatorDef: its loaded bytes when unchanged, else serialised."""
-    return op_bytes_reusing_loaded(ops, _loaded_op_bytes, _serialized_op)
-
-
-def _loaded_op_bytes(source: OpSource) -> list[bytes] | None:
-    return source.op_bytes() if isinstance(source, _RawSource) else None
+def _op_fields(ops: Iterable[Op]) -> list[bytes | memoryview]:
+    """The net's ``op`` fields, in order: each run of ops exactly as loaded (and known at load
+    to hold no nested net, which nothing could have edited) is one slice of the loaded bytes,
+    and each run of other ops is serialised. The save of a 10^6-op net walks every op here, so
+    the op's slots are read inline (the codec is the IR's friend, as in
+    ``op_bytes_reusing_loaded``)."""
+    fields: list[bytes | memoryview] = []
+    serialized: list[bytes] = []
+    source: _RawSource | None = None
+    first = end = 0
+    for op in ops:
+        found = op._source
+        if found.__class__ is _RawSource and op._nested is False and not op._changed:
+            index = op._index
+            if found is source and index == end:
+                end += 1
+                continue
+            if source is not None:
+                fields.append(source.ops.tagged(first, end))
+            elif serialized:
+                fields.append(tagged_ops(serialized))
+                serialized = []
+            source, first, end = found, index, index + 1
+        else:
+            if source is not None:
+                fields.append(source.ops.tagged(first, end))
+                source = None
+            serialized.append(_serialized_op(op))
+    if source is not None:
+        fields.append(source.ops.tagged(first, end))
+    elif serialized:
+        fields.append(tagged_ops(serialized))
+    return fields
 
 
 def _serialized_op(op: Op) -> bytes:
@@ -297,15 +315,10 @@ def _serialized_op(op: Op) -> bytes:
 # -- nets ---------------------------------------------------------------------------------------
 
 
-def _probe_flags(
-    netdef: NetDef, serialized: bytes | None, probe: NetProbe | None
-) -> tuple[bool | None, bool | None]:
-    """The "holds nested nets" and "lists control inputs" flags the ops of ``netdef`` start
-    with: ``False`` when no op does (which is certain), ``None`` when some op does (each op
-    then finds out for itself when first asked). Scanning validates the net (``SerdeError``)."""
-    if probe is None:
-        data = netdef.SerializePartialToString() if serialized is None else serialized
-        probe = probe_netdef(data, netdef)
+def _probe_flags(probe: NetProbe) -> tuple[bool | None, bool | None]:
+    """The "holds nested nets" and "lists control inputs" flags the ops of a net start with:
+    ``False`` when the probe found no op that does (which is certain), ``None`` when some op
+    does (each op then finds out for itself when first asked)."""
     return (None if probe.nested else False), (None if probe.control else False)
 
 
@@ -329,6 +342,27 @@ def _header_of(netdef: NetDef) -> NetDef:
     return header
 
 
+def header_from_raw(raw: netdef_lite_pb2.NetDefWithRawOps) -> NetDef:
+    """The NetDef header (``_header_of``) of a net parsed as ``NetDefWithRawOps``, whose
+    fields have NetDef's numbers (so the same fields are unknown to both)."""
+    header = netdef_lite_pb2.NetDefWithRawOps()
+    if len(unknown_fields.UnknownFieldSet(raw)):
+        header.CopyFrom(raw)  # rare: unknown fields survive only through a copy
+        for name in ("op", "external_input", "external_output"):
+            header.ClearField(name)
+    else:
+        for name in ("name", "type", "num_workers", "device_option"):
+            if raw.HasField(name):
+                setattr(header, name, getattr(raw, name))
+        header.arg.extend(raw.arg)
+        header.partition_info.extend(raw.partition_info)
+    return NetDef.FromString(header.SerializePartialToString())
+
+
+def _interned(names: Iterable[str]) -> list[str]:
+    return list(map(sys.intern, names))
+
+
 def net_from_netdef(
     netdef: NetDef,
     parent: Net | None = None,
@@ -338,40 +372,84 @@ def net_from_netdef(
 ) -> Net:
     """Build the IR of ``netdef``; without ``serialized``, the ops keep its messages.
 
-    ``serialized``, when given, must be the bytes ``netdef`` was parsed from: loaders pass
-    them so that nothing is serialised again to probe the ops. The net then keeps no
-    reference to ``netdef``: its ops decode their messages from those bytes when first
-    needed, and unchanged ops are saved as their bytes (so a loader's parsed message, most
-    of the memory a big net takes, is freed once the net is built). ``parent`` is the net
-    holding this one in an argument (its revision follows this net's edits). ``probe`` is
-    what ``check.probe_netdef`` found in those bytes, when the caller scanned them already.
+    ``serialized``, when given, must be the bytes ``netdef`` was parsed from: the net is then
+    ``net_from_bytes(serialized)`` and keeps no reference to ``netdef`` (a loader's parsed
+    message, most of the memory a big net takes, can be freed). ``parent`` is the net holding
+    this one in an argument (its revision follows this net's edits). ``probe`` is what
+    ``check.probe_netdef`` found in the net's bytes, when the caller scanned them already.
 
     Raises:
         SerdeError: a string of the net is not UTF-8, or its nets nest too deep.
     """
-    nested, control = _probe_flags(netdef, serialized, probe)
-    source: _Source
-    records: Iterable[OperatorDef]
-    if serialized is None:  # the caller's message: keep its ops' messages, as given
-        messages = netdef.op[:]
-        source, records = _MessageSource(messages), messages
-    else:  # the loader's message: ops decode theirs from the bytes when needed
-        source, records = _RawSource(serialized), netdef.op
+    if serialized is not None:
+        return net_from_bytes(serialized, parent, probe=probe)
+    if probe is None:
+        probe = probe_netdef(netdef.SerializePartialToString(), netdef)
+    nested, control = _probe_flags(probe)
+    messages = netdef.op[:]  # the caller's message: its ops keep their messages, as given
+    source = _MessageSource(messages)
     header = _header_of(netdef)
     return Net.loaded(
-        lambda net: Op.wrap_loaded(records, net, source, nested=nested, control=control),
-        netdef.external_input[:],
-        netdef.external_output[:],
+        lambda net: Op.wrap_loaded(messages, net, source, nested=nested, control=control),
+        _interned(netdef.external_input),
+        _interned(netdef.external_output),
         header,
         lambda net: tuple(argument_from_proto(a, net) for a in header.arg),
         parent,
         name=header.name if header.HasField("name") else None,
-        device_option=(
-            DeviceOption.from_proto(header.device_option)
-            if header.HasField("device_option")
-            else None
-        ),
+        device_option=_device_of(header),
     )
+
+
+def net_from_bytes(
+    data: bytes,
+    parent: Net | None = None,
+    *,
+    probe: NetProbe | None = None,
+    raw: netdef_lite_pb2.NetDefWithRawOps | None = None,
+) -> Net:
+    """The IR of a binary NetDef, without building its messages: the net keeps ``data``, its
+    ops decode their messages from it when first needed, and unchanged ops are saved as their
+    bytes (``graphtools.serde.op_bytes``).
+
+    ``probe`` is what ``check.probe_netdef`` found in ``data`` and ``raw`` is ``data`` parsed
+    as ``NetDefWithRawOps``, when the caller has them already.
+
+    Raises:
+        SerdeError: a string of the net is not UTF-8, or its nets nest too deep.
+        google.protobuf.message.DecodeError: ``data`` is not protobuf.
+    """
+    if raw is None:
+        raw = netdef_lite_pb2.NetDefWithRawOps.FromString(data)
+    if probe is None:
+        probe = probe_netdef(data)
+    nested, control = _probe_flags(probe)
+    header = header_from_raw(raw)
+    chunks, layout = read_ops(raw, data)
+    source = _RawSource(layout)
+
+    def make_ops(net: Net) -> list[Op]:
+        ops: list[Op] = []
+        for first, records in chunks:
+            ops += Op.wrap_loaded(records, net, source, nested=nested, control=control, start=first)
+        return ops
+
+    return Net.loaded(
+        make_ops,
+        _interned(raw.external_input),
+        _interned(raw.external_output),
+        header,
+        lambda net: tuple(argument_from_proto(a, net) for a in header.arg),
+        parent,
+        name=header.name if header.HasField("name") else None,
+        device_option=_device_of(header),
+    )
+
+
+def _device_of(header: NetDef) -> DeviceOption | None:
+    if not header.HasField("device_option"):
+        return None
+    return DeviceOption.from_proto(header.device_option)
 
 
 def _header_message(net: Net) -> NetDef:
@@ -413,17 +491,22 @@ def _header_bytes(net: Net) -> bytes:
 def serialize_net(net: Net) -> bytes:
     """The binary NetDef of ``net``: the message ``net_to_netdef`` gives, serialised.
 
-    Ops are joined as raw bytes instead of being copied into a new NetDef message, and an op
-    loaded from a binary file that nothing changed is written as the bytes it was loaded
-    with (so an unchanged net re-saves byte for byte, even where its writer encoded fields
-    in a non-canonical way).
+    The ops are joined as bytes instead of being copied into a new NetDef message, and ops
+    loaded from a binary file that nothing changed are written as the bytes they were loaded
+    with (so an unchanged net re-saves byte for byte, even where its writer encoded fields in
+    a non-canonical way). Protobuf writes fields by number: the name (1), the ops (2), then
+    the rest of the header and the external lists.
     """
-    raw = netdef_lite_pb2.NetDefWithRawOps.FromString(_header_bytes(net))
+    rest = netdef_lite_pb2.NetDefWithRawOps.FromString(_header_bytes(net))
+    name = b""
+    if rest.HasField("name"):
+        name = netdef_lite_pb2.NetDefWithRawOps(name=rest.name).SerializePartialToString()
+        rest.ClearField("name")
+    rest.external_input.extend(net.external_inputs)
+    rest.external_output.extend(net.external_outputs)
     with paused_gc():
-        raw.op.extend(_op_bytes(net))
-    raw.external_input.extend(net.external_inputs)
-    raw.external_output.extend(net.external_outputs)
-    return raw.SerializePartialToString()
+        fields = _op_fields(net)
+    return b"".join([name, *fields, rest.SerializePartialToString()])
 
 
 def _undecoded_loaded_op(net: Net) -> bool:

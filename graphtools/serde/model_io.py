@@ -20,7 +20,13 @@ from graphtools.errors import SerdeError
 from graphtools.ir import Model, Net
 from graphtools.serde.atomic import recover_interrupted_write, write_files
 from graphtools.serde.codec import net_from_netdef
-from graphtools.serde.netdef_io import TEXT_SUFFIXES, netdef_bytes, parse_and_probe, read_bytes
+from graphtools.serde.netdef_io import (
+    TEXT_SUFFIXES,
+    binary_net,
+    netdef_bytes,
+    parse_and_probe,
+    read_bytes,
+)
 
 # Spellings seen in the wild, most specific first: predict_net.pb, squeeze_predict_net.pb,
 # mobilenet_pred_net.pb, mobileNetPredict.pb, model.pb (mask_rcnn_2go), and their inits.
@@ -59,6 +65,9 @@ def load_model(
 def load_ir_net(path: str | Path, *, allow_empty: bool = False) -> tuple[Net, bool]:
     """Load one NetDef file straight into the IR; returns ``(net, was_text)``."""
     data = read_bytes(path)
+    net = binary_net(data, path)
+    if net is not None:
+        return net, False
     netdef, was_text, probe = parse_and_probe(data, path, allow_empty=allow_empty)
     serialized = None if was_text else data
     return net_from_netdef(netdef, serialized=serialized, probe=probe), was_text

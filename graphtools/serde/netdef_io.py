@@ -18,14 +18,15 @@ from google.protobuf import message, text_format
 
 from graphtools.errors import SerdeError
 from graphtools.ir import Net
-from graphtools.proto import caffe2_pb2
+from graphtools.proto import caffe2_pb2, netdef_lite_pb2
 from graphtools.serde.atomic import atomic_write_bytes, recover_interrupted_write
 from graphtools.serde.check import MAX_NESTING, NetProbe, nesting_depth, probe_netdef, too_deep
-from graphtools.serde.codec import net_to_netdef, serialize_net
+from graphtools.serde.codec import header_from_raw, net_from_bytes, net_to_netdef, serialize_net
 from graphtools.serde.sniff import (
     identify_binary,
     identify_text,
     implausible_netdef,
+    implausible_parts,
     looks_like_text,
 )
 
@@ -83,6 +84,31 @@ def parse_and_probe(
 
 
 _EMPTY = NetProbe(nested=False, control=False, depth=0)
+
+
+def binary_net(data: bytes, path: str | Path | None = None) -> Net | None:
+    """``data`` as an IR net when it is plainly a valid binary NetDef, loaded without
+    building its messages (``codec.net_from_bytes``: a full parse costs about seven times
+    the file in memory); ``None`` for text and for anything ``parse_and_probe`` refuses,
+    which then says why."""
+    if not data.strip() or looks_like_text(data):
+        return None
+    try:
+        raw = netdef_lite_pb2.NetDefWithRawOps.FromString(data)
+        probe = probe_netdef(data, None, path)
+        ops = raw.op
+        problem = implausible_parts(
+            header_from_raw(raw),
+            len(ops),
+            lambda index: caffe2_pb2.OperatorDef.FromString(ops[index]),
+            raw.external_input,
+            raw.external_output,
+        )
+    except (message.DecodeError, SerdeError):
+        return None
+    if problem is not None:
+        return None
+    return net_from_bytes(data, probe=probe, raw=raw)
 
 
 def _parse_binary(data: bytes, path: str | Path | None) -> caffe2_pb2.NetDef:

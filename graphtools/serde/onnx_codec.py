@@ -709,6 +709,7 @@ def model_from_onnx_bytes(
     opsets = _opsets(header)
     base = Path(base_dir) if base_dir is not None else (None if where is None else where.parent)
     graph = onnx.GraphProto.FromString(graph_bytes)
+    del graph_bytes  # a copy of most of the file: freed before the IR is built, not after
     net = net_from_graph(graph, None, _Context(base, where), nested=None if probe.nested else False)
     return Model(net, predict_path=where, opset_imports=opsets, header=header)
 

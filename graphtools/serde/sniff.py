@@ -9,6 +9,7 @@ they cost the same on a net of ten ops or a million.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 
 from google.protobuf import message, text_format, unknown_fields
 
@@ -34,22 +35,35 @@ def _plausible_name(name: str | bytes) -> bool:
 
 def implausible_netdef(net: caffe2_pb2.NetDef) -> str | None:
     """Why ``net`` (parsed from binary) cannot be a real NetDef, or ``None`` if it can be."""
-    if len(unknown_fields.UnknownFieldSet(net)):
+    return implausible_parts(
+        net, len(net.op), net.op.__getitem__, net.external_input, net.external_output
+    )
+
+
+def implausible_parts(
+    header: caffe2_pb2.NetDef,
+    count: int,
+    op_at: Callable[[int], caffe2_pb2.OperatorDef],
+    external_inputs: Sequence[str],
+    external_outputs: Sequence[str],
+) -> str | None:
+    """``implausible_netdef`` of a net given in parts (a loader that never parses the whole):
+    its ``header`` (the net-level fields, unknown ones included), its number of ops, the op at
+    an index, and its external lists."""
+    if len(unknown_fields.UnknownFieldSet(header)):
         return "it has fields a NetDef does not have"
-    if not _plausible_name(net.name):
+    if not _plausible_name(header.name):
         return "its name is binary data"
-    ops = net.op
-    count = len(ops)
     sample = list(range(min(count, _SAMPLE))) + list(range(max(_SAMPLE, count - _SAMPLE), count))
     for index in sample:
-        op = ops[index]
+        op = op_at(index)
         if not op.type or not _plausible_name(op.type):
             return f"op #{index} has no readable type"
         if len(unknown_fields.UnknownFieldSet(op)):
             return f"op #{index} ({op.type}) has fields an OperatorDef does not have"
         if not all(_plausible_name(blob) for blob in (*op.input, *op.output)):
             return f"op #{index} ({op.type}) has blob names that are binary data"
-    externals = list(net.external_input[:_SAMPLE]) + list(net.external_output[:_SAMPLE])
+    externals = list(external_inputs[:_SAMPLE]) + list(external_outputs[:_SAMPLE])
     if not all(_plausible_name(blob) for blob in externals):
         return "its external input/output names are binary data"
     return None

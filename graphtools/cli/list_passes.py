@@ -1,0 +1,75 @@
+"""``graphtools list-passes``: every registered pass (built in and plugins) with its options,
+or one pass's documentation. Its own module: listing the passes imports them all, which
+``show`` and ``ssa`` (``graphtools.cli.inspect``) have no use for."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from graphtools.cli.common import Output, did_you_mean, new_table
+from graphtools.errors import UsageError
+from graphtools.pass_infra import DEFAULT_PIPELINE, available_passes
+from graphtools.pass_infra.describe import describe_pass
+
+__all__ = ["HANDLERS"]
+
+
+def _cmd_list_passes(options: argparse.Namespace) -> int:
+    out = Output(options.verbosity, options.json)
+    passes = available_passes()
+    if options.name is not None:
+        cls = passes.get(options.name)
+        if cls is None:
+            raise UsageError(
+                f"no pass named {options.name!r}{did_you_mean(options.name, passes)}; "
+                f"'graphtools list-passes' lists them"
+            )
+        return _one_pass(out, describe_pass(cls))
+    infos = [describe_pass(cls) for cls in passes.values()]
+    if options.json:
+        out.json({"passes": [_pass_data(i) for i in infos], "default": DEFAULT_PIPELINE})
+        return 0
+    table = new_table("pass", "what it does", "options (type, default)")
+    for info in infos:
+        listed = "; ".join(f"{o.name}: {o.type} = {o.default}" for o in info.options)
+        table.add_row(info.name, info.summary, listed or "-")
+    out.table(table, level=0)
+    out.line(f"\ndefault = {DEFAULT_PIPELINE}", level=0)
+    out.line("'graphtools list-passes NAME' shows a pass's whole documentation", level=1)
+    return 0
+
+
+def _pass_data(info: Any) -> dict[str, Any]:
+    return {
+        "name": info.name,
+        "summary": info.summary,
+        "doc": info.body,
+        "options": [vars(o) for o in info.options],
+        "class": info.class_path,
+    }
+
+
+def _one_pass(out: Output, info: Any) -> int:
+    if out.json_mode:
+        out.json(_pass_data(info))
+        return 0
+    out.line(f"{info.name}: {info.summary}", level=0)
+    if info.body:
+        out.line("", level=0)
+        out.line(info.body, level=0)
+    out.line("", level=0)
+    if info.options:
+        table = new_table("option", "type", "default", "what it does")
+        for option in info.options:
+            table.add_row(option.name, option.type, option.default, option.help)
+        out.table(table, level=0)
+    else:
+        out.line("options: none", level=0)
+    out.line(f"\nclass {info.class_path}", level=1)
+    return 0
+
+
+HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {"list-passes": _cmd_list_passes}
+"""The commands this module runs, by name (their options: ``graphtools.cli.grammar``)."""

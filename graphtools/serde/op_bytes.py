@@ -1,0 +1,122 @@
+"""Where the ops of a binary NetDef lie in its bytes: loaded a chunk at a time, saved as slices.
+
+A loaded net keeps the bytes of its file, not their parsed messages (a full parse costs about
+seven times the file in memory). ``read_ops`` goes through the ops ``CHUNK`` at a time, parsing
+each chunk with ``netdef_lite.NetDefOpNames`` (type and blob names only; the other fields stay
+unread bytes), and notes where each op lies: writers put the ops of a NetDef back to back,
+canonically encoded, so ``OpBytes`` holds one offset per op. Saving, a run of unchanged ops is
+one slice of the file (``OpBytes.tagged``), and an op decodes its full message from its slice
+when first asked for a field the IR does not keep. A file whose ops do not lie back to back
+(an unusual writer) keeps each op's bytes instead, with the same behaviour.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from graphtools.proto import netdef_lite_pb2
+
+__all__ = ["CHUNK", "OpBytes", "read_ops", "tagged_ops"]
+
+CHUNK = 1024
+"""Ops parsed at a time when loading: bounds the parsed messages alive at once."""
+
+_TAGGED = netdef_lite_pb2.NetDefWithRawOps
+_NAMES = netdef_lite_pb2.NetDefOpNames
+
+
+def tagged_ops(ops: Sequence[bytes]) -> bytes:
+    """``ops`` (serialized OperatorDefs) as the ``op`` fields of a NetDef: tag, length, bytes."""
+    return _TAGGED(op=ops).SerializeToString()
+
+
+class OpBytes:
+    """Each op's bytes in a net's file (see the module docstring).
+
+    ``starts[i]`` is where op ``i``'s field (tag, length, message) begins in ``data`` and
+    ``starts[i + 1]`` where it ends; without ``data``, ``ops`` holds each op's message bytes.
+    """
+
+    __slots__ = ("_data", "_ops", "_starts")
+
+    def __init__(
+        self, data: bytes | None, starts: array[int] | None, ops: list[bytes] | None
+    ) -> None:
+        self._data = data
+        self._starts = starts
+        self._ops = ops
+
+    def message(self, index: int) -> bytes:
+        """Op ``index``'s serialized OperatorDef."""
+        if self._ops is not None:
+            return self._ops[index]
+        assert self._data is not None and self._starts is not None
+        data, start = self._data, self._starts[index] + 1  # past the tag
+        while data[start] & 0x80:  # past the length (a varint)
+            start += 1
+        return data[start + 1 : self._starts[index + 1]]
+
+    def tagged(self, first: int, end: int) -> bytes | memoryview:
+        """Ops ``first .. end - 1`` as the ``op`` fields of a NetDef, as the file has them."""
+        if self._ops is not None:
+            return tagged_ops(self._ops[first:end])
+        assert self._data is not None and self._starts is not None
+        return memoryview(self._data)[self._starts[first] : self._starts[end]]
+
+
+def read_ops(raw: Any, data: bytes) -> tuple[Iterator[tuple[int, Any]], OpBytes]:
+    """The ops of ``raw`` (``data`` parsed as ``NetDefWithRawOps``) a chunk at a time, and
+    where they lie in ``data``.
+
+    The iterator yields ``(index of the chunk's first op, its OpNames records)``; the
+    ``OpBytes`` is complete once the iterator is exhausted.
+    """
+    found = OpBytes(None, None, None)
+
+    def chunks() -> Iterator[tuple[int, Any]]:
+        ops = raw.op
+        start = position = _first_op_at(raw, data)
+        lengths = array("q")
+        for first in range(0, len(ops), CHUNK):
+            chunk = ops[first : first + CHUNK]
+            tagged = tagged_ops(chunk)
+            if position is not None and data.startswith(tagged, position):
+                position += len(tagged)
+                lengths.extend(map(len, chunk))
+            else:
+                position = None
+            yield first, _NAMES.FromString(tagged).op
+        if start is None or position is None:
+            found._ops = list(ops)
+        else:
+            found._data = data
+            found._starts = _starts(start, lengths)
+
+    return chunks(), found
+
+
+def _first_op_at(raw: Any, data: bytes) -> int | None:
+    """Where the first op begins in ``data``, when only the net's name (field 1, which
+    writers put first) comes before it; ``None`` otherwise."""
+    if not raw.HasField("name"):
+        return 0
+    name = _TAGGED(name=raw.name).SerializeToString()
+    return len(name) if data.startswith(name) else None
+
+
+def _starts(first: int, lengths: array[int]) -> array[int]:
+    """Offsets of back-to-back op fields from their message lengths: each field is a one-byte
+    tag, the length as a varint, and the message."""
+    sizes = np.frombuffer(lengths, dtype=np.int64) if len(lengths) else np.zeros(0, np.int64)
+    varint = 1 + sum((sizes >= 1 << (7 * k)).astype(np.int64) for k in range(1, 10))
+    offsets = np.empty(len(sizes) + 1, dtype=np.int64)
+    offsets[0] = first
+    np.cumsum(1 + varint + sizes, out=offsets[1:])
+    offsets[1:] += first
+    found = array("q")
+    found.frombytes(offsets.tobytes())
+    return found
