@@ -133,6 +133,21 @@ def test_run_needs_an_output(capsys: pytest.CaptureFixture[str], tiny_copy: Path
     assert {p.name: p.read_bytes() for p in tiny_copy.iterdir()} == before
 
 
+def test_run_refuses_an_output_folder_and_in_place_together(
+    capsys: pytest.CaptureFixture[str], tiny_copy: Path, tmp_path: Path
+) -> None:
+    """Which one was meant is not ours to guess: the input stays as it was, nothing written."""
+    before = {p.name: p.read_bytes() for p in tiny_copy.iterdir()}
+    out_dir = tmp_path / "out"
+    code, out, err = run_cli(
+        capsys, "run", str(tiny_copy), "-p", "remove-dead-ends", "-o", str(out_dir), "--in-place"
+    )
+    assert (code, out) == (2, "")
+    assert_one_error_line(err, "-o", "--in-place", "not both")
+    assert {p.name: p.read_bytes() for p in tiny_copy.iterdir()} == before
+    assert not out_dir.exists()
+
+
 def test_run_writes_output_folder(
     capsys: pytest.CaptureFixture[str], tiny_copy: Path, tmp_path: Path
 ) -> None:

@@ -95,6 +95,8 @@ def warn_no_outputs(out: Output, model: Model, command: str) -> None:
 def _output_plan(model: Model, options: argparse.Namespace) -> Path | None:
     """Where ``run`` writes: ``None`` for in place; refuses to overwrite the input otherwise."""
     if options.in_place:
+        if options.output is not None:
+            raise UsageError("give -o or --in-place, not both")
         return None
     if options.output is None:
         raise UsageError(
