@@ -158,7 +158,11 @@ def pass_markdown(cls: type[Pass]) -> str:
         "",
         "```sh",
         f'graphtools run MODEL -p "{example or info.name}" -o OUT',
-        f'graphtools verify MODEL -p "{example or info.name}"',
+        *(
+            []  # verify compares outputs within one dialect; a conversion changes it
+            if cls.changes_dialect
+            else [f'graphtools verify MODEL -p "{example or info.name}"']
+        ),
         "```",
         "",
         f"Class: `{info.class_path}`. This page is generated from the class's docstring "
