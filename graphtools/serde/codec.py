@@ -7,8 +7,8 @@ built; see ``graphtools.serde.op_bytes``), or the messages of a NetDef the calle
 (``_MessageSource``). Writing back, an op nothing changed is its source message, or its
 loaded bytes (runs of them are slices of the file); a changed op is its source message with
 the changed fields rewritten, so unknown fields, argument order and nested nets survive and
-an unchanged net re-serialises byte for byte. Blob names are interned (``sys.intern``): a
-name is one string however many ops, external lists and nets of a model use it.
+an unchanged net re-serialises byte for byte. The external lists' names are interned
+(``sys.intern``); the ops' names are not (``Op.from_records`` says why).
 
 One scan of the net's bytes (``graphtools.serde.check.probe_netdef``, which also validates every
 string and the nesting depth) tells whether any op holds a nested net or lists control inputs,
