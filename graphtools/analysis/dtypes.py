@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DTYPES", "GIVEN_FILL_DTYPES", "dtype_of"]
+__all__ = ["DTYPES", "DTYPE_NUMBERS", "GIVEN_FILL_DTYPES", "dtype_of"]
 
 #: caffe2.proto ``TensorProto.DataType`` -> numpy dtype (``object`` for STRING).
 DTYPES: dict[int, Any] = {
@@ -27,7 +27,8 @@ DTYPES: dict[int, Any] = {
     12: np.float16,
     13: np.float64,
 }
-_DTYPE_NAMES = {
+#: caffe2.proto ``TensorProto.DataType`` names (as an argument holds them) -> numbers.
+DTYPE_NUMBERS: dict[bytes, int] = {
     b"FLOAT": 1,
     b"INT32": 2,
     b"BYTE": 3,
@@ -63,7 +64,7 @@ def dtype_of(value: Any) -> Any:
         ValueError: the code or name is not a data type Caffe2 defines.
     """
     if isinstance(value, bytes):
-        value = _DTYPE_NAMES.get(value.upper(), -1)
+        value = DTYPE_NUMBERS.get(value.upper(), -1)
     dtype = DTYPES.get(int(value))
     if dtype is None:
         raise ValueError(f"unsupported TensorProto data type {value!r}")

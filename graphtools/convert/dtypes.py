@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto
 
+from graphtools.analysis.dtypes import DTYPE_NUMBERS
 from graphtools.errors import UnsupportedOpError
 
 __all__ = [
@@ -41,20 +42,6 @@ ONNX_TO_CAFFE2: dict[int, int] = {
 #: Caffe2 ``TensorProto.DataType`` -> ONNX elem type (Caffe2's BYTE is raw uint8).
 CAFFE2_TO_ONNX: dict[int, int] = {c2: ox for ox, c2 in ONNX_TO_CAFFE2.items()} | {
     3: TensorProto.UINT8
-}
-_CAFFE2_NAMES = {
-    b"FLOAT": 1,
-    b"INT32": 2,
-    b"BYTE": 3,
-    b"STRING": 4,
-    b"BOOL": 5,
-    b"UINT8": 6,
-    b"INT8": 7,
-    b"UINT16": 8,
-    b"INT16": 9,
-    b"INT64": 10,
-    b"FLOAT16": 12,
-    b"DOUBLE": 13,
 }
 
 # numpy dtype -> the GivenTensor*Fill holding it and the Argument field of its values.
@@ -87,7 +74,7 @@ def caffe2_dtype_number(value: Any) -> int:
     if isinstance(value, str):
         value = value.encode()
     if isinstance(value, bytes):
-        code = _CAFFE2_NAMES.get(value.upper())
+        code = DTYPE_NUMBERS.get(value.upper())
         if code is None:
             raise UnsupportedOpError(f"unknown Caffe2 data type {value!r}")
         return code
