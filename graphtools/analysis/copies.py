@@ -35,9 +35,16 @@ from graphtools.ir import Net, Op
 from graphtools.nested import names_in_nested_nets
 from graphtools.ssa import VersionedBlob
 
-__all__ = ["REVERSE_COPY", "CopyFusion", "find_copy_fusion"]
+__all__ = ["REVERSE_COPY", "VALUE_COPIES", "CopyFusion", "find_copy_fusion"]
 
 REVERSE_COPY: dict[str, str] = {"CopyCPUToGPU": "CopyGPUToCPU", "CopyGPUToCPU": "CopyCPUToGPU"}
+
+VALUE_COPIES: tuple[str, ...] = (
+    *("Copy", "CopyCPUToGPU", "CopyGPUToCPU", "CopyFromCPUInput", "CopyOnDeviceLike"),
+    *("EnsureCPUOutput", "Alias", "AliasWithName", "Identity", "StopGradient"),
+)
+"""Caffe2 op types whose first output is their first input's value (device copies, aliases,
+``Identity``, ``StopGradient``): one list for the shape rule, the kernel and the ONNX export."""
 """Each copy op type and the type that undoes it."""
 
 _TYPE = operator.attrgetter("type")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from graphtools.analysis.copies import VALUE_COPIES
 from graphtools.analysis.dtypes import dtype_of
 from graphtools.analysis.op_args import canonical_axis, order
 from graphtools.analysis.shape_rules_nn import need
@@ -342,20 +343,14 @@ def _nhwc2nchw(op: Op, inputs: list[TensorType]) -> list[TensorType]:
     return _layout_move(op, inputs, False)
 
 
-_IDENTITIES = (
-    *("Copy", "CopyCPUToGPU", "CopyGPUToCPU", "CopyFromCPUInput", "CopyOnDeviceLike"),
-    *("EnsureCPUOutput", "Alias", "AliasWithName", "Identity", "StopGradient"),
-)
-
-
-@shape_rule(*_IDENTITIES)
+@shape_rule(*VALUE_COPIES)
 def _identity(op: Op, inputs: list[TensorType]) -> list[TensorType]:
     """Device copies and aliases: the value itself (an Int8 blob stays one)."""
     need(op, inputs, 1)
     return [inputs[0]]
 
 
-@value_rule(*_IDENTITIES)
+@value_rule(*VALUE_COPIES)
 def _identity_values(
     op: Op, inputs: list[TensorType], values: list[Values | None]
 ) -> list[Values | None]:

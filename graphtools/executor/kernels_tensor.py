@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from graphtools.analysis.copies import VALUE_COPIES
 from graphtools.analysis.dtypes import dtype_of
 from graphtools.analysis.op_args import canonical_axis, order
 from graphtools.executor.registry import kernel
@@ -159,18 +160,7 @@ def _nhwc2nchw(op: Op, inputs: list[Any]) -> list[Any]:
     return [np.ascontiguousarray(np.moveaxis(x, -1, 1))]
 
 
-@kernel(
-    "Copy",
-    "CopyCPUToGPU",
-    "CopyGPUToCPU",
-    "CopyFromCPUInput",
-    "CopyOnDeviceLike",
-    "EnsureCPUOutput",
-    "Alias",
-    "AliasWithName",
-    "Identity",
-    "StopGradient",
-)
+@kernel(*VALUE_COPIES)
 def _identity(op: Op, inputs: list[Any]) -> list[Any]:
     """Device copies and aliases are identities on the host (``AliasWithName`` is detectron2's
     named placeholder, ``Identity`` what ONNX importers leave); the value is shared, kernels

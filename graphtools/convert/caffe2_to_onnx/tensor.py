@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from onnx import numpy_helper
 
+from graphtools.analysis.copies import VALUE_COPIES
 from graphtools.analysis.op_args import order
 from graphtools.convert.caffe2_to_onnx.context import ExportContext, Function, exporter, onnx_int64
 from graphtools.convert.caffe2_to_onnx.helpers import INT64, Emitter
@@ -246,18 +247,7 @@ def _cast(cx: ExportContext, op: Op) -> None:
     cx.node("Cast", op.inputs[:1], op.outputs[:1], to=to)
 
 
-@exporter(
-    "Copy",
-    "CopyCPUToGPU",
-    "CopyGPUToCPU",
-    "CopyFromCPUInput",
-    "CopyOnDeviceLike",
-    "EnsureCPUOutput",
-    "Alias",
-    "AliasWithName",
-    "Identity",
-    "StopGradient",
-)
+@exporter(*VALUE_COPIES)
 def _copy(cx: ExportContext, op: Op) -> None:
     cx.node("Identity", op.inputs[:1], op.outputs[:1])
 
