@@ -5,17 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from conftest import assert_one_error_line, run_cli
+from onnx import TensorProto, helper, numpy_helper
 
-onnx = pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
-
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
-from graphtools.ir import Model, Net, Op  # noqa: E402
-from graphtools.onnx import import_onnx, run_onnxruntime  # noqa: E402
-from graphtools.serde import load_model_dir, save_model, save_net  # noqa: E402
+from graphtools.ir import Model, Net, Op
+from graphtools.onnx import import_onnx, run_onnxruntime
+from graphtools.serde import load_model_dir, save_model, save_net
 
 
 def _flatten_before_gemm(path: Path) -> Path:

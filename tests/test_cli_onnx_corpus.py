@@ -10,11 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import onnx
 import pytest
 from conftest import run_cli
-
-onnx = pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
 
 NODE_CASE_STRIDE = 8
 """Every 8th backend node case runs through the CLI (about 240 cases)."""

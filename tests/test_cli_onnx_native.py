@@ -13,19 +13,16 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+import onnx
 import pytest
 from conftest import FIXTURES, assert_one_error_line, publish_passes, run_cli
+from onnx import TensorProto, helper, numpy_helper
 
-onnx = pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
-
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
-from graphtools.errors import GraphToolsError  # noqa: E402
-from graphtools.ir import Model  # noqa: E402
-from graphtools.onnx.runtime import RuntimeFailure, run_model, seeded_inputs  # noqa: E402
-from graphtools.pass_infra import Pass, PassResult  # noqa: E402
-from graphtools.serde.onnx_io import load_onnx_model  # noqa: E402
+from graphtools.errors import GraphToolsError
+from graphtools.ir import Model
+from graphtools.onnx.runtime import RuntimeFailure, run_model, seeded_inputs
+from graphtools.pass_infra import Pass, PassResult
+from graphtools.serde.onnx_io import load_onnx_model
 
 TINY = FIXTURES / "models" / "tiny_export"
 

@@ -7,24 +7,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
+from conftest import assert_one_error_line, run_cli
+from onnx import TensorProto, helper, numpy_helper
 
-onnx = pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
-
-from conftest import assert_one_error_line, run_cli  # noqa: E402
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
-from graphtools._core import CAFFE2, ONNX  # noqa: E402
-from graphtools.errors import PassError, UnsupportedOpError  # noqa: E402
-from graphtools.executor import run_model  # noqa: E402
-from graphtools.onnx import export_onnx, import_onnx, run_onnxruntime  # noqa: E402
-from graphtools.pass_infra import PassManager  # noqa: E402
-from graphtools.passes import ConvertToCaffe2  # noqa: E402
-from graphtools.proto import caffe2_pb2  # noqa: E402
-from graphtools.serde import load_model_dir, save_model  # noqa: E402
-from graphtools.serde.onnx_codec import model_from_onnx_bytes, model_to_onnx_bytes  # noqa: E402
-from graphtools.testing import compare_outputs  # noqa: E402
+from graphtools._core import CAFFE2, ONNX
+from graphtools.errors import PassError, UnsupportedOpError
+from graphtools.executor import run_model
+from graphtools.onnx import export_onnx, import_onnx, run_onnxruntime
+from graphtools.pass_infra import PassManager
+from graphtools.passes import ConvertToCaffe2
+from graphtools.proto import caffe2_pb2
+from graphtools.serde import load_model_dir, save_model
+from graphtools.serde.onnx_codec import model_from_onnx_bytes, model_to_onnx_bytes
+from graphtools.testing import compare_outputs
 
 FLOAT = TensorProto.FLOAT
 RNG = np.random.default_rng(0)

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
 
 from graphtools.errors import ExecutionError, UnsupportedOpError
@@ -18,8 +20,6 @@ from graphtools.executor.kernels_image import STYLIZER_NOISE_BLOB
 from graphtools.ir import Op
 from graphtools.proto import caffe2_pb2
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
 helper = onnx.helper
 
 

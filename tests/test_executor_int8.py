@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
 
 from graphtools.executor import ExecutionError, Int8Tensor, Workspace, run_op
 from graphtools.ir import Op
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
 helper = onnx.helper
 _TO_NCHW, _TO_NHWC = [0, 3, 1, 2], [0, 2, 3, 1]
 

@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
 
 from graphtools.executor import Workspace, run_op
 from graphtools.ir import Op
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
 helper = onnx.helper
 
 _TO_NCHW = [0, 3, 1, 2]

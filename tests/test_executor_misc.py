@@ -8,14 +8,14 @@ import math
 from typing import Any
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
 
 from graphtools.errors import ExecutionError
 from graphtools.executor import Workspace, run_op
 from graphtools.ir import Op
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
 helper = onnx.helper
 
 

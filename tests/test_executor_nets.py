@@ -33,7 +33,8 @@ def _onnx_opset13_from_legacy(path: Path) -> Any:
     ``shape`` attribute becomes an input. Weights come from the ONNX file's initializers, not
     from the Caffe2 init_net, so the check covers the init_net too.
     """
-    onnx = pytest.importorskip("onnx")
+    import onnx
+
     helper = onnx.helper
     legacy = onnx.load(str(path))
     nodes, consts = [], {}
@@ -62,7 +63,8 @@ def _onnx_opset13_from_legacy(path: Path) -> Any:
 
 @needs_real
 def test_super_resolution_pair_matches_onnxruntime_on_its_onnx_source() -> None:
-    ort = pytest.importorskip("onnxruntime")
+    import onnxruntime as ort
+
     model = load_model(SUPER_RES / "predict_net.pb", SUPER_RES / "init_net.pb")
     x = np.random.default_rng(0).random((1, 1, 224, 224), dtype=np.float32)
     ours = run_model(model, {"1": x})

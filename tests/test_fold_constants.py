@@ -4,17 +4,13 @@ input's own dims become constants with 0 (copy the dim), so the batch stays dyna
 from __future__ import annotations
 
 import numpy as np
-import pytest
+import onnx
+from onnx import TensorProto, helper, numpy_helper
 
 from graphtools.ir import Model, Net, Op
+from graphtools.onnx import export_onnx, import_onnx
 from graphtools.pass_infra import PassManager
 from graphtools.testing import assert_models_equivalent
-
-onnx = pytest.importorskip("onnx")
-
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
-from graphtools.onnx import export_onnx, import_onnx  # noqa: E402
 
 
 def _view_then_matmul() -> onnx.ModelProto:

@@ -17,9 +17,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
-
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "fuzz_onnx.py"
 _spec = importlib.util.spec_from_file_location("fuzz_onnx", _PATH)
 assert _spec is not None and _spec.loader is not None

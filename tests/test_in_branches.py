@@ -7,19 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
+import onnx
+from onnx import TensorProto, helper, numpy_helper
 
-onnx = pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
-
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
-from graphtools.executor import run_model  # noqa: E402
-from graphtools.ir import Model, Net, Op  # noqa: E402
-from graphtools.onnx import export_onnx, import_onnx, run_onnxruntime  # noqa: E402
-from graphtools.pass_infra import PassManager  # noqa: E402
-from graphtools.passes.in_branches import InBranches  # noqa: E402
-from graphtools.serde import load_model  # noqa: E402
+from graphtools.executor import run_model
+from graphtools.ir import Model, Net, Op
+from graphtools.onnx import export_onnx, import_onnx, run_onnxruntime
+from graphtools.pass_infra import PassManager
+from graphtools.passes.in_branches import InBranches
+from graphtools.serde import load_model
 
 
 def _if_model() -> onnx.ModelProto:

@@ -7,13 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
-onnx = pytest.importorskip("onnx")
-
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
-from graphtools.errors import SerdeError  # noqa: E402
-from graphtools.serde.onnx_io import load_onnx_model  # noqa: E402
+from graphtools.errors import SerdeError
+from graphtools.serde.onnx_io import load_onnx_model
 
 
 def _external_model(path: Path, location: str) -> Path:

@@ -20,10 +20,9 @@ import onnx
 import pytest
 
 pytest.importorskip("torch", reason="torch is not installed (optional extra 'torch')")
-ort = pytest.importorskip("onnxruntime")
-
-from onnx_corpus import CORPUS, CorpusModel, build_corpus, seeded_inputs, torch_outputs  # noqa: E402
-from onnx_peers import node_count, onnxsim_node_count  # noqa: E402
+import onnxruntime as ort
+from onnx_corpus import CORPUS, CorpusModel, build_corpus, seeded_inputs, torch_outputs
+from onnx_peers import node_count, onnxsim_node_count
 
 RTOL, ATOL = 1e-4, 1e-5
 NAMES = [entry.name for entry in CORPUS]

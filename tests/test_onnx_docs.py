@@ -5,10 +5,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
-pytest.importorskip("onnx")
-
 from graphtools.onnx import supported_ops
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "onnx.md"

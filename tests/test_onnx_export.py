@@ -5,18 +5,15 @@ comparison naming the first diverging op."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto
 
-onnx = pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
-
-from onnx import TensorProto  # noqa: E402
-
-from graphtools.convert.fills import fill_op  # noqa: E402
-from graphtools.errors import InvalidNetError, UnsupportedOpError  # noqa: E402
-from graphtools.executor import run_model  # noqa: E402
-from graphtools.ir import Model, Net, Op  # noqa: E402
-from graphtools.onnx import (  # noqa: E402
+from graphtools.convert.fills import fill_op
+from graphtools.errors import InvalidNetError, UnsupportedOpError
+from graphtools.executor import run_model
+from graphtools.ir import Model, Net, Op
+from graphtools.onnx import (
     compare_blobs_with_onnxruntime,
     compare_with_onnxruntime,
     export_onnx,

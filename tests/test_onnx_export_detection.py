@@ -9,17 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import onnx
 import pytest
+from onnx_round_trip import pair, round_trip
 
-onnx = pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
-
-from onnx_round_trip import pair, round_trip  # noqa: E402
-
-from graphtools.convert.caffe2_to_onnx.context import CAFFE2_DOMAIN, VARIANT_SEPARATOR  # noqa: E402
-from graphtools.errors import UnsupportedOpError  # noqa: E402
-from graphtools.ir import Op  # noqa: E402
-from graphtools.onnx import export_onnx  # noqa: E402
+from graphtools.convert.caffe2_to_onnx.context import CAFFE2_DOMAIN, VARIANT_SEPARATOR
+from graphtools.errors import UnsupportedOpError
+from graphtools.ir import Op
+from graphtools.onnx import export_onnx
 
 RNG = np.random.default_rng(0)
 IM_INFO = np.array([[90, 100, 1.0], [80, 110, 1.5]], np.float32)

@@ -7,16 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx_round_trip import pair, round_trip
 
-onnx = pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
-
-from onnx_round_trip import pair, round_trip  # noqa: E402
-
-from graphtools.errors import UnsupportedOpError  # noqa: E402
-from graphtools.executor import Int8Tensor, run_model  # noqa: E402
-from graphtools.ir import Op  # noqa: E402
-from graphtools.onnx import export_onnx, import_onnx  # noqa: E402
+from graphtools.errors import UnsupportedOpError
+from graphtools.executor import Int8Tensor, run_model
+from graphtools.ir import Op
+from graphtools.onnx import export_onnx, import_onnx
 
 RNG = np.random.default_rng(0)
 

@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx_round_trip import pair, round_trip
 
-onnx = pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
-
-from onnx_round_trip import pair, round_trip  # noqa: E402
-
-from graphtools.ir import Op  # noqa: E402
+from graphtools.ir import Op
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((2, 6, 6, 3)).astype(np.float32)

@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx_round_trip import pair, round_trip
 
-onnx = pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
-
-from onnx_round_trip import pair, round_trip  # noqa: E402
-
-from graphtools.errors import UnsupportedOpError  # noqa: E402
-from graphtools.ir import Op  # noqa: E402
-from graphtools.onnx import export_onnx  # noqa: E402
+from graphtools.errors import UnsupportedOpError
+from graphtools.ir import Op
+from graphtools.onnx import export_onnx
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((2, 3, 4, 5)).astype(np.float32)

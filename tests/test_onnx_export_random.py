@@ -6,16 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx_round_trip import pair, round_trip
 
-onnx = pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
-
-from onnx_round_trip import pair, round_trip  # noqa: E402
-
-from graphtools.errors import UnsupportedOpError  # noqa: E402
-from graphtools.executor import run_model  # noqa: E402
-from graphtools.ir import Op  # noqa: E402
-from graphtools.onnx import compare_with_onnxruntime, export_onnx, import_onnx  # noqa: E402
+from graphtools.errors import UnsupportedOpError
+from graphtools.executor import run_model
+from graphtools.ir import Op
+from graphtools.onnx import compare_with_onnxruntime, export_onnx, import_onnx
 
 X = np.zeros((30, 40, 5), np.float32)
 

@@ -6,15 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx_round_trip import pair, round_trip
 
-onnx = pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
-
-from onnx_round_trip import pair, round_trip  # noqa: E402
-
-from graphtools.errors import UnsupportedOpError  # noqa: E402
-from graphtools.ir import Op  # noqa: E402
-from graphtools.onnx import compare_with_onnxruntime, export_onnx  # noqa: E402
+from graphtools.errors import UnsupportedOpError
+from graphtools.ir import Op
+from graphtools.onnx import compare_with_onnxruntime, export_onnx
 
 RNG = np.random.default_rng(0)
 LENGTHS = np.int32([2, 0, 3, 1, 0])

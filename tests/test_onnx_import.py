@@ -5,16 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
-onnx = pytest.importorskip("onnx")
-
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
-from graphtools.errors import SerdeError, UnsupportedOpError  # noqa: E402
-from graphtools.executor import run_model  # noqa: E402
-from graphtools.onnx import import_onnx, save_onnx  # noqa: E402
-from graphtools.testing import compare_outputs  # noqa: E402
+from graphtools.errors import SerdeError, UnsupportedOpError
+from graphtools.executor import run_model
+from graphtools.onnx import import_onnx, save_onnx
+from graphtools.testing import compare_outputs
 
 FLOAT = TensorProto.FLOAT
 

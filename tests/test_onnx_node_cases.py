@@ -19,14 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
-onnx = pytest.importorskip("onnx")
-
-from graphtools.errors import GraphToolsError, UnsupportedOpError  # noqa: E402
-from graphtools.executor import run_model  # noqa: E402
-from graphtools.onnx import import_onnx, run_onnxruntime, supported_ops  # noqa: E402
-from graphtools.testing import compare_outputs  # noqa: E402
+from graphtools.errors import GraphToolsError, UnsupportedOpError
+from graphtools.executor import run_model
+from graphtools.onnx import import_onnx, run_onnxruntime, supported_ops
+from graphtools.testing import compare_outputs
 
 REFUSALS = Path(__file__).resolve().parents[1] / "fixtures" / "onnx" / "node_refusals.txt"
 
@@ -203,7 +202,6 @@ def test_node_cases_at_older_opsets(op_type: str) -> None:
     """The same cases converted down to older opsets by ``onnx.version_converter`` (where it
     can), so the converters' older-version paths run; the reference is onnxruntime on the
     converted model (the converter does not always keep semantics, e.g. Softmax before 13)."""
-    pytest.importorskip("onnxruntime")
     from onnx import version_converter
 
     ran: list[str] = []

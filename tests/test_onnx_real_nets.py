@@ -37,13 +37,9 @@ from math import prod
 from pathlib import Path
 from typing import Any
 
+import onnx
 import pytest
 from conftest import REPO, SHARED_REAL, real_net_files, run_cli
-
-pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
-
-import onnx
 
 from graphtools.analysis.liveness import unread_outputs
 from graphtools.convert.caffe2_to_onnx.nn import net_in_test_mode

@@ -10,17 +10,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from conftest import SHARED_REAL
 
-onnx = pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
-
-from graphtools.ir import Model  # noqa: E402
-from graphtools.onnx import compare_with_onnxruntime, export_onnx  # noqa: E402
-from graphtools.onnx.export_feeds import feed_types, prepare_export  # noqa: E402
-from graphtools.serde import load_model  # noqa: E402
-from graphtools.serde.pairing import find_init_beside  # noqa: E402
+from graphtools.ir import Model
+from graphtools.onnx import compare_with_onnxruntime, export_onnx
+from graphtools.onnx.export_feeds import feed_types, prepare_export
+from graphtools.serde import load_model
+from graphtools.serde.pairing import find_init_beside
 
 MASK_RCNN = {
     "fp32": "caffe2-models/mask_rcnn_2go/2018-12/fp32/model.pb",

@@ -15,23 +15,20 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx_round_trip import pair, round_trip
 from recurrent_cells import CELLS, Cell, tanh_rnn
 from test_lower_recurrent import _demo
 from test_recurrent_stateful import conv_op
 
-onnx = pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
-
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from onnx_round_trip import pair, round_trip  # noqa: E402
-
-from graphtools.convert.dtypes import onnx_dtype_of_numpy  # noqa: E402
-from graphtools.errors import UnsupportedOpError  # noqa: E402
-from graphtools.executor import run_model  # noqa: E402
-from graphtools.ir import Model, Net, Op  # noqa: E402
-from graphtools.onnx import export_onnx, import_onnx, run_onnxruntime  # noqa: E402
-from graphtools.pass_infra import PassManager  # noqa: E402
+from graphtools.convert.dtypes import onnx_dtype_of_numpy
+from graphtools.errors import UnsupportedOpError
+from graphtools.executor import run_model
+from graphtools.ir import Model, Net, Op
+from graphtools.onnx import export_onnx, import_onnx, run_onnxruntime
+from graphtools.pass_infra import PassManager
 
 
 def _value_info(feeds: dict[str, np.ndarray]) -> dict[str, tuple[int, list[int]]]:

@@ -8,10 +8,9 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from onnx_testdata import NodeCase, onnx_package_models, read_data_set
-
-ort = pytest.importorskip("onnxruntime")
 
 
 def _session(path: Path) -> Any:

@@ -15,16 +15,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
+from onnx import helper, numpy_helper
 
-onnx = pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
-
-from onnx import helper, numpy_helper  # noqa: E402
-
-from graphtools.executor import run_model  # noqa: E402
-from graphtools.onnx import export_onnx, import_onnx, run_onnxruntime  # noqa: E402
-from graphtools.testing import compare_outputs  # noqa: E402
+from graphtools.executor import run_model
+from graphtools.onnx import export_onnx, import_onnx, run_onnxruntime
+from graphtools.testing import compare_outputs
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 MODELS = [

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from graphtools.ir import Model, Net, Op
 from graphtools.pass_infra import PassManager
@@ -68,7 +67,8 @@ def test_a_param_overwritten_before_any_read_is_unused() -> None:
 
 
 def test_unused_initializer_of_a_zoo_model_goes() -> None:
-    onnx = pytest.importorskip("onnx")
+    import onnx
+
     from graphtools.onnx import import_onnx
 
     path = Path(onnx.__file__).parent / "backend/test/data/light/light_zfnet512.onnx"
