@@ -1081,8 +1081,8 @@ class Net:
             self._external_inputs = inputs
         if outputs is not None:
             self._external_outputs = outputs
-        if initializers is not None:
-            self._initializers = _checked_initializers(initializers)
+        if initializers is not None:  # the edit's own dict, its tensors checked as staged
+            self._initializers = initializers
         if types is not None:
             self._types = types
         self._bump()

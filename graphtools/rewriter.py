@@ -564,19 +564,30 @@ def _moved(
     """``values`` with the entries of renamed names moved to the new names (kept under the old
     name too with ``keep_old``, for types: another value may still carry it; the codec drops
     declarations of names the net no longer has) and ``changes`` applied; ``None`` when
-    nothing changes."""
+    nothing changes.
+
+    Proportional to the moves and changes, not to ``values`` (a net holds an initializer per
+    op): the dict is copied in C, and only the names touched are compared."""
     moved = {old: new for old, new in moves.items() if old in values and new not in values}
     if not moved and not changes:
         return None
-    result = {name: value for name, value in values.items() if keep_old or name not in moved}
+    result = dict(values)
     for old, new in moved.items():
-        result[new] = values[old]
+        result[new] = result[old] if keep_old else result.pop(old)
     for name, value in changes.items():
         if value is None:
             result.pop(name, None)
         else:
             result[name] = value
-    return None if result == dict(values) else result
+    touched = chain(moved, moved.values(), changes)
+    return result if any(_differs(values, result, name) for name in touched) else None
+
+
+def _differs(before: Mapping[str, _V], after: Mapping[str, _V], name: str) -> bool:
+    """Whether ``name`` is held in only one of the mappings, or with unequal values."""
+    if (name in before) != (name in after):
+        return True
+    return name in before and before[name] is not after[name] and before[name] != after[name]
 
 
 def affected_names(
