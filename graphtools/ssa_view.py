@@ -46,6 +46,8 @@ _LIST_READERS_AFTER = 256
 """Calls of ``readers`` after which a view answers from ``array.array`` copies, not numpy."""
 _PREFETCH_MIN = 16
 """Names below which ``prefetch_reads`` leaves each name to the per-key index."""
+_BULK_LOOKUP = 4096
+"""Names from which a lookup is remembered and matched by address (``_NameTable.lookup``)."""
 _OUTPUTS = operator.attrgetter("outputs")
 
 
@@ -174,11 +176,14 @@ class _NameTable:
     """Blob names and their integer ids; only grows, so views derived from one another share
     it (an id never changes meaning)."""
 
-    __slots__ = ("ids", "names")
+    __slots__ = ("_recent", "ids", "names")
 
     def __init__(self) -> None:
         self.names: list[str] = []
         self.ids: dict[str, int] = {}
+        # The biggest lookup yet: its names (kept alive, so an address met again is the same
+        # string), their addresses sorted, and their ids in that order.
+        self._recent: tuple[list[str], np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def interning(cls, names: Sequence[str]) -> tuple[_NameTable, np.ndarray]:
@@ -206,6 +211,37 @@ class _NameTable:
             if name != NO_VALUE:
                 self.ids[name] = found
         return found
+
+    def lookup(self, names: Sequence[str]) -> np.ndarray:
+        """Ids of ``names``, -1 for a name the table does not hold.
+
+        A pipeline asks about the same big lists again and again (every initializer of the
+        net, in each check): the biggest lookup is remembered, and the names that are the very
+        string objects of it are matched by address in numpy; only the others are hashed (a
+        hash lookup in a table of a million names misses the cache each time).
+        """
+        if len(names) < _BULK_LOOKUP:
+            return self._hashed(names)
+        at = np.fromiter(map(id, names), np.int64, len(names))
+        if self._recent is None:
+            ids = self._hashed(names)
+        else:
+            ids = np.full(len(names), -1, dtype=np.int64)
+            _, sorted_at, sorted_ids = self._recent
+            slot = np.minimum(np.searchsorted(sorted_at, at), len(sorted_at) - 1)
+            found = (sorted_at[slot] == at) & (sorted_ids[slot] >= 0)
+            ids[found] = sorted_ids[slot[found]]
+            missing = np.flatnonzero(~found)
+            if not len(missing):
+                return ids
+            ids[missing] = self._hashed([names[i] for i in missing.tolist()])
+        if self._recent is None or len(names) >= len(self._recent[0]):
+            order = np.argsort(at)
+            self._recent = (list(names), at[order], ids[order])
+        return ids
+
+    def _hashed(self, names: Sequence[str]) -> np.ndarray:
+        return np.fromiter(map(self.ids.get, names, repeat(-1)), np.int64, len(names))
 
     def ids_of(self, names: Sequence[str]) -> np.ndarray:
         """Ids of ``names``, adding the unknown ones (C-level when all are known)."""
@@ -469,7 +505,7 @@ class SSAView:
         return ids
 
     def _lookup_ids(self, names: Sequence[str]) -> np.ndarray:
-        return np.fromiter(map(self._table.ids.get, names, repeat(-1)), np.int64, len(names))
+        return self._table.lookup(names)
 
     def _ids_by_identity(
         self, names: Sequence[str], known: Sequence[str], known_ids: np.ndarray

@@ -201,3 +201,22 @@ def test_a_derived_view_knows_no_key_for_a_name_only_removed_ops_used() -> None:
     view = net.ssa()
     assert view.key(("dead", 0)) is None and view.key(("dead", 1)) is None
     assert view.key(("y", 1)) is not None
+
+
+def test_bulk_lookups_match_by_address_and_see_names_added_since() -> None:
+    """A big lookup is remembered and later ones match its very strings by address: the ids
+    must still be the table's, for copies of the strings, unknown names, and a name the table
+    numbered after a lookup found it missing."""
+    from graphtools.ssa_view import _BULK_LOOKUP, _NameTable
+
+    size = _BULK_LOOKUP + 10
+    names = [f"blob_{i}" for i in range(size)]
+    table, _ = _NameTable.interning(names)
+    asked = [*names, "later"]
+    assert table.lookup(asked).tolist() == [*range(size), -1]
+    added = table.id_of("later")
+    copies = ["".join(["blob_", str(i)]) for i in range(size)]  # equal, other objects
+    mixed = [*reversed(asked), *copies[:3], "unknown"]
+    expected = [added, *reversed(range(size)), 0, 1, 2, -1]
+    assert table.lookup(mixed).tolist() == expected
+    assert table.lookup(asked).tolist() == [*range(size), added]
