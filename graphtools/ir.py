@@ -344,11 +344,8 @@ class Op:
             op = new(cls)
             op_type = type_of(record)
             op.type = types.setdefault(op_type, op_type)
-            op.inputs = inputs = tuple(record.input[:])
-            op.outputs = outputs = tuple(record.output[:])
-            # Hash the names while they are in cache: str caches its hash, and every view,
-            # set and dict built over a big net would otherwise fetch each name again.
-            hash((inputs, outputs))
+            op.inputs = tuple(record.input[:])
+            op.outputs = tuple(record.output[:])
             op._lazy = None
             op._changed = _UNCHANGED
             op._parent = parent
