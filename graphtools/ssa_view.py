@@ -808,20 +808,23 @@ class SSAView:
             found.update(names[i] for i in ids[counts[ids] > 0].tolist())
         return found
 
-    def undefined_reads(self, also_defined: Container[str]) -> list[tuple[int, str]]:
+    def undefined_reads(
+        self, also_defined: Container[str], held: Sequence[str] = ()
+    ) -> list[tuple[int, str]]:
         """``(op index, name)`` of every read at version 0 ("used before defined", in Caffe2's
-        words) of a name that is neither an external input of the net nor in
-        ``also_defined``, in op and input order.
+        words) of a name that is neither an external input of the net, nor in ``held``, nor
+        in ``also_defined``, in op and input order.
 
-        The external inputs (every param of an exported net) are struck off by id in numpy;
-        only the few names left are looked up in ``also_defined``.
+        The external inputs (every param of an exported Caffe2 net) and ``held`` (the
+        initializers of an ONNX graph) are struck off by id in numpy; only the few names left
+        are looked up in ``also_defined``.
         """
         unwritten = self._in_version == 0
         names = self._table.names
         read = np.zeros(len(names), dtype=bool)
         read[self._in_name[unwritten]] = True
-        declared = self._external_input_ids()
-        read[declared[(declared >= 0) & (declared < len(read))]] = False
+        for declared in (self._external_input_ids(), self._lookup_ids(held)):
+            read[declared[(declared >= 0) & (declared < len(read))]] = False
         bad = [
             i
             for i in np.flatnonzero(read).tolist()

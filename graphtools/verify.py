@@ -204,7 +204,7 @@ def _findings_from_view(net: Net, path: str, init_outputs: _InitOutputs) -> list
     findings = []
     defined = net.defined_names()
     if declares_inputs or net.dialect == ONNX:
-        reads = view.undefined_reads(defined)
+        reads = view.undefined_reads(defined, list(net.initializers))
         if reads:
             filled = init_outputs.written_among({name for _, name in reads})
             findings += [
