@@ -144,18 +144,20 @@ def _derived_column(
     keep: np.ndarray,
     position_of: np.ndarray,
     size: int,
-    new_positions: list[int],
-    new_ids: list[np.ndarray],
+    new_positions: np.ndarray,
+    new_counts: np.ndarray,
+    new_ids: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One CSR column (inputs or outputs) of a derived view: the kept base ops' slots copied
-    to their new places, the new ops' names put at theirs. Returns ``(ptr, names, versions,
-    stale)``: versions are the base's for copied slots; ``stale`` marks the new ops' slots."""
+    to their new places, the new ops' names put at theirs (``new_ids``: the names of the ops
+    at ``new_positions`` back to back, ``new_counts`` of each). Returns ``(ptr, names,
+    versions, stale)``: versions are the base's for copied slots; ``stale`` marks the new ops'
+    slots."""
     base_counts = np.diff(base_ptr)
     counts = np.zeros(size, dtype=np.int64)
     kept_positions = position_of[keep]
     counts[kept_positions] = base_counts[keep]
-    for position, ids in zip(new_positions, new_ids, strict=True):
-        counts[position] = len(ids)
+    counts[new_positions] = new_counts
     ptr = _offsets(counts)
     names = np.empty(int(ptr[-1]), dtype=np.int64)
     versions = np.zeros(len(names), dtype=np.int64)
@@ -166,9 +168,9 @@ def _derived_column(
     names[copied_to] = base_name[slots]
     versions[copied_to] = base_version[slots]
     stale[copied_to] = False
-    for position, ids in zip(new_positions, new_ids, strict=True):
-        start = int(ptr[position])
-        names[start : start + len(ids)] = ids
+    # Slot k of the new ops' names goes to its op's start plus its place within the op.
+    firsts = _offsets(new_counts)[:-1]
+    names[np.repeat(ptr[new_positions] - firsts, new_counts) + np.arange(len(new_ids))] = new_ids
     return ptr, names, versions, stale
 
 
@@ -402,6 +404,11 @@ class SSAView:
             position_of[kept] = np.flatnonzero(is_base)
             table = base._table
             new_ops = [net[p] for p in new_positions]
+            new_ins, new_outs = list(map(_INPUTS, new_ops)), list(map(_OUTPUTS, new_ops))
+            # One lookup for all the new ops' names (inputs first, as ops number new names).
+            in_ids = table.ids_of(list(chain.from_iterable(new_ins)))
+            out_ids = table.ids_of(list(chain.from_iterable(new_outs)))
+            at = np.array(new_positions, dtype=np.int64)
             in_ptr, in_name, in_version, in_stale = _derived_column(
                 base._in_ptr,
                 base._in_op,
@@ -410,8 +417,9 @@ class SSAView:
                 keep,
                 position_of,
                 size,
-                new_positions,
-                [table.ids_of(list(op.inputs)) for op in new_ops],
+                at,
+                _counts(new_ins),
+                in_ids,
             )
             out_ptr, out_name, out_version, _ = _derived_column(
                 base._out_ptr,
@@ -421,8 +429,9 @@ class SSAView:
                 keep,
                 position_of,
                 size,
-                new_positions,
-                [table.ids_of(list(op.outputs)) for op in new_ops],
+                at,
+                _counts(new_outs),
+                out_ids,
             )
             # A replacement writing what the op it replaced wrote keeps that op's versions;
             # other versions change only for names a dropped base op or a new op writes.
