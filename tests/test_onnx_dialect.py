@@ -276,6 +276,29 @@ def test_initializers_are_defined_and_types_follow_renames(tmp_path: Path) -> No
     assert [v.name for v in written.graph.value_info] == ["sum"]
 
 
+def test_initializer_edits_change_only_what_they_name(tmp_path: Path) -> None:
+    """An edit setting an initializer to the tensor it holds, or dropping one the net does not
+    hold, changes nothing (same revision); a drop and an addition keep the others in order."""
+    weights = [numpy_helper.from_array(np.full(2, i, np.float32), f"w{i}") for i in range(3)]
+    nodes = [helper.make_node("Add", ["x", f"w{i}"], [f"a{i}"]) for i in range(3)]
+    nodes.append(helper.make_node("Sum", ["a0", "a1", "a2"], ["y"]))
+    model = _load(tmp_path, _graph(nodes, initializers=weights))
+    net = model.predict_net
+    held = net.initializers["w1"]
+    revision = net.revision
+    with net.edit() as edit:
+        edit.set_initializer("w1", held)
+        edit.set_initializer("absent", None)
+    assert not edit.changed and net.revision == revision
+    with net.edit() as edit:
+        edit.set_initializer("w3", ArrayTensor(np.zeros(2, np.float32)))
+    assert edit.changed and list(net.initializers) == ["w0", "w1", "w2", "w3"]
+    assert net.initializers["w1"] is held
+    with net.edit() as edit:
+        edit.set_initializer("w1", ArrayTensor(np.full(2, 1, np.float32)))
+    assert edit.changed and net.initializers["w1"] is not held
+
+
 def test_a_constant_replaces_a_value_only_with_its_producer_removed(tmp_path: Path) -> None:
     model = _load(
         tmp_path,
