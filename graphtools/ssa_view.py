@@ -183,8 +183,9 @@ class _NameTable:
     def __init__(self) -> None:
         self.names: list[str] = []
         self.ids: dict[str, int] = {}
-        # The biggest lookup yet: its names (kept alive, so an address met again is the same
-        # string), their addresses sorted, and their ids in that order.
+        # The lookup remembered: its names (kept alive, so an address met again is the same
+        # string), their addresses sorted and their ids in that order (until sorted: no
+        # addresses, and the ids in the names' order).
         self._recent: tuple[list[str], np.ndarray, np.ndarray] | None = None
 
     @classmethod
@@ -218,28 +219,36 @@ class _NameTable:
         """Ids of ``names``, -1 for a name the table does not hold.
 
         A pipeline asks about the same big lists again and again (every initializer of the
-        net, in each check): the biggest lookup is remembered, and the names that are the very
-        string objects of it are matched by address in numpy; only the others are hashed (a
-        hash lookup in a table of a million names misses the cache each time).
+        net, in each check): a big lookup is remembered (until a bigger one mostly of other
+        strings comes), and when another comes, the names that are the very string objects
+        of it are matched by address in numpy; only the others are hashed (a hash lookup in a
+        table of a million names misses the cache each time). The addresses are sorted only
+        once a second big lookup comes.
         """
         if len(names) < _BULK_LOOKUP:
             return self._hashed(names)
-        at = np.fromiter(map(id, names), np.int64, len(names))
-        if self._recent is None:
+        recent = self._recent
+        if recent is None:
             ids = self._hashed(names)
         else:
-            ids = np.full(len(names), -1, dtype=np.int64)
-            _, sorted_at, sorted_ids = self._recent
+            known, sorted_at, sorted_ids = recent
+            if not len(sorted_at):  # a second big lookup: sort the first one's addresses
+                known_at = np.fromiter(map(id, known), np.int64, len(known))
+                order = np.argsort(known_at)
+                sorted_at, sorted_ids = known_at[order], sorted_ids[order]
+                self._recent = recent = (known, sorted_at, sorted_ids)
+            at = np.fromiter(map(id, names), np.int64, len(names))
             slot = np.minimum(np.searchsorted(sorted_at, at), len(sorted_at) - 1)
             found = (sorted_at[slot] == at) & (sorted_ids[slot] >= 0)
+            ids = np.full(len(names), -1, dtype=np.int64)
             ids[found] = sorted_ids[slot[found]]
             missing = np.flatnonzero(~found)
             if not len(missing):
                 return ids
             ids[missing] = self._hashed([names[i] for i in missing.tolist()])
-        if self._recent is None or len(names) >= len(self._recent[0]):
-            order = np.argsort(at)
-            self._recent = (list(names), at[order], ids[order])
+            if 2 * len(missing) < len(names) or len(names) < len(known):
+                return ids  # mostly found by address, or smaller: keep the one remembered
+        self._recent = (list(names), np.zeros(0, dtype=np.int64), ids.copy())
         return ids
 
     def _hashed(self, names: Sequence[str]) -> np.ndarray:
