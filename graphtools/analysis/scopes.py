@@ -89,9 +89,13 @@ class NameSource:
     """Fresh value names: ``fresh("w_fused")`` gives ``w_fused``, or ``w_fused_1``, ``w_fused_2``
     ... the first that no net of the model uses and that was not given before."""
 
-    def __init__(self, taken: Iterable[str]) -> None:
+    def __init__(self, taken: Iterable[str] = ()) -> None:
         self._taken = set(taken)
-        self._next: dict[str, int] = {}
+        self._next: dict[str, int] = {}  # a hint asked for again goes on from its last suffix
+
+    def reserve(self, names: Iterable[str]) -> None:
+        """Mark ``names`` as used."""
+        self._taken.update(names)
 
     def fresh(self, hint: str) -> str:
         """A new name built from ``hint``."""

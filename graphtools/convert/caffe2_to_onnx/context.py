@@ -29,8 +29,8 @@ import numpy as np
 from onnx import AttributeProto, FunctionProto, helper, numpy_helper
 
 from graphtools._core import ONNX
+from graphtools.analysis.scopes import NameSource
 from graphtools.convert.conventions import CAFFE2_DOMAIN, DERIVED_PREFIX, VARIANT_SEPARATOR
-from graphtools.convert.names import NameGen
 from graphtools.errors import UnsupportedOpError
 from graphtools.ir import Argument, Net, Op, make_arg
 from graphtools.serde.onnx_codec import argument_from_attribute, node_to_proto
@@ -139,11 +139,11 @@ class ExportContext:
     """
 
     opset: int
-    names: NameGen
+    names: NameSource
     types: dict[str, TypeInfo]
     read: set[str]
     nodes: list[Op] = field(default_factory=list)
-    node_names: NameGen = field(default_factory=NameGen)
+    node_names: NameSource = field(default_factory=NameSource)
     constants: dict[str, Tensor] = field(default_factory=dict)
     op: Op | None = None
     index: int = -1
@@ -272,7 +272,7 @@ class ExportContext:
     def _define(self, fn: Function) -> FunctionProto:
         body = ExportContext(
             self.opset,
-            NameGen([*fn.inputs, *fn.outputs]),
+            NameSource([*fn.inputs, *fn.outputs]),
             {},
             set(),
             functions=self.functions,

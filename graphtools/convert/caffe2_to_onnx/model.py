@@ -30,6 +30,7 @@ import onnx
 from onnx import helper
 
 from graphtools._core import ONNX
+from graphtools.analysis.scopes import NameSource
 from graphtools.analysis.ssa_names import plan_ssa_names
 from graphtools.convert.caffe2_to_onnx.context import ExportContext, TypeInfo
 from graphtools.convert.caffe2_to_onnx.control import explicit_if_effects
@@ -44,7 +45,6 @@ from graphtools.convert.caffe2_to_onnx.options import (
 from graphtools.convert.caffe2_to_onnx.table import EXPORTERS
 from graphtools.convert.conventions import CAFFE2_DOMAIN, PROBE_KEEPS, max_opset
 from graphtools.convert.dtypes import numpy_of_onnx, onnx_dtype_of_numpy
-from graphtools.convert.names import NameGen
 from graphtools.dialects import op_table
 from graphtools.errors import GraphToolsError, InvalidNetError, UnsupportedOpError
 from graphtools.executor import Int8Tensor, Workspace, run_net
@@ -239,7 +239,7 @@ def _convert(
     """Convert every op of ``net``. Unless ``final``, an exporter that refused for want of a
     rank stops the conversion early (``missing_rank`` is set) so the caller can learn more
     shapes and convert again."""
-    names = NameGen(chain(read, params, (n for op in net.ops for n in op.outputs)))
+    names = NameSource(chain(read, params, (n for op in net.ops for n in op.outputs)))
     outer = frozenset(n for op in net.ops for n in (*op.inputs, *op.outputs))
     cx = ExportContext(
         options.opset,
@@ -388,7 +388,7 @@ def _annotation_header(
     quantized = sorted(n for n in set(names) if n in quant)
     if not quantized:
         return None
-    fresh = NameGen(taken)
+    fresh = NameSource(taken)
     header = onnx.GraphProto(name=name)
     for blob in quantized:
         scale, zero_point = quant[blob]

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 from onnx import AttributeProto
 
-from graphtools.convert.names import NameGen
+from graphtools.analysis.scopes import NameSource
 from graphtools.errors import UnsupportedOpError
 from graphtools.ir import Argument, Net, Op, make_arg
 
@@ -33,7 +33,7 @@ class GraphImporter(Protocol):
     graph_label: str
     folded: set[str]
     shapes: Mapping[str, Shape]
-    names: NameGen
+    names: NameSource
     ops: list[Op]
 
     def constant(self, name: str) -> np.ndarray | None: ...

@@ -38,10 +38,10 @@ import numpy as np
 import onnx
 
 from graphtools._gc import paused_gc
+from graphtools.analysis.scopes import NameSource
 from graphtools.convert.conventions import CAFFE2_DOMAIN, PROBE_KEEPS, max_opset
 from graphtools.convert.dtypes import onnx_dtype_of_numpy
 from graphtools.convert.fills import fill_op, fill_ops, fill_spec, int8_fill_spec
-from graphtools.convert.names import NameGen
 from graphtools.convert.onnx_to_caffe2.caffe2_calls import caffe2_call
 from graphtools.convert.onnx_to_caffe2.context import NodeContext, Shape
 from graphtools.convert.onnx_to_caffe2.table import CONVERTERS
@@ -185,7 +185,7 @@ class GraphImporter:
         self,
         opset: int,
         shapes: Mapping[str, Shape],
-        names: NameGen,
+        names: NameSource,
         *,
         parent: GraphImporter | None = None,
         graph_label: str = "",
@@ -373,7 +373,7 @@ def _import(model: Model) -> Model:
         raise UnsupportedOpError(
             f"sparse initializers ({sparse[0].values.name!r}, ...) are not supported"
         )
-    names = NameGen(_all_names(graph))
+    names = NameSource(_all_names(graph))
     importer = GraphImporter(opset, _LazyShapes(model), names)
     arrays = {name: tensor.numpy() for name, tensor in graph.initializers.items()}
     annotations = _header_field(graph, "quantization_annotation")
