@@ -338,13 +338,14 @@ def _bisect(model: Model, manager: PassManager, feeds: Mapping[str, Any]) -> tup
     return None if found is None else (found.pass_name, found.round)
 
 
-def test_bisect_names_a_broken_fusion_plugged_into_optimize(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _conv_bn_relu(path: Path, *, identity_first: bool) -> Path:
+    """A Conv -> BatchNormalization -> Relu model (after an Identity if asked), for the tests
+    that plug a wrong batch-norm fusion into ``optimize``."""
     rng = np.random.default_rng(7)
+    first = "i" if identity_first else "x"
     nodes = [
-        helper.make_node("Identity", ["x"], ["i"]),
-        helper.make_node("Conv", ["i", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        *([helper.make_node("Identity", ["x"], ["i"])] if identity_first else []),
+        helper.make_node("Conv", [first, "w", "b"], ["c"], pads=[1, 1, 1, 1]),
         helper.make_node("BatchNormalization", ["c", "s", "t", "m", "v"], ["n"]),
         helper.make_node("Relu", ["n"], ["y"]),
     ]
@@ -356,13 +357,19 @@ def test_bisect_names_a_broken_fusion_plugged_into_optimize(
         "m": rng.uniform(-1, 1, 4).astype(np.float32),
         "v": rng.uniform(0.5, 1.5, 4).astype(np.float32),
     }
-    path = graph_model(
-        tmp_path / "m.onnx",
+    return graph_model(
+        path,
         nodes,
         {"x": (TensorProto.FLOAT, [1, 3, 5, 5])},
         {"y": (TensorProto.FLOAT, [1, 4, 5, 5])},
         weights,
     )
+
+
+def test_bisect_names_a_broken_fusion_plugged_into_optimize(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _conv_bn_relu(tmp_path / "m.onnx", identity_first=True)
     feeds = {"x": normal(1, 3, 5, 5)}
     model = load_onnx_model(path)
     assert _bisect(model, PassManager.parse("optimize"), feeds) is None  # the real passes
@@ -454,27 +461,7 @@ def test_run_refuses_a_batch_it_cannot_free_naming_the_node(
 def test_verify_bisect_names_the_broken_fusion(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rng = np.random.default_rng(7)
-    nodes = [
-        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
-        helper.make_node("BatchNormalization", ["c", "s", "t", "m", "v"], ["n"]),
-        helper.make_node("Relu", ["n"], ["y"]),
-    ]
-    weights = {
-        "w": normal(4, 3, 3, 3),
-        "b": normal(4, seed=1),
-        "s": rng.uniform(0.5, 1.5, 4).astype(np.float32),
-        "t": rng.uniform(-1, 1, 4).astype(np.float32),
-        "m": rng.uniform(-1, 1, 4).astype(np.float32),
-        "v": rng.uniform(0.5, 1.5, 4).astype(np.float32),
-    }
-    path = graph_model(
-        tmp_path / "m.onnx",
-        nodes,
-        {"x": (TensorProto.FLOAT, [1, 3, 5, 5])},
-        {"y": (TensorProto.FLOAT, [1, 4, 5, 5])},
-        weights,
-    )
+    path = _conv_bn_relu(tmp_path / "m.onnx", identity_first=False)
     code, out, err = run_cli(capsys, "verify", str(path), "-p", "optimize", "--bisect")
     assert code == 0, out + err
     _plug_in(monkeypatch, WrongBatchNormFusion)
