@@ -113,8 +113,10 @@ class NodeLevel(_message.Message):
     def __init__(self, input: _Optional[str] = ..., output: _Optional[str] = ..., name: _Optional[str] = ..., op_type: _Optional[str] = ..., attribute: _Optional[_Union[AttributeLevel, _Mapping]] = ..., domain: _Optional[str] = ..., overload: _Optional[str] = ...) -> None: ...
 
 class AttributeLevel(_message.Message):
-    __slots__ = ("name", "t", "g", "tensors", "graphs", "tp", "type_protos", "type", "ref_attr_name", "sparse_tensor", "sparse_tensors")
+    __slots__ = ("name", "floats", "ints", "t", "g", "tensors", "graphs", "tp", "type_protos", "type", "ref_attr_name", "sparse_tensor", "sparse_tensors")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    FLOATS_FIELD_NUMBER: _ClassVar[int]
+    INTS_FIELD_NUMBER: _ClassVar[int]
     T_FIELD_NUMBER: _ClassVar[int]
     G_FIELD_NUMBER: _ClassVar[int]
     TENSORS_FIELD_NUMBER: _ClassVar[int]
@@ -126,6 +128,8 @@ class AttributeLevel(_message.Message):
     SPARSE_TENSOR_FIELD_NUMBER: _ClassVar[int]
     SPARSE_TENSORS_FIELD_NUMBER: _ClassVar[int]
     name: str
+    floats: _containers.RepeatedScalarFieldContainer[float]
+    ints: _containers.RepeatedScalarFieldContainer[int]
     t: TensorLevel
     g: _containers.RepeatedScalarFieldContainer[bytes]
     tensors: TensorLevel
@@ -136,23 +140,47 @@ class AttributeLevel(_message.Message):
     ref_attr_name: str
     sparse_tensor: SparseLevel
     sparse_tensors: SparseLevel
-    def __init__(self, name: _Optional[str] = ..., t: _Optional[_Union[TensorLevel, _Mapping]] = ..., g: _Optional[_Iterable[bytes]] = ..., tensors: _Optional[_Union[TensorLevel, _Mapping]] = ..., graphs: _Optional[_Iterable[bytes]] = ..., tp: _Optional[_Union[TypeLevel, _Mapping]] = ..., type_protos: _Optional[_Union[TypeLevel, _Mapping]] = ..., type: _Optional[int] = ..., ref_attr_name: _Optional[str] = ..., sparse_tensor: _Optional[_Union[SparseLevel, _Mapping]] = ..., sparse_tensors: _Optional[_Union[SparseLevel, _Mapping]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., floats: _Optional[_Iterable[float]] = ..., ints: _Optional[_Iterable[int]] = ..., t: _Optional[_Union[TensorLevel, _Mapping]] = ..., g: _Optional[_Iterable[bytes]] = ..., tensors: _Optional[_Union[TensorLevel, _Mapping]] = ..., graphs: _Optional[_Iterable[bytes]] = ..., tp: _Optional[_Union[TypeLevel, _Mapping]] = ..., type_protos: _Optional[_Union[TypeLevel, _Mapping]] = ..., type: _Optional[int] = ..., ref_attr_name: _Optional[str] = ..., sparse_tensor: _Optional[_Union[SparseLevel, _Mapping]] = ..., sparse_tensors: _Optional[_Union[SparseLevel, _Mapping]] = ...) -> None: ...
 
 class TensorLevel(_message.Message):
-    __slots__ = ("name", "external_data")
+    __slots__ = ("dims", "segment", "float_data", "int32_data", "int64_data", "name", "double_data", "uint64_data", "external_data")
+    DIMS_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    FLOAT_DATA_FIELD_NUMBER: _ClassVar[int]
+    INT32_DATA_FIELD_NUMBER: _ClassVar[int]
+    INT64_DATA_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    DOUBLE_DATA_FIELD_NUMBER: _ClassVar[int]
+    UINT64_DATA_FIELD_NUMBER: _ClassVar[int]
     EXTERNAL_DATA_FIELD_NUMBER: _ClassVar[int]
+    dims: _containers.RepeatedScalarFieldContainer[int]
+    segment: SegmentLevel
+    float_data: _containers.RepeatedScalarFieldContainer[float]
+    int32_data: _containers.RepeatedScalarFieldContainer[int]
+    int64_data: _containers.RepeatedScalarFieldContainer[int]
     name: str
+    double_data: _containers.RepeatedScalarFieldContainer[float]
+    uint64_data: _containers.RepeatedScalarFieldContainer[int]
     external_data: EntryLevel
-    def __init__(self, name: _Optional[str] = ..., external_data: _Optional[_Union[EntryLevel, _Mapping]] = ...) -> None: ...
+    def __init__(self, dims: _Optional[_Iterable[int]] = ..., segment: _Optional[_Union[SegmentLevel, _Mapping]] = ..., float_data: _Optional[_Iterable[float]] = ..., int32_data: _Optional[_Iterable[int]] = ..., int64_data: _Optional[_Iterable[int]] = ..., name: _Optional[str] = ..., double_data: _Optional[_Iterable[float]] = ..., uint64_data: _Optional[_Iterable[int]] = ..., external_data: _Optional[_Union[EntryLevel, _Mapping]] = ...) -> None: ...
+
+class SegmentLevel(_message.Message):
+    __slots__ = ("begin", "end")
+    BEGIN_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    begin: int
+    end: int
+    def __init__(self, begin: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
 
 class SparseLevel(_message.Message):
-    __slots__ = ("values", "indices")
+    __slots__ = ("values", "indices", "dims")
     VALUES_FIELD_NUMBER: _ClassVar[int]
     INDICES_FIELD_NUMBER: _ClassVar[int]
+    DIMS_FIELD_NUMBER: _ClassVar[int]
     values: TensorLevel
     indices: TensorLevel
-    def __init__(self, values: _Optional[_Union[TensorLevel, _Mapping]] = ..., indices: _Optional[_Union[TensorLevel, _Mapping]] = ...) -> None: ...
+    dims: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, values: _Optional[_Union[TensorLevel, _Mapping]] = ..., indices: _Optional[_Union[TensorLevel, _Mapping]] = ..., dims: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ValueLevel(_message.Message):
     __slots__ = ("name", "type")

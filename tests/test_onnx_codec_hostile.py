@@ -6,10 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
+from conftest import run_cli
 from onnx import TensorProto, helper, numpy_helper
 
 from graphtools.errors import SerdeError
+from graphtools.proto import onnx_lite_pb2
 from graphtools.serde.onnx_io import load_onnx_model
 
 
@@ -45,3 +48,89 @@ def test_an_external_location_outside_the_folder_is_refused(tmp_path: Path, loca
     with pytest.raises(SerdeError, match="lies outside the model's folder") as caught:
         load_onnx_model(path)
     assert caught.value.path == path
+
+
+def _model_bytes(initializer: bytes, node: bytes) -> bytes:
+    """A model of one node and one initializer, both given as their serialized messages."""
+    graph = onnx_lite_pb2.GraphWithRawParts(
+        node=[node],
+        initializer=[initializer],
+        input=[helper.make_tensor_value_info("x", TensorProto.FLOAT, [3]).SerializeToString()],
+        output=[helper.make_tensor_value_info("y", TensorProto.FLOAT, [3]).SerializeToString()],
+    )
+    model = helper.make_model(helper.make_graph([], "g", [], []))
+    model.ClearField("graph")
+    model.opset_import[0].version = 17
+    lite = onnx_lite_pb2.ModelWithRawGraph.FromString(model.SerializeToString())
+    lite.graph = graph.SerializeToString()
+    return bytes(lite.SerializeToString())
+
+
+_WEIGHT = numpy_helper.from_array(np.ones(3, np.float32), "w").SerializeToString()
+_NODE = helper.make_node("Add", ["x", "w"], ["y"]).SerializeToString()
+_PACKED_BAD_FLOATS = bytes([0x22, 3, 1, 2, 3])  # float_data (4), packed: 3 bytes, not 4k
+_PACKED_BAD_INTS = bytes([0x0A, 1, 0x80])  # dims (1), packed: a varint cut short
+
+
+@pytest.mark.parametrize(
+    ("initializer", "node"),
+    [
+        (_WEIGHT + _PACKED_BAD_FLOATS, _NODE),
+        (_WEIGHT + _PACKED_BAD_INTS, _NODE),
+        (  # an attribute's ints (8), packed, cut short
+            _WEIGHT,
+            _NODE + bytes([0x2A, 6, 0x0A, 1, ord("a"), 0x42, 1, 0x80]),
+        ),
+    ],
+    ids=["tensor-floats", "tensor-dims", "attribute-ints"],
+)
+def test_damaged_numbers_in_a_node_or_tensor_are_refused_at_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], initializer: bytes, node: bytes
+) -> None:
+    """Nodes and tensors are parsed only when asked for and written back as their bytes, so
+    the load-time check must refuse what a full parse would: the file is named, and the CLI
+    writes nothing."""
+    path = tmp_path / "damaged.onnx"
+    path.write_bytes(_model_bytes(initializer, node))
+    with pytest.raises(SerdeError, match="not an ONNX model") as caught:
+        load_onnx_model(path)
+    assert caught.value.path == path
+    code, _, err = run_cli(capsys, "run", str(path), "-o", str(tmp_path / "out.onnx"))
+    assert code == 2
+    assert err.splitlines()[-1].startswith(f"error: {path}")
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_nodes_and_tensors_are_written_back_as_the_bytes_they_were_loaded_as(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A writer's own field order (not protobuf's canonical one) survives a pipeline that
+    does not touch them: each unchanged node and initializer is saved as its loaded bytes."""
+    weight = onnx.TensorProto.FromString(_WEIGHT)
+    reordered_weight = b"".join(  # name first, then the rest: valid, but not canonical
+        [
+            onnx.TensorProto(name="w").SerializeToString(),
+            onnx.TensorProto(dims=weight.dims, data_type=weight.data_type).SerializeToString(),
+            onnx.TensorProto(raw_data=weight.raw_data).SerializeToString(),
+        ]
+    )
+    reordered_node = b"".join(  # op type first, then the values
+        [
+            onnx.NodeProto(op_type="Add").SerializeToString(),
+            onnx.NodeProto(input=["x", "w"], output=["y"]).SerializeToString(),
+        ]
+    )
+    assert reordered_weight != _WEIGHT
+    path = tmp_path / "m.onnx"
+    path.write_bytes(_model_bytes(reordered_weight, reordered_node))
+    out = tmp_path / "out.onnx"
+    code, _, err = run_cli(capsys, "run", str(path), "-o", str(out))
+    assert code == 0, err
+    saved = onnx_lite_pb2.GraphWithRawParts.FromString(
+        onnx_lite_pb2.ModelWithRawGraph.FromString(out.read_bytes()).graph
+    )
+    assert list(saved.initializer) == [reordered_weight]
+    assert list(saved.node) == [reordered_node]
+    model = load_onnx_model(out)
+    assert model.predict_net.initializers["w"].numpy().tolist() == [1.0, 1.0, 1.0]
+    assert [op.type for op in model.predict_net] == ["Add"]

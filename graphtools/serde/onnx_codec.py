@@ -8,18 +8,24 @@ its inputs', outputs' and value_info's types the net's ``types``. The model's op
 ``Model.opset_imports``; the rest of the ModelProto (IR version, producer, functions, metadata,
 training info) is ``Model.header``, kept as it was.
 
-Writing back, a node nothing changed is the bytes it was loaded as; a changed node is its
-source node with the changed fields rewritten (doc strings, metadata and fields this codec does
-not know survive); an unchanged initializer or type declaration is its source message. Parsing
-and assembling go through ``proto/onnx_lite.proto``, which holds the bulky parts as bytes, so
-nothing is copied message by message. ``onnx_io`` turns files into bytes and back (external
-data, atomic writes); this module never touches files except to read external tensor data.
+Loading builds no node or initializer message: the graph is split into the bytes of its parts
+(``proto/onnx_lite.proto``), nodes' types and value names and initializers' names are read a
+chunk at a time through messages that declare only those, and a node's or tensor's full message
+is parsed when something asks for its attributes, type or data (at 10^6 nodes this halves the
+load's time and memory). ``graphtools.serde.onnx_check`` has already validated every part as a
+full parse would. Writing back, a node nothing changed is the bytes it was loaded as; a changed
+node is its source node with the changed fields rewritten (doc strings, metadata and fields this
+codec does not know survive); an unchanged initializer is its loaded bytes and an unchanged
+type declaration its source message, so nothing is copied message by message. ``onnx_io``
+turns files into bytes and back (external data, atomic writes); this module never touches files
+except to read external tensor data.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +54,7 @@ __all__ = [
     "net_to_graph",
     "nets_of",
     "node_to_proto",
+    "tensor_bytes",
     "tensor_to_proto",
     "value_type_from_proto",
 ]
@@ -90,17 +97,54 @@ class ExternalFile:
 
 
 class OnnxTensor(Tensor):
-    """An initializer as loaded: its TensorProto, decoded to numpy on the first ``numpy()``.
+    """An initializer as loaded: its TensorProto, parsed from the bytes it was loaded as when
+    its type, shape or data is first asked for, and decoded to numpy on the first ``numpy()``.
 
-    ``external`` is the ``ExternalFile`` its data lies in, ``None`` for data held inline.
+    ``name`` is the name its message gives it; ``external`` is the ``ExternalFile`` its data
+    lies in, ``None`` for data held inline. A model of a million initializers loads without
+    building their messages, and an unchanged one is written back as the bytes it was.
     """
 
-    __slots__ = ("_array", "external", "proto")
+    __slots__ = ("_array", "_bytes", "_path", "_proto", "external", "name")
 
     def __init__(self, proto: onnx.TensorProto, external: ExternalFile | None = None) -> None:
-        self.proto = proto
+        self._proto: onnx.TensorProto | None = proto
+        self._bytes: bytes | None = None
+        self.name = proto.name
         self.external = external
         self._array: np.ndarray | None = None
+        self._path: Path | None = None
+
+    @classmethod
+    def loaded(cls, data: bytes, name: str, path: Path | None = None) -> OnnxTensor:
+        """The initializer whose serialized TensorProto is ``data`` (data held inline), named
+        ``name``; ``path`` names the model file in the error a damaged message raises."""
+        tensor = cls.__new__(cls)
+        tensor._proto = None
+        tensor._bytes = data
+        tensor.name = name
+        tensor.external = None
+        tensor._array = None
+        tensor._path = path
+        return tensor
+
+    @property
+    def proto(self) -> onnx.TensorProto:
+        """The TensorProto (parsed on first access; treat it as read-only)."""
+        if self._proto is None:
+            try:
+                self._proto = onnx.TensorProto.FromString(self._bytes or b"")
+            except message.DecodeError as exc:
+                raise SerdeError(
+                    self._path, f"initializer {self.name!r} does not decode as a tensor: {exc}"
+                ) from exc
+        return self._proto
+
+    def serialized(self) -> bytes:
+        """The serialized TensorProto: the bytes it was loaded as, when it was loaded."""
+        if self._bytes is None:
+            self._bytes = self.proto.SerializeToString()
+        return self._bytes
 
     @property
     def dtype(self) -> np.dtype[Any]:
@@ -126,21 +170,21 @@ class OnnxTensor(Tensor):
             except (OSError, ValueError, TypeError, KeyError, onnx.checker.ValidationError) as exc:
                 where = self.external.path if self.external is not None else None
                 raise SerdeError(
-                    where, f"cannot read the data of initializer {self.proto.name!r}: {exc}"
+                    where, f"cannot read the data of initializer {self.name!r}: {exc}"
                 ) from exc
             array.flags.writeable = False
             self._array = array
         return self._array
 
     def __repr__(self) -> str:
-        return f"OnnxTensor({self.proto.name!r}, {self.dtype}{list(self.shape)})"
+        return f"OnnxTensor({self.name!r}, {self.dtype}{list(self.shape)})"
 
 
 def tensor_to_proto(name: str, tensor: Tensor) -> onnx.TensorProto:
     """The TensorProto of initializer ``name``: the loaded one when it is still that name's,
     else made from the data."""
     if isinstance(tensor, OnnxTensor):
-        if tensor.proto.name == name:
+        if tensor.name == name:
             return tensor.proto
         renamed = onnx.TensorProto()
         renamed.CopyFrom(tensor.proto)
@@ -152,9 +196,17 @@ def tensor_to_proto(name: str, tensor: Tensor) -> onnx.TensorProto:
         raise SerdeError(None, f"initializer {name!r} cannot be written to ONNX: {exc}") from exc
 
 
-TensorWriter = Callable[[str, Tensor], onnx.TensorProto]
-"""How the writer turns an initializer into a TensorProto (``tensor_to_proto``, or one that
-moves data to external files)."""
+def tensor_bytes(name: str, tensor: Tensor) -> bytes:
+    """The serialized TensorProto of initializer ``name``: the bytes it was loaded as when it
+    is still that name's (no message built), else ``tensor_to_proto``'s."""
+    if isinstance(tensor, OnnxTensor) and tensor.name == name:
+        return tensor.serialized()
+    return tensor_to_proto(name, tensor).SerializeToString()
+
+
+TensorWriter = Callable[[str, Tensor], onnx.TensorProto | bytes]
+"""How the writer turns an initializer into a TensorProto or its bytes (``tensor_bytes``,
+``tensor_to_proto``, or one that moves data to external files)."""
 
 
 def _external_file(
@@ -368,7 +420,7 @@ def attribute_to_proto(
     name = argument.name or ""
     raw = argument.raw
     graphs = [argument.n] if argument.n is not None else list(argument.nets)
-    writer = tensor_to_proto if write_tensor is None else write_tensor
+    writer = tensor_bytes if write_tensor is None else write_tensor
     if raw is not None and _same_data(argument, raw):
         if not graphs:
             return raw
@@ -468,40 +520,53 @@ def _message_kind(value: Any, name: str) -> tuple[int, int]:
 
 
 class _NodeSource:
-    """The nodes of a loaded graph: each op decodes its fields from its NodeProto."""
+    """The nodes of a loaded graph, as the bytes they were loaded as: an op decodes its name
+    and domain from a two-field message of its node's bytes, and its attributes from the full
+    NodeProto, parsed when first asked for (the last one parsed is kept for the next ask)."""
 
-    __slots__ = ("_bytes", "_cx", "nodes")
+    __slots__ = ("_cx", "_last", "nodes")
 
-    def __init__(self, nodes: list[onnx.NodeProto], cx: _Context) -> None:
+    def __init__(self, nodes: list[bytes], cx: _Context) -> None:
         self.nodes = nodes
         self._cx = cx
-        self._bytes: list[bytes] | None = None
+        self._last: tuple[int, onnx.NodeProto] | None = None
 
-    def node_bytes(self) -> list[bytes]:
-        """Each node's bytes, serialised on the first save."""
-        if self._bytes is None:
-            self._bytes = [node.SerializeToString() for node in self.nodes]
-        return self._bytes
+    def node(self, index: int) -> onnx.NodeProto:
+        """Node ``index``'s message (treat it as read-only).
+
+        Raises:
+            SerdeError: its bytes do not decode as a NodeProto (a damaged file).
+        """
+        last = self._last
+        if last is not None and last[0] == index:
+            return last[1]
+        node = self._parsed(onnx.NodeProto, index)
+        self._last = (index, node)
+        return node
+
+    def _parsed(self, kind: Any, index: int) -> Any:
+        try:
+            return kind.FromString(self.nodes[index])
+        except message.DecodeError as exc:
+            raise SerdeError(self._cx.path, f"node #{index} does not decode: {exc}") from exc
 
     def decode(self, index: int, key: str, parent: Net | None) -> Any:
-        node = self.nodes[index]
-        if key == "name":
-            return node.name if node.HasField("name") else None
-        if key == "domain":
-            return node.domain if node.HasField("domain") else None
+        if key in ("name", "domain"):
+            head = self._parsed(onnx_lite_pb2.NodeHead, index)
+            return getattr(head, key) if head.HasField(key) else None
         if key == "args":
-            return tuple(_argument(a, parent, self._cx) for a in node.attribute)
+            return tuple(_argument(a, parent, self._cx) for a in self.node(index).attribute)
         return _CAFFE2_DEFAULTS[key]
 
     def has_nested_nets(self, index: int) -> bool:
-        return any(_attribute_kind(a) in _GRAPH_KINDS for a in self.nodes[index].attribute)
+        return any(_attribute_kind(a) in _GRAPH_KINDS for a in self.node(index).attribute)
 
 
 def _source_node(op: Op) -> onnx.NodeProto | None:
     found = op.source()
     if found is None or not isinstance(found[0], _NodeSource):
         return None
-    return found[0].nodes[found[1]]
+    return found[0].node(found[1])
 
 
 def node_to_proto(op: Op, write_tensor: TensorWriter | None = None) -> onnx.NodeProto:
@@ -543,7 +608,7 @@ def node_to_proto(op: Op, write_tensor: TensorWriter | None = None) -> onnx.Node
 
 
 def _loaded_node_bytes(source: Any) -> list[bytes] | None:
-    return source.node_bytes() if isinstance(source, _NodeSource) else None
+    return source.nodes if isinstance(source, _NodeSource) else None
 
 
 # -- graphs --------------------------------------------------------------------------------------
@@ -557,44 +622,88 @@ def net_from_graph(
     ``nested``: whether some node holds a graph (``False``: certain, from the probe; ``None``:
     each op finds out when first asked).
     """
+    raw = onnx_lite_pb2.GraphWithRawParts.FromString(graph.SerializeToString())
+    return _net_from_raw_graph(raw, parent, cx, nested=nested)
+
+
+_CHUNK = 1024
+"""Nodes (or initializers) whose names are parsed at a time when loading: bounds the parsed
+messages alive at once."""
+_PARTS = ("node", "initializer", "input", "output", "value_info")
+
+
+def _net_from_raw_graph(
+    raw: onnx_lite_pb2.GraphWithRawParts,
+    parent: Net | None,
+    cx: _Context,
+    *,
+    nested: bool | None = None,
+) -> Net:
+    """``net_from_graph`` of a graph parsed as ``GraphWithRawParts`` (emptied here), without
+    building its nodes' and initializers' messages: each op keeps its node's bytes
+    (``_NodeSource``) and each initializer its tensor's (``OnnxTensor.loaded``); only names
+    are read, a chunk at a time."""
     with paused_gc():
-        nodes = graph.node[:]
-        source = _NodeSource(nodes, cx)
-        initializers: dict[str, Tensor] = {}
-        for proto in graph.initializer:
-            external = (
-                _external_file(proto, cx.files, cx.base, cx.path)
-                if proto.data_location == onnx.TensorProto.EXTERNAL
-                else None
-            )
-            initializers.setdefault(proto.name, OnnxTensor(proto, external))
+        nodes = list(raw.node)
+        declared = {
+            part: [onnx.ValueInfoProto.FromString(info) for info in getattr(raw, part)]
+            for part in ("input", "output", "value_info")
+        }
+        initializers = _initializers(list(raw.initializer), cx)
+        for part in _PARTS:
+            raw.ClearField(part)
+        header = onnx.GraphProto.FromString(raw.SerializeToString())
         types: dict[str, ValueType] = {}
-        for section in (graph.input, graph.output, graph.value_info):
-            for info in section:
+        for infos in declared.values():
+            for info in infos:
                 types.setdefault(info.name, value_type_from_proto(info))
-        header = onnx.GraphProto()
-        for name in ("name", "doc_string"):
-            if graph.HasField(name):
-                setattr(header, name, getattr(graph, name))
-        for name in ("sparse_initializer", "quantization_annotation", "metadata_props"):
-            getattr(header, name).extend(getattr(graph, name))
+        source = _NodeSource(nodes, cx)
         return Net.loaded(
             lambda net: Op.wrap_loaded(
-                nodes, net, source, nested=nested, control=False, type_field="op_type"
+                chain.from_iterable(_chunks_of(nodes, "node", onnx_lite_pb2.GraphNodeNames)),
+                net,
+                source,
+                nested=nested,
+                control=False,
+                type_field="op_type",
             ),
-            [info.name for info in graph.input],
-            [info.name for info in graph.output],
+            [info.name for info in declared["input"]],
+            [info.name for info in declared["output"]],
             header,
             lambda net: (),
             parent,
-            name=graph.name if graph.HasField("name") else None,
+            name=header.name if header.HasField("name") else None,
             dialect=ONNX,
             initializers=initializers,
             types=types,
         )
 
 
-def net_to_graph(net: Net, write_tensor: TensorWriter = tensor_to_proto) -> onnx.GraphProto:
+def _chunks_of(parts: list[bytes], field_name: str, kind: Any) -> Iterator[Any]:
+    """The records of ``parts`` (serialized messages of a GraphProto's ``field_name``) as
+    ``kind`` (a lite graph declaring only that field) parses them, a chunk at a time."""
+    for first in range(0, len(parts), _CHUNK):
+        tagged = onnx_lite_pb2.GraphWithRawParts(**{field_name: parts[first : first + _CHUNK]})
+        yield getattr(kind.FromString(tagged.SerializeToString()), field_name)
+
+
+def _initializers(parts: list[bytes], cx: _Context) -> dict[str, Tensor]:
+    """The initializers of a graph by name (the first of a repeated name), from their bytes:
+    inline ones keep their bytes; an external one is parsed to find and check its file."""
+    initializers: dict[str, Tensor] = {}
+    heads = chain.from_iterable(_chunks_of(parts, "initializer", onnx_lite_pb2.GraphTensorHeads))
+    external = onnx.TensorProto.EXTERNAL
+    for data, head in zip(parts, heads, strict=True):
+        if head.data_location == external:
+            proto = onnx.TensorProto.FromString(data)
+            tensor = OnnxTensor(proto, _external_file(proto, cx.files, cx.base, cx.path))
+        else:
+            tensor = OnnxTensor.loaded(data, head.name, cx.path)
+        initializers.setdefault(tensor.name, tensor)
+    return initializers
+
+
+def net_to_graph(net: Net, write_tensor: TensorWriter = tensor_bytes) -> onnx.GraphProto:
     """The GraphProto of ``net`` (for graph attributes; the main graph is assembled as bytes)."""
     return onnx.GraphProto.FromString(_graph_bytes(net, write_tensor))
 
@@ -623,8 +732,7 @@ def _graph_bytes(
             )
         )
         graph.initializer.extend(
-            write_tensor(name, tensor).SerializeToString()
-            for name, tensor in net.initializers.items()
+            _as_bytes(write_tensor(name, tensor)) for name, tensor in net.initializers.items()
         )
         types = net.types
         graph.input.extend(
@@ -640,6 +748,10 @@ def _graph_bytes(
             for name, value_type in _value_infos(net)
         )
     return bytes(graph.SerializeToString())
+
+
+def _as_bytes(tensor: onnx.TensorProto | bytes) -> bytes:
+    return tensor if isinstance(tensor, bytes) else tensor.SerializeToString()
 
 
 def _undeclared_initializers(net: Net) -> list[bytes]:
@@ -697,20 +809,22 @@ def model_from_onnx_bytes(
     probe = probe_onnx(data, where)
     try:
         lite = onnx_lite_pb2.ModelWithRawGraph.FromString(data)
+        if not lite.HasField("graph"):
+            raise SerdeError(where, "not an ONNX model: it holds no graph")
+        # The graph's bytes are a copy of most of the file: parsed into their parts at once
+        # and dropped, so the copy is freed before the IR is built.
+        graph = onnx_lite_pb2.GraphWithRawParts.FromString(lite.graph)
     except message.DecodeError as exc:
         raise SerdeError(where, f"not an ONNX model: {exc}") from exc
-    if not lite.HasField("graph"):
-        raise SerdeError(where, "not an ONNX model: it holds no graph")
-    graph_bytes = lite.graph
     lite.ClearField("graph")
     header = onnx.ModelProto.FromString(lite.SerializeToString())
     if header.ir_version == 0 and not len(header.opset_import):
         raise SerdeError(where, "not an ONNX model: no IR version and no opset imports")
     opsets = _opsets(header)
     base = Path(base_dir) if base_dir is not None else (None if where is None else where.parent)
-    graph = onnx.GraphProto.FromString(graph_bytes)
-    del graph_bytes  # a copy of most of the file: freed before the IR is built, not after
-    net = net_from_graph(graph, None, _Context(base, where), nested=None if probe.nested else False)
+    net = _net_from_raw_graph(
+        graph, None, _Context(base, where), nested=None if probe.nested else False
+    )
     return Model(net, predict_path=where, opset_imports=opsets, header=header)
 
 
@@ -722,7 +836,7 @@ def _opsets(header: onnx.ModelProto) -> dict[str, int]:
     return opsets
 
 
-def model_to_onnx_bytes(model: Model, write_tensor: TensorWriter = tensor_to_proto) -> bytes:
+def model_to_onnx_bytes(model: Model, write_tensor: TensorWriter = tensor_bytes) -> bytes:
     """The serialized ModelProto of an ONNX-dialect ``model`` (``write_tensor`` makes each
     initializer's TensorProto).
 

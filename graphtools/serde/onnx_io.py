@@ -28,6 +28,7 @@ from graphtools.serde.onnx_codec import (
     external_tensors,
     model_from_onnx_bytes,
     model_to_onnx_bytes,
+    tensor_bytes,
     tensor_to_proto,
 )
 from graphtools.values import Tensor
@@ -129,7 +130,7 @@ def _read_range(file: ExternalFile, tensor: OnnxTensor) -> bytes:
     if length is not None and len(chunk) != int(length):
         raise SerdeError(
             file.path,
-            f"external data of initializer {tensor.proto.name!r} is {len(chunk)} bytes, the "
+            f"external data of initializer {tensor.name!r} is {len(chunk)} bytes, the "
             f"model says {length}",
         )
     return chunk
@@ -137,7 +138,7 @@ def _read_range(file: ExternalFile, tensor: OnnxTensor) -> bytes:
 
 def _kept_external(
     model: Model, folder: Path
-) -> tuple[Callable[[str, Tensor], onnx.TensorProto], list[tuple[Path, bytes]]]:
+) -> tuple[Callable[[str, Tensor], onnx.TensorProto | bytes], list[tuple[Path, bytes]]]:
     """How to write the initializers of ``model`` into ``folder`` keeping their data where it
     is, and the external data files to write."""
     by_file: dict[int, list[OnnxTensor]] = defaultdict(list)
@@ -168,10 +169,10 @@ def _kept_external(
             offset += len(chunk)
         written.append((target, b"".join(chunks)))
 
-    def write(name: str, tensor: Tensor) -> onnx.TensorProto:
+    def write(name: str, tensor: Tensor) -> onnx.TensorProto | bytes:
         proto = moved.get(id(tensor))
         if proto is None:
-            return tensor_to_proto(name, tensor)
+            return tensor_bytes(name, tensor)
         if proto.name != name:
             renamed = onnx.TensorProto()
             renamed.CopyFrom(proto)
