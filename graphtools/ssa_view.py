@@ -593,10 +593,17 @@ class SSAView:
         return (self._table.names[name_id], key - int(self._first_key[name_id]))
 
     def _name_id(self, key: int) -> int:
+        key_name = self._key_name
+        if key_name is None:
+            key_name = self._key_names()
+        return int(key_name[key])
+
+    def _key_names(self) -> np.ndarray:
+        """The name id of every key (built on first use)."""
         if self._key_name is None:
             names = np.arange(len(self._write_counts), dtype=np.int64)
             self._key_name = np.repeat(names, self._write_counts + 1)
-        return int(self._key_name[key])
+        return self._key_name
 
     def name_of(self, key: int) -> str:
         """The blob name of ``key``."""
@@ -618,6 +625,44 @@ class SSAView:
         """Keys of op ``index``'s versioned outputs, in order."""
         keys: list[int] = self._out_vid[self._out_ptr[index] : self._out_ptr[index + 1]].tolist()
         return keys
+
+    def pass_through_keys(self, indices: Sequence[int]) -> tuple[list[int], list[int], list[bool]]:
+        """For each op of ``indices`` (each with an input and an output): the key of its first
+        input, the key of its first output, and whether it is *plain*: its other outputs are
+        unread and no external output, its first output is no external output, and its first
+        input is its name's final version (no op overwrites the value it passes through).
+
+        Vectorised, for identity removal: asking this of the 10^5 identities of a big export
+        one view call at a time costs more than removing them.
+        """
+        ops = np.asarray(indices, dtype=np.int64)
+        first_in = self._in_ptr[ops]
+        read, read_names = self._in_vid[first_in], self._in_name[first_in]
+        first_out = self._out_ptr[ops]
+        output = self._out_vid[first_out]
+        external = np.zeros(self.num_keys, dtype=bool)
+        external[[key for key in map(self.key, self.external_outputs) if key is not None]] = True
+        final = self._first_key[read_names] + self._write_counts[read_names]
+        plain = ~external[output] & (read == final)
+        extra = np.diff(self._out_ptr)[ops] - 1
+        holders = np.flatnonzero(extra > 0)
+        if len(holders):  # outputs beyond the first (a dropout's mask) must be unused
+            counts = extra[holders]
+            group_starts = np.repeat(np.cumsum(counts) - counts, counts)
+            slots = np.repeat(first_out[holders] + 1, counts)
+            slots += np.arange(len(slots)) - group_starts
+            keys = self._out_vid[slots]
+            used = np.bincount(self._in_vid, minlength=self.num_keys)[keys] > 0
+            plain[np.repeat(holders, counts)[used | external[keys]]] = False
+        return read.tolist(), output.tolist(), plain.tolist()
+
+    def blobs(self, keys: Sequence[int]) -> list[VersionedBlob]:
+        """``blob`` of each of ``keys``, in one numpy pass."""
+        at = np.asarray(keys, dtype=np.int64)
+        name_ids = self._key_names()[at]
+        versions = (at - self._first_key[name_ids]).tolist()
+        names = map(self._table.names.__getitem__, name_ids.tolist())
+        return list(zip(names, versions, strict=True))
 
     def producer_of(self, key: int) -> int | None:
         """Index of the op writing ``key``'s blob; ``None`` for a version no op writes."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +16,7 @@ from graphtools.executor import run_model
 from graphtools.ir import Model, Net, Op
 from graphtools.pass_infra import DEFAULT_PIPELINE
 from graphtools.passes.remove_identity_ops import RemoveIdentityOps
+from graphtools.ssa_view import SSAView
 
 NAMES = ["a", "b", "c", "d"]
 PASS_THROUGH = {"Identity", "Alias", "AliasWithName"}
@@ -58,6 +60,10 @@ def _values(net: Net) -> tuple[list[Any], dict[str, list[Any]]]:
 @settings(max_examples=300, deadline=None)
 @given(identity_nets())
 def test_values_interface_and_fixpoint(net: Net) -> None:
+    _check_values_interface_and_fixpoint(net)
+
+
+def _check_values_interface_and_fixpoint(net: Net) -> None:
     outputs, reads = _values(net)
     interface = (list(net.external_inputs), list(net.external_outputs))
     model = Model(net)
@@ -101,3 +107,53 @@ def test_a_real_run_gives_the_same_outputs() -> None:
 
 def test_the_default_pipeline_removes_identities() -> None:
     assert DEFAULT_PIPELINE.split(",")[0] == "remove-identity-ops"
+
+
+@st.composite
+def mostly_ssa_nets(draw: st.DrawFn) -> Net:
+    """Nets as exporters write them, each value a new name, with now and then a name written
+    again: chains of identities, unread and read dropout masks, external outputs."""
+    written: list[str] = []
+    ops = []
+    for index in range(draw(st.integers(1, 14))):
+        readable = ["x", *written]
+        kind = draw(st.sampled_from(["Identity", "Alias", "Dropout", "F", "F"]))
+        reuse = written and draw(st.integers(0, 6)) == 0
+        outputs = [draw(st.sampled_from(written)) if reuse else f"v{index}"]
+        if kind == "F":
+            inputs = draw(st.lists(st.sampled_from(readable), min_size=1, max_size=2))
+            op = Op(kind, inputs, outputs)
+        else:
+            if kind == "Dropout" and draw(st.booleans()):
+                outputs.append(f"mask{index}")
+            args = {"is_test": 1} if kind == "Dropout" else {}
+            op = Op(kind, [draw(st.sampled_from(readable))], outputs, args=args)
+        written.extend(name for name in op.outputs if name not in written)
+        ops.append(op.replace(name=f"op{index}"))
+    outputs = draw(st.lists(st.sampled_from(written), min_size=1, max_size=3, unique=True))
+    return Net(ops, ["x"], outputs)
+
+
+def _found(net: Net) -> Any:
+    return find_identity_ops(
+        net, CAFFE2_TABLE.identity_types(), lambda op: CAFFE2_TABLE.passes_through(op, net)
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(mostly_ssa_nets())
+def test_plain_identities_are_dropped_as_the_full_checks_would(net: Net) -> None:
+    """The fast path for plain identities (the common case of an export) changes nothing:
+    forcing every identity through the one-by-one checks finds the very same removal."""
+    fast = _found(net)
+    with pytest.MonkeyPatch.context() as patch:
+        keys = SSAView.pass_through_keys
+
+        def nothing_plain(view: SSAView, indices: Any) -> Any:
+            reads, outputs, plain = keys(view, indices)
+            return reads, outputs, [False] * len(plain)
+
+        patch.setattr(SSAView, "pass_through_keys", nothing_plain)
+        checked = _found(net.copy())
+    assert fast == checked
+    _check_values_interface_and_fixpoint(net)

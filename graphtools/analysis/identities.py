@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from itertools import compress, count
 from typing import TYPE_CHECKING
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 from graphtools.ir import Net, Op
 from graphtools.nested import names_in_nested_nets
 from graphtools.ssa import VersionedBlob
+from graphtools.ssa_view import SSAView
 
 if TYPE_CHECKING:
     from graphtools.rewriter import Edit
@@ -69,6 +71,11 @@ def find_identity_ops(
     ``candidates`` are the op types that may be identities and ``passes_through(op)`` says
     whether one is (the op table's ``identity_types`` and ``passes_through``); ``types`` are
     more types taken as identities when they have one input and one output.
+
+    An identity the view calls plain (``SSAView.pass_through_keys``: the common case, a
+    value no op overwrites, a mask nobody reads, no external output) in a net without nested
+    reads needs none of the checks below, unless it reads an identity that did; the others
+    go through them one by one.
     """
     extra = frozenset(types)
 
@@ -86,50 +93,75 @@ def find_identity_ops(
     if not found:  # the common case once a pipeline removed them: no view, no sets built
         return IdentityRemoval(frozenset(), (), ())
     view = net.ssa()
-    external = {key for key in map(view.key, view.external_outputs) if key is not None}
-    inputs = set(net.external_inputs)
     nested = names_in_nested_nets(net)
-    end = len(net)
-    removed: set[int] = set()
-    rewires: list[tuple[VersionedBlob, VersionedBlob]] = []
-    renames: list[tuple[VersionedBlob, str]] = []
-    renamed: set[int] = set()
+    reads, outputs, plain = view.pass_through_keys(found)
+    if nested:
+        plain = [False] * len(found)
+    checked = _Checked(net, view, nested)
+    removed: list[int] = []
+    rewires: list[tuple[int, int]] = []
     same_as: dict[int, int] = {}  # a dropped identity's output key -> its source's key
-    for index in found:
-        read = view.input_keys(index)[0]
-        output, *mask = view.output_keys(index)
-        if any(key in external or view.readers(key) for key in mask):
-            continue
+    unsure: set[int] = set()  # outputs of identities dropped after the checks
+    for index, read, output, simple in zip(found, reads, outputs, plain, strict=True):
         source = same_as.get(read, read)
+        if not (simple and read not in unsure):
+            if not checked.can_go(index, source, output):
+                continue
+            unsure.add(output)
+        removed.append(index)
+        rewires.append((output, source))
+        same_as[output] = source
+    pairs = view.blobs([key for pair in rewires for key in pair])
+    return IdentityRemoval(
+        frozenset(removed), tuple(zip(pairs[::2], pairs[1::2], strict=True)), tuple(checked.renames)
+    )
+
+
+class _Checked:
+    """The checks of an identity that is not plain (see ``find_identity_ops``), and the
+    renames they decide on."""
+
+    def __init__(self, net: Net, view: SSAView, nested: AbstractSet[str]) -> None:
+        self.view = view
+        self.nested = nested
+        self.end = len(net)
+        self.external = {key for key in map(view.key, view.external_outputs) if key is not None}
+        self.inputs = set(net.external_inputs)
+        self.renames: list[tuple[VersionedBlob, str]] = []
+        self.renamed: set[int] = set()
+
+    def can_go(self, index: int, source: int, output: int) -> bool:
+        """Whether identity ``index``, reading ``source`` (resolved through the identities
+        dropped before it) and writing ``output``, can go; records the rename it needs."""
+        view, external = self.view, self.external
+        mask = view.output_keys(index)[1:]
+        if any(key in external or view.readers(key) for key in mask):
+            return False
         names = {view.name_of(source), view.name_of(output), *map(view.name_of, mask)}
-        if not names.isdisjoint(nested):
-            continue
+        if not names.isdisjoint(self.nested):
+            return False
         overwritten_at = view.next_write(source)
         if overwritten_at == index:  # the op writes the source's name itself (in place, or
             # as its mask): that write goes with it, the next one is what matters
             source_name = view.name_of(source)
             here = max(k for k in (output, *mask) if view.name_of(k) == source_name)
             overwritten_at = view.next_write(here)
-        limit = end if overwritten_at is None else overwritten_at
+        limit = self.end if overwritten_at is None else overwritten_at
         if any(reader > limit for reader, _ in view.readers(output)):
-            continue
-        if output in external:
-            name = view.name_of(output)
-            only_value = view.final_version(name) == 1 and not view.readers(
-                view.key((name, 0)) or 0
-            )
-            if (
-                view.producer_of(source) is None
-                or source in external
-                or source in renamed
-                or name in inputs
-                or not only_value
-                or any(reader > limit for reader, _ in view.readers(source))
-            ):
-                continue
-            renames.append((view.blob(source), name))
-            renamed.add(source)
-        removed.add(index)
-        rewires.append((view.blob(output), view.blob(source)))
-        same_as[output] = source
-    return IdentityRemoval(frozenset(removed), tuple(rewires), tuple(renames))
+            return False
+        if output not in external:
+            return True
+        name = view.name_of(output)
+        only_value = view.final_version(name) == 1 and not view.readers(view.key((name, 0)) or 0)
+        if (
+            view.producer_of(source) is None
+            or source in external
+            or source in self.renamed
+            or name in self.inputs
+            or not only_value
+            or any(reader > limit for reader, _ in view.readers(source))
+        ):
+            return False
+        self.renames.append((view.blob(source), name))
+        self.renamed.add(source)
+        return True
