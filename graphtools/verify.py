@@ -153,10 +153,7 @@ class _InitOutputs:
         """Those of ``names`` that the init_net writes."""
         if self._written is not None:
             return {name for name in names if name in self._written}
-        wanted = set(names)
-        if not wanted or self._init is None:
-            return set()
-        return wanted.intersection(chain.from_iterable(map(_OUTPUTS, self._init)))
+        return set() if self._init is None else self._init.written_among(names)
 
     def as_set(self) -> AbstractSet[str]:
         """Every blob the init_net writes."""

@@ -531,6 +531,18 @@ def test_written_names_is_cached_per_revision() -> None:
     assert net.written_names() == {"y"}
 
 
+def test_written_among_answers_from_a_scan_or_from_the_cached_set() -> None:
+    net = Net([Op("Relu", ["x"], ["y"]), Op("Split", ["y"], ["a", "b"])], ["x"], ["a"])
+    asked = ["x", "a", "b", "nowhere"]
+    assert net.written_among(asked) == {"a", "b"}  # scanned: no set of every name built
+    assert "written_names" not in net._memo
+    net.written_names()
+    assert net.written_among(asked) == {"a", "b"}  # from the set now that it is built
+    net.remove_ops([1])
+    assert net.written_among(asked) == set()  # the set of the old revision is not used
+    assert net.written_among([]) == set()
+
+
 def test_snapshot_shares_the_op_list_until_an_in_place_edit() -> None:
     net = Net([Op("Relu", ["x"], ["y"]), Op("Tanh", ["y"], ["z"])], ["x"], ["z"])
     state = net.snapshot()

@@ -50,6 +50,7 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Callable, Container
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from graphtools.ir import Net
@@ -154,20 +155,20 @@ def _fc_readers(net: Net, readers: list[tuple[int, int]]) -> bool:
     )
 
 
-def find_reshape_removal(net: Net, is_param: Callable[[str], bool]) -> ReshapeRemoval:
+def find_reshape_removal(
+    net: Net, params_among: Callable[[set[str]], AbstractSet[str]]
+) -> ReshapeRemoval:
     """Find the Reshape sub-graphs of ``net`` to remove (rules in the module docstring).
 
     Args:
         net: the predict_net.
-        is_param: whether a blob name that no op produces is a param (filled by the init_net).
+        params_among: which of some blob names that no op produces are params (filled by the
+            init_net); asked once, of the leaves of every chain that passes the other rules.
     """
     view = net.ssa()
     external = {key for key in map(view.key, view.external_outputs) if key is not None}
     nested = names_in_nested_nets(net)
-    reshapes: list[int] = []
-    removed: set[int] = set()
-    rewires: list[tuple[VersionedBlob, VersionedBlob]] = []
-    params: dict[str, None] = {}
+    candidates: list[tuple[int, list[str], set[int], int, int]] = []
     for chain in _shape_chains(net, view):
         index = chain.reshape
         op = net[index]
@@ -188,18 +189,26 @@ def find_reshape_removal(net: Net, is_param: Callable[[str], bool]) -> ReshapeRe
         overwritten_at = view.next_write(data)
         if overwritten_at is not None and any(reader > overwritten_at for reader, _ in readers):
             continue
-        if not all(
-            not view.version_of(leaf) and is_param(view.name_of(leaf)) for leaf in chain.leaves
-        ):
+        if any(view.version_of(leaf) for leaf in chain.leaves):
             continue
         inside = set(chain.ops)
         if not _chain_is_private(net, chain, inside, index, view, external, nested):
+            continue
+        leaves = [view.name_of(leaf) for leaf in chain.leaves]
+        candidates.append((index, leaves, inside, output, data))
+    known = params_among({name for _, leaves, _, _, _ in candidates for name in leaves})
+    reshapes: list[int] = []
+    removed: set[int] = set()
+    rewires: list[tuple[VersionedBlob, VersionedBlob]] = []
+    params: dict[str, None] = {}
+    for index, leaves, inside, output, data in candidates:
+        if not all(name in known for name in leaves):
             continue
         reshapes.append(index)
         removed.update(inside)
         removed.add(index)
         rewires.append((view.blob(output), view.blob(data)))
-        params.update(dict.fromkeys(view.name_of(leaf) for leaf in chain.leaves))
+        params.update(dict.fromkeys(leaves))
     outputs = set(net.external_outputs)
     unused = [
         name
@@ -238,12 +247,12 @@ def _chain_is_private(
     return True
 
 
-def written_by(init: Net | None) -> Callable[[str], bool]:
-    """Whether ``init`` writes a name. Its set of outputs (as costly as the pass on a big
-    model) is built on the first question: a net with no Reshape left asks none."""
+def written_by(init: Net | None) -> Callable[[set[str]], AbstractSet[str]]:
+    """Which of some names ``init`` writes (``Net.written_among``: one scan of its outputs,
+    no set of them all built); none without an init_net."""
     if init is None:
-        return lambda name: False
-    return lambda name: name in init.written_names()  # cached by the net per revision
+        return lambda names: set()
+    return init.written_among
 
 
 def init_ops_only_filling(init: Net, names: set[str]) -> set[int]:
