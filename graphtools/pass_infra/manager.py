@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,8 +179,8 @@ class PassManager:
     def _run(self, model: Model, records: list[PassRecord]) -> list[PassRecord]:
         """Run ``self._active`` over ``model`` to a fixpoint, appending to ``records``."""
         if any(item.reads_ssa for item in self._active):
-            model.predict_net.ssa()  # built now, read by verify and then by the passes
-        findings = {_finding_key(f) for f in verify(model)}
+            model.predict_net.ssa()  # built now, read by the passes
+        findings: _Known = _FindingsBefore(model)
         # Pipeline positions of the idempotent passes with nothing to do: each ran, and no
         # change since may have given it work.
         settled: set[int] = set()
@@ -236,10 +236,10 @@ class PassManager:
         round_: int,
         records: list[PassRecord],
         settled: set[int],
-        findings: set[tuple[str, str, str]],
+        findings: _Known,
         *,
         strict: bool,
-    ) -> tuple[bool, set[tuple[str, str, str]]]:
+    ) -> tuple[bool, _Known]:
         """One round; returns whether it changed the model and the findings after it.
 
         Fast (``strict=False``): each pass's own promises are checked after it and ``verify``,
@@ -316,8 +316,8 @@ class PassManager:
         model: Model,
         round_: int,
         records: list[PassRecord],
-        findings: set[tuple[str, str, str]],
-    ) -> tuple[PassRecord, set[tuple[str, str, str]]]:
+        findings: _Known,
+    ) -> tuple[PassRecord, _Known]:
         previous = [record.name for record in records]
         state = model.snapshot()
         after: list[Finding] = []
@@ -377,7 +377,31 @@ class _RoundFailed(Exception):
     """A check failed during a fast round: the manager replays the round strictly."""
 
 
-def _check_findings(after: list[Finding], before: set[tuple[str, str, str]]) -> CheckFailure | None:
+_Known = Container[tuple[str, str, str]]
+"""Verify findings a model may keep (``_finding_key`` of each): those it had before."""
+
+
+class _FindingsBefore:
+    """The verify findings of a model as it was when this was made, worked out on the first
+    question: a pipeline's result is held to them, and a result with no finding asks none
+    (checking the model before the pipeline costs as much as checking it after). Holds a
+    copy of the model (which shares its ops) until then."""
+
+    __slots__ = ("_keys", "_model")
+
+    def __init__(self, model: Model) -> None:
+        self._model: Model | None = model.copy()
+        self._keys: set[tuple[str, str, str]] | None = None
+
+    def __contains__(self, key: object) -> bool:
+        if self._keys is None:
+            assert self._model is not None
+            self._keys = {_finding_key(f) for f in verify(self._model)}
+            self._model = None
+        return key in self._keys
+
+
+def _check_findings(after: list[Finding], before: _Known) -> CheckFailure | None:
     new = [finding for finding in after if _finding_key(finding) not in before]
     if not new:
         return None
