@@ -656,6 +656,37 @@ class SSAView:
             plain[np.repeat(holders, counts)[used | external[keys]]] = False
         return read.tolist(), output.tolist(), plain.tolist()
 
+    def keys_of(self, blobs: Sequence[VersionedBlob]) -> np.ndarray:
+        """``key`` of each of ``blobs`` (-1 for ``None``), in one numpy pass."""
+        ids = self._table._hashed([blob[0] for blob in blobs])
+        versions = np.fromiter((blob[1] for blob in blobs), np.int64, len(blobs))
+        known = (ids >= 0) & (ids < len(self._used))
+        known[known] = self._used[ids[known]]
+        at = np.where(known, ids, 0)
+        known &= (versions >= 0) & (versions <= self._write_counts[at])
+        return np.where(known, self._first_key[at] + versions, -1)
+
+    def producers_of(self, keys: np.ndarray) -> list[int | None]:
+        """``producer_of`` each of ``keys`` (from ``keys_of``; ``None`` for -1)."""
+        found = np.where(keys >= 0, self._producer[np.maximum(keys, 0)], -1)
+        return [None if producer < 0 else producer for producer in found.tolist()]
+
+    def reads_of(self, keys: np.ndarray) -> tuple[list[int], list[int], list[int]]:
+        """Every read of each of ``keys`` (from ``keys_of``; -1: none), as three lists: which
+        key (its position in ``keys``), the reading op, the input position; key after key,
+        and each key's reads in op and position order (``readers``, in one numpy pass)."""
+        self._reads_in_keys(0, 0)  # sorts the reads by key, once per view
+        assert self._readers is not None
+        bounds, order = self._readers
+        at = np.maximum(keys, 0)
+        starts = bounds[at]
+        counts = np.where(keys >= 0, bounds[at + 1] - starts, 0)
+        firsts = np.cumsum(counts) - counts
+        slots = order[np.repeat(starts - firsts, counts) + np.arange(int(counts.sum()))]
+        ops = self._in_op[slots]
+        which = np.repeat(np.arange(len(keys)), counts)
+        return which.tolist(), ops.tolist(), (slots - self._in_ptr[ops]).tolist()
+
     def blobs(self, keys: Sequence[int]) -> list[VersionedBlob]:
         """``blob`` of each of ``keys``, in one numpy pass."""
         at = np.asarray(keys, dtype=np.int64)

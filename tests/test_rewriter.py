@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphtools import usedef
+from graphtools import rewriter, usedef
 from graphtools.errors import IllegalRewriteError
 from graphtools.ir import Net, Op
 from graphtools.serde.codec import serialize_net
@@ -385,30 +385,68 @@ def test_accepted_edits_keep_every_untouched_read(data: st.DataObject, vectorise
         usedef._VECTORISE_FROM = 64
 
 
-def _accepted_edits_keep_every_untouched_read(data: st.DataObject) -> None:
-    net = data.draw(_nets())
-    outputs_before, reads_before = _symbolic(net)
-    saved = serialize_net(net)
+def _identity_removals(
+    data: st.DataObject, net: Net, most: int = 2
+) -> tuple[set[int], list[tuple[Any, Any]]]:
+    """Ops to remove and rewires of identities' outputs to their inputs, drawn for ``net``
+    (some illegal: a removed op still read, one read rewired twice)."""
     identities = [i for i, op in enumerate(net) if op.type == "Identity" and op.inputs]
     removed = set(data.draw(st.lists(st.integers(0, len(net) - 1), max_size=2)))
     rewires = []
-    for index in data.draw(st.lists(st.sampled_from(identities), max_size=2)) if identities else ():
+    for index in (
+        data.draw(st.lists(st.sampled_from(identities), max_size=most)) if identities else ()
+    ):
         view = net.ssa()
         rewires.append((view.outputs_of(index)[0], view.inputs_of(index)[0]))
         removed.add(index)
+    return removed, rewires
+
+
+def _edited(net: Net, removed: set[int], rewires: list[tuple[Any, Any]]) -> str | None:
+    """Apply the removals and rewires in one edit: ``None``, or why it was refused."""
     try:
         with net.edit() as e:
             for old, new in rewires:
                 e.replace_all_uses_with(old, new)
             for index in removed:
                 e.remove(index)
-    except IllegalRewriteError:
+    except IllegalRewriteError as refused:
+        return str(refused)
+    return None
+
+
+def _accepted_edits_keep_every_untouched_read(data: st.DataObject) -> None:
+    net = data.draw(_nets())
+    outputs_before, reads_before = _symbolic(net)
+    saved = serialize_net(net)
+    removed, rewires = _identity_removals(data, net)
+    if _edited(net, removed, rewires) is not None:
         assert serialize_net(net) == saved
         return
     outputs_after, reads_after = _symbolic(net)
     assert outputs_after == outputs_before
     for op in net:
         assert reads_after[op.name or ""] == reads_before[op.name or ""]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_rewires_found_in_bulk_agree_with_the_one_by_one_loop(data: st.DataObject) -> None:
+    """Many rewires in one edit are resolved from the view's arrays at once: the same edit is
+    accepted with the same result, or refused with the same reason, as rewire by rewire."""
+    net = data.draw(_nets())
+    removed, rewires = _identity_removals(data, net, most=4)
+    outcomes = []
+    for bulk_from in (1, 10**9):
+        copy = net.copy()
+        copy.ssa()
+        rewriter._BULK_REWIRES = bulk_from
+        try:
+            refused = _edited(copy, removed, rewires)
+        finally:
+            rewriter._BULK_REWIRES = 64
+        outcomes.append((refused, serialize_net(copy), list(copy.external_outputs)))
+    assert outcomes[0] == outcomes[1]
 
 
 def test_prefetched_reads_equal_the_per_key_index() -> None:
