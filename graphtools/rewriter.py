@@ -15,6 +15,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from itertools import chain
+from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from graphtools._core import NetLike, OpLike, as_names
@@ -616,7 +617,9 @@ def _moved(
     moved = {old: new for old, new in moves.items() if old in values and new not in values}
     if not moved and not changes:
         return None
-    result = dict(values)
+    # ``values`` is a net's read-only view of its dict: copying through the view asks for
+    # every entry one by one (ten times a dict's own copy at 10^6 initializers).
+    result = values.copy() if isinstance(values, MappingProxyType) else dict(values)
     for old, new in moved.items():
         result[new] = result[old] if keep_old else result.pop(old)
     for name, value in changes.items():
