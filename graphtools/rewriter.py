@@ -148,9 +148,12 @@ class Edit:
 
     # -- recording ------------------------------------------------------------------------------
 
-    def _index(self, index: int, what: str, *, end_ok: bool = False) -> int:
+    def _still_open(self) -> None:
         if not self._open:
             raise IllegalRewriteError("this edit is closed; open a new one with net.edit()")
+
+    def _index(self, index: int, what: str, *, end_ok: bool = False) -> int:
+        self._still_open()
         size = len(self._net)
         if not isinstance(index, int) or not 0 <= index < size + end_ok:
             raise IndexError(f"{what}: op index {index} out of range for a net of {size} ops")
@@ -186,7 +189,7 @@ class Edit:
 
     def replace_all_uses_with(self, old: VersionedBlob, new: VersionedBlob) -> None:
         """Make every read of ``old`` read ``new`` (see the class docstring)."""
-        self._index(0, "replace_all_uses_with", end_ok=True)
+        self._still_open()
         self._rewires.append((tuple(old), tuple(new)))  # type: ignore[arg-type]
 
     def rename(self, blob: VersionedBlob, name: str) -> None:
@@ -194,7 +197,7 @@ class Edit:
         read of it reads ``name``, and so do the external input (version 0) or output (final
         version) it is. Combined with ``replace_all_uses_with(old, blob)``, ``old``'s readers
         read ``name`` too."""
-        self._index(0, "rename", end_ok=True)
+        self._still_open()
         blob = (blob[0], blob[1])
         if blob in self._renames:
             raise IllegalRewriteError(f"{blob} is renamed twice in one edit")
@@ -211,7 +214,7 @@ class Edit:
     def replace_with_constant(self, blob: VersionedBlob, tensor: Tensor) -> None:
         """Make the value ``blob`` a constant the net holds under its name (see the class
         docstring); the op writing ``blob`` must be removed in the same edit."""
-        self._index(0, "replace_with_constant", end_ok=True)
+        self._still_open()
         if not isinstance(tensor, Tensor):
             raise TypeError(f"the constant for {blob} must be a graphtools.values.Tensor")
         blob = (blob[0], blob[1])
@@ -221,14 +224,14 @@ class Edit:
 
     def set_initializer(self, name: str, tensor: Tensor | None) -> None:
         """Make ``name`` a constant of the net holding ``tensor`` (``None``: no longer one)."""
-        self._index(0, "set_initializer", end_ok=True)
+        self._still_open()
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"initializer {name!r} must be a graphtools.values.Tensor")
         self._initializers[name] = tensor
 
     def set_type(self, name: str, value_type: ValueType | None) -> None:
         """Declare the type of value ``name`` (``None``: drop the declaration)."""
-        self._index(0, "set_type", end_ok=True)
+        self._still_open()
         self._types[name] = value_type
 
     # -- committing -----------------------------------------------------------------------------

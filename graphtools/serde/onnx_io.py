@@ -169,6 +169,9 @@ def _kept_external(
             offset += len(chunk)
         written.append((target, b"".join(chunks)))
 
+    if not moved:
+        return tensor_bytes, written
+
     def write(name: str, tensor: Tensor) -> onnx.TensorProto | bytes:
         proto = moved.get(id(tensor))
         if proto is None:
