@@ -600,6 +600,7 @@ class Net:
         "_dialect",
         "_external_inputs",
         "_external_outputs",
+        "_frozen_lists",
         "_header",
         "_initializers",
         "_memo",
@@ -636,6 +637,7 @@ class Net:
         self._args: tuple[Argument, ...] = ()
         self._parent: Net | None = None
         self._memo: dict[Hashable, tuple[int, Any]] = {}
+        self._frozen_lists: dict[str, tuple[list[str], tuple[str, ...]]] = {}
         self.revision = 0
         self._adopt(self._ops)
 
@@ -662,6 +664,7 @@ class Net:
             net = cls.__new__(cls)
             net._parent = parent
             net._memo = {}
+            net._frozen_lists = {}
             net.revision = 0
             net._external_inputs = external_inputs
             net._external_outputs = external_outputs
@@ -700,6 +703,7 @@ class Net:
         net._args = tuple(_copy_argument(a, net) for a in self._args)
         net._parent = None
         net._memo = {}
+        net._frozen_lists = {}
         net.revision = 0
         return net
 
@@ -745,12 +749,21 @@ class Net:
     @property
     def external_inputs(self) -> Sequence[str]:
         """Declared external inputs (an ONNX graph's inputs), in file order."""
-        return tuple(self._external_inputs)
+        return self._frozen("external_inputs", self._external_inputs)
 
     @property
     def external_outputs(self) -> Sequence[str]:
         """Declared external outputs (an ONNX graph's outputs), in file order."""
-        return tuple(self._external_outputs)
+        return self._frozen("external_outputs", self._external_outputs)
+
+    def _frozen(self, key: str, names: list[str]) -> tuple[str, ...]:
+        """``names`` as a tuple, made once per list: the external lists are replaced, never
+        changed in place, and an exported net declares a million params (a tuple of them per
+        question cost 0.27 s of a pipeline)."""
+        entry = self._frozen_lists.get(key)
+        if entry is None or entry[0] is not names:
+            entry = self._frozen_lists[key] = (names, tuple(names))
+        return entry[1]
 
     @property
     def initializers(self) -> Mapping[str, Tensor]:
