@@ -267,6 +267,7 @@ class SSAView:
     ``net.ssa()``."""
 
     __slots__ = (
+        "_columns",
         "_consumers",
         "_external_in",
         "_external_in_ids",
@@ -347,7 +348,8 @@ class SSAView:
         self._out_vid = self._first_key[out_name] + self._out_version
         self._producer = np.full(int(self._first_key[-1]), -1, dtype=np.int64)
         self._producer[self._out_vid] = out_op
-        self._lists: dict[str, array[int]] = {}
+        self._lists: dict[str, list[int]] = {}
+        self._columns: tuple[array[int], array[int], array[int], array[int]] | None = None
         self._external_in_ids: np.ndarray | None = None
         # Set by the view this one is derived from: its external inputs and their ids.
         self._external_source: tuple[list[str], np.ndarray] | None = None
@@ -545,14 +547,24 @@ class SSAView:
 
     # -- keys ------------------------------------------------------------------------------------
 
-    def _list(self, name: str, column: np.ndarray) -> array[int]:
-        """``column`` as an ``array.array``, made once: indexing it costs no numpy call, and
-        it holds 8 bytes a value where a list of Python ints holds 40 (at 10^6 ops the four
-        columns a liveness sweep reads cost 200 MB as lists)."""
+    def _list(self, name: str, column: np.ndarray) -> list[int]:
         found = self._lists.get(name)
         if found is None:
-            found = self._lists[name] = _int_array(column)
+            found = self._lists[name] = column.tolist()
         return found
+
+    def key_columns(self) -> tuple[array[int], array[int], array[int], array[int]]:
+        """``in_ptr``, ``in_keys``, ``out_ptr`` and ``out_keys`` as ``array.array`` columns
+        (made once), for sweeps over every op: indexing them costs no numpy call, and they
+        hold 8 bytes a value where lists of Python ints hold 40 (200 MB at 10^6 ops)."""
+        if self._columns is None:
+            self._columns = (
+                _int_array(self._in_ptr),
+                _int_array(self._in_vid),
+                _int_array(self._out_ptr),
+                _int_array(self._out_vid),
+            )
+        return self._columns
 
     @property
     def num_keys(self) -> int:
@@ -561,22 +573,22 @@ class SSAView:
         return int(self._first_key[-1])
 
     @property
-    def in_keys(self) -> Sequence[int]:
+    def in_keys(self) -> list[int]:
         """Keys of every op's versioned inputs, op after op (slice with ``in_ptr``)."""
         return self._list("in_keys", self._in_vid)
 
     @property
-    def in_ptr(self) -> Sequence[int]:
+    def in_ptr(self) -> list[int]:
         """Op ``i``'s inputs are ``in_keys[in_ptr[i]:in_ptr[i + 1]]``."""
         return self._list("in_ptr", self._in_ptr)
 
     @property
-    def out_keys(self) -> Sequence[int]:
+    def out_keys(self) -> list[int]:
         """Keys of every op's versioned outputs, op after op (slice with ``out_ptr``)."""
         return self._list("out_keys", self._out_vid)
 
     @property
-    def out_ptr(self) -> Sequence[int]:
+    def out_ptr(self) -> list[int]:
         """Op ``i``'s outputs are ``out_keys[out_ptr[i]:out_ptr[i + 1]]``."""
         return self._list("out_ptr", self._out_ptr)
 
@@ -663,6 +675,8 @@ class SSAView:
         """``key`` of each of ``blobs`` (-1 for ``None``), in one numpy pass."""
         ids = self._table._hashed([blob[0] for blob in blobs])
         versions = np.fromiter((blob[1] for blob in blobs), np.int64, len(blobs))
+        if not len(self._used):  # a net whose ops name no blob
+            return np.full(len(blobs), -1, dtype=np.int64)
         known = (ids >= 0) & (ids < len(self._used))
         known[known] = self._used[ids[known]]
         at = np.where(known, ids, 0)
@@ -671,6 +685,8 @@ class SSAView:
 
     def producers_of(self, keys: np.ndarray) -> list[int | None]:
         """``producer_of`` each of ``keys`` (from ``keys_of``; ``None`` for -1)."""
+        if not self.num_keys:
+            return [None] * len(keys)
         found = np.where(keys >= 0, self._producer[np.maximum(keys, 0)], -1)
         return [None if producer < 0 else producer for producer in found.tolist()]
 
@@ -678,6 +694,8 @@ class SSAView:
         """Every read of each of ``keys`` (from ``keys_of``; -1: none), as three lists: which
         key (its position in ``keys``), the reading op, the input position; key after key,
         and each key's reads in op and position order (``readers``, in one numpy pass)."""
+        if not self.num_keys:
+            return [], [], []
         self._reads_in_keys(0, 0)  # sorts the reads by key, once per view
         assert self._readers is not None
         bounds, order = self._readers
@@ -956,7 +974,7 @@ class SSAView:
                         strict=True,
                     )
                 )
-                in_ptr, out_ptr = self.in_ptr, self.out_ptr
+                in_ptr, _, out_ptr, _ = self.key_columns()
                 self._ssa = [
                     (in_blobs[in_ptr[i] : in_ptr[i + 1]], out_blobs[out_ptr[i] : out_ptr[i + 1]])
                     for i in range(len(self._ops))

@@ -449,6 +449,16 @@ def test_rewires_found_in_bulk_agree_with_the_one_by_one_loop(data: st.DataObjec
     assert outcomes[0] == outcomes[1]
 
 
+def test_many_rewires_of_unread_blobs_in_a_net_without_ops() -> None:
+    names = [f"p{i}" for i in range(70)]
+    net = Net([], ["a", *names], ["a"])
+    net.ssa()
+    with net.edit() as edit:  # from 64 rewires they are resolved in bulk: none reads anything
+        for name in names:
+            edit.replace_all_uses_with((name, 0), ("a", 0))
+    assert not edit.changed
+
+
 def test_prefetched_reads_equal_the_per_key_index() -> None:
     names = [f"n{i}" for i in range(40)]
     ops = [

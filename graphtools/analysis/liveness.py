@@ -60,7 +60,7 @@ def dead_end_op_indices(
     if keep_side_effects:
         for key in view.last_write_keys(net.external_inputs):
             live[key] = 1
-    in_ptr, in_keys, out_ptr, out_keys = view.in_ptr, view.in_keys, view.out_ptr, view.out_keys
+    in_ptr, in_keys, out_ptr, out_keys = view.key_columns()
     dead: list[int] = []
     for index in range(len(net) - 1, -1, -1):
         first, last = out_ptr[index], out_ptr[index + 1]

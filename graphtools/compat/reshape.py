@@ -37,7 +37,7 @@ def remove_reshape_for_fc(
     ``params``.
     """
     net = to_ir(predict_net).copy()
-    removal = find_reshape_removal(net, lambda names: names.intersection(params))
+    removal = find_reshape_removal(net, lambda names: {name for name in names if name in params})
     dropped = set(removal.params)
     with net.edit() as edit:
         for reshaped, data in removal.rewires:

@@ -200,6 +200,8 @@ class PassManager:
                 # pass at fault and name it (raises PassError); if the replay succeeds (a pass
                 # that behaves differently when run again), its checked result stands.
                 settled = settled_before
+                if isinstance(findings, _FindingsBefore):
+                    findings.work_out()  # here, not inside the checks of the replay's first pass
                 changed, findings_after = self._round(
                     model, round_, records, settled, findings, strict=True
                 )
@@ -385,20 +387,28 @@ class _FindingsBefore:
     """The verify findings of a model as it was when this was made, worked out on the first
     question: a pipeline's result is held to them, and a result with no finding asks none
     (checking the model before the pipeline costs as much as checking it after). Holds a
-    copy of the model (which shares its ops) until then."""
+    copy of the model (which shares its ops) until then, and checks it as the model would
+    have been checked: through the SSA view when the model had one built."""
 
-    __slots__ = ("_keys", "_model")
+    __slots__ = ("_keys", "_model", "_with_view")
 
     def __init__(self, model: Model) -> None:
         self._model: Model | None = model.copy()
+        self._with_view = model.predict_net.ssa_is_cheap()
         self._keys: set[tuple[str, str, str]] | None = None
 
-    def __contains__(self, key: object) -> bool:
+    def work_out(self) -> set[tuple[str, str, str]]:
+        """The findings' keys (verifying the copy the first time)."""
         if self._keys is None:
             assert self._model is not None
+            if self._with_view:
+                self._model.predict_net.ssa()
             self._keys = {_finding_key(f) for f in verify(self._model)}
             self._model = None
-        return key in self._keys
+        return self._keys
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.work_out()
 
 
 def _check_findings(after: list[Finding], before: _Known) -> CheckFailure | None:
