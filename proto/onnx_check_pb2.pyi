@@ -77,25 +77,45 @@ class FunctionLevel(_message.Message):
     def __init__(self, name: _Optional[str] = ..., input: _Optional[str] = ..., output: _Optional[str] = ..., attribute: _Optional[str] = ..., node: _Optional[_Union[NodeLevel, _Mapping]] = ..., opset_import: _Optional[_Union[OpsetLevel, _Mapping]] = ..., domain: _Optional[str] = ..., attribute_proto: _Optional[_Union[AttributeLevel, _Mapping]] = ..., value_info: _Optional[_Union[ValueLevel, _Mapping]] = ..., overload: _Optional[str] = ...) -> None: ...
 
 class GraphLevel(_message.Message):
-    __slots__ = ("node", "name", "initializer", "input", "output", "value_info", "sparse_initializer")
+    __slots__ = ("node", "name", "initializer", "input", "output", "value_info", "quantization_annotation", "sparse_initializer", "metadata_props")
     NODE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     INITIALIZER_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
     VALUE_INFO_FIELD_NUMBER: _ClassVar[int]
+    QUANTIZATION_ANNOTATION_FIELD_NUMBER: _ClassVar[int]
     SPARSE_INITIALIZER_FIELD_NUMBER: _ClassVar[int]
+    METADATA_PROPS_FIELD_NUMBER: _ClassVar[int]
     node: NodeLevel
     name: str
     initializer: TensorLevel
     input: ValueLevel
     output: ValueLevel
     value_info: ValueLevel
+    quantization_annotation: AnnotationLevel
     sparse_initializer: SparseLevel
-    def __init__(self, node: _Optional[_Union[NodeLevel, _Mapping]] = ..., name: _Optional[str] = ..., initializer: _Optional[_Union[TensorLevel, _Mapping]] = ..., input: _Optional[_Union[ValueLevel, _Mapping]] = ..., output: _Optional[_Union[ValueLevel, _Mapping]] = ..., value_info: _Optional[_Union[ValueLevel, _Mapping]] = ..., sparse_initializer: _Optional[_Union[SparseLevel, _Mapping]] = ...) -> None: ...
+    metadata_props: BytesEntryLevel
+    def __init__(self, node: _Optional[_Union[NodeLevel, _Mapping]] = ..., name: _Optional[str] = ..., initializer: _Optional[_Union[TensorLevel, _Mapping]] = ..., input: _Optional[_Union[ValueLevel, _Mapping]] = ..., output: _Optional[_Union[ValueLevel, _Mapping]] = ..., value_info: _Optional[_Union[ValueLevel, _Mapping]] = ..., quantization_annotation: _Optional[_Union[AnnotationLevel, _Mapping]] = ..., sparse_initializer: _Optional[_Union[SparseLevel, _Mapping]] = ..., metadata_props: _Optional[_Union[BytesEntryLevel, _Mapping]] = ...) -> None: ...
+
+class AnnotationLevel(_message.Message):
+    __slots__ = ("tensor_name", "quant_parameter_tensor_names")
+    TENSOR_NAME_FIELD_NUMBER: _ClassVar[int]
+    QUANT_PARAMETER_TENSOR_NAMES_FIELD_NUMBER: _ClassVar[int]
+    tensor_name: bytes
+    quant_parameter_tensor_names: BytesEntryLevel
+    def __init__(self, tensor_name: _Optional[bytes] = ..., quant_parameter_tensor_names: _Optional[_Union[BytesEntryLevel, _Mapping]] = ...) -> None: ...
+
+class BytesEntryLevel(_message.Message):
+    __slots__ = ("key", "value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    value: bytes
+    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ...) -> None: ...
 
 class NodeLevel(_message.Message):
-    __slots__ = ("input", "output", "name", "op_type", "attribute", "domain", "overload")
+    __slots__ = ("input", "output", "name", "op_type", "attribute", "domain", "overload", "metadata_props", "device_configurations")
     INPUT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -103,6 +123,8 @@ class NodeLevel(_message.Message):
     ATTRIBUTE_FIELD_NUMBER: _ClassVar[int]
     DOMAIN_FIELD_NUMBER: _ClassVar[int]
     OVERLOAD_FIELD_NUMBER: _ClassVar[int]
+    METADATA_PROPS_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_CONFIGURATIONS_FIELD_NUMBER: _ClassVar[int]
     input: str
     output: str
     name: str
@@ -110,7 +132,57 @@ class NodeLevel(_message.Message):
     attribute: AttributeLevel
     domain: str
     overload: str
-    def __init__(self, input: _Optional[str] = ..., output: _Optional[str] = ..., name: _Optional[str] = ..., op_type: _Optional[str] = ..., attribute: _Optional[_Union[AttributeLevel, _Mapping]] = ..., domain: _Optional[str] = ..., overload: _Optional[str] = ...) -> None: ...
+    metadata_props: BytesEntryLevel
+    device_configurations: DeviceConfigurationLevel
+    def __init__(self, input: _Optional[str] = ..., output: _Optional[str] = ..., name: _Optional[str] = ..., op_type: _Optional[str] = ..., attribute: _Optional[_Union[AttributeLevel, _Mapping]] = ..., domain: _Optional[str] = ..., overload: _Optional[str] = ..., metadata_props: _Optional[_Union[BytesEntryLevel, _Mapping]] = ..., device_configurations: _Optional[_Union[DeviceConfigurationLevel, _Mapping]] = ...) -> None: ...
+
+class DeviceConfigurationLevel(_message.Message):
+    __slots__ = ("configuration_id", "sharding_spec", "pipeline_stage")
+    CONFIGURATION_ID_FIELD_NUMBER: _ClassVar[int]
+    SHARDING_SPEC_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_STAGE_FIELD_NUMBER: _ClassVar[int]
+    configuration_id: bytes
+    sharding_spec: ShardingSpecLevel
+    pipeline_stage: int
+    def __init__(self, configuration_id: _Optional[bytes] = ..., sharding_spec: _Optional[_Union[ShardingSpecLevel, _Mapping]] = ..., pipeline_stage: _Optional[int] = ...) -> None: ...
+
+class ShardingSpecLevel(_message.Message):
+    __slots__ = ("tensor_name", "device", "index_to_device_group_map", "sharded_dim")
+    TENSOR_NAME_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    INDEX_TO_DEVICE_GROUP_MAP_FIELD_NUMBER: _ClassVar[int]
+    SHARDED_DIM_FIELD_NUMBER: _ClassVar[int]
+    tensor_name: bytes
+    device: _containers.RepeatedScalarFieldContainer[int]
+    index_to_device_group_map: IntListEntryLevel
+    sharded_dim: ShardedDimLevel
+    def __init__(self, tensor_name: _Optional[bytes] = ..., device: _Optional[_Iterable[int]] = ..., index_to_device_group_map: _Optional[_Union[IntListEntryLevel, _Mapping]] = ..., sharded_dim: _Optional[_Union[ShardedDimLevel, _Mapping]] = ...) -> None: ...
+
+class IntListEntryLevel(_message.Message):
+    __slots__ = ("key", "value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: int
+    value: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, key: _Optional[int] = ..., value: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ShardedDimLevel(_message.Message):
+    __slots__ = ("axis", "simple_sharding")
+    AXIS_FIELD_NUMBER: _ClassVar[int]
+    SIMPLE_SHARDING_FIELD_NUMBER: _ClassVar[int]
+    axis: int
+    simple_sharding: SimpleShardedDimLevel
+    def __init__(self, axis: _Optional[int] = ..., simple_sharding: _Optional[_Union[SimpleShardedDimLevel, _Mapping]] = ...) -> None: ...
+
+class SimpleShardedDimLevel(_message.Message):
+    __slots__ = ("dim_value", "dim_param", "num_shards")
+    DIM_VALUE_FIELD_NUMBER: _ClassVar[int]
+    DIM_PARAM_FIELD_NUMBER: _ClassVar[int]
+    NUM_SHARDS_FIELD_NUMBER: _ClassVar[int]
+    dim_value: int
+    dim_param: bytes
+    num_shards: int
+    def __init__(self, dim_value: _Optional[int] = ..., dim_param: _Optional[bytes] = ..., num_shards: _Optional[int] = ...) -> None: ...
 
 class AttributeLevel(_message.Message):
     __slots__ = ("name", "floats", "ints", "t", "g", "tensors", "graphs", "tp", "type_protos", "type", "ref_attr_name", "sparse_tensor", "sparse_tensors")
@@ -143,7 +215,7 @@ class AttributeLevel(_message.Message):
     def __init__(self, name: _Optional[str] = ..., floats: _Optional[_Iterable[float]] = ..., ints: _Optional[_Iterable[int]] = ..., t: _Optional[_Union[TensorLevel, _Mapping]] = ..., g: _Optional[_Iterable[bytes]] = ..., tensors: _Optional[_Union[TensorLevel, _Mapping]] = ..., graphs: _Optional[_Iterable[bytes]] = ..., tp: _Optional[_Union[TypeLevel, _Mapping]] = ..., type_protos: _Optional[_Union[TypeLevel, _Mapping]] = ..., type: _Optional[int] = ..., ref_attr_name: _Optional[str] = ..., sparse_tensor: _Optional[_Union[SparseLevel, _Mapping]] = ..., sparse_tensors: _Optional[_Union[SparseLevel, _Mapping]] = ...) -> None: ...
 
 class TensorLevel(_message.Message):
-    __slots__ = ("dims", "segment", "float_data", "int32_data", "int64_data", "name", "double_data", "uint64_data", "external_data")
+    __slots__ = ("dims", "segment", "float_data", "int32_data", "int64_data", "name", "double_data", "uint64_data", "external_data", "metadata_props")
     DIMS_FIELD_NUMBER: _ClassVar[int]
     SEGMENT_FIELD_NUMBER: _ClassVar[int]
     FLOAT_DATA_FIELD_NUMBER: _ClassVar[int]
@@ -153,6 +225,7 @@ class TensorLevel(_message.Message):
     DOUBLE_DATA_FIELD_NUMBER: _ClassVar[int]
     UINT64_DATA_FIELD_NUMBER: _ClassVar[int]
     EXTERNAL_DATA_FIELD_NUMBER: _ClassVar[int]
+    METADATA_PROPS_FIELD_NUMBER: _ClassVar[int]
     dims: _containers.RepeatedScalarFieldContainer[int]
     segment: SegmentLevel
     float_data: _containers.RepeatedScalarFieldContainer[float]
@@ -162,7 +235,8 @@ class TensorLevel(_message.Message):
     double_data: _containers.RepeatedScalarFieldContainer[float]
     uint64_data: _containers.RepeatedScalarFieldContainer[int]
     external_data: EntryLevel
-    def __init__(self, dims: _Optional[_Iterable[int]] = ..., segment: _Optional[_Union[SegmentLevel, _Mapping]] = ..., float_data: _Optional[_Iterable[float]] = ..., int32_data: _Optional[_Iterable[int]] = ..., int64_data: _Optional[_Iterable[int]] = ..., name: _Optional[str] = ..., double_data: _Optional[_Iterable[float]] = ..., uint64_data: _Optional[_Iterable[int]] = ..., external_data: _Optional[_Union[EntryLevel, _Mapping]] = ...) -> None: ...
+    metadata_props: BytesEntryLevel
+    def __init__(self, dims: _Optional[_Iterable[int]] = ..., segment: _Optional[_Union[SegmentLevel, _Mapping]] = ..., float_data: _Optional[_Iterable[float]] = ..., int32_data: _Optional[_Iterable[int]] = ..., int64_data: _Optional[_Iterable[int]] = ..., name: _Optional[str] = ..., double_data: _Optional[_Iterable[float]] = ..., uint64_data: _Optional[_Iterable[int]] = ..., external_data: _Optional[_Union[EntryLevel, _Mapping]] = ..., metadata_props: _Optional[_Union[BytesEntryLevel, _Mapping]] = ...) -> None: ...
 
 class SegmentLevel(_message.Message):
     __slots__ = ("begin", "end")
@@ -183,28 +257,40 @@ class SparseLevel(_message.Message):
     def __init__(self, values: _Optional[_Union[TensorLevel, _Mapping]] = ..., indices: _Optional[_Union[TensorLevel, _Mapping]] = ..., dims: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ValueLevel(_message.Message):
-    __slots__ = ("name", "type")
+    __slots__ = ("name", "type", "metadata_props")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
+    METADATA_PROPS_FIELD_NUMBER: _ClassVar[int]
     name: str
     type: TypeLevel
-    def __init__(self, name: _Optional[str] = ..., type: _Optional[_Union[TypeLevel, _Mapping]] = ...) -> None: ...
+    metadata_props: BytesEntryLevel
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[_Union[TypeLevel, _Mapping]] = ..., metadata_props: _Optional[_Union[BytesEntryLevel, _Mapping]] = ...) -> None: ...
 
 class TypeLevel(_message.Message):
-    __slots__ = ("tensor_type", "sequence_type", "map_type", "sparse_tensor_type", "optional_type", "denotation")
+    __slots__ = ("tensor_type", "sequence_type", "map_type", "opaque_type", "sparse_tensor_type", "optional_type", "denotation")
     TENSOR_TYPE_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_TYPE_FIELD_NUMBER: _ClassVar[int]
     MAP_TYPE_FIELD_NUMBER: _ClassVar[int]
+    OPAQUE_TYPE_FIELD_NUMBER: _ClassVar[int]
     SPARSE_TENSOR_TYPE_FIELD_NUMBER: _ClassVar[int]
     OPTIONAL_TYPE_FIELD_NUMBER: _ClassVar[int]
     DENOTATION_FIELD_NUMBER: _ClassVar[int]
     tensor_type: TensorTypeLevel
     sequence_type: TypeWrapperLevel
     map_type: MapTypeLevel
+    opaque_type: OpaqueTypeLevel
     sparse_tensor_type: TensorTypeLevel
     optional_type: TypeWrapperLevel
     denotation: str
-    def __init__(self, tensor_type: _Optional[_Union[TensorTypeLevel, _Mapping]] = ..., sequence_type: _Optional[_Union[TypeWrapperLevel, _Mapping]] = ..., map_type: _Optional[_Union[MapTypeLevel, _Mapping]] = ..., sparse_tensor_type: _Optional[_Union[TensorTypeLevel, _Mapping]] = ..., optional_type: _Optional[_Union[TypeWrapperLevel, _Mapping]] = ..., denotation: _Optional[str] = ...) -> None: ...
+    def __init__(self, tensor_type: _Optional[_Union[TensorTypeLevel, _Mapping]] = ..., sequence_type: _Optional[_Union[TypeWrapperLevel, _Mapping]] = ..., map_type: _Optional[_Union[MapTypeLevel, _Mapping]] = ..., opaque_type: _Optional[_Union[OpaqueTypeLevel, _Mapping]] = ..., sparse_tensor_type: _Optional[_Union[TensorTypeLevel, _Mapping]] = ..., optional_type: _Optional[_Union[TypeWrapperLevel, _Mapping]] = ..., denotation: _Optional[str] = ...) -> None: ...
+
+class OpaqueTypeLevel(_message.Message):
+    __slots__ = ("domain", "name")
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    domain: bytes
+    name: bytes
+    def __init__(self, domain: _Optional[bytes] = ..., name: _Optional[bytes] = ...) -> None: ...
 
 class TypeWrapperLevel(_message.Message):
     __slots__ = ("elem_type",)

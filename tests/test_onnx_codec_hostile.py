@@ -4,15 +4,17 @@ the file is refused with a ``SerdeError`` naming it, never an untyped exception.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
 import pytest
 from conftest import run_cli
+from google.protobuf.descriptor import FieldDescriptor
 from onnx import TensorProto, helper, numpy_helper
 
 from graphtools.errors import SerdeError
-from graphtools.proto import onnx_lite_pb2
+from graphtools.proto import onnx_check_pb2, onnx_lite_pb2
 from graphtools.serde.onnx_io import load_onnx_model
 
 
@@ -134,3 +136,73 @@ def test_nodes_and_tensors_are_written_back_as_the_bytes_they_were_loaded_as(
     model = load_onnx_model(out)
     assert model.predict_net.initializers["w"].numpy().tolist() == [1.0, 1.0, 1.0]
     assert [op.type for op in model.predict_net] == ["Add"]
+
+
+_NUMBERS = {
+    FieldDescriptor.TYPE_DOUBLE,
+    FieldDescriptor.TYPE_FLOAT,
+    FieldDescriptor.TYPE_INT64,
+    FieldDescriptor.TYPE_UINT64,
+    FieldDescriptor.TYPE_INT32,
+    FieldDescriptor.TYPE_FIXED64,
+    FieldDescriptor.TYPE_FIXED32,
+    FieldDescriptor.TYPE_BOOL,
+    FieldDescriptor.TYPE_UINT32,
+    FieldDescriptor.TYPE_ENUM,
+    FieldDescriptor.TYPE_SFIXED32,
+    FieldDescriptor.TYPE_SFIXED64,
+    FieldDescriptor.TYPE_SINT32,
+    FieldDescriptor.TYPE_SINT64,
+}
+
+
+def _undeclared(kind: Any, level: Any, seen: set[tuple[str, str]]) -> list[str]:
+    """Fields of onnx message ``kind`` whose contents a full parse decodes (messages, lists
+    of numbers) that the load-time check's ``level`` message does not declare alike."""
+    if (kind.full_name, level.full_name) in seen:
+        return []
+    seen.add((kind.full_name, level.full_name))
+    missing = []
+    for field in kind.fields:
+        is_message = field.type == FieldDescriptor.TYPE_MESSAGE
+        if not is_message and not (field.is_repeated and field.type in _NUMBERS):
+            continue
+        declared = level.fields_by_number.get(field.number)
+        where = f"{kind.full_name}.{field.name}"
+        if declared is None:
+            missing.append(where)
+        elif is_message and field.message_type.full_name == "onnx.GraphProto":
+            if declared.type != FieldDescriptor.TYPE_BYTES:  # graphs are the next level
+                missing.append(where)
+        elif is_message:
+            if declared.type != FieldDescriptor.TYPE_MESSAGE:
+                missing.append(where)
+            else:
+                missing += _undeclared(field.message_type, declared.message_type, seen)
+        elif not declared.is_repeated:
+            missing.append(where)
+    return missing
+
+
+def test_the_load_check_decodes_all_a_full_parse_of_a_graph_would() -> None:
+    """Nodes and tensors are parsed only on demand and written back as their bytes, so the
+    check is the only full look at them: every message and list of numbers a GraphProto can
+    hold (at any depth; graphs held by attributes are the next level) must be declared in
+    ``proto/onnx_check.proto`` for its damage to be refused at load."""
+    assert (
+        _undeclared(onnx.GraphProto.DESCRIPTOR, onnx_check_pb2.GraphLevel.DESCRIPTOR, set()) == []
+    )
+
+
+def test_damage_in_a_node_s_or_tensor_s_metadata_is_refused_at_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cut_short = bytes([0x0A, 0x7F])  # a key field of 127 bytes, holding none
+    node = _NODE + bytes([9 << 3 | 2, len(cut_short)]) + cut_short  # metadata_props (9)
+    weight = _WEIGHT + bytes([0x82, 0x01, len(cut_short)]) + cut_short  # metadata_props (16)
+    for initializer, damaged_node in ((_WEIGHT, node), (weight, _NODE)):
+        path = tmp_path / "damaged.onnx"
+        path.write_bytes(_model_bytes(initializer, damaged_node))
+        code, _, err = run_cli(capsys, "run", str(path), "-o", str(tmp_path / "out.onnx"))
+        assert code == 2, err
+        assert not (tmp_path / "out.onnx").exists()

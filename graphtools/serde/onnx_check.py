@@ -2,10 +2,12 @@
 
 Checked, at every depth (graphs held by attributes, function bodies, training graphs): every
 string the IR turns into ``str`` (op types, domains, value names, node and graph names,
-attribute names, tensor names, symbolic dims, opset domains) is UTF-8; the numbers of tensors
-and attributes decode (the codec parses nodes and tensors only on demand, so this is where a
-damaged one is caught); graphs nest no deeper than ``MAX_NESTING``. A failure is a
-``SerdeError`` naming the file and, for a bad string, the graph, node and field.
+attribute names, tensor names, symbolic dims, opset domains) is UTF-8; every message and list of
+numbers a graph's nodes, tensors and types hold decodes as a full parse would decode it (the
+codec parses nodes and tensors only on demand and writes unchanged ones back as their bytes, so
+this is where a damaged one is caught; ``tests/test_onnx_codec_hostile.py`` holds
+``proto/onnx_check.proto`` to onnx's own messages); graphs nest no deeper than ``MAX_NESTING``.
+A failure is a ``SerdeError`` naming the file and, for a bad string, the graph, node and field.
 
 How: ``proto/onnx_check.proto`` reads one nesting level of a model in one C-level parse, every
 node merged into one message (nothing is allocated per node) while each string is validated as
