@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n graphtools/proto/onnx_lite.proto\x12\x14graphtools.onnx_lite\"\"\n\x11ModelWithRawGraph\x12\r\n\x05graph\x18\x07 \x01(\x0c\"i\n\x11GraphWithRawParts\x12\x0c\n\x04node\x18\x01 \x03(\x0c\x12\x13\n\x0binitializer\x18\x05 \x03(\x0c\x12\r\n\x05input\x18\x0b \x03(\x0c\x12\x0e\n\x06output\x18\x0c \x03(\x0c\x12\x12\n\nvalue_info\x18\r \x03(\x0c\"?\n\x0eGraphNodeNames\x12-\n\x04node\x18\x01 \x03(\x0b\x32\x1f.graphtools.onnx_lite.NodeNames\";\n\tNodeNames\x12\r\n\x05input\x18\x01 \x03(\t\x12\x0e\n\x06output\x18\x02 \x03(\t\x12\x0f\n\x07op_type\x18\x04 \x01(\t\"(\n\x08NodeHead\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0e\n\x06\x64omain\x18\x07 \x01(\t\"I\n\x10GraphTensorHeads\x12\x35\n\x0binitializer\x18\x05 \x03(\x0b\x32 .graphtools.onnx_lite.TensorHead\"1\n\nTensorHead\x12\x0c\n\x04name\x18\x08 \x01(\t\x12\x15\n\rdata_location\x18\x0e \x01(\x05')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n graphtools/proto/onnx_lite.proto\x12\x14graphtools.onnx_lite\"\"\n\x11ModelWithRawGraph\x12\r\n\x05graph\x18\x07 \x01(\x0c\"M\n\x13ModelWithGraphParts\x12\x36\n\x05graph\x18\x07 \x01(\x0b\x32\'.graphtools.onnx_lite.GraphWithRawParts\"i\n\x11GraphWithRawParts\x12\x0c\n\x04node\x18\x01 \x03(\x0c\x12\x13\n\x0binitializer\x18\x05 \x03(\x0c\x12\r\n\x05input\x18\x0b \x03(\x0c\x12\x0e\n\x06output\x18\x0c \x03(\x0c\x12\x12\n\nvalue_info\x18\r \x03(\x0c\"?\n\x0eGraphNodeNames\x12-\n\x04node\x18\x01 \x03(\x0b\x32\x1f.graphtools.onnx_lite.NodeNames\";\n\tNodeNames\x12\r\n\x05input\x18\x01 \x03(\t\x12\x0e\n\x06output\x18\x02 \x03(\t\x12\x0f\n\x07op_type\x18\x04 \x01(\t\"(\n\x08NodeHead\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0e\n\x06\x64omain\x18\x07 \x01(\t\"I\n\x10GraphTensorHeads\x12\x35\n\x0binitializer\x18\x05 \x03(\x0b\x32 .graphtools.onnx_lite.TensorHead\"1\n\nTensorHead\x12\x0c\n\x04name\x18\x08 \x01(\t\x12\x15\n\rdata_location\x18\x0e \x01(\x05')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,16 +33,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_MODELWITHRAWGRAPH']._serialized_start=58
   _globals['_MODELWITHRAWGRAPH']._serialized_end=92
-  _globals['_GRAPHWITHRAWPARTS']._serialized_start=94
-  _globals['_GRAPHWITHRAWPARTS']._serialized_end=199
-  _globals['_GRAPHNODENAMES']._serialized_start=201
-  _globals['_GRAPHNODENAMES']._serialized_end=264
-  _globals['_NODENAMES']._serialized_start=266
-  _globals['_NODENAMES']._serialized_end=325
-  _globals['_NODEHEAD']._serialized_start=327
-  _globals['_NODEHEAD']._serialized_end=367
-  _globals['_GRAPHTENSORHEADS']._serialized_start=369
-  _globals['_GRAPHTENSORHEADS']._serialized_end=442
-  _globals['_TENSORHEAD']._serialized_start=444
-  _globals['_TENSORHEAD']._serialized_end=493
+  _globals['_MODELWITHGRAPHPARTS']._serialized_start=94
+  _globals['_MODELWITHGRAPHPARTS']._serialized_end=171
+  _globals['_GRAPHWITHRAWPARTS']._serialized_start=173
+  _globals['_GRAPHWITHRAWPARTS']._serialized_end=278
+  _globals['_GRAPHNODENAMES']._serialized_start=280
+  _globals['_GRAPHNODENAMES']._serialized_end=343
+  _globals['_NODENAMES']._serialized_start=345
+  _globals['_NODENAMES']._serialized_end=404
+  _globals['_NODEHEAD']._serialized_start=406
+  _globals['_NODEHEAD']._serialized_end=446
+  _globals['_GRAPHTENSORHEADS']._serialized_start=448
+  _globals['_GRAPHTENSORHEADS']._serialized_end=521
+  _globals['_TENSORHEAD']._serialized_start=523
+  _globals['_TENSORHEAD']._serialized_end=572
 # @@protoc_insertion_point(module_scope)

@@ -12,6 +12,12 @@ class ModelWithRawGraph(_message.Message):
     graph: bytes
     def __init__(self, graph: _Optional[bytes] = ...) -> None: ...
 
+class ModelWithGraphParts(_message.Message):
+    __slots__ = ("graph",)
+    GRAPH_FIELD_NUMBER: _ClassVar[int]
+    graph: GraphWithRawParts
+    def __init__(self, graph: _Optional[_Union[GraphWithRawParts, _Mapping]] = ...) -> None: ...
+
 class GraphWithRawParts(_message.Message):
     __slots__ = ("node", "initializer", "input", "output", "value_info")
     NODE_FIELD_NUMBER: _ClassVar[int]

@@ -623,36 +623,54 @@ def net_from_graph(
     each op finds out when first asked).
     """
     raw = onnx_lite_pb2.GraphWithRawParts.FromString(graph.SerializeToString())
-    return _net_from_raw_graph(raw, parent, cx, nested=nested)
+    return _net_from_parts(_GraphParts.of(raw), parent, cx, nested=nested)
 
 
 _CHUNK = 1024
 """Nodes (or initializers) whose names are parsed at a time when loading: bounds the parsed
 messages alive at once."""
+_CHUNK_BYTES = 1 << 20
+"""...and the bytes of a chunk, beyond its first message: a model's big weights are copied
+into a chunk to have their names read, one or a few at a time."""
 _PARTS = ("node", "initializer", "input", "output", "value_info")
 
 
-def _net_from_raw_graph(
-    raw: onnx_lite_pb2.GraphWithRawParts,
-    parent: Net | None,
-    cx: _Context,
-    *,
-    nested: bool | None = None,
-) -> Net:
-    """``net_from_graph`` of a graph parsed as ``GraphWithRawParts`` (emptied here), without
-    building its nodes' and initializers' messages: each op keeps its node's bytes
-    (``_NodeSource``) and each initializer its tensor's (``OnnxTensor.loaded``); only names
-    are read, a chunk at a time."""
-    with paused_gc():
-        nodes = list(raw.node)
+@dataclass
+class _GraphParts:
+    """A serialized GraphProto split into its nodes' and initializers' bytes, its declared
+    values and the rest (the header), with nothing else of it kept: the parse that split it
+    (a copy of the graph) is freed before the IR is built."""
+
+    nodes: list[bytes]
+    initializers: list[bytes]
+    declared: dict[str, list[onnx.ValueInfoProto]]
+    header: onnx.GraphProto
+
+    @classmethod
+    def of(cls, raw: onnx_lite_pb2.GraphWithRawParts) -> _GraphParts:
+        """The parts of ``raw`` (emptied: it keeps its header fields only)."""
         declared = {
             part: [onnx.ValueInfoProto.FromString(info) for info in getattr(raw, part)]
             for part in ("input", "output", "value_info")
         }
-        initializers = _initializers(list(raw.initializer), cx)
+        nodes, initializers = list(raw.node), list(raw.initializer)
         for part in _PARTS:
             raw.ClearField(part)
-        header = onnx.GraphProto.FromString(raw.SerializeToString())
+        return cls(
+            nodes, initializers, declared, onnx.GraphProto.FromString(raw.SerializeToString())
+        )
+
+
+def _net_from_parts(
+    parts: _GraphParts, parent: Net | None, cx: _Context, *, nested: bool | None = None
+) -> Net:
+    """``net_from_graph`` of a graph's parts, without building its nodes' and initializers'
+    messages: each op keeps its node's bytes (``_NodeSource``) and each initializer its
+    tensor's (``OnnxTensor.loaded``); only names are read, a chunk at a time."""
+    with paused_gc():
+        nodes, header, declared = parts.nodes, parts.header, parts.declared
+        initializers = _initializers(parts.initializers, cx)
+        parts.initializers = []  # the tensors hold their bytes now
         types: dict[str, ValueType] = {}
         for infos in declared.values():
             for info in infos:
@@ -681,10 +699,16 @@ def _net_from_raw_graph(
 
 def _chunks_of(parts: list[bytes], field_name: str, kind: Any) -> Iterator[Any]:
     """The records of ``parts`` (serialized messages of a GraphProto's ``field_name``) as
-    ``kind`` (a lite graph declaring only that field) parses them, a chunk at a time."""
-    for first in range(0, len(parts), _CHUNK):
-        tagged = onnx_lite_pb2.GraphWithRawParts(**{field_name: parts[first : first + _CHUNK]})
+    ``kind`` (a lite graph declaring only that field) parses them, a chunk at a time (at most
+    ``_CHUNK`` messages, and ``_CHUNK_BYTES`` beyond the first)."""
+    # Bytes up to and including each part.
+    ends = np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)))
+    first = 0
+    while first < len(parts):
+        end = min(first + _CHUNK, int(np.searchsorted(ends, ends[first] + _CHUNK_BYTES, "right")))
+        tagged = onnx_lite_pb2.GraphWithRawParts(**{field_name: parts[first:end]})
         yield getattr(kind.FromString(tagged.SerializeToString()), field_name)
+        first = end
 
 
 def _initializers(parts: list[bytes], cx: _Context) -> dict[str, Tensor]:
@@ -820,22 +844,23 @@ def model_from_onnx_bytes(
     where = None if path is None else Path(path)
     probe = probe_onnx(data, where)
     try:
-        lite = onnx_lite_pb2.ModelWithRawGraph.FromString(data)
-        if not lite.HasField("graph"):
-            raise SerdeError(where, "not an ONNX model: it holds no graph")
-        # The graph's bytes are a copy of most of the file: parsed into their parts at once
-        # and dropped, so the copy is freed before the IR is built.
-        graph = onnx_lite_pb2.GraphWithRawParts.FromString(lite.graph)
+        # One parse splits the file into the graph's parts and the rest; the parse (a copy of
+        # most of the file) is dropped before the IR is built.
+        lite = onnx_lite_pb2.ModelWithGraphParts.FromString(data)
     except message.DecodeError as exc:
         raise SerdeError(where, f"not an ONNX model: {exc}") from exc
+    if not lite.HasField("graph"):
+        raise SerdeError(where, "not an ONNX model: it holds no graph")
+    parts = _GraphParts.of(lite.graph)
     lite.ClearField("graph")
     header = onnx.ModelProto.FromString(lite.SerializeToString())
+    del lite
     if header.ir_version == 0 and not len(header.opset_import):
         raise SerdeError(where, "not an ONNX model: no IR version and no opset imports")
     opsets = _opsets(header)
     base = Path(base_dir) if base_dir is not None else (None if where is None else where.parent)
-    net = _net_from_raw_graph(
-        graph, None, _Context(base, where), nested=None if probe.nested else False
+    net = _net_from_parts(
+        parts, None, _Context(base, where), nested=None if probe.nested else False
     )
     return Model(net, predict_path=where, opset_imports=opsets, header=header)
 
