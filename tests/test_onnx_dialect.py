@@ -96,6 +96,51 @@ def test_external_data_of_dropped_tensors_is_left_behind(tmp_path: Path) -> None
     assert len(loaded.graph.initializer) == 2
 
 
+def test_a_branch_s_external_tensor_moves_with_its_data_file(tmp_path: Path) -> None:
+    """A data file written anew with fewer tensors moves the others: an unchanged If whose
+    branch holds one is written with the branch's tensor at its new offset."""
+    import onnxruntime
+    from onnx.external_data_helper import convert_model_to_external_data
+
+    from graphtools.pass_infra import PassManager
+
+    value = helper.make_tensor_value_info
+    unused = numpy_helper.from_array(np.full(64, 7.0, np.float32), "unused")
+    bias = numpy_helper.from_array(np.arange(64, dtype=np.float32) + 100, "bias")
+    then_branch = helper.make_graph(
+        [helper.make_node("Add", ["x", "bias"], ["t"])],
+        "then",
+        [],
+        [value("t", TensorProto.FLOAT, [64])],
+        [bias],
+    )
+    else_branch = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["e"])],
+        "else",
+        [],
+        [value("e", TensorProto.FLOAT, [64])],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("If", ["cond"], ["z"], then_branch=then_branch, else_branch=else_branch)],
+        "main",
+        [value("x", TensorProto.FLOAT, [64]), value("cond", TensorProto.BOOL, [])],
+        [value("z", TensorProto.FLOAT, [64])],
+        [unused],  # first in the data file: dropping it moves the branch's tensor
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    convert_model_to_external_data(model, location="w.data", size_threshold=0)
+    (tmp_path / "in").mkdir()
+    onnx.save(model, str(tmp_path / "in" / "m.onnx"))
+    loaded = load_onnx_model(tmp_path / "in" / "m.onnx")
+    PassManager.parse("remove-unused-params")(loaded)
+    (tmp_path / "out").mkdir()
+    save_onnx_model(loaded, tmp_path / "out" / "m.onnx")
+    assert (tmp_path / "out" / "w.data").stat().st_size == 64 * 4
+    feeds = {"x": np.zeros(64, np.float32), "cond": np.array(True)}
+    session = onnxruntime.InferenceSession(str(tmp_path / "out" / "m.onnx"))
+    np.testing.assert_array_equal(session.run(None, feeds)[0], np.arange(64) + 100)
+
+
 def test_saving_never_overwrites_another_models_data_file(tmp_path: Path) -> None:
     from graphtools.pass_infra import PassManager
 

@@ -577,6 +577,10 @@ def node_to_proto(op: Op, write_tensor: TensorWriter | None = None) -> onnx.Node
     """
     source = _source_node(op)
     changed = op.changed_fields()
+    if write_tensor not in (None, tensor_bytes) and op.has_nested_nets():
+        # The writer may move tensors (external data written anew): the graphs' initializers
+        # must be written through it, not as the node held them.
+        changed = changed | {"args"}
     if source is not None and not changed:
         return source
     for key in changed - _ONNX_OP_FIELDS:
