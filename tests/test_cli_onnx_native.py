@@ -420,6 +420,68 @@ def test_an_input_the_checker_rejects_is_a_warning(
     assert [n.op_type for n in written.graph.node] == ["MatMul", "NoSuchOp"]
 
 
+def test_the_input_check_runs_while_the_model_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checker's child is at work when the load starts (the two overlap), and its verdict
+    still reaches the run."""
+    import multiprocessing
+
+    from graphtools.cli import onnx_run
+
+    model = onnx.load(str(_mlp(tmp_path / "m.onnx")))
+    model.graph.node[2].op_type = "NoSuchOp"
+    source = _save(model, tmp_path / "bad.onnx")
+    children_at_load: list[int] = []
+    load = onnx_run.load_onnx_file
+
+    def watched_load(path: str) -> Model:
+        children_at_load.append(len(multiprocessing.active_children()))
+        return load(path)
+
+    monkeypatch.setattr(onnx_run, "load_onnx_file", watched_load)
+    code, out, _ = run_cli(capsys, "run", str(source), "-o", str(tmp_path / "o.onnx"), "--json")
+    assert code == 0
+    assert children_at_load == [1]
+    assert "NoSuchOp" in json.loads(out)["checker"]["input"]
+    assert not multiprocessing.active_children()
+
+
+def test_a_failed_run_stops_the_input_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that fails after the input check started (here: the load) leaves no child at
+    work, however long the check would take."""
+    import multiprocessing
+    import time
+
+    from graphtools.cli import onnx_files
+
+    monkeypatch.setattr(onnx_files, "_check", lambda source: time.sleep(60))
+    source = tmp_path / "broken.onnx"
+    source.write_bytes(b"\x08\x07" + b"\xff" * 40)
+    start = time.monotonic()
+    code, _, err = run_cli(capsys, "run", str(source), "-o", str(tmp_path / "o.onnx"))
+    assert code == 2
+    assert_one_error_line(err, str(source))
+    assert not multiprocessing.active_children()
+    assert time.monotonic() - start < 30  # did not wait for the check
+
+
+def test_a_cancelled_pending_child_is_stopped() -> None:
+    """``Pending.cancel`` kills a child still at work; a result asked for comes back."""
+    import time
+
+    from graphtools.cli.onnx_files import Pending
+
+    with Pending(time.sleep, 60) as slow:
+        pass
+    assert slow.result() == ("cancelled", None)
+    with Pending(pow, 2, 10) as quick:
+        assert quick.result() == (None, 1024)
+    assert quick.result() == (None, 1024)  # leaving the block keeps the result
+
+
 # -- verify and exec ------------------------------------------------------------------------------
 
 

@@ -19,7 +19,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from graphtools.errors import SerdeError
 from graphtools.ir import Model
@@ -35,6 +35,8 @@ _T = TypeVar("_T")
 
 __all__ = [
     "ONNX_SUFFIX",
+    "InputCheck",
+    "Pending",
     "checker_problem",
     "inferred_types",
     "is_onnx_file",
@@ -132,13 +134,36 @@ def checker_problem(
     from graphtools.serde.onnx_codec import external_tensors
 
     if isinstance(files, Path):
-        source: str | bytes = str(files)
-    elif len(files) == 1 and (model is None or not external_tensors(model)):
-        source = files[0][1]
-    else:
-        with tempfile.TemporaryDirectory(prefix="graphtools-check-") as folder:
-            return checker_problem(_staged(files, model, Path(folder)))
-    crashed, verdict = isolated(_check, source)
+        return InputCheck(files).problem()
+    if len(files) == 1 and (model is None or not external_tensors(model)):
+        return _verdict(isolated(_check, files[0][1]))
+    with tempfile.TemporaryDirectory(prefix="graphtools-check-") as folder:
+        return checker_problem(_staged(files, model, Path(folder)))
+
+
+class InputCheck:
+    """onnx's checker on a model file, started at once in a child process (``Pending``):
+    started before the file is loaded, it runs while graphtools loads and rewrites the model
+    (the checker's full check is about as long as load and pipeline together), and costs
+    only the wait for what is left of it when ``problem`` is asked. Use it as a context
+    manager, so that a run that fails stops the child."""
+
+    def __init__(self, path: Path) -> None:
+        self._pending = Pending(_check, str(path))
+
+    def problem(self) -> str | None:
+        """The checker's verdict, as ``checker_problem`` gives it; waits for the child."""
+        return _verdict(self._pending.result())
+
+    def __enter__(self) -> InputCheck:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._pending.cancel()
+
+
+def _verdict(outcome: tuple[str | None, str | None]) -> str | None:
+    crashed, verdict = outcome
     return f"onnx's checker crashed on the model ({crashed})" if crashed else verdict
 
 
@@ -192,6 +217,70 @@ def _child(fn: Callable[..., Any], args: tuple[Any, ...], writer: Connection) ->
     writer.close()
 
 
+class Pending(Generic[_T]):
+    """``fn(*args)`` at work in a forked child (where fork exists; else computed here when
+    asked): started now, so that it runs beside what this process does meanwhile (the
+    machine's other core), and collected by ``result``.
+
+    ``cancel`` (or leaving its ``with`` block without having asked for the result) kills a
+    child still at work: a command that fails does not leave it running.
+    """
+
+    def __init__(self, fn: Callable[..., _T], *args: Any) -> None:
+        import multiprocessing  # here: a command that checks no ONNX file does not load it
+
+        self._fn, self._args = fn, args
+        self._outcome: tuple[str | None, _T | None] | None = None
+        self._child: Any = None
+        self._reader: Connection | None = None
+        if "fork" not in multiprocessing.get_all_start_methods():
+            return
+        context = multiprocessing.get_context("fork")
+        reader, writer = context.Pipe(duplex=False)
+        self._child = context.Process(target=_child, args=(fn, args, writer), daemon=True)
+        self._child.start()
+        writer.close()
+        self._reader = reader
+
+    def result(self) -> tuple[str | None, _T | None]:
+        """``(None, fn(*args))``, or ``(how the child crashed, None)``; waits for the child."""
+        if self._outcome is None:
+            self._outcome = self._collect()
+        return self._outcome
+
+    def _collect(self) -> tuple[str | None, _T | None]:
+        if self._child is None:
+            return None, self._fn(*self._args)
+        assert self._reader is not None
+        try:
+            result: _T | None = self._reader.recv()
+        except EOFError:  # the child died before it could answer
+            result = None
+        finally:
+            self._reader.close()
+            self._child.join()
+        code = self._child.exitcode or 0
+        if code != 0:
+            return (f"signal {-code}" if code < 0 else f"exit status {code}"), None
+        return None, result
+
+    def cancel(self) -> None:
+        """Stop the child if it is still at work (its result is no longer wanted)."""
+        if self._outcome is not None or self._child is None:
+            return
+        self._outcome = ("cancelled", None)
+        self._child.kill()
+        self._child.join()
+        assert self._reader is not None
+        self._reader.close()
+
+    def __enter__(self) -> Pending[_T]:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.cancel()
+
+
 def isolated(fn: Callable[..., _T], *args: Any) -> tuple[str | None, _T | None]:
     """``(None, fn(*args))`` computed in a forked child (where fork exists; else here), or
     ``(how it crashed, None)``.
@@ -199,26 +288,7 @@ def isolated(fn: Callable[..., _T], *args: Any) -> tuple[str | None, _T | None]:
     onnx's C++ code (the checker's shape inference) dies with a segmentation fault on some
     damaged models; that is not an exception, and it must not take the command down.
     """
-    import multiprocessing  # here: a command that checks no ONNX file does not load it
-
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return None, fn(*args)
-    context = multiprocessing.get_context("fork")
-    reader, writer = context.Pipe(duplex=False)
-    child = context.Process(target=_child, args=(fn, args, writer), daemon=True)
-    child.start()
-    writer.close()
-    try:
-        result: _T | None = reader.recv()
-    except EOFError:  # the child died before it could answer
-        result = None
-    finally:
-        reader.close()
-        child.join()
-    code = child.exitcode or 0
-    if code != 0:
-        return (f"signal {-code}" if code < 0 else f"exit status {code}"), None
-    return None, result
+    return Pending(fn, *args).result()
 
 
 def _staged(files: Sequence[tuple[Path, bytes]], model: Model | None, folder: Path) -> Path:

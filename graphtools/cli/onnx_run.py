@@ -33,6 +33,7 @@ from graphtools.cli.diff import render_diff
 from graphtools.cli.onnx_diff import add_initializer_changes
 from graphtools.cli.onnx_files import (
     ONNX_SUFFIX,
+    InputCheck,
     checker_problem,
     inferred_types,
     load_onnx_file,
@@ -192,8 +193,22 @@ def run_onnx_model(
     out: Output,
     after_pass: Callable[[PassRecord, Model], None] | None = None,
 ) -> int:
-    """``run`` on one ONNX model file; ``after_pass`` is ``--print-after-each``'s printer."""
+    """``run`` on one ONNX model file; ``after_pass`` is ``--print-after-each``'s printer.
+
+    onnx's checker reads the input in a child process started before the load, so that it
+    works while the model is loaded and rewritten (``InputCheck``).
+    """
     check_run_options(options)
+    with InputCheck(Path(options.inputs[0])) as input_check:
+        return _run_model(options, out, after_pass, input_check)
+
+
+def _run_model(
+    options: argparse.Namespace,
+    out: Output,
+    after_pass: Callable[[PassRecord, Model], None] | None,
+    input_check: InputCheck,
+) -> int:
     path = options.inputs[0]
     model = load_onnx_file(path)
     manager = onnx_manager(options.pipeline, options.steps)
@@ -204,7 +219,6 @@ def run_onnx_model(
     inputs = model_files(model)
     if not options.in_place and target.resolve() in inputs:
         raise UsageError(f"refusing to overwrite the input {target}; pass --in-place to do that")
-    input_problem = checker_problem(Path(path))
     before = model.copy() if options.diff else None
     census = optimize_report.census(model, optimize_report.input_sizes(model))
     ran = optimize_report.run_stages(
@@ -226,6 +240,7 @@ def run_onnx_model(
     files = output_files(model, target, external_data=options.external_data)
     if not options.in_place:
         _refuse_overwrite(files, inputs)
+    input_problem = input_check.problem()
     checker = _checked(model, files, input_problem, out)
     written = _write(files)
     opsets = ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in model.opset_imports.items())
@@ -255,13 +270,20 @@ def run_onnx_model(
 
 
 def run_onnx_batch_one(model: Model, ref: ModelRef, settings: dict[str, Any]) -> batch.BatchResult:
-    """One ONNX model of a ``run`` batch, written to ``OUTDIR/NAME/<file name>``."""
+    """One ONNX model of a ``run`` batch, written to ``OUTDIR/NAME/<file name>``; onnx's
+    checker reads the input while the pipeline runs."""
+    with InputCheck(Path(ref.path)) as input_check:
+        return _run_batch_model(model, ref, settings, input_check)
+
+
+def _run_batch_model(
+    model: Model, ref: ModelRef, settings: dict[str, Any], input_check: InputCheck
+) -> batch.BatchResult:
     manager = onnx_manager(settings["pipeline"], settings["steps"])
     if settings["outputs"]:
         declare_outputs(model, settings["outputs"])
     before = sum(1 for net in model.nets() for _ in net)
     inputs = model_files(model)
-    input_problem = checker_problem(Path(ref.path))
     ran = optimize_report.run_stages(
         model, manager, opset=settings["opset"], dynamic_batch=settings["dynamic_batch"]
     )
@@ -269,6 +291,7 @@ def run_onnx_batch_one(model: Model, ref: ModelRef, settings: dict[str, Any]) ->
     target = Path(settings["output"]) / ref.name / Path(ref.path).name
     files = output_files(model, target, external_data=settings["external_data"])
     _refuse_overwrite(files, inputs)
+    input_problem = input_check.problem()
     checker = _checked(model, files, input_problem, None)
     written = _write(files)
     after = sum(1 for net in model.nets() for _ in net)
