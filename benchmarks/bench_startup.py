@@ -1,0 +1,111 @@
+"""Start-up benchmark: the whole process of short commands, as a batch over a folder pays it
+once per model.
+
+Each command runs ``--repeats`` times (default 7) as a fresh process and keeps its fastest
+wall time:
+
+* ``python -c pass`` (the interpreter's floor) and ``python -c "import onnx"`` (the floor of
+  any command that reads an ONNX model: onnx imports numpy, protobuf and ml_dtypes);
+* ``graphtools --version``, ``graphtools show`` of the bundled Caffe2 fixture
+  (``fixtures/models/tiny_export``), ``show`` and ``run -p default`` of a 100-node
+  synthetic ONNX model (``synth_onnx.py``).
+
+Printed with the ratio of each command to the floor its work needs (the interpreter for the
+Caffe2 commands, ``import onnx`` for the ONNX ones), and the import time of ml_dtypes as this
+environment has it (0.7.0 took 0.55 s: the reason for pyproject's ``ml_dtypes!=0.7.0``).
+
+    python benchmarks/bench_startup.py
+    python benchmarks/bench_startup.py --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from _common import format_table
+from synth_onnx import make_synthetic_onnx, write_model
+
+ROOT = Path(__file__).resolve().parent.parent
+CAFFE2_FIXTURE = ROOT / "fixtures" / "models" / "tiny_export"
+SMALL_ONNX_NODES = 100
+
+
+def fastest(command: Sequence[str], repeats: int) -> float:
+    """The fastest wall time of ``command`` over ``repeats`` fresh processes.
+
+    Raises:
+        RuntimeError: the command failed (its error output is in the message).
+    """
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        elapsed = time.perf_counter() - start
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)} failed: {done.stderr.strip()}")
+        best = min(best, elapsed)
+    return best
+
+
+def ml_dtypes_import_seconds() -> tuple[str, float]:
+    """ml_dtypes' version and the time its import takes once numpy is imported (fresh
+    process)."""
+    code = (
+        "import time, numpy; start = time.perf_counter(); import ml_dtypes; "
+        "print(ml_dtypes.__version__, time.perf_counter() - start)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    version, seconds = done.stdout.split()
+    return version, float(seconds)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7, help="fresh processes per command")
+    options = parser.parse_args()
+    python = sys.executable
+    graphtools = [python, "-m", "graphtools"]
+    with tempfile.TemporaryDirectory(prefix="bench-startup-") as folder:
+        small = write_model(make_synthetic_onnx(SMALL_ONNX_NODES), Path(folder) / "small.onnx")
+        out = Path(folder) / "out"
+        floors = {
+            "python": fastest([python, "-c", "pass"], options.repeats),
+            "import onnx": fastest([python, "-c", "import onnx"], options.repeats),
+        }
+        commands = [
+            ("graphtools --version", [*graphtools, "--version"], "python"),
+            (
+                "graphtools show (Caffe2 fixture)",
+                [*graphtools, "show", str(CAFFE2_FIXTURE)],
+                "python",
+            ),
+            (
+                f"graphtools show ({SMALL_ONNX_NODES}-node ONNX)",
+                [*graphtools, "show", str(small)],
+                "import onnx",
+            ),
+            (
+                f"graphtools run ({SMALL_ONNX_NODES}-node ONNX)",
+                [*graphtools, "run", str(small), "-o", str(out), "-q"],
+                "import onnx",
+            ),
+        ]
+        rows = [[name, f"{seconds:.3f}s", "", ""] for name, seconds in floors.items()]
+        for name, command, floor in commands:
+            seconds = fastest(command, options.repeats)
+            rows.append([name, f"{seconds:.3f}s", floor, f"{seconds / floors[floor]:.1f}x"])
+    version, seconds = ml_dtypes_import_seconds()
+    print(f"Fresh processes, fastest of {options.repeats}; ratio to the floor each command needs")
+    print(format_table(["command", "seconds", "floor", "ratio"], rows))
+    print(f"ml_dtypes {version}: import {seconds * 1000:.0f} ms after numpy")
+
+
+if __name__ == "__main__":
+    main()
