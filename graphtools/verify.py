@@ -14,12 +14,16 @@ Rules, in Caffe2's terms:
   write blob), so such a net has no undefined reads.
 * **missing-output**: an external output that no op of the net writes and that is not an
   external input (declared, or implicit as above) nor an init_net output.
-* **rewritten-value** (ONNX): a value written by two ops, or written by an op although it is
-  a graph input or an initializer. ONNX graphs are single-assignment.
+* **rewritten-value** (ONNX): a value written twice (by two ops, or twice by one), or written
+  by an op although it is a graph input or an initializer. ONNX graphs are single-assignment.
 
 A net's initializers (ONNX) count as defined, like its external inputs. An ONNX graph declares
-its inputs even when it has none (its reads are never implicit), and a sub-graph's writes stay
-its own; the empty name is no value and is never checked.
+its inputs even when it has none (its reads are never implicit, nor do they declare an output),
+and a sub-graph's writes stay its own. The empty name is no value, in both dialects (as in the
+SSA view, ``graphtools.ssa.NO_VALUE``): reading it reads nothing, listing it as an output
+writes nothing, and an external output so named is never produced (onnx's checker refuses it
+too). The answer is the same whether it is read off a net's SSA view (in a pass manager) or
+found by walking the ops.
 
 Nested nets (``If``'s ``then_net``, ``Do``'s ``net``, ``RecurrentNetwork``'s ``step_net``) are
 checked too, with one simple scoping rule: a nested net held by op ``i`` sees, besides its own
@@ -142,24 +146,30 @@ class _InitOutputs:
 
     def __init__(self, init: Net | None, written: AbstractSet[str] | None) -> None:
         self._init = init
+        if written is not None and NO_VALUE in written:
+            written = written - {NO_VALUE}  # listing the empty name writes no value
         self._written = written
 
     def __bool__(self) -> bool:
         if self._written is not None:
             return bool(self._written)
-        return self._init is not None and any(map(_OUTPUTS, self._init))
+        names = chain.from_iterable(map(_OUTPUTS, self._init or ()))
+        return any(filter(None, names))  # the first op's outputs, as a rule
 
     def written_among(self, names: Iterable[str]) -> set[str]:
-        """Those of ``names`` that the init_net writes."""
+        """Those of ``names`` that the init_net writes (never the empty name: no value)."""
         if self._written is not None:
             return {name for name in names if name in self._written}
-        return set() if self._init is None else self._init.written_among(names)
+        found = set() if self._init is None else self._init.written_among(names)
+        found.discard(NO_VALUE)
+        return found
 
     def as_set(self) -> AbstractSet[str]:
         """Every blob the init_net writes."""
         if self._written is not None:
             return self._written
-        return frozenset() if self._init is None else self._init.written_names()
+        written = frozenset() if self._init is None else self._init.written_names()
+        return written - {NO_VALUE} if NO_VALUE in written else written
 
 
 def _predict_report(net: Net, init_outputs: _InitOutputs) -> list[Finding]:
@@ -175,7 +185,7 @@ def _init_report(net: Net) -> tuple[list[Finding], AbstractSet[str] | None]:
     if not net.external_inputs:
         # The common init_net: fill ops, no inputs, each external output written in order.
         outputs = list(chain.from_iterable(map(_OUTPUTS, net)))
-        if outputs == list(net.external_outputs):
+        if outputs == list(net.external_outputs) and NO_VALUE not in outputs:
             return findings, None  # nothing is missing; the outputs' set is left unbuilt
     return findings, _check_flat_net(net, "init_net", set(), findings)
 
@@ -219,7 +229,7 @@ def _findings_from_view(net: Net, path: str, init_outputs: _InitOutputs) -> list
         unproduced = [name for name in unproduced if name not in filled]
     if unproduced:
         declared = set(net.external_inputs)
-        if not declares_inputs:  # a read declares the blob implicitly
+        if not declares_inputs and net.dialect != ONNX:  # a read declares the blob implicitly
             declared = view.read_names(unproduced)
         findings += [_missing(path, name, init_note) for name in unproduced if name not in declared]
     if net.dialect == ONNX:
@@ -310,22 +320,22 @@ def _check_flat_net(
     known = outer_defined if check_later else set(external_inputs)
     if held:
         known = set(known) | held
-    known = known | {NO_VALUE} if onnx else known
     written: set[str] = set()
     suspects: list[tuple[int, str, str]] = []
     rewrites: list[tuple[int, str, str]] = []
     with paused_gc():
         for index, op in enumerate(net):
             for name in op.inputs:
-                if name not in written and name not in known:
+                if name not in written and name not in known and name:  # "": no value
                     suspects.append((index, op.type, name))
             if onnx:
-                rewrites.extend(
-                    (index, op.type, name)
-                    for name in op.outputs
-                    if name and (name in written or name in held or name in declared_inputs)
-                )
-            written.update(op.outputs)
+                for name in op.outputs:  # one at a time: an op writing a value twice, too
+                    if name and (name in written or name in held or name in declared_inputs):
+                        rewrites.append((index, op.type, name))
+                    written.add(name)
+            else:
+                written.update(op.outputs)
+    written.discard(NO_VALUE)  # listing the empty name writes no value
     unproduced = [n for n in net.external_outputs if n not in written and n not in known]
     if check_later and (suspects or unproduced):
         leftover = {name for _, _, name in suspects}.union(unproduced)
@@ -347,6 +357,8 @@ def _check_implicit_net(
     writes or reads it; the reads are scanned only for the outputs nothing writes.
     """
     written = net.written_names()
+    if NO_VALUE in written:
+        written = written - {NO_VALUE}  # listing the empty name writes no value
     unproduced = [
         name
         for name in filterfalse(written.__contains__, net.external_outputs)
@@ -354,6 +366,7 @@ def _check_implicit_net(
     ]
     if unproduced:
         read = set(unproduced).intersection(chain.from_iterable(map(_INPUTS, net)))
+        read.discard(NO_VALUE)  # nor does reading it declare one
         findings += [_missing(path, name, init_note) for name in unproduced if name not in read]
     return written
 
@@ -390,17 +403,19 @@ def _check_net(
                     nested_writes |= inner
             written |= nested_writes
         if onnx:
-            findings += [
-                _rewritten(path, index, op.type, name)
-                for name in op.outputs
-                if name and (name in written or name in scope.defined)
-            ]
-        written.update(op.outputs)
+            for name in op.outputs:  # one at a time: an op writing a value twice, too
+                if name and (name in written or name in scope.defined):
+                    findings.append(_rewritten(path, index, op.type, name))
+                written.add(name)
+        else:
+            written.update(op.outputs)
+    written.discard(NO_VALUE)  # the empty name is no value: never written, nor declared
+    read.discard(NO_VALUE)
     defined = scope.defined
     for name in net.external_outputs:
         if name in written or name in defined or name in read:
             continue
-        if parent is not None and parent.visible(name):
+        if name and parent is not None and parent.visible(name):
             continue
         findings.append(_missing(path, name, init_note))
     return written

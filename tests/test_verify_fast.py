@@ -1,7 +1,9 @@
 """verify's flat-net check: exactly the findings of a plain walk over the ops, in the same order.
 
 ``_check_flat_net`` does not build the union of external inputs and init_net outputs and skips
-the walk for nets declaring no inputs; these tests hold it to the straightforward algorithm.
+the walk for nets declaring no inputs, and a pass manager's verify reads the findings off the
+SSA view instead; these tests hold both to the straightforward algorithm, in both dialects,
+with the empty name (no value) among the names.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from graphtools._core import CAFFE2, ONNX
 from graphtools.ir import Model, Net, Op
 from graphtools.serde.codec import model_from_netdefs
-from graphtools.verify import MISSING_OUTPUT, UNDEFINED_BLOB, Finding, verify
+from graphtools.verify import MISSING_OUTPUT, REWRITTEN_VALUE, UNDEFINED_BLOB, Finding, verify
 
 _SYNTH_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "synth.py"
 _spec = importlib.util.spec_from_file_location("synth", _SYNTH_PATH)
@@ -28,26 +31,40 @@ Key = tuple[str, str, int | None, str | None, str, bool]
 
 
 def _reference(net: Net, path: str, outer: set[str]) -> tuple[list[Key], set[str]]:
-    """The plain walk: each read neither written before nor defined, then missing outputs.
+    """The plain walk: each read neither written before nor defined, then missing outputs,
+    then (ONNX) values written twice.
 
-    A net declaring no external inputs declares every blob it reads. A key ends with whether
-    the message should mention the init_net (exactly when init_net outputs are in scope).
+    A Caffe2 net declaring no external inputs declares every blob it reads; an ONNX graph
+    declares only its inputs. The empty name is no value (``NO_VALUE``): reading it reads
+    nothing, an op listing it writes nothing, and an external output so named is never
+    produced. A key ends with whether the message should mention the init_net (exactly when
+    init_net outputs are in scope).
     """
-    declares = bool(net.external_inputs)
+    onnx = net.dialect == ONNX
+    declares = bool(net.external_inputs) or onnx
     defined = set(net.external_inputs) | outer
     written: set[str] = set()
     read: set[str] = set()
     keys: list[Key] = []
+    rewrites: list[Key] = []
     for index, op in enumerate(net):
         for name in op.inputs:
+            if not name:
+                continue
             if declares and name not in written and name not in defined:
-                keys.append((UNDEFINED_BLOB, path, index, op.type, name, bool(outer)))
+                keys.append((UNDEFINED_BLOB, path, index, op.type, name, False))
             read.add(name)
-        written.update(op.outputs)
+        for name in op.outputs:
+            if not name:
+                continue
+            if onnx and (name in written or name in net.external_inputs):
+                rewrites.append((REWRITTEN_VALUE, path, index, op.type, name, False))
+            written.add(name)
+    keys = [(*key[:5], bool(outer)) for key in keys]
     for name in net.external_outputs:
         if name not in written and name not in defined and (declares or name not in read):
             keys.append((MISSING_OUTPUT, path, None, None, name, bool(outer)))
-    return keys, written
+    return keys + rewrites, written
 
 
 def _reference_model(model: Model) -> list[Key]:
@@ -66,8 +83,8 @@ def _keys(findings: list[Finding]) -> list[Key]:
 
 # A small pool makes in-place ops, repeated reads and outputs listed twice common; "ghost" and
 # "phantom" are only ever declared, never read or written by an op.
-_NAMES = st.sampled_from(["a", "b", "c", "d", "e", "w", "x"])
-_DECLARED = st.sampled_from(["a", "b", "c", "d", "e", "w", "x", "ghost", "phantom"])
+_NAMES = st.sampled_from(["a", "b", "c", "d", "e", "w", "x", ""])
+_DECLARED = st.sampled_from(["a", "b", "c", "d", "e", "w", "x", "", "ghost", "phantom"])
 
 
 @st.composite
@@ -87,10 +104,11 @@ def _ops(draw: st.DrawFn, max_ops: int = 8) -> list[Op]:
 
 
 @st.composite
-def _flat_nets(draw: st.DrawFn) -> Net:
+def _flat_nets(draw: st.DrawFn, dialects: tuple[str, ...] = (CAFFE2,)) -> Net:
     external_inputs = draw(st.one_of(st.just([]), st.lists(_DECLARED, min_size=1, max_size=4)))
     external_outputs = draw(st.lists(_DECLARED, max_size=4))
-    return Net(draw(_ops()), external_inputs, external_outputs)
+    dialect = draw(st.sampled_from(dialects))
+    return Net(draw(_ops()), external_inputs, external_outputs, dialect=dialect)
 
 
 @st.composite
@@ -116,6 +134,24 @@ def test_flat_net_findings_match_the_plain_walk(net: Net) -> None:
 def test_model_findings_match_the_plain_walk(predict: Net, init: Net | None) -> None:
     model = Model(predict, init)
     assert _keys(verify(model)) == _reference_model(model)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_flat_nets(dialects=(ONNX,)))
+def test_onnx_graph_findings_match_the_plain_walk(net: Net) -> None:
+    assert _keys(verify(Model(net))) == _reference(net, "predict_net", set())[0]
+
+
+@settings(max_examples=400, deadline=None)
+@given(_flat_nets(dialects=(CAFFE2, ONNX)), st.booleans())
+def test_onnx_and_caffe2_findings_from_the_ssa_view_match_the_plain_walk(
+    predict: Net, derived: bool
+) -> None:
+    predict.ssa()
+    if derived and len(predict):
+        predict.remove_ops([len(predict) - 1])
+    assert predict.ssa_is_cheap()
+    assert _keys(verify(Model(predict))) == _reference(predict, "predict_net", set())[0]
 
 
 @settings(max_examples=400, deadline=None)
