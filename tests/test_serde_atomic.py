@@ -124,6 +124,29 @@ def test_signals_are_held_during_the_renames(
     assert _contents(folder) == NEW
 
 
+@pytest.mark.parametrize("step", ["flock", "ftruncate"])
+def test_a_signal_while_locking_leaves_no_lock_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    """SIGTERM arriving after the lock file is created but before the write holds it (found
+    by test_cli_hostile's killed runs) is delivered once the lock is held: the write stops
+    and the lock file goes with it."""
+    folder = _folder_with_old_pair(tmp_path)
+    module = atomic.fcntl if step == "flock" else atomic.os
+    real = getattr(module, step)
+
+    def step_then_signal(*args: object) -> object:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real(*args)
+
+    monkeypatch.setattr(module, step, step_then_signal)
+    with pytest.raises(Terminated), signals_as_exceptions():
+        write_files(_new_pair(folder))
+    monkeypatch.undo()
+    assert sorted(p.name for p in folder.iterdir()) == ["init_net.pb", "predict_net.pb"]
+    assert _contents(folder) == OLD
+
+
 def _die_after_first_rename(folder: Path) -> None:
     """In a child process: write the new pair and die (like SIGKILL) after one rename."""
     real_replace = os.replace

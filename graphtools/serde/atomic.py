@@ -323,13 +323,19 @@ def _folder_lock(folder: Path) -> Iterator[None]:
         yield
         return
     lock_path = folder / LOCK_NAME
-    fd = _acquire(lock_path)
+    fd: int | None = None
     try:
+        # Signals wait while the lock file is created and locked: one raised in between
+        # would leave the file behind (they arrive once ``fd`` is set, inside this ``try``).
+        with _held_signals():
+            fd = _acquire(lock_path)
         yield
     finally:
-        with contextlib.suppress(OSError):
-            lock_path.unlink()
-        os.close(fd)
+        if fd is not None:
+            with _held_signals():
+                with contextlib.suppress(OSError):
+                    lock_path.unlink()
+                os.close(fd)
 
 
 def _acquire(lock_path: Path) -> int:
