@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -424,21 +425,34 @@ def test_the_input_check_runs_while_the_model_loads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The checker's child is at work when the load starts (the two overlap), and its verdict
-    still reaches the run."""
+    still reaches the run. The check here waits for the load to begin, so the child cannot
+    be done before it."""
     import multiprocessing
+    import time
 
-    from graphtools.cli import onnx_run
+    from graphtools.cli import onnx_files, onnx_run
 
     model = onnx.load(str(_mlp(tmp_path / "m.onnx")))
     model.graph.node[2].op_type = "NoSuchOp"
     source = _save(model, tmp_path / "bad.onnx")
+    load_began = tmp_path / "load-began"
+    check = onnx_files._check
+
+    def check_once_the_load_began(path: str) -> str | None:
+        deadline = time.monotonic() + 60
+        while not load_began.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return check(path)
+
     children_at_load: list[int] = []
     load = onnx_run.load_onnx_file
 
     def watched_load(path: str) -> Model:
         children_at_load.append(len(multiprocessing.active_children()))
+        load_began.touch()
         return load(path)
 
+    monkeypatch.setattr(onnx_files, "_check", check_once_the_load_began)
     monkeypatch.setattr(onnx_run, "load_onnx_file", watched_load)
     code, out, _ = run_cli(capsys, "run", str(source), "-o", str(tmp_path / "o.onnx"), "--json")
     assert code == 0
@@ -470,6 +484,7 @@ def test_a_failed_run_stops_the_input_check(
 
 def test_a_cancelled_pending_child_is_stopped() -> None:
     """``Pending.cancel`` kills a child still at work; a result asked for comes back."""
+    import multiprocessing
     import time
 
     from graphtools.cli.onnx_files import Pending
@@ -477,9 +492,65 @@ def test_a_cancelled_pending_child_is_stopped() -> None:
     with Pending(time.sleep, 60) as slow:
         pass
     assert slow.result() == ("cancelled", None)
+    assert slow._child.exitcode == -signal.SIGKILL
+    assert not multiprocessing.active_children()
     with Pending(pow, 2, 10) as quick:
         assert quick.result() == (None, 1024)
     assert quick.result() == (None, 1024)  # leaving the block keeps the result
+
+
+def test_an_interrupted_wait_stops_the_child() -> None:
+    """Ctrl-C while the result is awaited kills the child at once instead of waiting for it."""
+    import multiprocessing
+    import time
+
+    from graphtools.cli.onnx_files import Pending
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    start = time.monotonic()
+    try:
+        with Pending(time.sleep, 60) as slow:
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+            with pytest.raises(KeyboardInterrupt):
+                slow.result()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert time.monotonic() - start < 30
+    assert slow._child.exitcode == -signal.SIGKILL
+    assert not multiprocessing.active_children()
+
+
+def _interrupt_myself() -> int:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.1)  # time for a handler to run, were there one
+    return 42
+
+
+def test_the_child_leaves_ctrl_c_to_its_parent() -> None:
+    """Ctrl-C reaches the whole process group: the child ignores it (the parent stops it),
+    rather than dying with a KeyboardInterrupt traceback on the user's terminal."""
+    from graphtools.cli.onnx_files import Pending
+
+    assert Pending(_interrupt_myself).result() == (None, 42)
+
+
+def test_no_process_to_spare_computes_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the system refuses a child (fork fails), the result is computed in this process
+    instead of the error escaping (multiprocessing itself leaks the descriptors of the
+    launch then; ours are closed)."""
+    from graphtools.cli.onnx_files import Pending
+
+    def refused() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", refused)
+    pending = Pending(pow, 2, 10)
+    assert pending.result() == (None, 1024)
+    assert pending._child is None and pending._reader is None
 
 
 # -- verify and exec ------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ when the input passed it (a rewrite must not break a valid model).
 from __future__ import annotations
 
 import shutil
+import signal
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -213,6 +214,13 @@ def _infer(data: bytes, names: tuple[str, ...]) -> dict[str, bytes]:
 
 
 def _child(fn: Callable[..., Any], args: tuple[Any, ...], writer: Connection) -> None:
+    # The parent answers for signals (it stops this child when it stops): Ctrl-C reaches the
+    # whole process group, and the handlers inherited from the parent, which raise, would
+    # have the child print a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
     writer.send(fn(*args))
     writer.close()
 
@@ -223,7 +231,9 @@ class Pending(Generic[_T]):
     machine's other core), and collected by ``result``.
 
     ``cancel`` (or leaving its ``with`` block without having asked for the result) kills a
-    child still at work: a command that fails does not leave it running.
+    child still at work: a command that fails does not leave it running, nor does one
+    interrupted while it waits for the result. When no child can be started (no fork, or
+    the system refuses one), ``fn`` runs here when the result is asked for.
     """
 
     def __init__(self, fn: Callable[..., _T], *args: Any) -> None:
@@ -237,10 +247,15 @@ class Pending(Generic[_T]):
             return
         context = multiprocessing.get_context("fork")
         reader, writer = context.Pipe(duplex=False)
-        self._child = context.Process(target=_child, args=(fn, args, writer), daemon=True)
-        self._child.start()
-        writer.close()
-        self._reader = reader
+        child = context.Process(target=_child, args=(fn, args, writer), daemon=True)
+        try:
+            child.start()
+        except OSError:  # no process to spare (EAGAIN, ENOMEM): computed here when asked
+            reader.close()
+            return
+        finally:
+            writer.close()
+        self._child, self._reader = child, reader
 
     def result(self) -> tuple[str | None, _T | None]:
         """``(None, fn(*args))``, or ``(how the child crashed, None)``; waits for the child."""
@@ -256,6 +271,10 @@ class Pending(Generic[_T]):
             result: _T | None = self._reader.recv()
         except EOFError:  # the child died before it could answer
             result = None
+        except BaseException:  # interrupted while waiting: the answer is no longer wanted
+            self._outcome = ("cancelled", None)
+            self._child.kill()
+            raise
         finally:
             self._reader.close()
             self._child.join()
