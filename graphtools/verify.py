@@ -21,9 +21,9 @@ A net's initializers (ONNX) count as defined, like its external inputs. An ONNX 
 its inputs even when it has none (its reads are never implicit, nor do they declare an output),
 and a sub-graph's writes stay its own. The empty name is no value, in both dialects (as in the
 SSA view, ``graphtools.ssa.NO_VALUE``): reading it reads nothing, listing it as an output
-writes nothing, and an external output so named is never produced (onnx's checker refuses it
-too). The answer is the same whether it is read off a net's SSA view (in a pass manager) or
-found by walking the ops.
+writes nothing, listing it as an input declares nothing, and an external output so named is
+never produced (onnx's checker refuses it too). The answer is the same whether it is read off
+a net's SSA view (in a pass manager) or found by walking the ops.
 
 Nested nets (``If``'s ``then_net``, ``Do``'s ``net``, ``RecurrentNetwork``'s ``step_net``) are
 checked too, with one simple scoping rule: a nested net held by op ``i`` sees, besides its own
@@ -145,31 +145,28 @@ class _InitOutputs:
     __slots__ = ("_init", "_written")
 
     def __init__(self, init: Net | None, written: AbstractSet[str] | None) -> None:
+        # ``written``: what the init_net's check found it writes (never the empty name), or
+        # ``None`` for an init_net whose outputs are its external outputs, none of them empty
+        # (``_init_report``).
         self._init = init
-        if written is not None and NO_VALUE in written:
-            written = written - {NO_VALUE}  # listing the empty name writes no value
         self._written = written
 
     def __bool__(self) -> bool:
         if self._written is not None:
             return bool(self._written)
-        names = chain.from_iterable(map(_OUTPUTS, self._init or ()))
-        return any(filter(None, names))  # the first op's outputs, as a rule
+        return self._init is not None and any(map(_OUTPUTS, self._init))
 
     def written_among(self, names: Iterable[str]) -> set[str]:
-        """Those of ``names`` that the init_net writes (never the empty name: no value)."""
+        """Those of ``names`` that the init_net writes."""
         if self._written is not None:
             return {name for name in names if name in self._written}
-        found = set() if self._init is None else self._init.written_among(names)
-        found.discard(NO_VALUE)
-        return found
+        return set() if self._init is None else self._init.written_among(names)
 
     def as_set(self) -> AbstractSet[str]:
         """Every blob the init_net writes."""
         if self._written is not None:
             return self._written
-        written = frozenset() if self._init is None else self._init.written_names()
-        return written - {NO_VALUE} if NO_VALUE in written else written
+        return frozenset() if self._init is None else self._init.written_names()
 
 
 def _predict_report(net: Net, init_outputs: _InitOutputs) -> list[Finding]:
@@ -222,7 +219,7 @@ def _findings_from_view(net: Net, path: str, init_outputs: _InitOutputs) -> list
     unproduced = [
         name
         for name in net.external_outputs
-        if not view.final_version(name) and name not in defined
+        if not name or (not view.final_version(name) and name not in defined)
     ]
     if unproduced:
         filled = init_outputs.written_among(unproduced)
@@ -231,6 +228,7 @@ def _findings_from_view(net: Net, path: str, init_outputs: _InitOutputs) -> list
         declared = set(net.external_inputs)
         if not declares_inputs and net.dialect != ONNX:  # a read declares the blob implicitly
             declared = view.read_names(unproduced)
+        declared.discard(NO_VALUE)
         findings += [_missing(path, name, init_note) for name in unproduced if name not in declared]
     if net.dialect == ONNX:
         findings += _rewritten_from_view(net, path)
@@ -268,8 +266,9 @@ def _rewritten(path: str, index: int, op_type: str, name: str) -> Finding:
         index,
         op_type,
         name,
-        f"writes '{name}', which an earlier op writes or the graph holds as an input or "
-        "initializer; ONNX values are written once: give this output a fresh name",
+        f"writes '{name}', which is written already (by an earlier op, or earlier among this "
+        "op's outputs) or which the graph holds as an input or initializer; ONNX values are "
+        "written once: give this output a fresh name",
     )
 
 
@@ -336,10 +335,11 @@ def _check_flat_net(
             else:
                 written.update(op.outputs)
     written.discard(NO_VALUE)  # listing the empty name writes no value
-    unproduced = [n for n in net.external_outputs if n not in written and n not in known]
+    unproduced = [n for n in net.external_outputs if not n or (n not in written and n not in known)]
     if check_later and (suspects or unproduced):
         leftover = {name for _, _, name in suspects}.union(unproduced)
         declared = leftover.intersection(external_inputs)
+        declared.discard(NO_VALUE)
         suspects = [suspect for suspect in suspects if suspect[2] not in declared]
         unproduced = [name for name in unproduced if name not in declared]
     findings += [_undefined(path, i, op_type, name, init_note) for i, op_type, name in suspects]
@@ -410,12 +410,14 @@ def _check_net(
         else:
             written.update(op.outputs)
     written.discard(NO_VALUE)  # the empty name is no value: never written, nor declared
-    read.discard(NO_VALUE)
     defined = scope.defined
     for name in net.external_outputs:
-        if name in written or name in defined or name in read:
-            continue
-        if name and parent is not None and parent.visible(name):
+        if name and (
+            name in written
+            or name in defined
+            or name in read
+            or (parent is not None and parent.visible(name))
+        ):
             continue
         findings.append(_missing(path, name, init_note))
     return written

@@ -9,14 +9,20 @@ with the empty name (no value) among the names.
 from __future__ import annotations
 
 import importlib.util
+import random
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphtools._core import CAFFE2, ONNX
 from graphtools.ir import Model, Net, Op
 from graphtools.serde.codec import model_from_netdefs
+from graphtools.values import ArrayTensor
 from graphtools.verify import MISSING_OUTPUT, REWRITTEN_VALUE, UNDEFINED_BLOB, Finding, verify
 
 _SYNTH_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "synth.py"
@@ -42,7 +48,8 @@ def _reference(net: Net, path: str, outer: set[str]) -> tuple[list[Key], set[str
     """
     onnx = net.dialect == ONNX
     declares = bool(net.external_inputs) or onnx
-    defined = set(net.external_inputs) | outer
+    held = (set(net.external_inputs) | set(net.initializers)) - {""}
+    defined = held | outer
     written: set[str] = set()
     read: set[str] = set()
     keys: list[Key] = []
@@ -57,7 +64,7 @@ def _reference(net: Net, path: str, outer: set[str]) -> tuple[list[Key], set[str
         for name in op.outputs:
             if not name:
                 continue
-            if onnx and (name in written or name in net.external_inputs):
+            if onnx and (name in written or name in held):
                 rewrites.append((REWRITTEN_VALUE, path, index, op.type, name, False))
             written.add(name)
     keys = [(*key[:5], bool(outer)) for key in keys]
@@ -108,7 +115,13 @@ def _flat_nets(draw: st.DrawFn, dialects: tuple[str, ...] = (CAFFE2,)) -> Net:
     external_inputs = draw(st.one_of(st.just([]), st.lists(_DECLARED, min_size=1, max_size=4)))
     external_outputs = draw(st.lists(_DECLARED, max_size=4))
     dialect = draw(st.sampled_from(dialects))
-    return Net(draw(_ops()), external_inputs, external_outputs, dialect=dialect)
+    initializers = {}
+    if dialect == ONNX:  # constants the graph holds: defined, and never to be written
+        held = draw(st.lists(_NAMES.filter(bool), max_size=2, unique=True))
+        initializers = {name: ArrayTensor(np.zeros(1, np.float32)) for name in held}
+    return Net(
+        draw(_ops()), external_inputs, external_outputs, dialect=dialect, initializers=initializers
+    )
 
 
 @st.composite
@@ -234,3 +247,111 @@ def test_synthetic_benchmark_pair_matches_the_plain_walk() -> None:
     assert _keys(verify(broken)) == keys
     alone = _broken(model.predict_net)
     assert _keys(verify(alone)) == _reference(alone, "net", set())[0]
+
+
+# -- nets holding nets -----------------------------------------------------------------------
+
+
+def _nested_reference(
+    net: Net, path: str, outer: set[str], visible: Callable[[str], bool], keys: list[Key]
+) -> set[str]:
+    """The module docstring's rules over a net that holds nets: a nested net held by op ``i``
+    sees what its enclosing net sees just before op ``i``; a Caffe2 nested net's writes count
+    as op ``i``'s, an ONNX sub-graph's stay its own. Appends the findings in op order (a
+    net's missing outputs after its ops); returns the blobs ``net`` writes."""
+    onnx = net.dialect == ONNX
+    implicit = not net.external_inputs and not onnx
+    held = (set(net.external_inputs) | set(net.initializers)) - {""}
+    defined = held | outer
+    written: set[str] = set()
+    read: set[str] = set()
+    for index, op in enumerate(net):
+        for name in op.inputs:
+            if not name:
+                continue
+            if implicit:
+                read.add(name)
+            elif not (name in written or name in defined or visible(name)):
+                keys.append((UNDEFINED_BLOB, path, index, op.type, name, bool(outer)))
+        before = set(written)
+
+        def sees(name: str, before: set[str] = before) -> bool:
+            return implicit or name in before or name in defined or visible(name)
+
+        nested_writes: set[str] = set()
+        labels = Counter(label for label, _ in op.nested_nets())
+        seen: Counter[str | None] = Counter()
+        for label, nested in op.nested_nets():
+            shown = label or "arg"
+            if labels[label] > 1:
+                shown, seen[label] = f"{shown}[{seen[label]}]", seen[label] + 1
+            inner = _nested_reference(
+                nested, f"{path}/op[{index}:{op.type}]/{shown}", set(), sees, keys
+            )
+            if nested.dialect != ONNX:
+                nested_writes |= inner
+        written |= nested_writes
+        for name in op.outputs:
+            if not name:
+                continue
+            if onnx and (name in written or name in held):
+                keys.append((REWRITTEN_VALUE, path, index, op.type, name, False))
+            written.add(name)
+    for name in net.external_outputs:
+        if name and (name in written or name in defined or name in read or visible(name)):
+            continue
+        keys.append((MISSING_OUTPUT, path, None, None, name, bool(outer)))
+    return written
+
+
+_POOL = ["a", "b", "c", "w", ""]
+
+
+def _random_net(rng: random.Random, dialect: str, depth: int = 0) -> Net:
+    """A small net of ``dialect`` whose ops may hold nets (If's branches; ONNX's Loop body)."""
+
+    def names(most: int) -> list[str]:
+        return [rng.choice(_POOL) for _ in range(rng.randint(0, most))]
+
+    ops = []
+    for _ in range(rng.randint(0, 5)):
+        if depth < 2 and rng.random() < 0.25:
+            if dialect == CAFFE2:
+                branches = {"then_net": _random_net(rng, dialect, depth + 1)}
+                if rng.random() < 0.5:
+                    branches["else_net"] = _random_net(rng, dialect, depth + 1)
+                ops.append(Op("If", names(1), names(2), args=branches))
+            elif rng.random() < 0.5:
+                branches = {
+                    "then_branch": _random_net(rng, dialect, depth + 1),
+                    "else_branch": _random_net(rng, dialect, depth + 1),
+                }
+                ops.append(Op("If", names(1), names(2), args=branches))
+            else:
+                body = {"body": _random_net(rng, dialect, depth + 1)}
+                ops.append(Op("Loop", names(2), names(2), args=body))
+        else:
+            ops.append(Op(rng.choice(["Relu", "Add"]), names(3), names(2)))
+    initializers = {}
+    if dialect == ONNX and rng.random() < 0.4:
+        held = {name for name in names(2) if name}
+        initializers = {name: ArrayTensor(np.zeros(1, np.float32)) for name in held}
+    inputs = [] if rng.random() < 0.4 else names(3)
+    return Net(ops, inputs, names(3), dialect=dialect, initializers=initializers)
+
+
+@pytest.mark.parametrize("dialect", [CAFFE2, ONNX])
+def test_nets_holding_nets_match_the_scoping_rules(dialect: str) -> None:
+    """verify's walk of nested nets (If, Loop, with the empty name among the names) against
+    the rules as the module docstring states them, over 1,500 random nets per dialect."""
+    rng = random.Random(2026)
+    checked = 0
+    for _ in range(1500):
+        net = _random_net(rng, dialect)
+        if not net.nested_op_indices():
+            continue  # the flat path: the tests above
+        keys: list[Key] = []
+        _nested_reference(net, "net", set(), lambda name: False, keys)
+        assert _keys(verify(net)) == keys, net
+        checked += 1
+    assert checked > 300
