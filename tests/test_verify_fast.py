@@ -355,3 +355,20 @@ def test_nets_holding_nets_match_the_scoping_rules(dialect: str) -> None:
         assert _keys(verify(net)) == keys, net
         checked += 1
     assert checked > 300
+
+
+def test_init_nets_holding_nets_define_what_they_write() -> None:
+    """An init_net's writes (its nested nets' included, the empty name never) count as
+    defined for the predict_net, whichever path checks either net."""
+    rng = random.Random(7)
+    checked = 0
+    for _ in range(1500):
+        init, predict = _random_net(rng, CAFFE2), _random_net(rng, CAFFE2)
+        if not init.nested_op_indices():
+            continue
+        keys: list[Key] = []
+        written = _nested_reference(init, "init_net", set(), lambda name: False, keys)
+        _nested_reference(predict, "predict_net", written, lambda name: False, keys)
+        assert _keys(verify(Model(predict, init))) == keys, (init, predict)
+        checked += 1
+    assert checked > 300
