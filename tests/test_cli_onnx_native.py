@@ -447,10 +447,10 @@ def test_the_input_check_runs_while_the_model_loads(
     children_at_load: list[int] = []
     load = onnx_run.load_onnx_file
 
-    def watched_load(path: str) -> Model:
+    def watched_load(path: str, data: bytes | None = None) -> Model:
         children_at_load.append(len(multiprocessing.active_children()))
         load_began.touch()
-        return load(path)
+        return load(path, data)
 
     monkeypatch.setattr(onnx_files, "_check", check_once_the_load_began)
     monkeypatch.setattr(onnx_run, "load_onnx_file", watched_load)
@@ -459,6 +459,39 @@ def test_the_input_check_runs_while_the_model_loads(
     assert children_at_load == [1]
     assert "NoSuchOp" in json.loads(out)["checker"]["input"]
     assert not multiprocessing.active_children()
+
+
+def test_a_model_read_from_a_pipe_is_read_once(tmp_path: Path) -> None:
+    """``run <(...) -o out.onnx``: the input is a named pipe, which can be read once; the
+    load and the checker share what was read (each opening it would hang the run)."""
+    import subprocess
+    import sys
+    import threading
+
+    source = _mlp(tmp_path / "m.onnx")
+    pipe = tmp_path / "piped.onnx"
+    os.mkfifo(pipe)
+
+    def feed() -> None:
+        with pipe.open("wb") as writer:
+            writer.write(source.read_bytes())
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    target = tmp_path / "out.onnx"
+    done = subprocess.run(
+        [sys.executable, "-m", "graphtools", "run", str(pipe), "-o", str(target), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    feeder.join(timeout=5)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["checker"] == {"input": None, "output": None}
+    assert data["census"]["bytes"]["before"] == source.stat().st_size
+    onnx.checker.check_model(str(target), full_check=True)
 
 
 def test_a_failed_run_stops_the_input_check(

@@ -69,8 +69,9 @@ def is_onnx_file(path: str | Path) -> bool:
     return first == bytes([_VARINT_FIELD_1]) and looks_like_onnx(read_bytes(source))
 
 
-def load_onnx_file(path: str | Path) -> Model:
-    """Load an ONNX model file (external data stays in its files until read).
+def load_onnx_file(path: str | Path, data: bytes | None = None) -> Model:
+    """Load an ONNX model file (external data stays in its files until read); ``data``: its
+    bytes, when they were read already (from a pipe, which reads once).
 
     Raises:
         SerdeError: the file cannot be read, is empty or is not a valid ONNX model.
@@ -78,7 +79,8 @@ def load_onnx_file(path: str | Path) -> Model:
     from graphtools.serde.onnx_codec import model_from_onnx_bytes
 
     source = Path(path)
-    data = read_bytes(source)
+    if data is None:
+        data = read_bytes(source)
     if not data.strip():
         raise SerdeError(source, "the file is empty; an ONNX model file must hold a model")
     return model_from_onnx_bytes(data, source)
@@ -147,10 +149,18 @@ class InputCheck:
     started before the file is loaded, it runs while graphtools loads and rewrites the model
     (the checker's full check is about as long as load and pipeline together), and costs
     only the wait for what is left of it when ``problem`` is asked. Use it as a context
-    manager, so that a run that fails stops the child."""
+    manager, so that a run that fails stops the child.
+
+    A path that is not a regular file (a named pipe: ``run <(...)``) can be read only once:
+    its bytes are read here, the checker gets them, and ``data`` hands them to the load.
+    """
 
     def __init__(self, path: Path) -> None:
-        self._pending = Pending(_check, str(path))
+        self.data: bytes | None = None
+        source: str | bytes = str(path)
+        if path.exists() and not path.is_file():
+            self.data = source = read_bytes(path)
+        self._pending = Pending(_check, source)
 
     def problem(self) -> str | None:
         """The checker's verdict, as ``checker_problem`` gives it; waits for the child."""

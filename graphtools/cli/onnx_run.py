@@ -210,7 +210,7 @@ def _run_model(
     input_check: InputCheck,
 ) -> int:
     path = options.inputs[0]
-    model = load_onnx_file(path)
+    model = load_onnx_file(path, input_check.data)
     manager = onnx_manager(options.pipeline, options.steps)
     outputs = parse_name_list(options.outputs)
     if outputs:
@@ -220,7 +220,8 @@ def _run_model(
     if not options.in_place and target.resolve() in inputs:
         raise UsageError(f"refusing to overwrite the input {target}; pass --in-place to do that")
     before = model.copy() if options.diff else None
-    census = optimize_report.census(model, optimize_report.input_sizes(model))
+    sizes = optimize_report.input_sizes(model, input_check.data)
+    census = optimize_report.census(model, sizes)
     ran = optimize_report.run_stages(
         model,
         manager,

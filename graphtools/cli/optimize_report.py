@@ -79,8 +79,9 @@ def census(model: Model, sizes: Iterable[int]) -> Census:
     return Census(ops, sum(sizes))
 
 
-def input_sizes(model: Model) -> list[int]:
-    """The sizes of the files a loaded model lies in: its file and its external data files."""
+def input_sizes(model: Model, piped: bytes | None = None) -> list[int]:
+    """The sizes of the files a loaded model lies in: its file and its external data files;
+    ``piped``: the model's bytes when its file is a pipe (which has no size to ask)."""
     from graphtools.serde.onnx_codec import external_tensors  # not for run of a Caffe2 pair
 
     paths = {model.predict_path} if model.predict_path is not None else set()
@@ -88,7 +89,8 @@ def input_sizes(model: Model) -> list[int]:
         tensor.external.path  # type: ignore[attr-defined]
         for _, _, tensor in external_tensors(model)
     )
-    return [path.stat().st_size for path in paths if path is not None and path.is_file()]
+    sizes = [path.stat().st_size for path in paths if path is not None and path.is_file()]
+    return sizes if piped is None else [len(piped), *sizes]
 
 
 def _size(value: int) -> str:
