@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,13 @@ def test_discovery_finds_model_folders_and_loose_pairs(tmp_path: Path) -> None:
     assert [(r.path, r.init) for r in model_folder] == [(tmp_path / "zoo" / "resnet", None)]
     with pytest.raises(SerdeError, match="no such file"):
         discover_models([tmp_path / "absent"])
+
+
+def test_a_pipe_in_a_batch_is_named_for_what_it_is(tmp_path: Path) -> None:
+    pipe = tmp_path / "piped.onnx"
+    os.mkfifo(pipe)
+    with pytest.raises(SerdeError, match="neither a file nor a folder"):
+        discover_models([pipe])
 
 
 def test_the_real_fixtures_pair_as_published(real_fixtures: Path) -> None:

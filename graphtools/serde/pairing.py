@@ -103,7 +103,7 @@ def discover_models(paths: Iterable[str | Path]) -> list[ModelRef]:
     share (an extension kept only for twins in two formats, ``_2`` for a model given twice).
 
     Raises:
-        SerdeError: a path does not exist.
+        SerdeError: a path does not exist, or is neither a file nor a folder.
     """
     found: list[tuple[Path, Path | None, Path]] = []
     for raw in paths:
@@ -114,6 +114,10 @@ def discover_models(paths: Iterable[str | Path]) -> list[ModelRef]:
             found.append((path, None, path))
         elif path.is_dir():
             found += [(model, init, path) for model, init in _walk(path)]
+        elif path.exists():  # a pipe, a device
+            raise SerdeError(
+                path, "neither a file nor a folder (a pipe?): a batch reads model files"
+            )
         else:
             raise SerdeError(path, "no such file or folder")
     return _named(found)
