@@ -259,6 +259,30 @@ def _leftovers(folder: Path) -> list[str]:
     ]
 
 
+def test_a_signal_while_a_class_is_made_exits_with_one_line(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tiny_copy: Path,
+    tmp_path: Path,
+) -> None:
+    """SIGTERM arriving while the command's module is imported, as a class of it is made
+    (found by the killed runs below: Python 3.11 wraps the signal's exception in a
+    RuntimeError from __set_name__), still ends the run with the signal's one line."""
+    import graphtools.cli as cli
+
+    class RaisesOnNaming:
+        def __set_name__(self, owner: type, name: str) -> None:
+            signal.raise_signal(signal.SIGTERM)
+
+    def import_interrupted(name: str) -> object:
+        type("Made", (), {"field": RaisesOnNaming()})
+        raise AssertionError("SIGTERM did not stop the import")
+
+    monkeypatch.setattr(cli.importlib, "import_module", import_interrupted)
+    code, out, err = run_cli(capsys, "run", str(tiny_copy), "-o", str(tmp_path / "out"))
+    assert (code, out, err) == (128 + signal.SIGTERM, "", "error: terminated by SIGTERM\n")
+
+
 @pytest.mark.slow
 def test_killed_runs_leave_one_whole_pair(two_models: dict[str, object], tmp_path: Path) -> None:
     rng = random.Random(14)

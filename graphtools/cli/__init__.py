@@ -97,6 +97,22 @@ def _numpy_quiet() -> contextlib.AbstractContextManager[Any]:
     return contextlib.nullcontext() if numpy is None else numpy.errstate(all="ignore")
 
 
+def _stopping_signal(exc: BaseException) -> int | None:
+    """The signal behind ``exc``, when an interrupt is among its causes: Python wraps an
+    exception raised while a class is being made (``RuntimeError: Error calling
+    __set_name__``), so a signal arriving during an import reaches ``main`` wrapped."""
+    seen: set[int] = set()
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, KeyboardInterrupt):
+            return int(signal.SIGINT)
+        if isinstance(cause, Terminated):
+            return cause.signum
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``graphtools`` console script; returns the exit code."""
     parser = build_parser()
@@ -127,6 +143,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Terminated as exc:
         print(signal_line(exc.signum), file=sys.stderr)
         return exc.exit_code
+    except Exception as exc:
+        stopped_by = _stopping_signal(exc)
+        if stopped_by is None:
+            raise
+        print(signal_line(stopped_by), file=sys.stderr)
+        return 128 + stopped_by
     finally:
         logging.getLogger("graphtools").removeHandler(handler)
         try:
