@@ -1,5 +1,5 @@
 """``python -m graphtools`` runs the command line."""
 
-from graphtools.cli import console_main
+from graphtools.launch import console_script
 
-console_main()
+console_script()

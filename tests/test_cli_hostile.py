@@ -259,6 +259,45 @@ def _leftovers(folder: Path) -> list[str]:
     ]
 
 
+_INTERRUPTED_IMPORT = """
+import importlib.abc, os, signal, sys
+
+class InterruptTheCli(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "graphtools.cli":
+            os.kill(os.getpid(), signal.SIG{signal})
+        return None
+
+sys.meta_path.insert(0, InterruptTheCli())
+from graphtools.launch import console_script
+console_script()
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "line"),
+    [("INT", "error: interrupted (Ctrl-C)"), ("TERM", "error: terminated by SIGTERM")],
+)
+def test_a_signal_while_the_command_line_is_imported_exits_with_one_line(
+    name: str, line: str
+) -> None:
+    """The console script installs its handlers before it imports the command line (tens of
+    milliseconds): a signal in that import ends the process with the CLI's one line, not
+    Python's KeyboardInterrupt traceback."""
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_IMPORT.replace("{signal}", name), "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (
+        128 + getattr(signal, f"SIG{name}"),
+        "",
+        line + "\n",
+    )
+
+
 def test_a_signal_while_a_class_is_made_exits_with_one_line(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,

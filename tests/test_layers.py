@@ -67,7 +67,8 @@ LAYERS: list[tuple[str, float, str]] = [
     ("graphtools.pytest_plugin", 6.2, "the pytest plugin"),
     ("graphtools.extract", 6.3, "sub-net extraction: Caffe2 pairs and ONNX models"),
     ("graphtools.cli", 7, "the command line, one module per command family"),
-    ("graphtools.__main__", 7.1, "python -m graphtools"),
+    ("graphtools.launch", 7.1, "the console script: signal handlers, then the command line"),
+    ("graphtools.__main__", 7.2, "python -m graphtools"),
 ]
 FACADES = {"graphtools", "graphtools.passes"}
 """Packages whose ``__init__`` gives names of higher layers, loaded on first use."""
