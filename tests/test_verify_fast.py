@@ -36,6 +36,19 @@ _INIT_NOTE = " nor an init_net output"
 Key = tuple[str, str, int | None, str | None, str, bool]
 
 
+def _note_writes(
+    op: Op, index: int, path: str, onnx: bool, written: set[str], held: set[str], into: list[Key]
+) -> None:
+    """Add ``op``'s outputs to ``written`` (the empty name writes nothing); in ONNX, a value
+    written already or held by the graph is a rewritten-value key, appended ``into``."""
+    for name in op.outputs:
+        if not name:
+            continue
+        if onnx and (name in written or name in held):
+            into.append((REWRITTEN_VALUE, path, index, op.type, name, False))
+        written.add(name)
+
+
 def _reference(net: Net, path: str, outer: set[str]) -> tuple[list[Key], set[str]]:
     """The plain walk: each read neither written before nor defined, then missing outputs,
     then (ONNX) values written twice.
@@ -61,12 +74,7 @@ def _reference(net: Net, path: str, outer: set[str]) -> tuple[list[Key], set[str
             if declares and name not in written and name not in defined:
                 keys.append((UNDEFINED_BLOB, path, index, op.type, name, False))
             read.add(name)
-        for name in op.outputs:
-            if not name:
-                continue
-            if onnx and (name in written or name in held):
-                rewrites.append((REWRITTEN_VALUE, path, index, op.type, name, False))
-            written.add(name)
+        _note_writes(op, index, path, onnx, written, held, rewrites)
     keys = [(*key[:5], bool(outer)) for key in keys]
     for name in net.external_outputs:
         if name not in written and name not in defined and (declares or name not in read):
@@ -291,12 +299,7 @@ def _nested_reference(
             if nested.dialect != ONNX:
                 nested_writes |= inner
         written |= nested_writes
-        for name in op.outputs:
-            if not name:
-                continue
-            if onnx and (name in written or name in held):
-                keys.append((REWRITTEN_VALUE, path, index, op.type, name, False))
-            written.add(name)
+        _note_writes(op, index, path, onnx, written, held, keys)
     for name in net.external_outputs:
         if name and (name in written or name in defined or name in read or visible(name)):
             continue
