@@ -30,7 +30,7 @@ import operator
 from array import array
 from collections import defaultdict
 from collections.abc import Container, Iterable, Sequence
-from itertools import chain, compress, count, repeat
+from itertools import chain, count, repeat
 
 import numpy as np
 
@@ -900,16 +900,17 @@ class SSAView:
         ids = self._table.ids
         return {name for name in names if (i := ids.get(name)) is not None and read[i]}
 
-    def initially_read(self, names: Sequence[str]) -> set[str]:
-        """Those of ``names`` whose value before any op runs (version 0) some op reads: the
-        names ``(name, 0)`` has uses of, in one pass of numpy over the reads (for the
-        hundreds of thousands of params of a big net)."""
+    def initially_read(self, names: Sequence[str]) -> np.ndarray:
+        """For each of ``names``, whether some op reads its value before any op runs (version
+        0): a boolean array, in one pass of numpy over the reads (for the hundreds of
+        thousands of params of a big net, whose set of names would cost more to build and
+        query than the answer)."""
         read = np.zeros(len(self._table.names), dtype=bool)
         read[self._in_name[self._in_version == 0]] = True
         ids = self._lookup_ids(names)
         hit = ids >= 0
         hit[hit] = read[ids[hit]]
-        return set(compress(names, hit.tolist()))
+        return hit
 
     def rewritten_names(self, held: Sequence[str]) -> set[str]:
         """Names written more than once, and those of ``held`` (values the net has before any

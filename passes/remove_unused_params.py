@@ -21,7 +21,10 @@ Example (``w_old`` is filled but never read)::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import compress
 from typing import ClassVar
+
+import numpy as np
 
 from graphtools.ir import Model, Net
 from graphtools.nested import nested_accesses
@@ -45,8 +48,11 @@ def unused_params(model: Model) -> list[str]:
     outputs = {name for name, version in view.external_outputs if version == 0}
     params = [name for op in init for name in op.outputs] if init is not None else []
     candidates = [*params, *net.initializers]
-    used = outputs.union(nested_reads, view.initially_read(candidates))
-    return list(dict.fromkeys(name for name in candidates if name not in used))
+    # Flags, not a set of the read names: a net holds a param per op, and only the unread
+    # few are then looked up (in the small sets of outputs and nested reads).
+    spared = outputs | nested_reads
+    unread = compress(candidates, np.logical_not(view.initially_read(candidates)).tolist())
+    return list(dict.fromkeys(name for name in unread if name not in spared))
 
 
 def _removable_init_ops(init: Net, unused: set[str]) -> list[int]:
@@ -104,7 +110,7 @@ class RemoveUnusedParams(Pass):
                 if not dropped.isdisjoint(init.external_outputs):
                     edit.set_external_outputs(n for n in init.external_outputs if n not in dropped)
             changed = edit.changed
-        held = unused.intersection(predict.initializers)
+        held = unused if init is None else unused.intersection(predict.initializers)
         dropped |= held
         if held or not dropped.isdisjoint(predict.external_inputs):
             with predict.edit() as declarations:
