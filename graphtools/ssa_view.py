@@ -194,8 +194,9 @@ class _NameTable:
         new name as it is first met: the hashing is the cost, so it is done once)."""
         numbering: defaultdict[str, int] = defaultdict(count().__next__)
         ids = np.fromiter(map(numbering.__getitem__, names), np.int64, len(names))
+        numbering.default_factory = None  # a plain dict from now on, kept rather than copied
         table = cls()
-        table.ids = dict(numbering)
+        table.ids = numbering
         table.names = list(numbering)
         empty = table.ids.pop(NO_VALUE, None)
         if empty is not None:
