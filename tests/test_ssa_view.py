@@ -211,7 +211,7 @@ def test_bulk_lookups_match_by_address_and_see_names_added_since() -> None:
 
     size = _BULK_LOOKUP + 10
     names = [f"blob_{i}" for i in range(size)]
-    table, _ = _NameTable.interning(names)
+    table, _, _ = _NameTable.interning(names)
     asked = [*names, "later"]
     assert table.lookup(asked).tolist() == [*range(size), -1]
     added = table.id_of("later")
