@@ -1207,7 +1207,7 @@ def _build_ssa(net: Net) -> SSAView:
     overlay: Overlay | None = net._current(_USEDEF)
     if overlay is not None:
         return SSAView.derive(overlay.base, net, overlay.layout)
-    return SSAView.build(net)
+    return SSAView.build(net, list(net._initializers))
 
 
 @dataclass

@@ -262,8 +262,12 @@ class _NameTable:
             ids[missing] = self._hashed([names[i] for i in missing.tolist()])
             if 2 * len(missing) < len(names) or len(names) < len(known):
                 return ids  # mostly found by address, or smaller: keep the one remembered
-        self._recent = (list(names), np.zeros(0, dtype=np.int64), ids.copy())
+        self.remember(list(names), ids)
         return ids
+
+    def remember(self, names: list[str], ids: np.ndarray) -> None:
+        """Take ``ids`` (this table's, of ``names``) as the last big lookup (see ``lookup``)."""
+        self._recent = (names, np.zeros(0, dtype=np.int64), ids.copy())
 
     def _hashed(self, names: Sequence[str]) -> np.ndarray:
         return np.fromiter(map(self.ids.get, names, repeat(-1)), np.int64, len(names))
@@ -379,22 +383,28 @@ class SSAView:
         self._consumers: dict[VersionedBlob, list[tuple[int, int]]] | None = None
 
     @classmethod
-    def build(cls, net: NetLike) -> SSAView:
-        """Compute the view of ``net`` as it is now.
+    def build(cls, net: NetLike, held: Sequence[str] = ()) -> SSAView:
+        """Compute the view of ``net`` as it is now; ``held`` are the names of the values the
+        net holds (an ONNX graph's initializers).
 
         Names are interned in op order (each op's inputs, then its outputs): a blob's uses
         cluster around its producer, so on big nets its dict entry is still in cache when it
-        is met again. The external inputs are interned first, in the same pass: their ids
-        are asked for by every pipeline (liveness, verify).
+        is met again. The external inputs and ``held`` are interned first, in the same pass:
+        their ids are asked for by every pipeline (liveness, verify, unused params), and
+        ``held``'s are remembered as a lookup of those very strings (``_NameTable.lookup``).
         """
         with paused_gc():
             ins = list(map(_INPUTS, net))
             outs = list(map(_OUTPUTS, net))
             in_counts, out_counts = _counts(ins), _counts(outs)
             external = list(net.external_inputs)
-            table, ids, external_ids = _NameTable.interning(
-                list(chain.from_iterable(map(operator.add, ins, outs))), external
+            held = list(held)
+            table, ids, declared_ids = _NameTable.interning(
+                list(chain.from_iterable(map(operator.add, ins, outs))), external + held
             )
+            external_ids = declared_ids[: len(external)]
+            if len(held) >= _BULK_LOOKUP:
+                table.remember(held, declared_ids[len(external) :])
             is_input = np.repeat(
                 np.tile(np.array([True, False]), len(ins)),
                 np.column_stack((in_counts, out_counts)).ravel(),

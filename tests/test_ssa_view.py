@@ -220,3 +220,26 @@ def test_bulk_lookups_match_by_address_and_see_names_added_since() -> None:
     expected = [added, *reversed(range(size)), 0, 1, 2, -1]
     assert table.lookup(mixed).tolist() == expected
     assert table.lookup(asked).tolist() == [*range(size), added]
+
+
+def test_names_numbered_with_the_ops_answer_as_names_looked_up_later() -> None:
+    """A view numbers the external inputs and the held values (initializers) in the pass over
+    the ops' names; what it answers about them must be what a lookup in a finished table
+    gives, the empty name declaring nothing."""
+    from graphtools.ssa_view import _BULK_LOOKUP
+
+    held = [f"w{i}" for i in range(_BULK_LOOKUP + 5)] + ["never_read"]
+    ops = [Op("Fill", [], [""]), Op("Read", ["", "x"], ["x"])]
+    ops += [Op("Mul", ["x", held[i]], ["x"]) for i in range(0, _BULK_LOOKUP, 7)]
+    ops.append(Op("Write", ["x"], [held[3]]))  # a held value overwritten
+    net = Net(ops, ["", "x", "unused_input"], ["x"])
+    seeded = SSAView.build(net, held)
+    plain = SSAView.build(net)  # held values are looked up when asked for
+    expected_read = [name in {held[i] for i in range(0, _BULK_LOOKUP, 7)} for name in held]
+    for view in (seeded, plain):
+        assert view.initially_read(list(held)).tolist() == expected_read
+        assert view.initially_read(["never_read", "x", ""]).tolist() == [False, True, False]
+        assert view.undefined_reads((), list(held)) == []
+        assert view.rewritten_names(list(held)) >= {held[3]}
+        last = [view.blob(key) for key in view.last_write_keys(net.external_inputs)]
+        assert last == [("x", len(ops) - 2)]  # not the write of "", which declares nothing
