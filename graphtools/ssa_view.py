@@ -138,39 +138,35 @@ class _CarriedVersions:
 
 def _derived_column(
     base_ptr: np.ndarray,
-    base_op: np.ndarray,
     base_name: np.ndarray,
     base_version: np.ndarray,
     keep: np.ndarray,
-    position_of: np.ndarray,
-    size: int,
-    new_positions: np.ndarray,
+    from_base: np.ndarray,
     new_counts: np.ndarray,
     new_ids: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One CSR column (inputs or outputs) of a derived view: the kept base ops' slots copied
-    to their new places, the new ops' names put at theirs (``new_ids``: the names of the ops
-    at ``new_positions`` back to back, ``new_counts`` of each). Returns ``(ptr, names,
-    versions, stale)``: versions are the base's for copied slots; ``stale`` marks the new ops'
-    slots."""
+    to their new places, the new ops' names put at theirs.
+
+    ``keep`` marks the base ops kept, ``from_base`` the positions of the edited net they go
+    to; an edit never reorders kept ops, so the kept slots keep their order and every copy
+    is one boolean-mask pass. ``new_ids`` are the names of the new ops (the other
+    positions, in order) back to back, ``new_counts`` of each. Returns ``(ptr, names,
+    versions, stale)``: versions are the base's for copied slots; ``stale`` marks the new
+    ops' slots."""
     base_counts = np.diff(base_ptr)
-    counts = np.zeros(size, dtype=np.int64)
-    kept_positions = position_of[keep]
-    counts[kept_positions] = base_counts[keep]
-    counts[new_positions] = new_counts
+    counts = np.empty(len(from_base), dtype=np.int64)
+    counts[from_base] = base_counts[keep]
+    counts[~from_base] = new_counts
     ptr = _offsets(counts)
-    names = np.empty(int(ptr[-1]), dtype=np.int64)
-    versions = np.zeros(len(names), dtype=np.int64)
-    stale = np.ones(len(names), dtype=bool)
+    stale = np.repeat(~from_base, counts)
+    copied = ~stale
     slots = np.repeat(keep, base_counts)
-    slot_op = base_op[slots]
-    copied_to = ptr[position_of[slot_op]] + (np.flatnonzero(slots) - base_ptr[slot_op])
-    names[copied_to] = base_name[slots]
-    versions[copied_to] = base_version[slots]
-    stale[copied_to] = False
-    # Slot k of the new ops' names goes to its op's start plus its place within the op.
-    firsts = _offsets(new_counts)[:-1]
-    names[np.repeat(ptr[new_positions] - firsts, new_counts) + np.arange(len(new_ids))] = new_ids
+    names = np.empty(len(stale), dtype=np.int64)
+    names[copied] = base_name[slots]
+    names[stale] = new_ids
+    versions = np.zeros(len(stale), dtype=np.int64)
+    versions[copied] = base_version[slots]
     return ptr, names, versions, stale
 
 
@@ -439,36 +435,27 @@ class SSAView:
             base_size = len(base._ops)
             keep = np.zeros(base_size, dtype=bool)
             keep[kept] = True
-            position_of = np.full(base_size, -1, dtype=np.int64)
-            position_of[kept] = np.flatnonzero(is_base)
             table = base._table
             new_ops = [net[p] for p in new_positions]
             new_ins, new_outs = list(map(_INPUTS, new_ops)), list(map(_OUTPUTS, new_ops))
             # One lookup for all the new ops' names (inputs first, as ops number new names).
             in_ids = table.ids_of(list(chain.from_iterable(new_ins)))
             out_ids = table.ids_of(list(chain.from_iterable(new_outs)))
-            at = np.array(new_positions, dtype=np.int64)
             in_ptr, in_name, in_version, in_stale = _derived_column(
                 base._in_ptr,
-                base._in_op,
                 base._in_name,
                 base._in_version,
                 keep,
-                position_of,
-                size,
-                at,
+                is_base,
                 _counts(new_ins),
                 in_ids,
             )
             out_ptr, out_name, out_version, _ = _derived_column(
                 base._out_ptr,
-                base._out_op,
                 base._out_name,
                 base._out_version,
                 keep,
-                position_of,
-                size,
-                at,
+                is_base,
                 _counts(new_outs),
                 out_ids,
             )
