@@ -75,11 +75,34 @@ def _versions(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Caffe2's version of each read and each write, given as (name id, op index) columns.
 
-    Writes sorted by (name, op): counting those before a position gives the version there. A
-    read at op i sees the writes at ops < i; a write at op i counts those at ops <= i (an op
+    A read at op i sees the writes at ops < i; a write at op i counts those at ops <= i (an op
     listing an output twice reports both at the final version, as get_ssa does). Every write
     of a name a read names must be in the columns.
+
+    A name written once (every name of an ONNX graph, most of a Caffe2 net's) needs no
+    sorting: its write is version 1, and a read sees it when its op comes after the writer.
+    Only the names written more than once go through ``_sorted_versions``.
     """
+    size = int(max(in_name.max(initial=-1), out_name.max(initial=-1))) + 1
+    rewritten = np.bincount(out_name, minlength=size) > 1
+    once = ~rewritten[out_name]
+    writer = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
+    writer[out_name[once]] = out_op[once]
+    in_version = (writer[in_name] < in_op).astype(np.int64)
+    out_version = np.ones(len(out_name), dtype=np.int64)
+    if not once.all():
+        again = rewritten[in_name]
+        in_version[again], out_version[~once] = _sorted_versions(
+            in_name[again], in_op[again], out_name[~once], out_op[~once]
+        )
+    return in_version, out_version
+
+
+def _sorted_versions(
+    in_name: np.ndarray, in_op: np.ndarray, out_name: np.ndarray, out_op: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``_versions`` for any names: writes sorted by (name, op), counting those before a
+    position gives the version there."""
     stride = int(max(in_op.max(initial=0), out_op.max(initial=0))) + 2
     write_at = out_name * stride + out_op
     order = np.sort(write_at)
