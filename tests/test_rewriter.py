@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphtools import rewriter, usedef
+from graphtools import rewriter
 from graphtools.errors import IllegalRewriteError
 from graphtools.ir import Net, Op
 from graphtools.serde.codec import serialize_net
@@ -361,15 +361,17 @@ def test_overlays_and_derived_views_equal_a_fresh_build(data: st.DataObject) -> 
 
 
 def _symbolic(net: Net) -> tuple[list[Any], dict[str, list[Any]]]:
-    """Run ``net`` on symbols: each op's output is a term of its inputs (an Identity passes
-    its input through). Returns the final values and what each named op read."""
+    """Run ``net`` on symbols: each op's output is a term of its inputs and of the name it
+    writes (an Identity passes its input through); a replacement keeps the op's name, so
+    its write of a name is the same value, as the edit check sees it (the op, not the
+    slot). Returns the final values and what each named op read."""
     values: dict[str, Any] = {}
     reads: dict[str, list[Any]] = {}
     for op in net:
         args = [values.get(name, ("in", name)) for name in op.inputs]
         reads[op.name or ""] = args
-        for slot, name in enumerate(op.outputs):
-            values[name] = args[0] if op.type == "Identity" and args else (op.name, slot, *args)
+        for name in op.outputs:
+            values[name] = args[0] if op.type == "Identity" and args else (op.name, name, *args)
     return [values.get(name, ("in", name)) for name in net.external_outputs], reads
 
 
@@ -377,12 +379,14 @@ def _symbolic(net: Net) -> tuple[list[Any], dict[str, list[Any]]]:
 @settings(max_examples=200, deadline=None)
 @given(data=st.data())
 def test_accepted_edits_keep_every_untouched_read(data: st.DataObject, vectorise_from: int) -> None:
-    # Both ways of checking removals: the numpy test of bulk removals, and name by name.
-    usedef._VECTORISE_FROM = vectorise_from
+    # Both ways of checking removals and rewires: the numpy tests of bulk edits (from one
+    # name on, whatever the net's size), and name by name.
+    saved = rewriter._VECTORISE_FROM, rewriter._OPS_PER_NAME
+    rewriter._VECTORISE_FROM, rewriter._OPS_PER_NAME = vectorise_from, 10**9
     try:
         _accepted_edits_keep_every_untouched_read(data)
     finally:
-        usedef._VECTORISE_FROM = 64
+        rewriter._VECTORISE_FROM, rewriter._OPS_PER_NAME = saved
 
 
 def _identity_removals(
@@ -402,17 +406,47 @@ def _identity_removals(
     return removed, rewires
 
 
-def _edited(net: Net, removed: set[int], rewires: list[tuple[Any, Any]]) -> str | None:
-    """Apply the removals and rewires in one edit: ``None``, or why it was refused."""
+def _edited(
+    net: Net,
+    removed: set[int],
+    rewires: list[tuple[Any, Any]],
+    others: dict[str, tuple[int, Op]] | None = None,
+) -> str | None:
+    """Apply the removals and rewires in one edit, with ``others``' insertion or
+    replacement (``"insert"``/``"set_op"`` -> (index, op)): ``None``, or why it was refused."""
+    others = others or {}
     try:
         with net.edit() as e:
             for old, new in rewires:
                 e.replace_all_uses_with(old, new)
             for index in removed:
                 e.remove(index)
+            if "insert" in others:
+                at, op = others["insert"]
+                e.insert(at, [op])
+            if "set_op" in others:
+                e.set_op(*others["set_op"])
     except IllegalRewriteError as refused:
         return str(refused)
     return None
+
+
+def _other_changes(data: st.DataObject, net: Net, removed: set[int]) -> dict[str, tuple[int, Op]]:
+    """Maybe an inserted op, maybe an op replaced by one writing something else: changes
+    beside the removals that the check must not take for removals."""
+    names = st.sampled_from(NAMES)
+    others: dict[str, tuple[int, Op]] = {}
+    if data.draw(st.booleans()):
+        at = data.draw(st.integers(0, len(net)))
+        others["insert"] = (at, Op("N", [data.draw(names)], [data.draw(names)], name="inserted"))
+    # Not an identity: its replacement computes what it did (same name, same inputs), so
+    # only the names it writes change.
+    kept = [i for i in range(len(net)) if i not in removed and net[i].type != "Identity"]
+    if kept and data.draw(st.booleans()):
+        index = data.draw(st.sampled_from(kept))
+        replacement = Op("R", net[index].inputs, [data.draw(names)], name=net[index].name)
+        others["set_op"] = (index, replacement)
+    return others
 
 
 def _accepted_edits_keep_every_untouched_read(data: st.DataObject) -> None:
@@ -420,13 +454,15 @@ def _accepted_edits_keep_every_untouched_read(data: st.DataObject) -> None:
     outputs_before, reads_before = _symbolic(net)
     saved = serialize_net(net)
     removed, rewires = _identity_removals(data, net)
-    if _edited(net, removed, rewires) is not None:
+    others = _other_changes(data, net, removed)
+    if _edited(net, removed, rewires, others) is not None:
         assert serialize_net(net) == saved
         return
     outputs_after, reads_after = _symbolic(net)
     assert outputs_after == outputs_before
     for op in net:
-        assert reads_after[op.name or ""] == reads_before[op.name or ""]
+        if op.name != "inserted":  # the new op's reads are its author's
+            assert reads_after[op.name or ""] == reads_before[op.name or ""]
 
 
 @settings(max_examples=300, deadline=None)
