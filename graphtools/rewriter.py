@@ -442,6 +442,7 @@ class Edit:
         outputs: list[str] | None = self._external_outputs
         final_outputs: dict[str, int | None] = {}
         if outputs is None and finals:
+            _refuse_merged_outputs(net, finals, usedef)
             outputs = [finals[name][0] if name in finals else name for name in net.external_outputs]
             final_outputs = dict(finals.values())
             self._renamed_outputs = {old: new for old, (new, _) in finals.items() if old != new}
@@ -796,6 +797,42 @@ def _unless_rewires_see_their_writers(
         if writer != expected
     )
     return [name for name in names if name not in safe]
+
+
+def _refuse_merged_outputs(
+    net: EditableNet, finals: Mapping[str, tuple[str, int | None]], usedef: UseDef
+) -> None:
+    """Refuse an edit giving two external outputs one name when they hold different values.
+
+    ``finals`` maps an external output a rewire or rename moves to (its new name, the op
+    whose write it must end with). An output taking the name of another (an identity's
+    output rewired to a source that is itself an output) reads that one's final value
+    after the edit: both must have ended with the same write before it, or one of them
+    would silently change.
+    """
+    taken = {new for new, _ in finals.values()}
+    ends: dict[str, tuple[str, int | None]] = {}
+    for name in net.external_outputs:
+        if name in finals:
+            new, producer = finals[name]
+        elif name in taken:
+            new, producer = name, usedef.producer((name, usedef.final_version(name)))
+        else:
+            continue
+        first, first_producer = ends.setdefault(new, (name, producer))
+        if first_producer != producer:
+            raise IllegalRewriteError(
+                f"edit refused: external outputs {first!r} and {name!r} would both read "
+                f"{new!r}, but {first!r} ends with {_value_of(net, first_producer)} and "
+                f"{name!r} with {_value_of(net, producer)}; keep the writers apart or set the "
+                "outputs (set_external_outputs)"
+            )
+
+
+def _value_of(net: EditableNet, producer: int | None) -> str:
+    if producer is None:
+        return "the value the net starts with"
+    return f"the value of op #{producer} ({net[producer].type})"
 
 
 def _removal_only(

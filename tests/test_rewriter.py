@@ -194,6 +194,29 @@ def test_inserting_a_write_over_a_value_still_read_is_refused() -> None:
     _refused(_net(), edit, "op #1 (Dropout)", "inserted op Tanh", "op #0 (Relu)")
 
 
+def test_rewires_merging_two_outputs_that_end_differently_are_refused() -> None:
+    # Dropping the identity d = b@0 renames the output d to b; removing op #3 too makes the
+    # final b the initial one, which d needs but the output b (op #3's write) does not.
+    net = Net([Op("Identity", ["b"], ["d"]), Op("F", [], ["b"])], [], ["d", "b"])
+    view = net.ssa()
+    saved = serialize_net(net)
+
+    def edit(e: Any) -> None:
+        e.replace_all_uses_with(view.outputs_of(0)[0], view.inputs_of(0)[0])
+        e.remove(0)
+        e.remove(1)
+
+    _refused(net, edit, "'d' and 'b' would both read 'b'", "op #1 (F)")
+    assert serialize_net(net) == saved
+    # Both ending with the same write is fine: the outputs merge into one name.
+    net = Net([Op("F", [], ["b"]), Op("Identity", ["b"], ["d"])], [], ["d", "b"])
+    view = net.ssa()
+    with net.edit() as e:
+        e.replace_all_uses_with(view.outputs_of(1)[0], view.inputs_of(1)[0])
+        e.remove(1)
+    assert net.external_outputs == ("b", "b") and [op.type for op in net] == ["F"]
+
+
 def test_rewiring_to_a_version_the_reader_cannot_see_is_refused() -> None:
     net = Net(
         [
