@@ -455,6 +455,8 @@ class SSAView:
             is_base = origin >= 0
             new_positions = np.flatnonzero(~is_base).tolist()
             kept = origin[is_base]
+            # _derived_column copies the kept slots in order: an edit never reorders kept ops.
+            assert bool(np.all(kept[1:] > kept[:-1])), "an edit reordered the ops it kept"
             base_size = len(base._ops)
             keep = np.zeros(base_size, dtype=bool)
             keep[kept] = True

@@ -169,7 +169,7 @@ def test_an_edit_derives_the_next_view_instead_of_rebuilding(monkeypatch: Monkey
         ["z"],
     )
     old = net.ssa()
-    monkeypatch.setattr(SSAView, "build", classmethod(lambda cls, n: pytest_fail()))
+    monkeypatch.setattr(SSAView, "build", classmethod(lambda cls, *args: pytest_fail()))
     net.remove_ops([1])
     net.ssa()
     net.edit_ops((), {1: ["x"]})
