@@ -349,15 +349,17 @@ class SSAView:
         out_ptr: np.ndarray,
         out_name: np.ndarray,
         carried: _CarriedVersions | None = None,
+        external_in: list[str] | None = None,
     ) -> None:
         """Derive the view from integer columns (use ``build`` or ``edited``, not this).
 
-        ``carried``: the versions an edit left valid, and which must be recomputed.
+        ``carried``: the versions an edit left valid, and which must be recomputed;
+        ``external_in``: the net's external inputs as a list already made.
         """
         self.net = net
         self.revision = net.revision
         self._ops: Sequence[OpLike] = net.ops  # immutable: shared, not copied
-        self._external_in = list(net.external_inputs)
+        self._external_in = list(net.external_inputs) if external_in is None else external_in
         self._external_out = list(net.external_outputs)
         self._table = table
         self._in_ptr, self._in_name = in_ptr, in_name
@@ -435,8 +437,9 @@ class SSAView:
                 ids[is_input],
                 _offsets(out_counts),
                 ids[~is_input],
+                external_in=external,
             )
-            view._external_in, view._external_in_ids = external, external_ids
+            view._external_in_ids = external_ids
             return view
 
     @classmethod
