@@ -637,7 +637,7 @@ class Net:
         self._args: tuple[Argument, ...] = ()
         self._parent: Net | None = None
         self._memo: dict[Hashable, tuple[int, Any]] = {}
-        self._frozen_lists: dict[str, tuple[list[str], tuple[str, ...]]] = {}
+        self._frozen_lists: dict[str, tuple[list[str], Sequence[str] | frozenset[str]]] = {}
         self.revision = 0
         self._adopt(self._ops)
 
@@ -756,6 +756,14 @@ class Net:
         """Declared external outputs (an ONNX graph's outputs), in file order."""
         return self._frozen("external_outputs", self._external_outputs)
 
+    def external_input_set(self) -> frozenset[str]:
+        """The declared external inputs as a set, for membership tests (made once per list)."""
+        names = self._external_inputs
+        entry = self._frozen_lists.get("external_input_set")
+        if entry is None or entry[0] is not names:
+            entry = self._frozen_lists["external_input_set"] = (names, frozenset(names))
+        return entry[1]  # type: ignore[return-value]
+
     def _frozen(self, key: str, names: list[str]) -> tuple[str, ...]:
         """``names`` as a tuple, made once per list: the external lists are replaced, never
         changed in place, and an exported net declares a million params (a tuple of them per
@@ -763,7 +771,7 @@ class Net:
         entry = self._frozen_lists.get(key)
         if entry is None or entry[0] is not names:
             entry = self._frozen_lists[key] = (names, tuple(names))
-        return entry[1]
+        return entry[1]  # type: ignore[return-value]
 
     @property
     def initializers(self) -> Mapping[str, Tensor]:

@@ -71,11 +71,11 @@ class DedupeInitializers(Pass):
         table = op_table(model)
         stats = {"initializers_removed": 0}
         changed = False
-        for scope in scopes(model.predict_net, table.branch_nets):
+        for scope in scopes(model.predict_net, table):
             net = scope.net
             if len(net.initializers) < 2:
                 continue
-            copies = _copies(net, DataFlow(net, scope.outer_constants))
+            copies = _copies(net, DataFlow(scope))
             if not copies:
                 continue
             with net.edit() as edit:

@@ -5,8 +5,10 @@ graphs enclosing them): every op the model's op table may fold (a known, determi
 ``Constant``, ``ConstantOfShape`` and ``Shape``/``Size`` included) whose inputs are all constants
 is evaluated by onnxruntime (``onnx.reference`` where it lacks a kernel), the whole constant
 sub-graph in one run; the values the rest of the graph reads become initializers and the ops
-go, with the ops left without readers. Constants are initializers, outputs of ops folded with
-them, and in the main graph the shape values ONNX shape inference with data propagation knows
+go, with the ops left without readers. Constants are initializers (not one a user may feed:
+from IR version 4 an initializer also listed as a graph input is a default that onnxruntime
+replaces by the value fed, so no pass bakes it in), outputs of ops folded with them, and in
+the main graph the shape values ONNX shape inference with data propagation knows
 entirely: ``Shape``/``Size`` of static dims, and the arithmetic chains on them (``Gather`` of
 the static dim 1 of an ``N x 3 x H x W`` input is ``3``). A Reshape target it knows but for one
 dim becomes a constant with ``-1`` there, and a dim it knows to be the input's own dim at the
@@ -450,7 +452,7 @@ def _fold_onnx(model: Model, table: OnnxOpTable, max_bytes: int) -> PassResult:
     stats = {"ops_folded": 0, "reshapes_folded": 0, "ops_removed": 0, "params_added": 0}
     names = NameSource(model_names(model.predict_net))
     changed = False
-    for scope in scopes(model.predict_net, table.branch_nets):
+    for scope in scopes(model.predict_net, table):
         known = _propagated(model, table) if scope.depth == 0 else None
         plan = _plan_onnx(scope, table, max_bytes, known, names)
         if not (plan.removed or plan.reshapes):
@@ -488,7 +490,8 @@ def _plan_onnx(
     outer = scope.outer_constants
     propagated = {} if known is None else _producible(net, known.values)
     placeholders = {} if known is None else known.placeholders
-    held = set(net.initializers).union(outer)
+    own = scope.constants  # not an initializer a user may feed
+    held = set(own).union(outer)
 
     def foldable(op: Op) -> bool:  # a placeholder is read for its shape alone
         shaped = table.shape_only(op) or placeholders.keys().isdisjoint(op.inputs)
@@ -502,7 +505,7 @@ def _plan_onnx(
         if name in propagated or name in placeholders:
             feeds[name] = propagated.get(name, placeholders.get(name))  # type: ignore[assignment]
         else:
-            tensor = net.initializers.get(name)
+            tensor = own.get(name)
             feeds[name] = (tensor if tensor is not None else outer[name]).numpy()
     values: dict[str, np.ndarray] = {**placeholders, **propagated}
     if ops:

@@ -235,7 +235,7 @@ class FuseAffine(Pass):
         edit per graph."""
         table = cast("OnnxOpTable", op_table(model))
         opset = table.opset() or 1
-        all_scopes = scopes(model.predict_net, table.branch_nets)
+        all_scopes = scopes(model.predict_net, table)
         if not any({"Mul", "Add"}.intersection(op.type for op in s.net) for s in all_scopes):
             return PassResult(model, False, {"fused": 0})
         nested = len(all_scopes) > 1
@@ -246,7 +246,7 @@ class FuseAffine(Pass):
         names = NameSource(model_names(model.predict_net))
         plans: list[tuple[Net, list[_Fusion]]] = []
         for scope in all_scopes:
-            flow = DataFlow(scope.net, scope.outer_constants)
+            flow = DataFlow(scope)
             fusions = _find(flow, opset, types, names)
             if fusions:
                 plans.append((scope.net, fusions))

@@ -205,8 +205,8 @@ class FuseBatchNorm(Pass):
         opset = int(model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1)))
         names = NameSource(model_names(model.predict_net))
         plans: list[tuple[Net, list[_Fusion]]] = []
-        for scope in scopes(model.predict_net, table.branch_nets):
-            fusions = _find(DataFlow(scope.net, scope.outer_constants), opset, names)
+        for scope in scopes(model.predict_net, table):
+            fusions = _find(DataFlow(scope), opset, names)
             if fusions:
                 plans.append((scope.net, fusions))
         if not plans:

@@ -116,14 +116,14 @@ class FuseMatMulAdd(Pass):
         """Find the fusions of each graph and apply them in one edit per graph."""
         table = cast("OnnxOpTable", op_table(model))
         stats = {"fused": 0}
-        all_scopes = scopes(model.predict_net, table.branch_nets)
+        all_scopes = scopes(model.predict_net, table)
         has_matmul = any("MatMul" in map(_type, scope.net) for scope in all_scopes)
         if (table.opset() or 1) < 7 or not has_matmul:
             return PassResult(model, False, stats)
         types = table.infer_types(model, nested=len(all_scopes) > 1)
         changed = False
         for scope in all_scopes:
-            found = _fusions(DataFlow(scope.net, scope.outer_constants), types)
+            found = _fusions(DataFlow(scope), types)
             if not found:
                 continue
             with scope.net.edit() as edit:

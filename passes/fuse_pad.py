@@ -131,10 +131,10 @@ class FusePad(Pass):
         opset = table.opset() or 1
         stats = {"fused": 0}
         changed = False
-        for scope in scopes(model.predict_net, table.branch_nets):
+        for scope in scopes(model.predict_net, table):
             if "Pad" not in {op.type for op in scope.net}:
                 continue
-            flow = DataFlow(scope.net, scope.outer_constants)
+            flow = DataFlow(scope)
             reader = _PadReader(flow, opset)
             found = []
             for index, op in enumerate(scope.net):

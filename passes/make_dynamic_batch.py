@@ -134,8 +134,8 @@ class _Attempt:
     def _constants(self) -> dict[str, Tensor | np.ndarray]:
         """The initializers of every graph, and the values of ``Constant`` nodes."""
         found: dict[str, Tensor | np.ndarray] = {}
-        for scope in scopes(self.net, self.table.branch_nets):
-            found.update(scope.net.initializers)
+        for scope in scopes(self.net, self.table):
+            found.update(scope.constants)
             for op in scope.net:
                 if op.type == "Constant" and op.outputs and op.domain in (None, "", "ai.onnx"):
                     value = self.table.attribute_array(op, "value")
@@ -168,7 +168,7 @@ class _Attempt:
             self._declare_symbol()
         fixed: set[tuple[int, tuple[str, ...], str]] = set()
         rewrites = 0
-        limit = sum(len(scope.net) for scope in scopes(self.net, self.table.branch_nets)) + 2
+        limit = sum(len(scope.net) for scope in scopes(self.net, self.table)) + 2
         for _ in range(limit):
             self.types = self.table.infer_types(self.model, nested=True)
             pin = self._find()
@@ -196,7 +196,7 @@ class _Attempt:
     def _declare_symbol(self) -> None:
         """Inputs get the symbol; the other declared types (which hold the exported batch)
         lose their shapes, for inference to work them out again."""
-        for scope in scopes(self.net, self.table.branch_nets):
+        for scope in scopes(self.net, self.table):
             net = scope.net
             interface = set(net.external_inputs) | set(net.external_outputs)
             with net.edit() as edit:
@@ -214,7 +214,7 @@ class _Attempt:
     def _declare_outputs(self) -> None:
         """Graph outputs (and body interfaces) declared as inference gives them now."""
         types = self.table.infer_types(self.model, nested=True)
-        for scope in scopes(self.net, self.table.branch_nets):
+        for scope in scopes(self.net, self.table):
             net = scope.net
             names = list(net.external_outputs)
             if scope.depth:

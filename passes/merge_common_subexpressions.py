@@ -89,9 +89,9 @@ class MergeCommonSubexpressions(Pass):
         table = cast("OnnxOpTable", op_table(model))
         stats = {"ops_removed": 0}
         changed = False
-        for scope in scopes(model.predict_net, table.branch_nets):
+        for scope in scopes(model.predict_net, table):
             net = scope.net
-            removed, rewires = _duplicates(net, DataFlow(net, scope.outer_constants), table)
+            removed, rewires = _duplicates(net, DataFlow(scope), table)
             if not removed:
                 continue
             with net.edit() as edit:

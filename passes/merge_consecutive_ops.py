@@ -448,14 +448,12 @@ class MergeConsecutiveOps(Pass):
         per graph."""
         table = cast("OnnxOpTable", op_table(model))
         stats = {"merged": 0, "ops_removed": 0}
-        all_scopes = scopes(model.predict_net, table.branch_nets)
+        all_scopes = scopes(model.predict_net, table)
         if not any(_FAMILIES.intersection(op.type for op in s.net) for s in all_scopes):
             return PassResult(model, False, stats)
         types = table.infer_types(model, nested=len(all_scopes) > 1)
         names = NameSource(model_names(model.predict_net))
-        mergers = [
-            _Merger(DataFlow(s.net, s.outer_constants), types, table, names) for s in all_scopes
-        ]
+        mergers = [_Merger(DataFlow(s), types, table, names) for s in all_scopes]
         self._movements(mergers, table)
         changed = False
         for merger in mergers:

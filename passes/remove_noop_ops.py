@@ -261,7 +261,7 @@ class RemoveNoopOps(Pass):
         """For each graph, innermost first: find the no-ops and zero inputs, then one edit."""
         table = cast("OnnxOpTable", op_table(model))
         stats = {"ops_removed": 0, "values_renamed": 0, "inputs_dropped": 0}
-        all_scopes = scopes(model.predict_net, table.branch_nets)
+        all_scopes = scopes(model.predict_net, table)
         wanted = _NOOP_TYPES | _RECURRENT_DEFAULTS.keys()
         if not any(wanted.intersection(map(_type, scope.net)) for scope in all_scopes):
             return PassResult(model, False, stats)
@@ -272,7 +272,7 @@ class RemoveNoopOps(Pass):
 
         changed = False
         for scope in all_scopes:
-            flow = DataFlow(scope.net, scope.outer_constants)
+            flow = DataFlow(scope)
             changed = _remove(scope.net, flow, types, table, stats) or changed
         return PassResult(model, changed, stats)
 

@@ -7,7 +7,9 @@ initializers too (onnxruntime warns "Removing initializer ... not used by any no
 is *used* when a top-level predict_net op reads its initial value (version 0), a nested net
 (``If`` branches, step nets) reads its name, or an external output is that value. Unused
 params leave the init_net (their fill ops, when every blob the op fills is unused and no kept
-init op reads it), its external outputs, and the predict_net's external inputs.
+init op reads it), its external outputs, and the predict_net's external inputs. An ONNX
+initializer that is also a graph input a user may feed (IR 4 and later) is part of the
+model's interface and stays.
 
 Example (``w_old`` is filled but never read)::
 
@@ -26,6 +28,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from graphtools.dialects import op_table
 from graphtools.ir import Model, Net
 from graphtools.nested import nested_accesses
 from graphtools.pass_infra import Pass, PassResult, register_pass
@@ -51,6 +54,9 @@ def unused_params(model: Model) -> list[str]:
     # Flags, not a set of the read names: a net holds a param per op, and only the unread
     # few are then looked up (in the small sets of outputs and nested reads).
     spared = outputs | nested_reads
+    constants = op_table(model).constants(net)
+    if len(constants) != len(net.initializers):  # a graph input a user may feed stays one
+        spared.update(name for name in net.initializers if name not in constants)
     unread = compress(candidates, np.logical_not(view.initially_read(candidates)).tolist())
     return list(dict.fromkeys(name for name in unread if name not in spared))
 

@@ -9,9 +9,7 @@ or a nested graph (an ``If`` branch, a ``Loop`` body) reads it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from graphtools.ir import Net
+from graphtools.analysis.scopes import Scope
 from graphtools.nested import nested_accesses
 from graphtools.values import Tensor
 
@@ -19,13 +17,15 @@ __all__ = ["DataFlow"]
 
 
 class DataFlow:
-    """Producers and readers of the values of ``net`` (single-assignment), and the constants
-    it sees: its initializers, then ``outer`` (the initializers of the enclosing graphs)."""
+    """Producers and readers of the values of ``scope.net`` (single-assignment), and the
+    constants it sees: its own (``scope.constants``), then those of the enclosing graphs."""
 
-    def __init__(self, net: Net, outer: Mapping[str, Tensor] | None = None) -> None:
-        self.net = net
+    def __init__(self, scope: Scope) -> None:
+        self.net = net = scope.net
         self.view = net.ssa()
-        self.outer = outer or {}
+        self.constants = scope.constants
+        self.outer = scope.outer_constants
+        self.inputs = net.external_input_set()
         escaping = set(net.external_outputs)
         for access in nested_accesses(net).values():
             escaping.update(access.reads)
@@ -55,13 +55,13 @@ class DataFlow:
         return readers[0][0] if len(readers) == 1 else None
 
     def constant(self, name: str) -> Tensor | None:
-        """The constant named ``name`` (an initializer of the net or of an enclosing graph,
-        when the net itself does not compute that name), else ``None``."""
+        """The constant named ``name`` (of the net or of an enclosing graph, when the net
+        itself neither computes nor takes as input that name), else ``None``."""
         if not name:
             return None
-        tensor = self.net.initializers.get(name)
+        tensor = self.constants.get(name)
         if tensor is not None:
             return tensor
-        if self.producer(name) is not None or name in self.net.external_inputs:
+        if self.producer(name) is not None or name in self.inputs:
             return None
         return self.outer.get(name)

@@ -10,16 +10,22 @@ for the names of the values it makes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from graphtools.ir import Net, Op
 from graphtools.values import Tensor
 
 __all__ = ["NameSource", "Scope", "model_names", "scopes"]
 
-Bodies = Callable[[Op], list[tuple[str, Net]]]
-"""``(attribute name, net)`` of an op's control-flow bodies (the op table's ``branch_nets``)."""
+
+class OpTableLike(Protocol):
+    """What ``scopes`` asks the model's op table (``graphtools.dialects.OpTable``)."""
+
+    def branch_nets(self, op: Op) -> list[tuple[str, Net]]: ...
+
+    def constants(self, net: Net) -> Mapping[str, Tensor]: ...
 
 
 @dataclass(frozen=True)
@@ -29,37 +35,42 @@ class Scope:
     Attributes:
         net: the net.
         depth: 0 for the main graph, 1 for a body of one of its ops, and so on.
-        outer_constants: the initializers of the enclosing nets (innermost wins), which the
-            net may read as constants.
+        constants: the net's initializers that are constants (the op table's ``constants``:
+            not one a user may feed instead).
+        outer_constants: the constants of the enclosing nets (innermost wins), which the
+            net may read.
         outer_names: every value name the enclosing nets define before the op holding this
             net (inputs, initializers, outputs of earlier ops), which the net may read.
     """
 
     net: Net
+    constants: Mapping[str, Tensor]
     depth: int = 0
     outer_constants: Mapping[str, Tensor] = field(default_factory=dict)
     outer_names: frozenset[str] = frozenset()
 
 
-def scopes(net: Net, bodies: Bodies) -> list[Scope]:
-    """``net`` and every control-flow body nested in it, innermost first (each body before
-    the net holding it); linear in the size of the model."""
+def scopes(net: Net, table: OpTableLike) -> list[Scope]:
+    """``net`` and every control-flow body nested in it (``table.branch_nets``), innermost
+    first (each body before the net holding it); linear in the size of the model."""
     found: list[Scope] = []
-    _visit(Scope(net), bodies, found)
+    _visit(Scope(net, table.constants(net)), table, found)
     return found
 
 
-def _visit(scope: Scope, bodies: Bodies, found: list[Scope]) -> None:
+def _visit(scope: Scope, table: OpTableLike, found: list[Scope]) -> None:
     net = scope.net
     nested = net.nested_op_indices()
     if nested:
-        constants = {**scope.outer_constants, **net.initializers}
+        constants = {**scope.outer_constants, **scope.constants}
         defined = set(scope.outer_names) | set(net.external_inputs) | set(net.initializers)
         for index, op in enumerate(net):
             if index in nested:
-                for _, body in bodies(op):
-                    inner = Scope(body, scope.depth + 1, constants, frozenset(defined))
-                    _visit(inner, bodies, found)
+                for _, body in table.branch_nets(op):
+                    inner = Scope(
+                        body, table.constants(body), scope.depth + 1, constants, frozenset(defined)
+                    )
+                    _visit(inner, table, found)
             defined.update(op.outputs)
     found.append(scope)
 

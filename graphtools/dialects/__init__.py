@@ -29,7 +29,12 @@ def op_table(model: Model | Net) -> OpTable:
         from graphtools.dialects.onnx import onnx_table
 
         if isinstance(model, Model):
-            return onnx_table(dict(model.opset_imports), _function_ids(model))
+            ir_version = getattr(model.header, "ir_version", 0)
+            return onnx_table(
+                dict(model.opset_imports),
+                _function_ids(model),
+                initializers_fed=not 0 < ir_version < 4,
+            )
         return onnx_table({}, frozenset())
     raise ValueError(f"no op table for dialect {dialect!r}")
 

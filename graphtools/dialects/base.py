@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from graphtools.ir import Model, Net, Op
-from graphtools.values import ValueType
+from graphtools.values import Tensor, ValueType
 
 __all__ = ["OpTable"]
 
@@ -39,6 +39,11 @@ class OpTable(ABC):
     def branch_nets(self, op: Op) -> list[tuple[str, Net]]:
         """``(argument name, net)`` of the nested nets of ``op`` that are control-flow bodies
         (branches, loop bodies) a pipeline may rewrite as nets of their own."""
+
+    def constants(self, net: Net) -> Mapping[str, Tensor]:
+        """The values ``net`` holds that are constants (folding and fusing may bake them in):
+        its initializers, unless the dialect lets a user feed one instead."""
+        return net.initializers
 
     def foldable(self, op: Op, net: Net) -> bool:
         """Whether ``op`` may be replaced by its value when all its inputs are constants:

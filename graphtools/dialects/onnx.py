@@ -26,7 +26,7 @@ from graphtools._core import ONNX
 from graphtools.dialects.base import OpTable
 from graphtools.errors import UnsupportedOpError
 from graphtools.ir import Model, Net, Op
-from graphtools.values import Dim, ValueType
+from graphtools.values import Dim, Tensor, ValueType
 
 __all__ = ["STANDARD_DOMAINS", "OnnxOpTable", "onnx_table"]
 
@@ -59,18 +59,37 @@ def _domain(op: Op) -> str:
 
 
 class OnnxOpTable(OpTable):
-    """The table of ONNX models importing ``opsets`` and defining ``functions``."""
+    """The table of ONNX models importing ``opsets`` and defining ``functions``.
+
+    ``initializers_fed``: whether an initializer also listed as a graph input is a default
+    the user may feed another value for (IR version 4 and later, as onnxruntime reads it)
+    rather than a constant (IR 3 lists every initializer as an input).
+    """
 
     dialect: ClassVar[str] = ONNX
 
     def __init__(
-        self, opsets: Mapping[str, int], functions: Iterable[tuple[str, str]] = ()
+        self,
+        opsets: Mapping[str, int],
+        functions: Iterable[tuple[str, str]] = (),
+        *,
+        initializers_fed: bool = True,
     ) -> None:
         self.opsets = dict(opsets)
         self.functions = frozenset(functions)
+        self.initializers_fed = initializers_fed
         self._custom = any(domain not in STANDARD_DOMAINS for domain in self.opsets)
         default = self.opsets.get("", self.opsets.get("ai.onnx"))
         self._old_dropout = default is None or default < 7  # is_test left Dropout at 7
+
+    def constants(self, net: Net) -> Mapping[str, Tensor]:
+        """The initializers of ``net``, without those a user may feed (``initializers_fed``):
+        baking one of those into a folded or fused value would ignore what is fed."""
+        initializers = net.initializers
+        fed = net.external_input_set()
+        if not self.initializers_fed or initializers.keys().isdisjoint(fed):
+            return initializers
+        return {name: tensor for name, tensor in initializers.items() if name not in fed}
 
     def known(self, op: Op) -> bool:
         """Whether ``op`` is a standard op the schemas know or a model-local function call."""
@@ -110,6 +129,8 @@ class OnnxOpTable(OpTable):
         tensor = net.initializers.get(training)
         if tensor is None or tensor.size != 1:
             return False
+        if self.initializers_fed and training in net.external_input_set():
+            return False  # a user may feed training_mode=True
         return not bool(np.asarray(tensor.numpy()).reshape(-1)[0])
 
     def branch_nets(self, op: Op) -> list[tuple[str, Net]]:
@@ -253,13 +274,19 @@ class OnnxOpTable(OpTable):
 
 @lru_cache(maxsize=64)
 def _table(
-    opsets: tuple[tuple[str, int], ...], functions: frozenset[tuple[str, str]]
+    opsets: tuple[tuple[str, int], ...],
+    functions: frozenset[tuple[str, str]],
+    initializers_fed: bool,
 ) -> OnnxOpTable:
-    return OnnxOpTable(dict(opsets), functions)
+    return OnnxOpTable(dict(opsets), functions, initializers_fed=initializers_fed)
 
 
 def onnx_table(
-    opsets: Mapping[str, int], functions: frozenset[tuple[str, str]] = frozenset()
+    opsets: Mapping[str, int],
+    functions: frozenset[tuple[str, str]] = frozenset(),
+    *,
+    initializers_fed: bool = True,
 ) -> OnnxOpTable:
-    """The table for a model importing ``opsets`` and defining ``functions`` (cached)."""
-    return _table(tuple(sorted(opsets.items())), functions)
+    """The table for a model importing ``opsets`` and defining ``functions`` (cached);
+    ``initializers_fed``: see ``OnnxOpTable``."""
+    return _table(tuple(sorted(opsets.items())), functions, initializers_fed)
