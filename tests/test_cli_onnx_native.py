@@ -17,7 +17,8 @@ import numpy as np
 import onnx
 import pytest
 from conftest import FIXTURES, assert_one_error_line, publish_passes, run_cli
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, external_data_helper, helper, numpy_helper
+from onnx_check import check
 
 from graphtools.errors import GraphToolsError
 from graphtools.ir import Model
@@ -748,6 +749,56 @@ def test_external_data_outside_the_folder_is_one_error_line(
         code, _, err = run_cli(capsys, *argv)
         assert code == 2, argv
         assert_one_error_line(err, "lies outside the model's folder")
+
+
+def test_external_data_in_a_subfolder_runs_verifies_and_round_trips(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "m"
+    (folder / "weights").mkdir(parents=True)
+    model = onnx.load(str(_mlp(tmp_path / "plain.onnx")))
+    external_data_helper.convert_model_to_external_data(
+        model, all_tensors_to_one_file=True, location="weights/m.data", size_threshold=0
+    )
+    source = folder / "m.onnx"
+    onnx.save_model(model, str(source))
+    out = tmp_path / "out" / "o.onnx"
+    code, _, err = run_cli(capsys, "run", str(source), "-p", "", "-o", str(out))
+    assert code == 0, err
+    assert (out.parent / "weights" / "m.data").read_bytes() == (
+        folder / "weights" / "m.data"
+    ).read_bytes()
+    assert onnx.load(str(out)) == onnx.load(str(source))
+    code, _, err = run_cli(capsys, "verify", str(source))
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "run", str(source), "-o", str(tmp_path / "o2" / "o.onnx"))
+    assert code == 0, err
+    check(tmp_path / "o2" / "o.onnx")
+
+
+@pytest.mark.parametrize("pipeline", ["", "default"])
+def test_truncated_external_data_is_one_error_line_and_nothing_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], pipeline: str
+) -> None:
+    # "" copies the data file whole; default drops the unused initializer and writes the
+    # file again from the tensors kept.
+    folder = tmp_path / "m"
+    folder.mkdir()
+    source = _mlp(folder / "m.onnx", external=True)
+    data = folder / "m.onnx.data"
+    with data.open("r+b") as handle:
+        handle.truncate(44)  # w (48 bytes, used) loses its last float; unused is gone
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, "run", str(source), "-p", pipeline, "-o", str(out / "o.onnx"))
+    assert code == 2
+    assert_one_error_line(err, "m.onnx.data")
+    assert "truncated" in err
+    assert not out.exists() or not any(out.iterdir())
+    before = data.read_bytes()
+    code, _, err = run_cli(capsys, "run", str(source), "-p", pipeline, "--in-place")
+    assert code == 2
+    assert_one_error_line(err, "truncated")
+    assert data.read_bytes() == before
 
 
 @pytest.mark.parametrize(

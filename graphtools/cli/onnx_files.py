@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from graphtools.errors import SerdeError
 from graphtools.ir import Model
-from graphtools.serde.atomic import write_files
 from graphtools.serde.netdef_io import read_bytes
 from graphtools.serde.sniff import looks_like_onnx
 from graphtools.values import ValueType
@@ -324,10 +323,11 @@ def _staged(files: Sequence[tuple[Path, bytes]], model: Model | None, folder: Pa
     """Write ``files`` into ``folder`` as they would lie in their own, link the kept data
     files beside them; the staged model file."""
     from graphtools.serde.onnx_codec import external_tensors
+    from graphtools.serde.onnx_io import write_onnx_files
 
     base = files[0][0].parent
     staged = [(folder / path.relative_to(base), data) for path, data in files]
-    write_files(staged)
+    write_onnx_files(staged)
     written = {path for path, _ in staged}
     for _, _, tensor in external_tensors(model) if model is not None else ():
         external = getattr(tensor, "external", None)

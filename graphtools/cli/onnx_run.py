@@ -43,7 +43,6 @@ from graphtools.cli.onnx_files import (
 from graphtools.errors import SerdeError
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager, PassRecord
-from graphtools.serde.atomic import write_files
 from graphtools.serde.pairing import ModelRef
 
 __all__ = [
@@ -150,6 +149,8 @@ def _same_bytes(path: Path, data: bytes) -> bool:
 def _write(files: list[tuple[Path, bytes]]) -> list[Path]:
     """Write the files as one unit, creating the model's folder (removed again when the
     write fails and it was made for it)."""
+    from graphtools.serde.onnx_io import write_onnx_files
+
     folder = files[0][0].parent
     created = not folder.exists()
     try:
@@ -157,7 +158,7 @@ def _write(files: list[tuple[Path, bytes]]) -> list[Path]:
     except OSError as exc:
         raise SerdeError(folder, f"cannot create the folder: {exc.strerror or exc}") from exc
     try:
-        return write_files(files)
+        return write_onnx_files(files)
     except BaseException:
         if created:
             with contextlib.suppress(OSError):

@@ -30,9 +30,8 @@ from graphtools._core import ONNX
 from graphtools.errors import GraphToolsError, SerdeError
 from graphtools.feeds import MadeInput
 from graphtools.ir import Model
-from graphtools.serde.atomic import write_files
 from graphtools.serde.onnx_codec import external_tensors, model_to_onnx_bytes
-from graphtools.serde.onnx_io import PROTOBUF_LIMIT, onnx_model_files
+from graphtools.serde.onnx_io import PROTOBUF_LIMIT, onnx_model_files, write_onnx_files
 from graphtools.values import ValueType
 
 __all__ = [
@@ -184,7 +183,7 @@ def _source(model: Model, folder: Path) -> bytes | str:
     for target, _ in files:
         if not target.resolve().is_relative_to(folder.resolve()):
             raise SerdeError(target, "external data would be written outside the model's folder")
-    write_files(files)
+    write_onnx_files(files)
     return str(path)
 
 

@@ -12,6 +12,7 @@ written; a model over protobuf's 2 GB limit is refused with what to do.
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -33,7 +34,13 @@ from graphtools.serde.onnx_codec import (
 )
 from graphtools.values import Tensor
 
-__all__ = ["PROTOBUF_LIMIT", "load_onnx_model", "onnx_model_files", "save_onnx_model"]
+__all__ = [
+    "PROTOBUF_LIMIT",
+    "load_onnx_model",
+    "onnx_model_files",
+    "save_onnx_model",
+    "write_onnx_files",
+]
 
 PROTOBUF_LIMIT = 2**31 - 1
 """Protobuf refuses to serialise a message larger than this."""
@@ -83,8 +90,38 @@ def save_onnx_model(
                     "another folder, or save with its tensors in a file of its own "
                     "(external_data=True; the CLI's --external-data)",
                 )
-    write_files(files)
+    write_onnx_files(files)
     return path
+
+
+def write_onnx_files(files: list[tuple[Path, bytes]]) -> list[Path]:
+    """Write a model file and its external data files (``onnx_model_files``) as one unit,
+    making the folders a data location names inside the model's folder (``weights/m.data``);
+    the model's folder itself must exist. Folders made for a write that fails are removed.
+
+    Raises:
+        SerdeError: as ``atomic.write_files``, or a folder cannot be made.
+    """
+    top = files[0][0].parent
+    made: list[Path] = []
+    try:
+        for path, _ in files[1:]:
+            inside = [folder for folder in path.parents if folder.is_relative_to(top)]
+            for folder in reversed(inside[:-1]):  # outermost first, the model's folder aside
+                if not folder.exists():
+                    try:
+                        folder.mkdir()
+                    except OSError as exc:
+                        raise SerdeError(
+                            folder, f"cannot create the folder: {exc.strerror or exc}"
+                        ) from exc
+                    made.append(folder)
+        return write_files(files)
+    except BaseException:
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
 
 
 def _differs(target: Path, data: bytes) -> bool:
@@ -116,22 +153,59 @@ def onnx_model_files(
     return [(path, data), *extra]
 
 
+_PACKED_HALF_BYTES = frozenset(
+    {onnx.TensorProto.INT4, onnx.TensorProto.UINT4, onnx.TensorProto.FLOAT4E2M1}
+)
+"""Element types stored two to a byte."""
+
+
+def _extent(tensor: OnnxTensor) -> tuple[int, int | None, int | None]:
+    """``(offset, length, bytes its shape and type need)`` of ``tensor``'s external data
+    (``None``: not said, or not fixed: strings)."""
+    proto = tensor.proto
+    entries = {entry.key: entry.value for entry in proto.external_data}
+    length = entries.get("length")
+    count = 1
+    for dim in proto.dims:
+        count *= dim
+    if proto.data_type in _PACKED_HALF_BYTES:
+        needed: int | None = (count + 1) // 2
+    elif proto.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+        needed = None
+    else:
+        needed = count * onnx.helper.tensor_dtype_to_np_dtype(proto.data_type).itemsize
+    return int(entries.get("offset", 0) or 0), None if length is None else int(length), needed
+
+
+def _check_extents(file: ExternalFile, tensors: list[OnnxTensor], size: int) -> None:
+    """Refuse data that ``file`` (``size`` bytes) is too short to hold: copied as it is, it
+    would give a model onnxruntime cannot load."""
+    for tensor in tensors:
+        offset, length, needed = _extent(tensor)
+        wanted = length if length is not None else needed
+        if offset + (wanted or 0) > size:
+            raise SerdeError(
+                file.path,
+                f"the external data of initializer {tensor.name!r} lies at bytes {offset} to "
+                f"{offset + (wanted or 0)} of this file, which holds {size} (truncated?)",
+            )
+
+
 def _read_range(file: ExternalFile, tensor: OnnxTensor) -> bytes:
     """The bytes of ``tensor`` in ``file``, as its offset and length say."""
-    entries = {entry.key: entry.value for entry in tensor.proto.external_data}
-    offset = int(entries.get("offset", 0) or 0)
-    length = entries.get("length")
+    offset, length, needed = _extent(tensor)
     try:
         with file.path.open("rb") as handle:
             handle.seek(offset)
-            chunk = handle.read(-1 if length is None else int(length))
+            chunk = handle.read(-1 if length is None else length)
     except OSError as exc:
         raise SerdeError(file.path, f"cannot read external data: {exc.strerror or exc}") from exc
-    if length is not None and len(chunk) != int(length):
+    wanted = length if length is not None else needed
+    if wanted is not None and len(chunk) < wanted:
         raise SerdeError(
             file.path,
             f"external data of initializer {tensor.name!r} is {len(chunk)} bytes, the "
-            f"model says {length}",
+            f"model says {wanted} (truncated?)",
         )
     return chunk
 
@@ -155,7 +229,11 @@ def _kept_external(
         unique = {id(t): t for t in tensors}
         if len(unique) == file.count:
             if target.resolve() != file.path.resolve():
-                written.append((target, read_bytes(file.path)))
+                data = read_bytes(file.path)
+                _check_extents(file, list(unique.values()), len(data))
+                written.append((target, data))
+            else:
+                _check_extents(file, list(unique.values()), _size_of(file))
             continue
         chunks: list[bytes] = []
         offset = 0
@@ -184,6 +262,13 @@ def _kept_external(
         return proto
 
     return write, written
+
+
+def _size_of(file: ExternalFile) -> int:
+    try:
+        return file.path.stat().st_size
+    except OSError as exc:
+        raise SerdeError(file.path, f"cannot read external data: {exc.strerror or exc}") from exc
 
 
 def _set_location(proto: onnx.TensorProto, location: str, offset: int, length: int) -> None:
