@@ -227,6 +227,62 @@ def test_diff_and_draw_on_onnx(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert code == 0 and "removed (red): 1" in (tmp_path / "d.dot").read_text()
 
 
+def _branchy(
+    path: Path, *, value: float = 1.0, then_op: str = "Relu", opset: int = 17, batch: int | str = 2
+) -> Path:
+    """y = If(c, then: then_op(x), else: x) + a Constant of ``value``."""
+    then = helper.make_graph(
+        [helper.make_node(then_op, ["x"], ["t"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["e"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)],
+    )
+    graph = helper.make_graph(
+        [
+            helper.make_node("If", ["c"], ["b"], then_branch=then, else_branch=other),
+            helper.make_node(
+                "Constant", [], ["k"], value=numpy_helper.from_array(np.full(3, value, np.float32))
+            ),
+            helper.make_node("Add", ["b", "k"], ["y"]),
+        ],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3]),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    return _save(model, path)
+
+
+@pytest.mark.parametrize(
+    ("change", "line"),
+    [
+        ({"value": 5.0}, "Constant: arg value <tensor FLOAT 3> #"),
+        ({"then_op": "Neg"}, "If: arg then_branch <net then> #"),
+        ({"opset": 18}, "~ opsets ai.onnx:17 -> ai.onnx:18"),
+        ({"batch": "N"}, "~ predict_net type of x: FLOAT[2, 3] -> FLOAT[N, 3]"),
+    ],
+    ids=["constant-value", "branch-body", "opset", "input-shape"],
+)
+def test_diff_sees_what_changes_the_outputs_or_the_contract(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: dict[str, Any], line: str
+) -> None:
+    first = _branchy(tmp_path / "a.onnx")
+    second = _branchy(tmp_path / "b.onnx", **change)
+    code, out, _ = run_cli(capsys, "diff", str(first), str(second))
+    assert code == 1 and line in out, out
+    code, out, _ = run_cli(capsys, "diff", str(first), str(_branchy(tmp_path / "c.onnx")))
+    assert code == 0 and "same structure" in out
+
+
 # -- run ------------------------------------------------------------------------------------------
 
 

@@ -7,8 +7,11 @@ consumer: same op, new inputs). Among the candidates, the one that agrees on mor
 and names, then arguments), so removing an op blames the op removed, not a neighbour of the
 same type whose arguments differ. An op with no inputs (a fill) matches only an op writing the
 same names. What stays unmatched was removed or added. Matched ops report rewired inputs,
-renamed outputs, and changed arguments, devices and engines. Inserting or removing an op shifts
-no match, unlike a diff by position.
+renamed outputs, and changed arguments (tensors and nested nets by content: a ``Constant`` of
+another value or an ``If`` branch computing something else is a change), devices and engines.
+Inserting or removing an op shifts no match, unlike a diff by position. Beside the ops: the
+external inputs and outputs each side lists, the declared types of those both list (ONNX:
+``FLOAT[2, 3]`` against ``FLOAT[2, N]`` changes the model's contract) and the opsets.
 
 ``diff_models(before, after)`` returns a ``ModelDiff``; ``ModelDiff.same`` says whether
 nothing differs, ``ModelDiff.to_dict()`` gives JSON-ready data.
@@ -16,13 +19,15 @@ nothing differs, ``ModelDiff.to_dict()`` gives JSON-ready data.
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Hashable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from graphtools.ir import Model, Net, Op
-from graphtools.printer import format_arg_value, format_device
+from graphtools.ir import Argument, Model, Net, Op
+from graphtools.printer import format_arg_value, format_device, format_value_type
+from graphtools.values import ValueType
 
 __all__ = ["ArgChange", "ModelDiff", "NetDiff", "OpChange", "OpRef", "diff_models", "diff_nets"]
 
@@ -81,6 +86,8 @@ class NetDiff:
         changed: matched ops that differ.
         matched: ``{before index: after index}`` for every matched op.
         inputs_removed / inputs_added / outputs_removed / outputs_added: external blobs.
+        types_changed: ``(name, before, after)`` for an external input or output both nets
+            list whose declared type differs (``-``: none declared).
     """
 
     label: str
@@ -92,6 +99,7 @@ class NetDiff:
     inputs_added: list[str] = field(default_factory=list)
     outputs_removed: list[str] = field(default_factory=list)
     outputs_added: list[str] = field(default_factory=list)
+    types_changed: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def same(self) -> bool:
@@ -104,6 +112,7 @@ class NetDiff:
             or self.inputs_added
             or self.outputs_removed
             or self.outputs_added
+            or self.types_changed
         )
 
     @property
@@ -125,6 +134,7 @@ class ModelDiff:
         init: the init_net diff (``None`` when neither model has an init_net).
         params_removed / params_added: blobs only one init_net fills.
         init_presence: ``(before, after)`` when only one model has an init_net.
+        opsets: ``(before, after)`` opset imports (``domain:version``) when they differ.
     """
 
     predict: NetDiff
@@ -132,6 +142,7 @@ class ModelDiff:
     params_removed: list[str] = field(default_factory=list)
     params_added: list[str] = field(default_factory=list)
     init_presence: tuple[bool, bool] | None = None
+    opsets: tuple[list[str], list[str]] | None = None
 
     @property
     def same(self) -> bool:
@@ -143,6 +154,7 @@ class ModelDiff:
             and not self.params_removed
             and not self.params_added
             and self.init_presence is None
+            and self.opsets is None
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -225,13 +237,40 @@ class _Matcher:
 
 
 def _args(a: Op, b: Op) -> list[ArgChange]:
-    left = {arg.name or "": format_arg_value(arg) for arg in a.args}
-    right = {arg.name or "": format_arg_value(arg) for arg in b.args}
-    return [
-        ArgChange(name, left.get(name), right.get(name))
-        for name in sorted(set(left) | set(right))
-        if left.get(name) != right.get(name)
-    ]
+    """The arguments that differ by value; those the dump shows alike (a tensor or a nested
+    net in brief) carry a digest of their content, so the two texts show that they differ."""
+    left = {arg.name or "": arg for arg in a.args}
+    right = {arg.name or "": arg for arg in b.args}
+    changes = []
+    for name in sorted(left.keys() | right.keys()):
+        first, second = left.get(name), right.get(name)
+        if first == second:
+            continue
+        before = None if first is None else format_arg_value(first)
+        after = None if second is None else format_arg_value(second)
+        if before == after:
+            assert first is not None and second is not None
+            if not _holds_data(first):
+                continue  # scalars shown alike are alike (a NaN is not equal to itself)
+            before, after = f"{before} #{_digest(first)}", f"{after} #{_digest(second)}"
+        changes.append(ArgChange(name, before, after))
+    return changes
+
+
+def _holds_data(arg: Argument) -> bool:
+    return bool(arg.t is not None or arg.n is not None or arg.tensors or arg.nets or arg.qtensors)
+
+
+def _digest(arg: Argument) -> str:
+    """A short digest of a tensor's or a nested net's content."""
+    digest = hashlib.sha256()
+    for tensor in (arg.t, *arg.tensors, *arg.qtensors):
+        if tensor is not None:
+            digest.update(tensor.SerializeToString(deterministic=True))
+    for net in (arg.n, *arg.nets):
+        if net is not None:
+            digest.update(repr([(op.type, op.inputs, op.outputs, op.args) for op in net]).encode())
+    return digest.hexdigest()[:8]
 
 
 def _device(net: Net, op: Op) -> str:
@@ -254,13 +293,23 @@ def diff_nets(before: Net, after: Net, label: str = "predict_net") -> NetDiff:
         change = _op_change(matcher, a_index, b_index)
         if change is not None:
             result.changed.append(change)
-    ins_a, ins_b = list(before.external_inputs), list(after.external_inputs)
-    outs_a, outs_b = list(before.external_outputs), list(after.external_outputs)
-    result.inputs_removed = [n for n in ins_a if n not in set(ins_b)]
-    result.inputs_added = [n for n in ins_b if n not in set(ins_a)]
-    result.outputs_removed = [n for n in outs_a if n not in set(outs_b)]
-    result.outputs_added = [n for n in outs_b if n not in set(outs_a)]
+    ins_a, ins_b = before.external_inputs, after.external_inputs
+    outs_a, outs_b = before.external_outputs, after.external_outputs
+    in_a, in_b, out_a, out_b = set(ins_a), set(ins_b), set(outs_a), set(outs_b)
+    result.inputs_removed = [n for n in ins_a if n not in in_b]
+    result.inputs_added = [n for n in ins_b if n not in in_a]
+    result.outputs_removed = [n for n in outs_a if n not in out_b]
+    result.outputs_added = [n for n in outs_b if n not in out_a]
+    both = [n for n in ins_a if n in in_b] + [n for n in outs_a if n in out_b and n not in in_a]
+    for name in both if before.dialect == after.dialect else ():
+        type_a, type_b = before.types.get(name), after.types.get(name)
+        if type_a != type_b:
+            result.types_changed.append((name, _type_text(type_a), _type_text(type_b)))
     return result
+
+
+def _type_text(value_type: ValueType | None) -> str:
+    return "-" if value_type is None else format_value_type(value_type)
 
 
 def _op_change(matcher: _Matcher, a_index: int, b_index: int) -> OpChange | None:
@@ -307,6 +356,9 @@ def diff_models(before: Model, after: Model) -> ModelDiff:
     if before.init_net is not None and after.init_net is not None:
         init = diff_nets(before.init_net, after.init_net, "init_net")
     result = ModelDiff(predict, init)
+    same_dialect = before.dialect == after.dialect
+    if same_dialect and dict(before.opset_imports) != dict(after.opset_imports):
+        result.opsets = (_opsets(before), _opsets(after))
     if (before.init_net is None) != (after.init_net is None):
         result.init_presence = (before.init_net is not None, after.init_net is not None)
     filled_a = _filled(before.init_net)
@@ -314,6 +366,13 @@ def diff_models(before: Model, after: Model) -> ModelDiff:
     result.params_removed = [n for n in filled_a if n not in filled_b]
     result.params_added = [n for n in filled_b if n not in filled_a]
     return result
+
+
+def _opsets(model: Model) -> list[str]:
+    return [
+        f"{domain or 'ai.onnx'}:{version}"
+        for domain, version in sorted(model.opset_imports.items())
+    ]
 
 
 def _filled(net: Net | None) -> dict[str, None]:

@@ -43,12 +43,17 @@ def _net_lines(change: NetDiff) -> list[str]:
         lines.append(f"- {label} external output {name}")
     for name in change.outputs_added:
         lines.append(f"+ {label} external output {name}")
+    for name, before, after in change.types_changed:
+        lines.append(f"~ {label} type of {name}: {before} -> {after}")
     return lines
 
 
 def render_diff(out: Output, change: ModelDiff) -> None:
     """The diff as lines (``-`` removed, ``+`` added, ``~`` changed) and a count line."""
-    lines = _net_lines(change.predict)
+    lines = []
+    if change.opsets is not None:
+        lines.append(f"~ opsets {', '.join(change.opsets[0])} -> {', '.join(change.opsets[1])}")
+    lines += _net_lines(change.predict)
     if change.init is not None:
         lines += _net_lines(change.init)
     lines += [f"- param {name}" for name in change.params_removed]
@@ -60,12 +65,16 @@ def render_diff(out: Output, change: ModelDiff) -> None:
         out.line(line)
     p = change.predict
     renamed = len(p.renamed_blobs)
+    contract = [f"{len(p.types_changed)} declared types changed"] if p.types_changed else []
+    if change.opsets is not None:
+        contract.append("opsets changed")
     out.line(
         "same structure"
         if change.same
         else f"predict_net: {len(p.removed)} removed, {len(p.added)} added, "
         f"{len(p.changed)} changed ({renamed} renamed blobs); params: "
-        f"{len(change.params_removed)} removed, {len(change.params_added)} added",
+        f"{len(change.params_removed)} removed, {len(change.params_added)} added"
+        + "".join(f"; {part}" for part in contract),
         level=0,
     )
 
