@@ -603,6 +603,7 @@ class Net:
         "_frozen_lists",
         "_header",
         "_initializers",
+        "_loaded_declarations",
         "_memo",
         "_name",
         "_ops",
@@ -634,6 +635,7 @@ class Net:
         self._header: Any = header
         self._initializers: dict[str, Tensor] = _checked_initializers(initializers or {})
         self._types: dict[str, ValueType] = dict(types or {})
+        self._loaded_declarations: tuple[dict[str, ValueType], list[bytes]] | None = None
         self._args: tuple[Argument, ...] = ()
         self._parent: Net | None = None
         self._memo: dict[Hashable, tuple[int, Any]] = {}
@@ -656,10 +658,12 @@ class Net:
         dialect: str = CAFFE2,
         initializers: dict[str, Tensor] | None = None,
         types: dict[str, ValueType] | None = None,
+        declarations: list[bytes] | None = None,
     ) -> Net:
         """A net for a codec: ``make_ops(net)``/``make_args(net)`` build its ops and net-level
         arguments already owned by the new net (``Op.wrap_loaded``), taken as they are;
-        ``header`` is the codec's record of the rest of the file's net."""
+        ``header`` is the codec's record of the rest of the file's net, ``declarations`` of
+        its value declarations (see ``loaded_declarations``)."""
         with paused_gc():
             net = cls.__new__(cls)
             net._parent = parent
@@ -674,6 +678,7 @@ class Net:
             net._dialect = dialect
             net._initializers = {} if initializers is None else initializers
             net._types = {} if types is None else types
+            net._loaded_declarations = None if declarations is None else (net._types, declarations)
             net._ops = OpList(make_ops(net))
             net._args = make_args(net)
             return net
@@ -700,6 +705,7 @@ class Net:
         net._dialect = self._dialect
         net._initializers = dict(self._initializers)
         net._types = dict(self._types)
+        net._loaded_declarations = None
         net._args = tuple(_copy_argument(a, net) for a in self._args)
         net._parent = None
         net._memo = {}
@@ -755,6 +761,17 @@ class Net:
     def external_outputs(self) -> Sequence[str]:
         """Declared external outputs (an ONNX graph's outputs), in file order."""
         return self._frozen("external_outputs", self._external_outputs)
+
+    def loaded_declarations(self) -> list[bytes] | None:
+        """The codec's record of the value declarations the net was loaded with (an ONNX
+        graph's value_info, serialized, duplicates and names no op computes included) while
+        the net is as loaded (no change since, its types the loaded ones), for a save that
+        gives back the file it read; ``None`` once anything changed (the codec then writes
+        the declarations from ``types``)."""
+        loaded = self._loaded_declarations
+        if loaded is None or self.revision != 0 or loaded[0] is not self._types:
+            return None
+        return loaded[1]
 
     def external_input_set(self) -> frozenset[str]:
         """The declared external inputs as a set, for membership tests (made once per list)."""

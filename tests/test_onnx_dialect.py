@@ -18,6 +18,7 @@ from onnx_testdata import onnx_package_models, write_external_model
 
 from graphtools.errors import IllegalRewriteError, SerdeError
 from graphtools.ir import Op
+from graphtools.pass_infra import PassManager
 from graphtools.serde.onnx_io import load_onnx_model, onnx_model_files, save_onnx_model
 from graphtools.values import ArrayTensor, ValueType
 from graphtools.verify import REWRITTEN_VALUE, verify
@@ -294,6 +295,36 @@ def test_an_onnx_value_written_twice_is_a_finding(tmp_path: Path) -> None:
     assert found == {(REWRITTEN_VALUE, "x"), (REWRITTEN_VALUE, "y")}
     net.ssa()  # the view's fast path finds the same
     assert {(f.kind, f.blob) for f in verify(model)} == found
+
+
+def test_value_info_round_trips_as_written_until_the_graph_changes(tmp_path: Path) -> None:
+    # Declarations the IR's types cannot hold one by one: an input's, an output's, a name no
+    # node computes, a second one for the same value.
+    info = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["a"]), helper.make_node("Relu", ["a"], ["y"])],
+        "g",
+        [info("x", TensorProto.FLOAT, [2, 3])],
+        [info("y", TensorProto.FLOAT, [2, 3])],
+        value_info=[
+            info("x", TensorProto.FLOAT, [2, 3]),
+            info("ghost", TensorProto.FLOAT, [1]),
+            info("a", TensorProto.FLOAT, [2, 3]),
+            info("a", TensorProto.FLOAT, [2, "N"]),
+            info("y", TensorProto.FLOAT, [2, 3]),
+        ],
+    )
+    source = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), source)
+    _saved_equal(source, tmp_path / "same.onnx")
+    model = load_onnx_model(source)
+    PassManager.parse("default")(model)  # drops the Identity: the declarations are new
+    save_onnx_model(model, tmp_path / "changed.onnx")
+    written = onnx.load(str(tmp_path / "changed.onnx"))
+    assert [v.name for v in written.graph.value_info] == []
+    copy = load_onnx_model(source).copy()  # a copy is not the file as read: written anew
+    save_onnx_model(copy, tmp_path / "copy.onnx")
+    assert [v.name for v in onnx.load(str(tmp_path / "copy.onnx")).graph.value_info] == ["a"]
 
 
 def test_initializers_are_defined_and_types_follow_renames(tmp_path: Path) -> None:

@@ -649,6 +649,7 @@ class _GraphParts:
     initializers: list[bytes]
     declared: dict[str, list[onnx.ValueInfoProto]]
     header: onnx.GraphProto
+    value_info: list[bytes]
 
     @classmethod
     def of(cls, raw: onnx_lite_pb2.GraphWithRawParts) -> _GraphParts:
@@ -657,12 +658,15 @@ class _GraphParts:
             part: [onnx.ValueInfoProto.FromString(info) for info in getattr(raw, part)]
             for part in ("input", "output", "value_info")
         }
-        nodes, initializers = list(raw.node), list(raw.initializer)
+        nodes, initializers, value_info = (
+            list(raw.node),
+            list(raw.initializer),
+            list(raw.value_info),
+        )
         for part in _PARTS:
             raw.ClearField(part)
-        return cls(
-            nodes, initializers, declared, onnx.GraphProto.FromString(raw.SerializeToString())
-        )
+        header = onnx.GraphProto.FromString(raw.SerializeToString())
+        return cls(nodes, initializers, declared, header, value_info)
 
 
 def _net_from_parts(
@@ -698,6 +702,7 @@ def _net_from_parts(
             dialect=ONNX,
             initializers=initializers,
             types=types,
+            declarations=parts.value_info,
         )
 
 
@@ -769,9 +774,14 @@ def _graph_bytes(
         graph.output.extend(
             _value_info(name, types.get(name)).SerializeToString() for name in net.external_outputs
         )
+        declarations = net.loaded_declarations()
         graph.value_info.extend(
-            _value_info(name, value_type).SerializeToString()
-            for name, value_type in _value_infos(net)
+            declarations
+            if declarations is not None
+            else (
+                _value_info(name, value_type).SerializeToString()
+                for name, value_type in _value_infos(net)
+            )
         )
     return bytes(graph.SerializeToString())
 
