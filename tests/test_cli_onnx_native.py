@@ -518,15 +518,13 @@ def test_the_input_check_runs_while_the_model_loads(
     assert not multiprocessing.active_children()
 
 
-def test_a_model_read_from_a_pipe_is_read_once(tmp_path: Path) -> None:
-    """``run <(...) -o out.onnx``: the input is a named pipe, which can be read once; the
-    load and the checker share what was read (each opening it would hang the run)."""
+def _piped(source: Path, pipe: Path, *argv: str) -> Any:
+    """``graphtools *argv`` in a child process while a thread writes ``source`` into the
+    named pipe ``pipe`` once."""
     import subprocess
     import sys
     import threading
 
-    source = _mlp(tmp_path / "m.onnx")
-    pipe = tmp_path / "piped.onnx"
     os.mkfifo(pipe)
 
     def feed() -> None:
@@ -535,20 +533,38 @@ def test_a_model_read_from_a_pipe_is_read_once(tmp_path: Path) -> None:
 
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
-    target = tmp_path / "out.onnx"
     done = subprocess.run(
-        [sys.executable, "-m", "graphtools", "run", str(pipe), "-o", str(target), "--json"],
+        [sys.executable, "-m", "graphtools", *argv],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
     feeder.join(timeout=5)
+    return done
+
+
+@pytest.mark.parametrize("name", ["piped.onnx", "piped"])
+def test_a_model_read_from_a_pipe_is_read_once(tmp_path: Path, name: str) -> None:
+    """``run <(...) -o out.onnx``: the input is a named pipe, which can be read once; the
+    load and the checker share what was read (each opening it would hang the run). Without
+    the ``.onnx`` suffix (``/dev/fd/63``) its format is told from what was read."""
+    source = _mlp(tmp_path / "m.onnx")
+    pipe = tmp_path / name
+    target = tmp_path / "out.onnx"
+    done = _piped(source, pipe, "run", str(pipe), "-o", str(target), "--json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["checker"] == {"input": None, "output": None}
     assert data["census"]["bytes"]["before"] == source.stat().st_size
     onnx.checker.check_model(str(target), full_check=True)
+
+
+@pytest.mark.parametrize("command", ["show", "verify"])
+def test_show_and_verify_read_a_pipe_without_a_suffix(tmp_path: Path, command: str) -> None:
+    done = _piped(_mlp(tmp_path / "m.onnx"), tmp_path / "fd", command, str(tmp_path / "fd"))
+    assert done.returncode == 0, done.stderr
+    assert ("MatMul" if command == "show" else "outputs equal") in done.stdout
 
 
 def test_a_failed_run_stops_the_input_check(

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from graphtools.errors import SerdeError
 from graphtools.ir import Model
-from graphtools.serde.netdef_io import read_bytes
+from graphtools.serde.netdef_io import is_stream, read_bytes
 from graphtools.serde.sniff import looks_like_onnx
 from graphtools.values import ValueType
 
@@ -58,6 +58,12 @@ def is_onnx_file(path: str | Path) -> bool:
     source = Path(path)
     if source.suffix.lower() == ONNX_SUFFIX:
         return not source.is_dir()
+    if is_stream(source):  # read whole (and kept): a pipe gives its bytes once
+        try:
+            data = read_bytes(source)
+        except SerdeError:
+            return False  # the NetDef loader says why it cannot read it
+        return data[:1] == bytes([_VARINT_FIELD_1]) and looks_like_onnx(data)
     if not source.is_file():
         return False
     try:
