@@ -140,8 +140,8 @@ def summarize(model: Model, input_shapes: Mapping[str, Sequence[int]]) -> ModelS
         return BlobSummary(name, str(t), _size(t))
 
     readers = first_readers(net)
-    declared = list(net.external_inputs)
-    for name in [*declared, *(n for n in readers if n not in declared)]:
+    declared = net.external_input_set()
+    for name in [*net.external_inputs, *(n for n in readers if n not in declared)]:
         if name in produced:
             continue
         reader = readers.get(name)

@@ -359,8 +359,9 @@ def model_input_names(model: Model) -> tuple[list[str], list[str]]:
     from graphtools.analysis.input_shapes import first_readers
 
     net = model.predict_net
+    declared = net.external_input_set()
     names = list(net.external_inputs)
-    names += [name for name in first_readers(net) if name not in names]
+    names += [name for name in first_readers(net) if name not in declared]
     produced = set() if model.init_net is None else {n for op in model.init_net for n in op.outputs}
     return [n for n in names if n not in produced], [n for n in names if n in produced]
 
