@@ -199,6 +199,11 @@ class Edit:
         read ``name`` too."""
         self._still_open()
         blob = (blob[0], blob[1])
+        if not isinstance(name, str) or name == NO_VALUE:
+            raise IllegalRewriteError(
+                f"cannot rename {blob} to {name!r}: a value's name is a non-empty string "
+                "(the empty name means 'no value')"
+            )
         if blob in self._renames:
             raise IllegalRewriteError(f"{blob} is renamed twice in one edit")
         self._renames[blob] = name
@@ -427,6 +432,7 @@ class Edit:
                 continue
             self._refuse_nested_reads(old, nested, usedef)
             producer = usedef.producer(new)
+            _refuse_missing_target(new, producer, usedef)
             for use in usedef.uses(old):
                 rewire(use, old, name, producer)
             if at_the_end(old) and old != new:
@@ -465,6 +471,9 @@ class Edit:
         news = [targets[old] for old, _ in rewires]
         names = [self._renames.get(new, new[0]) for new in news]
         producers = view.producers_of(view.keys_of(news))
+        for new, producer in zip(news, producers, strict=True):
+            if producer is None:
+                _refuse_missing_target(new, producer, view)
         which, ops, positions = view.reads_of(view.keys_of([old for old, _ in rewires]))
         removed = self._removed
         found: list[tuple[int, int, str, int | None]] = []
@@ -589,6 +598,19 @@ class Edit:
                 if writers:
                     takeovers[(writers[-1], name)] = index
         return takeovers
+
+
+def _refuse_missing_target(blob: VersionedBlob, producer: int | None, usedef: UseDef) -> None:
+    """A rewire must lead to a value of the net (``producer``: the op writing ``blob``): the
+    empty name is no value, and a version after the first (``name@0``, the value the net
+    starts with) is the write of an op."""
+    if blob[0] == NO_VALUE:
+        raise IllegalRewriteError(f"cannot rewire to {blob}: the empty name means 'no value'")
+    if blob[1] != 0 and producer is None:
+        raise IllegalRewriteError(
+            f"cannot rewire to {blob[0]}@{blob[1]}: no op of the net writes that version "
+            f"(the net has '{blob[0]}' up to version {usedef.final_version(blob[0])})"
+        )
 
 
 def _version_at(usedef: UseDef, name: str, index: int) -> int:

@@ -236,6 +236,31 @@ def test_rewiring_to_a_version_the_reader_cannot_see_is_refused() -> None:
     _refused(net, edit, "op #3 (Exp)", "op #2 (Tanh)", "op #0 (Relu)")
 
 
+@pytest.mark.parametrize(
+    "target", [("q", 3), ("a", 5), ("", 1)], ids=["no-blob", "no-version", "empty"]
+)
+@pytest.mark.parametrize("count", [1, 100], ids=["one", "bulk"])
+def test_rewiring_to_a_value_the_net_does_not_have_is_refused(
+    target: tuple[str, int], count: int
+) -> None:
+    # count 100: past the rewriter's bulk threshold, its reads are found in the view's arrays.
+    ops = [Op("Relu", ["x"], ["a"])]
+    for i in range(count):
+        ops += [Op("Copy", ["a"], [f"d{i}"]), Op("Sigmoid", [f"d{i}"], [f"s{i}"])]
+    net = Net(ops, ["x"], [f"s{i}" for i in range(count)])
+
+    def edit(e: Any) -> None:
+        for i in range(count):
+            e.replace_all_uses_with((f"d{i}", 1), target)
+
+    words = ["empty name"] if not target[0] else [f"{target[0]}@{target[1]}", "no op"]
+    _refused(net, edit, *words)
+
+
+def test_renaming_a_value_to_the_empty_name_is_refused() -> None:
+    _refused(_net(), lambda e: e.rename(("a", 1), ""), "('a', 1)", "empty name")
+
+
 def test_conflicting_changes_are_refused() -> None:
     def remove_and_replace(e: Any) -> None:
         e.remove(2)
