@@ -890,7 +890,8 @@ class Net:
 
     def uses(self, blob: VersionedBlob) -> list[Use]:
         """Every read of exactly ``blob`` by a top-level op: ``Use(op, position)`` in op and
-        input order. After an edit this costs what the edit touched, not a rebuild."""
+        input order (reads inside nested nets are not uses: see ``Use``). After an edit this
+        costs what the edit touched, not a rebuild."""
         return self._usedef().uses(blob)
 
     def edit(self) -> Edit:

@@ -32,10 +32,11 @@ names, and the rewriter's checks ignore it."""
 
 
 class Use(NamedTuple):
-    """One read of a versioned blob: op index and input position.
+    """One read of a versioned blob by a top-level op: op index and input position.
 
-    ``position`` is -1 for a read from inside the op's nested nets (an ``If`` branch reading
-    the blob by name).
+    A read from inside an op's nested nets (an ``If`` branch reading the blob by name) is no
+    ``Use``, as in Caffe2's ``get_ssa``: ``graphtools.nested.nested_accesses(net)`` lists
+    those, and an edit that would break one is refused.
     """
 
     op: int
