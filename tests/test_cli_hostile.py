@@ -11,6 +11,7 @@ file is left behind.
 from __future__ import annotations
 
 import importlib.util
+import os
 import random
 import shutil
 import signal
@@ -452,3 +453,33 @@ def test_a_signal_after_the_command_returned_still_exits_with_one_line(
     )
     assert (done.returncode, done.stderr) == (128 + signum, line + "\n")
     assert load_model_dir(out_dir) is not None  # the files were committed whole
+
+
+@pytest.mark.parametrize("delay", [0.8, 1.6])
+def test_ctrl_c_stops_a_batch_at_once_without_tracebacks(tmp_path: Path, delay: float) -> None:
+    """Ctrl-C in a terminal reaches the whole process group, workers included: the workers
+    (blocked for SIGINT from their start) print nothing, the batch cancels what is not started
+    and terminates what runs, so no model is written after the interrupt."""
+    synth = _synth()
+    batch = tmp_path / "batch"
+    for index, size in enumerate([30000, 30000, 15000]):
+        folder = batch / f"m{index}"
+        folder.mkdir(parents=True)
+        synth.write_pair(*synth.make_synthetic_pair(size, index), folder)  # type: ignore[attr-defined]
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "graphtools", "run", str(batch), "-o", str(out), "-j", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    time.sleep(delay)
+    interrupted_at = time.time()
+    os.killpg(process.pid, signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert err.splitlines()[0] == "error: interrupted (Ctrl-C)", err
+    assert "Traceback" not in err
+    written = [p for p in out.rglob("*") if p.is_file()] if out.exists() else []
+    assert all(p.stat().st_mtime <= interrupted_at for p in written), written

@@ -6,12 +6,21 @@ processes, one fresh process per model (a crash or a leak stays with its model),
 progress bar when stderr is a terminal, and renders a summary table (per model: ops before
 and after, seconds, verdict). Every model runs even when some fail; the exit code is the
 worst: 2 when any errored, else 1 when any verify found a difference, else 0.
+
+Ctrl-C (or SIGTERM) stops the batch: the workers start with SIGINT blocked (the terminal
+sends it to them too, and this process answers for them; blocked from their very start, a
+worker still loading its modules prints no traceback), models not started are cancelled and
+the workers at work are terminated, so no model is written after the interrupt (a write cut
+short is completed or undone by the next read: ``graphtools.serde.atomic``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -88,16 +97,60 @@ def run_batch(
         disable=not show,
         transient=True,
     )
-    with progress, ProcessPoolExecutor(max_workers=max(jobs, 1), max_tasks_per_child=1) as pool:
-        task = progress.add_task("models", total=len(refs))
-        futures: dict[Future[BatchResult], int] = {
-            pool.submit(guarded, worker, ref, settings): index for index, ref in enumerate(refs)
-        }
-        for future in as_completed(futures):
-            index = futures[future]
-            results[index] = future.result()
-            progress.update(task, advance=1, description=refs[index].name)
-    return [results[i] for i in range(len(refs))]
+    pool: ProcessPoolExecutor | None = None
+    try:
+        with progress:
+            task = progress.add_task("models", total=len(refs))
+            # Workers, and the executor's thread that starts the later ones, inherit the mask
+            # of the thread starting them: SIGINT blocked while the models are submitted.
+            with _interrupts_blocked():
+                pool = ProcessPoolExecutor(max_workers=max(jobs, 1), max_tasks_per_child=1)
+                futures: dict[Future[BatchResult], int] = {
+                    pool.submit(guarded, worker, ref, settings): index
+                    for index, ref in enumerate(refs)
+                }
+            for future in as_completed(futures):
+                index = futures[future]
+                results[index] = future.result()
+                progress.update(task, advance=1, description=refs[index].name)
+        pool.shutdown()
+    except BaseException as stopped:  # Ctrl-C, SIGTERM, a crash: nothing more is started
+        if pool is not None:
+            _stop(pool)
+        interrupted = stopped
+    else:
+        return [results[i] for i in range(len(refs))]
+    # The executor's queues release their semaphores when collected, which the console
+    # script's os._exit would skip (the resource tracker then reports them as leaked): collect
+    # it here, outside the except block, with only the exception left to raise.
+    pool = None
+    gc.collect()
+    raise interrupted
+
+
+@contextlib.contextmanager
+def _interrupts_blocked() -> Iterator[None]:
+    """SIGINT blocked in this thread for the block (where signal masks exist)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _stop(pool: Any) -> None:
+    """Cancel the models not started and terminate the workers at work (the executor has
+    no public way to: its ``_processes`` maps each worker's pid to its process)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join(timeout=5)
+    pool.shutdown(wait=True)  # the workers are gone: joins the executor's thread and queues
 
 
 def exit_code(results: Sequence[BatchResult]) -> int:
