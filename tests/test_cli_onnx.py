@@ -10,6 +10,7 @@ import pytest
 from conftest import assert_one_error_line, run_cli
 from onnx import TensorProto, helper, numpy_helper
 
+from graphtools.cli.common import parse_shape_items, shapes_text
 from graphtools.ir import Model, Net, Op
 from graphtools.onnx import import_onnx, run_onnxruntime
 from graphtools.serde import load_model_dir, save_model, save_net
@@ -344,3 +345,30 @@ def test_verify_onnx_of_a_pair_without_weights_says_they_are_missing(
         assert code == 2
         assert_one_error_line(err, "weights", "'w'", "init_net", "--init")
         assert "--shapes w=" not in err
+
+
+def test_import_onnx_keeps_static_input_shapes_for_the_way_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pair holds no types: import-onnx writes the inputs' static shapes to shapes.txt,
+    which export-onnx reads, so the round trip keeps 2x3x4x4 instead of guessing."""
+    model = onnx.load(str(_flatten_before_gemm(tmp_path / "m.onnx")))
+    for value in (*model.graph.input, *model.graph.output):
+        value.type.tensor_type.shape.dim[0].dim_value = 2
+    source = tmp_path / "static.onnx"
+    onnx.save(model, str(source))
+    pair_dir = tmp_path / "pair"
+    code, out, _ = run_cli(capsys, "import-onnx", str(source), "-o", str(pair_dir))
+    assert code == 0 and f"wrote {pair_dir / 'shapes.txt'}" in out
+    assert parse_shape_items((pair_dir / "shapes.txt").read_text().split(), "t") == {
+        "x": (2, 3, 4, 4)
+    }
+    exported = tmp_path / "back.onnx"
+    assert run_cli(capsys, "export-onnx", str(pair_dir), "-o", str(exported))[0] == 0
+    (x,) = onnx.load(str(exported)).graph.input
+    assert [d.dim_value for d in x.type.tensor_type.shape.dim] == [2, 3, 4, 4]
+
+
+def test_the_case_file_text_reads_back_scalars_included() -> None:
+    shapes = {"data": (1, 3, 8, 8), "step": ()}
+    assert parse_shape_items(shapes_text(shapes).split(), "t") == shapes

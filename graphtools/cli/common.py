@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -53,6 +53,7 @@ __all__ = [
     "report_records",
     "set_outputs",
     "shapes_file",
+    "shapes_text",
     "tolerances_by_name",
     "typing_shapes",
 ]
@@ -267,6 +268,12 @@ def parse_name_list(values: Sequence[str] | None) -> list[str]:
     for value in values or ():
         names += [part.strip() for part in value.split(",") if part.strip()]
     return names
+
+
+def shapes_text(shapes: Mapping[str, Sequence[int]]) -> str:
+    """The case file's text for ``shapes``: ``name=1x3x8x8`` a line (``name=`` for a scalar),
+    as ``parse_shape_items`` reads it back."""
+    return "".join(f"{name}={'x'.join(map(str, shape))}\n" for name, shape in shapes.items())
 
 
 def parse_shape_items(items: Sequence[str], where: str) -> dict[str, tuple[int, ...]]:

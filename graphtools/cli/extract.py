@@ -19,6 +19,7 @@ from graphtools.cli.common import (
     load_input,
     output_folder,
     parse_name_list,
+    shapes_text,
     typing_shapes,
 )
 from graphtools.errors import SerdeError
@@ -62,13 +63,13 @@ def _extract_pair(
     plan = result.plan
     for name in plan.unused_inputs:
         out.warn(f"input {name!r} is read by no op the outputs need; it stays declared")
-    known = {}
+    known: dict[str, tuple[int, ...]] = {}
     for name in plan.inputs:
         t = result.input_types[name]
         reason = result.why_unknown.get(name)
         out.line(f"input {name}: {t}" + (f" ({reason})" if reason else ""))
         if reason is None and t.shape is not None and all(isinstance(d, int) for d in t.shape):
-            known[name] = t.shape
+            known[name] = tuple(int(d) for d in t.shape)  # type: ignore[arg-type]
     if where:
         out.note(f"input types inferred with the source's input shapes ({where})")
     kept = len(plan.ops)
@@ -79,7 +80,7 @@ def _extract_pair(
     for path in save_model(result.model, folder, text=options.text):
         out.line(f"wrote {path}")
     if known:
-        text = "".join(f"{n}={'x'.join(str(d) for d in s) or 'scalar'}\n" for n, s in known.items())
+        text = shapes_text(known)
         out.line(f"wrote {atomic_write_bytes(folder / SHAPES_FILE, text.encode())}")
     return 0
 

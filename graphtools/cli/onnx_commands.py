@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from graphtools._core import ONNX
 from graphtools.analysis.liveness import unread_outputs
 from graphtools.cli.common import (
+    SHAPES_FILE,
     Output,
     UsageError,
     diff_table,
@@ -32,12 +33,14 @@ from graphtools.cli.common import (
     report_records,
     set_outputs,
     shapes_file,
+    shapes_text,
 )
 from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file
 from graphtools.errors import InvalidNetError, SerdeError
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager
 from graphtools.serde import save_model
+from graphtools.serde.atomic import atomic_write_bytes
 
 if TYPE_CHECKING:  # a type only: run and export-onnx do not load the executor for it
     from graphtools.testing import OutputDiff
@@ -413,11 +416,32 @@ def _cmd_import_onnx(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, False)
     output_folder(options.output)
     model = import_onnx(options.input)
+    shapes = _static_input_shapes(model)
     manager = PassManager.parse(options.pipeline, steps=options.steps)
     report_records(out, manager, manager(model), False)
     for path in save_model(model, options.output, text=options.text):
         out.line(f"wrote {path}")
+    if shapes:  # a pair holds no types: the case file keeps the ONNX inputs' shapes
+        case_file = atomic_write_bytes(
+            Path(options.output) / SHAPES_FILE, shapes_text(shapes).encode()
+        )
+        out.line(f"wrote {case_file}")
     return 0
+
+
+def _static_input_shapes(model: Model) -> dict[str, tuple[int, ...]]:
+    """The declared shapes of the imported pair's data inputs that are static (a symbolic
+    dim is left for ``--shapes``, or for the guess)."""
+    net = model.predict_net
+    filled = set() if model.init_net is None else {n for op in model.init_net for n in op.outputs}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name in net.external_inputs:
+        value_type = net.types.get(name)
+        if name in filled or value_type is None or value_type.shape is None:
+            continue
+        if all(isinstance(dim, int) for dim in value_type.shape):
+            shapes[name] = tuple(int(dim) for dim in value_type.shape)  # type: ignore[arg-type]
+    return shapes
 
 
 def _cmd_export_onnx(options: argparse.Namespace) -> int:
