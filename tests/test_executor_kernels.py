@@ -15,6 +15,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from graphtools.errors import ExecutionError
 from graphtools.executor import Workspace, run_op
 from graphtools.ir import Op
 
@@ -745,3 +746,17 @@ def test_gather_matches_onnx(axis: int) -> None:
     indices = np.asarray([[0, 3], [-1, 2]], np.int64)
     op = Op("Gather", ["d", "i"], ["y"], args={"axis": axis})
     check(Case(op, {"d": data, "i": indices}, [node("Gather", ["d", "i"], ["y"], axis=axis)]))
+
+
+@pytest.mark.parametrize("op_type", ["Relu", "Sigmoid", "Tanh", "Softmax", "Exp", "Log", "Sqrt"])
+def test_float_only_ops_refuse_integer_input(op_type: str) -> None:
+    """Caffe2 registers these ops for float tensors only; numpy would compute something else
+    on integers (a Softmax of int64 rounds to zeros) and hand it on as if it were right."""
+    op = Op(op_type, ["x"], ["y"])
+    workspace = Workspace()
+    workspace.feed("x", np.array([[1, 2, 3]], dtype=np.int64))
+    with pytest.raises(ExecutionError, match=f"Caffe2 runs {op_type} on float tensors only"):
+        run_op(op, workspace)
+    workspace.feed("x", np.array([[1, 2, 3]], dtype=np.float32))
+    run_op(op, workspace)
+    assert workspace.fetch("y").dtype == np.float32

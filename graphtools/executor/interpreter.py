@@ -79,6 +79,16 @@ def run_op(op: Op, workspace: Workspace, *, index: int = 0, net: Net | None = No
                 net_name=net_name,
             )
         values.append(workspace.fetch(name))
+    if entry.floats and values:
+        dtype = getattr(values[0], "dtype", None)
+        if dtype is not None and dtype.kind != "f":
+            raise ExecutionError(
+                f"{_where(index, op, net_name)}: Caffe2 runs {op.type} on float tensors only; "
+                f"input {op.inputs[0]!r} holds {dtype}",
+                op_index=index,
+                op_type=op.type,
+                net_name=net_name,
+            )
     try:
         if entry.needs_context:
             device = op.device_option if net is None else net.op_device(op)

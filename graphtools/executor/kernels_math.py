@@ -144,11 +144,16 @@ _UNARY = {
     "Neg": np.negative,
     "Sqr": np.square,
 }
+_FLOAT_UNARY = frozenset({"Exp", "Log", "Sqrt"})
+"""Registered by Caffe2 for ``TensorTypes<float>`` only."""
 
 
-@kernel(*_UNARY)
 def _unary(op: Op, inputs: list[Any]) -> list[Any]:
     return [_UNARY[op.type](np.asarray(inputs[0]))]
+
+
+kernel(*_FLOAT_UNARY, floats=True)(_unary)
+kernel(*(t for t in _UNARY if t not in _FLOAT_UNARY))(_unary)
 
 
 @kernel("Clip")

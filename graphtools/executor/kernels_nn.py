@@ -224,7 +224,7 @@ def _lrn(op: Op, inputs: list[Any]) -> list[Any]:
     return [y, scale.astype(x.dtype)]
 
 
-@kernel("Relu")
+@kernel("Relu", floats=True)  # Caffe2: TensorTypes<float> only
 def _relu(op: Op, inputs: list[Any]) -> list[Any]:
     x = np.asarray(inputs[0])
     return [np.maximum(x, np.zeros((), x.dtype))]
@@ -245,13 +245,13 @@ def _prelu(op: Op, inputs: list[Any]) -> list[Any]:
     return [np.where(x >= 0, x, x * slope).astype(x.dtype, copy=False)]
 
 
-@kernel("Sigmoid")
+@kernel("Sigmoid", floats=True)  # Caffe2: TensorTypes<float> only
 def _sigmoid(op: Op, inputs: list[Any]) -> list[Any]:
     x = np.asarray(inputs[0])
     return [(1 / (1 + np.exp(-x))).astype(x.dtype, copy=False)]
 
 
-@kernel("Tanh")
+@kernel("Tanh", floats=True)  # Caffe2: TensorTypes<float> only
 def _tanh(op: Op, inputs: list[Any]) -> list[Any]:
     return [np.tanh(np.asarray(inputs[0]))]
 
@@ -272,7 +272,7 @@ def softmax(x: np.ndarray, axis: int) -> np.ndarray:
     return (e / e.sum(axis=1, keepdims=True)).reshape(x.shape).astype(x.dtype, copy=False)
 
 
-@kernel("Softmax")
+@kernel("Softmax", floats=True)  # Caffe2: SoftmaxOp<float> only
 def _softmax(op: Op, inputs: list[Any]) -> list[Any]:
     return [softmax(np.asarray(inputs[0]), int(op.arg("axis", 1)))]
 

@@ -19,27 +19,34 @@ KernelFn = Callable[..., Sequence[Any]]
 
 @dataclass(frozen=True)
 class Kernel:
-    """A registered kernel; ``needs_context`` kernels are called ``fn(op, inputs, ctx)``."""
+    """A registered kernel; ``needs_context`` kernels are called ``fn(op, inputs, ctx)``;
+    ``floats``: Caffe2 registers the op for float tensors only, and refuses another first
+    input (numpy would compute something else on integers: a Softmax of zeros)."""
 
     fn: KernelFn
     needs_context: bool = False
+    floats: bool = False
 
 
 KERNELS: dict[str, Kernel] = {}
 
 
-def kernel(*op_types: str, context: bool = False) -> Callable[[KernelFn], KernelFn]:
+def kernel(
+    *op_types: str, context: bool = False, floats: bool = False
+) -> Callable[[KernelFn], KernelFn]:
     """Register the decorated function as the kernel of every type in ``op_types``.
 
     The function gets the IR ``Op`` and the list of input values (plus an ``OpContext`` when
     ``context`` is true) and returns the list of output values, at least one per op output.
+    ``floats``: the interpreter refuses a first input that is not floating point, as Caffe2
+    does for ops it registers for ``float`` only.
     """
 
     def register(fn: KernelFn) -> KernelFn:
         for op_type in op_types:
             if op_type in KERNELS:
                 raise ValueError(f"a kernel for {op_type!r} is already registered")
-            KERNELS[op_type] = Kernel(fn, context)
+            KERNELS[op_type] = Kernel(fn, context, floats)
         return fn
 
     return register
