@@ -367,7 +367,7 @@ def test_run_and_exec_warn_about_a_net_without_outputs(
     np.savez(feeds, x=np.ones((2, 3), np.float32))
     target = str(tmp_path / "o.npz")
     code, _, err = run_cli(capsys, "exec", str(folder), "--feeds", str(feeds), "-o", target)
-    assert code == 0 and "warning:" in err
+    assert code == 0 and "note: the predict_net declares no external outputs: writing" in err
     code, _, _ = run_cli(
         capsys,
         "exec",
@@ -686,3 +686,43 @@ def test_an_output_named_like_a_net_file_is_refused_not_made_a_folder(
         assert (code, out) == (2, "")
         assert_one_error_line(err, f"-o {target}", "folder", "-o " + str(target.with_suffix("")))
         assert not target.exists()
+
+
+def test_exec_of_a_net_without_outputs_writes_what_verify_compares(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A net declaring no external outputs: exec writes the blobs it writes and never reads,
+    as verify compares them, instead of an empty .npz."""
+    net = Net([Op("Relu", ["x"], ["a"]), Op("Sigmoid", ["a"], ["b"])], ["x"], [], name="n")
+    save_model(Model(net), tmp_path / "m")
+    np.savez(tmp_path / "f.npz", x=np.array([-1.0, 2.0], np.float32))
+    code, _, err = run_cli(
+        capsys,
+        "exec",
+        str(tmp_path / "m"),
+        "--feeds",
+        str(tmp_path / "f.npz"),
+        "-o",
+        str(tmp_path / "o.npz"),
+    )
+    assert code == 0 and "never reads (b)" in err
+    with np.load(tmp_path / "o.npz") as written:
+        assert list(written) == ["b"]
+
+
+def test_show_says_what_makes_up_params_a_pair_lacks(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    init = Net([Op("ConstantFill", [], ["w"], args={"shape": [2], "value": 1.0})], [], ["w"])
+    net = Net([Op("Mul", ["x", "w"], ["y"]), Op("Add", ["y", "b"], ["z"])], ["x", "w", "b"], ["z"])
+    save_model(Model(net, init), tmp_path / "m")
+    code, out, _ = run_cli(capsys, "show", str(tmp_path / "m"))
+    assert code == 0
+    assert "parameters nothing provides: 1 (the init_net fills none of them; verify " in out
+    assert "--random-params makes them up)" in out
+
+
+def test_a_reversed_op_range_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run_cli(capsys, "draw", str(TINY), "--ops", "5:2", "-o", str(tmp_path / "d.dot"))
+    assert code == 2
+    assert_one_error_line(err, "--ops '5:2' selects no op")

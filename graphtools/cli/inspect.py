@@ -33,9 +33,13 @@ def parse_slice(text: str | None) -> slice | None:
     try:
         if not sep:
             return slice(int(start), int(start) + 1)
-        return slice(int(start) if start else None, int(stop) if stop else None)
+        found = slice(int(start) if start else None, int(stop) if stop else None)
     except ValueError:
         raise UsageError(f"--ops {text!r} is not a range like 10:20, :50 or 7") from None
+    first, end = found.start, found.stop
+    if first is not None and end is not None and (first < 0) == (end < 0) and end <= first:
+        raise UsageError(f"--ops {text!r} selects no op: A:B is ops A to B-1, B after A")
+    return found
 
 
 def _dims(shape: Sequence[int]) -> str:
@@ -95,10 +99,12 @@ def _print_summary(out: Output, summary: ModelSummary, model: Model, where: str)
             f"parameters: {len(summary.params)} blobs, {_human(values)} values, {_human(size)}B"
         )
     if summary.missing_params:
-        out.line(
-            f"parameters nothing provides: {len(summary.missing_params)} "
-            "(a predict_net without its init_net; verify makes them up)"
+        why = (
+            "the init_net fills none of them; verify --random-params makes them up"
+            if model.init_net is not None
+            else "a predict_net without its init_net; verify makes them up"
         )
+        out.line(f"parameters nothing provides: {len(summary.missing_params)} ({why})")
     types = new_table("op type", "count")
     for name, count in summary.op_types:
         types.add_row(name, str(count))

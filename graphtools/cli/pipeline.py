@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from graphtools._core import ONNX
+from graphtools.analysis.liveness import unread_outputs
 from graphtools.analysis.model_diff import diff_models
 from graphtools.cli import batch, onnx_commands
 from graphtools.cli.common import (
@@ -289,6 +290,13 @@ def _cmd_exec(options: argparse.Namespace) -> int:
     model = load_input(options.input, options.init, no_init=options.no_init, out=out)
     onnx = model.dialect == ONNX
     outputs = parse_name_list(options.outputs)
+    if not outputs and not onnx and not model.predict_net.external_outputs:
+        outputs = unread_outputs(model.predict_net)  # what verify compares in that case
+        shown = ", ".join(outputs[:6]) + (f", ... ({len(outputs)})" if len(outputs) > 6 else "")
+        out.note(
+            "the predict_net declares no external outputs: writing the blobs it writes and "
+            f"never reads ({shown or 'none'}); choose others with --outputs A,B"
+        )
     if outputs and not onnx:
         set_outputs(model, outputs)
     if not outputs:
