@@ -366,3 +366,28 @@ def test_verify_runs_the_nets_remove_identity_ops_exists_for(
     code, out, err = run_cli(capsys, "verify", str(case), "-p", "default", "--shapes", "x=2x3")
     assert code == 0, err
     assert "outputs equal" in out
+
+
+def test_saved_int8_inputs_feed_back_as_int8(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """verify --save-outputs then --load-outputs (and exec --feeds) on an Int8 net: the input
+    is saved with its scale and zero point and fed back as the Int8 blob it was."""
+    from conftest import SHARED_REAL
+
+    glow = SHARED_REAL / "glow" / "caffe2Models"
+    if not glow.is_dir():
+        pytest.skip(f"no real fixtures at {SHARED_REAL}")
+    predict = glow / "int8convrelu_pred_net.pbtxt"
+    saved = tmp_path / "saved.npz"
+    code, _, err = run_cli(capsys, "verify", str(predict), "-p", "", "--save-outputs", str(saved))
+    assert code == 0, err
+    code, out, err = run_cli(capsys, "verify", str(predict), "-p", "", "--load-outputs", str(saved))
+    assert code == 0, err
+    assert "outputs equal" in out
+    code, out, err = run_cli(
+        capsys, "exec", str(predict), "--feeds", str(saved), "-o", str(tmp_path / "o.npz")
+    )
+    assert code == 0, err
+    with np.load(saved) as reference, np.load(tmp_path / "o.npz") as got:
+        np.testing.assert_array_equal(got["conv_out"], reference["outputs/conv_out"])

@@ -40,7 +40,14 @@ from graphtools.cli.common import (
     tolerances_by_name,
 )
 from graphtools.cli.onnx_verify import saved_arrays, verify_onnx_model
-from graphtools.cli.pipeline import is_collection, load_npz, npz_bytes, printer_after_pass
+from graphtools.cli.pipeline import (
+    feeds_of,
+    is_collection,
+    load_npz,
+    npz_bytes,
+    printer_after_pass,
+    saved_inputs,
+)
 from graphtools.errors import GraphToolsError
 from graphtools.executor import Int8Tensor
 from graphtools.feeds import MadeInput, Synthesis, synthesize
@@ -58,7 +65,7 @@ from graphtools.testing import (
 
 __all__ = ["HANDLERS", "VerifyReport", "verify_one"]
 
-_INPUTS, _OUTPUTS = "inputs/", "outputs/"
+_OUTPUTS = "outputs/"
 
 
 @dataclass
@@ -305,14 +312,12 @@ def _bisect_data(found: BisectResult | None) -> dict[str, Any]:
 def _from_file(loaded: Mapping[str, np.ndarray], names: Sequence[str]) -> Synthesis:
     """The feeds and reference outputs of a ``--save-outputs`` file."""
     result = Synthesis()
+    for name, value in feeds_of(loaded).items():
+        result.feeds[name] = value
+        kind = "int8" if isinstance(value, Int8Tensor) else str(value.dtype)
+        result.inputs.append(MadeInput(name, tuple(value.shape), kind, "given", "--load-outputs"))
     for key, value in loaded.items():
-        if key.startswith(_INPUTS):
-            name = key[len(_INPUTS) :]
-            result.feeds[name] = value
-            result.inputs.append(
-                MadeInput(name, tuple(value.shape), str(value.dtype), "given", "--load-outputs")
-            )
-        elif key.startswith(_OUTPUTS):
+        if key.startswith(_OUTPUTS):
             result.outputs[key[len(_OUTPUTS) :]] = value
     missing = [name for name in names if name not in result.outputs]
     if missing:
@@ -321,7 +326,7 @@ def _from_file(loaded: Mapping[str, np.ndarray], names: Sequence[str]) -> Synthe
 
 
 def _save(path: Path, synthesis: Synthesis) -> None:
-    arrays = {f"{_INPUTS}{k}": _array(v) for k, v in synthesis.feeds.items()}
+    arrays = saved_inputs(synthesis.feeds)
     arrays.update({f"{_OUTPUTS}{k}": _array(v) for k, v in synthesis.outputs.items()})
     atomic_write_bytes(path, npz_bytes(arrays))
 

@@ -277,12 +277,44 @@ def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
     return buffer.getvalue()
 
 
-def _feeds(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The feeds of an ``.npz`` file: its arrays, or the ``inputs/`` of a file that
-    ``verify --save-outputs`` wrote."""
-    if arrays and all(k.startswith(("inputs/", "outputs/")) for k in arrays):
-        return {k.removeprefix("inputs/"): v for k, v in arrays.items() if k.startswith("inputs/")}
+_INT8 = "int8/"
+"""Prefix of the ``[scale, zero_point]`` of an Int8 input in a ``--save-outputs`` file."""
+
+
+def saved_inputs(feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The ``inputs/NAME`` arrays of a ``--save-outputs`` file; an Int8 blob is its quantized
+    values, with its ``int8/NAME`` = ``[scale, zero_point]``, so feeding it back gives the
+    same Int8 blob (dequantized, an Int8 op would refuse it)."""
+    from graphtools.executor import Int8Tensor
+
+    arrays: dict[str, np.ndarray] = {}
+    for name, value in feeds.items():
+        if isinstance(value, Int8Tensor):
+            arrays[f"inputs/{name}"] = value.values
+            arrays[f"{_INT8}{name}"] = np.array([value.scale, value.zero_point], np.float64)
+        else:
+            arrays[f"inputs/{name}"] = np.asarray(value)
     return arrays
+
+
+def feeds_of(arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """The feeds of an ``.npz`` file: its arrays, or the inputs of a file that
+    ``verify --save-outputs`` wrote (``saved_inputs``: Int8 blobs rebuilt)."""
+    if not (arrays and all(k.startswith(("inputs/", "outputs/", _INT8)) for k in arrays)):
+        return dict(arrays)
+    from graphtools.executor import Int8Tensor
+
+    feeds: dict[str, Any] = {}
+    for key, value in arrays.items():
+        if key.startswith("inputs/"):
+            name = key.removeprefix("inputs/")
+            quantization = arrays.get(f"{_INT8}{name}")
+            if quantization is not None and quantization.shape == (2,):
+                scale, zero_point = quantization.tolist()
+                feeds[name] = Int8Tensor(value, float(scale), int(zero_point))
+            else:
+                feeds[name] = value
+    return feeds
 
 
 def _cmd_exec(options: argparse.Namespace) -> int:
@@ -308,7 +340,7 @@ def _cmd_exec(options: argparse.Namespace) -> int:
         raise UsageError(f"refusing to overwrite the input {out_path}; name another -o file")
     from graphtools.executor import Int8Tensor, run_model  # exec alone runs it: run does not
 
-    feeds = _feeds(load_npz(feeds_path, "feeds"))
+    feeds = feeds_of(load_npz(feeds_path, "feeds"))
     if onnx:
         results = exec_onnx(model, feeds, outputs)
     else:
