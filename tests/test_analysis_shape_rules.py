@@ -150,13 +150,13 @@ def _nn_cases() -> list[Case]:
         case("InstanceNorm", {"x": nhwc, "s": pos(3), "b": f32(3)}, outputs=3, order="NHWC"),
         case("LRN", {"x": x}, outputs=2, size=3, alpha=0.1, beta=0.75),
         case("Relu", {"x": x}),
-        case("Relu", {"x": arr(np.int32, 2, 3)}),
+        case("Relu", {"x": arr(np.float64, 2, 3)}),  # Caffe2 runs Relu on floats only
         case("LeakyRelu", {"x": x}, alpha=0.2),
         case("PRelu", {"x": x, "slope": pos(3)}),
         case("PRelu", {"x": nhwc, "slope": pos(1)}, order="NHWC"),
         case("Sigmoid", {"x": x}),
         case("Tanh", {"x": x}),
-        case("Tanh", {"x": arr(np.int32, 3)}),
+        case("Tanh", {"x": arr(np.float64, 3)}),  # Caffe2 runs Tanh on floats only
         case("Softplus", {"x": x}),
         case("Softmax", {"x": x}, axis=2),
         case("Dropout", {"x": x}, outputs=2, is_test=1),
@@ -200,7 +200,7 @@ def _math_cases() -> list[Case]:
         case("Scale", {"x": arr(np.int32, 3)}, scale=2.0),
         case("Clip", {"x": x}, min=-0.5, max=0.5),
         case("Exp", {"x": x}),
-        case("Exp", {"x": arr(np.int32, 3)}),
+        case("Exp", {"x": arr(np.float64, 3)}),  # Caffe2 runs Exp on floats only
         case("Log", {"x": pos(3, 2)}),
         case("Sqrt", {"x": pos(3)}),
         case("Abs", {"x": x}),

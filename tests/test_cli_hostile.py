@@ -455,17 +455,26 @@ def test_a_signal_after_the_command_returned_still_exits_with_one_line(
     assert load_model_dir(out_dir) is not None  # the files were committed whole
 
 
-@pytest.mark.parametrize("delay", [0.8, 1.6])
-def test_ctrl_c_stops_a_batch_at_once_without_tracebacks(tmp_path: Path, delay: float) -> None:
+@pytest.fixture(scope="module")
+def slow_batch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of three synthetic pairs that ``run -j 2`` takes about 4 s over."""
+    synth = _synth()
+    batch = tmp_path_factory.mktemp("batch")
+    for index, size in enumerate([80000, 80000, 40000]):
+        folder = batch / f"m{index}"
+        folder.mkdir()
+        synth.write_pair(*synth.make_synthetic_pair(size, index), folder)  # type: ignore[attr-defined]
+    return batch
+
+
+@pytest.mark.parametrize("delay", [0.8, 2.0])
+def test_ctrl_c_stops_a_batch_at_once_without_tracebacks(
+    slow_batch: Path, tmp_path: Path, delay: float
+) -> None:
     """Ctrl-C in a terminal reaches the whole process group, workers included: the workers
     (blocked for SIGINT from their start) print nothing, the batch cancels what is not started
-    and terminates what runs, so no model is written after the interrupt."""
-    synth = _synth()
-    batch = tmp_path / "batch"
-    for index, size in enumerate([30000, 30000, 15000]):
-        folder = batch / f"m{index}"
-        folder.mkdir(parents=True)
-        synth.write_pair(*synth.make_synthetic_pair(size, index), folder)  # type: ignore[attr-defined]
+    and kills what runs, so no model is written after the interrupt."""
+    batch = slow_batch
     out = tmp_path / "out"
     process = subprocess.Popen(
         [sys.executable, "-m", "graphtools", "run", str(batch), "-o", str(out), "-j", "2"],

@@ -47,6 +47,12 @@ def _save(model: Any, path: Path, *, external: bool = False) -> Path:
     return path
 
 
+def _mlp_in(folder: Path, *, external: bool) -> Path:
+    """``_mlp`` as ``m.onnx`` in a folder of its own (made), where its data file goes too."""
+    folder.mkdir()
+    return _mlp(folder / "m.onnx", external=external)
+
+
 def _mlp(path: Path, *, external: bool = False, identity: bool = True) -> Path:
     """x[N, 4] -> MatMul -> Identity -> Relu -> y[N, 3], plus an unused initializer."""
     rng = np.random.default_rng(0)
@@ -289,9 +295,7 @@ def test_diff_sees_what_changes_the_outputs_or_the_contract(
 def test_run_rewrites_the_onnx_graph_and_keeps_the_rest(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    folder = tmp_path / "in"
-    folder.mkdir()
-    source = _mlp(folder / "m.onnx", external=True)
+    source = _mlp_in(tmp_path / "in", external=True)
     target = tmp_path / "out" / "clean.onnx"
     code, out, err = run_cli(capsys, "run", str(source), "-o", str(target), "--diff")
     assert code == 0, err
@@ -311,9 +315,8 @@ def test_run_rewrites_the_onnx_graph_and_keeps_the_rest(
 def test_run_with_no_pipeline_gives_the_same_model(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], external: bool
 ) -> None:
-    folder = tmp_path / "in"
-    folder.mkdir()
-    source = _mlp(folder / "m.onnx", external=external)
+    source = _mlp_in(tmp_path / "in", external=external)
+    folder = source.parent
     target = tmp_path / "out" / "m.onnx"
     assert run_cli(capsys, "run", str(source), "-p", "", "-o", str(target))[0] == 0
     _same_model(source, target)
@@ -803,9 +806,7 @@ def test_verify_onnx_pair_prints_json(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_external_data_outside_the_folder_is_one_error_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    folder = tmp_path / "m"
-    folder.mkdir()
-    source = _mlp(folder / "m.onnx", external=True)
+    source = _mlp_in(tmp_path / "m", external=True)
     model = onnx.load(str(source), load_external_data=False)
     for entry in model.graph.initializer[0].external_data:
         if entry.key == "location":
@@ -854,9 +855,8 @@ def test_truncated_external_data_is_one_error_line_and_nothing_written(
 ) -> None:
     # "" copies the data file whole; default drops the unused initializer and writes the
     # file again from the tensors kept.
-    folder = tmp_path / "m"
-    folder.mkdir()
-    source = _mlp(folder / "m.onnx", external=True)
+    source = _mlp_in(tmp_path / "m", external=True)
+    folder = source.parent
     data = folder / "m.onnx.data"
     with data.open("r+b") as handle:
         handle.truncate(44)  # w (48 bytes, used) loses its last float; unused is gone

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -726,3 +727,26 @@ def test_a_reversed_op_range_is_refused(capsys: pytest.CaptureFixture[str], tmp_
     code, _, err = run_cli(capsys, "draw", str(TINY), "--ops", "5:2", "-o", str(tmp_path / "d.dot"))
     assert code == 2
     assert_one_error_line(err, "--ops '5:2' selects no op")
+
+
+def _dying_worker(ref: Any, settings: Any) -> Any:
+    """A worker whose process dies without a result (module level: spawned workers import
+    it by name)."""
+    os._exit(3)
+
+
+def _echo_worker(ref: Any, settings: Any) -> BatchResult:
+    return BatchResult(ref.name, str(ref.path), "ok", 0)
+
+
+def test_a_worker_that_dies_is_that_models_error_and_the_batch_goes_on(tmp_path: Path) -> None:
+    from graphtools.cli.batch import run_batch
+    from graphtools.serde.pairing import ModelRef
+
+    out = Output(1, False)
+    refs = [ModelRef(tmp_path / name, None, name) for name in ("a", "b", "c")]
+    results = run_batch(refs, _dying_worker, {}, 2, out)
+    assert [(r.name, r.verdict, r.error) for r in results] == [
+        (name, "error", "its process died (exit status 3)") for name in ("a", "b", "c")
+    ]
+    assert [r.name for r in run_batch(refs, _echo_worker, {}, 2, out)] == ["a", "b", "c"]

@@ -1,23 +1,22 @@
 """Batch runs: ``run``/``verify`` over many models, each in its own process.
 
 ``discover_models`` (``graphtools.serde.pairing``) turns the paths into models;
-``run_batch`` hands each to a worker function in a ``ProcessPoolExecutor`` of ``-j N``
-processes, one fresh process per model (a crash or a leak stays with its model), shows a
-progress bar when stderr is a terminal, and renders a summary table (per model: ops before
-and after, seconds, verdict). Every model runs even when some fail; the exit code is the
-worst: 2 when any errored, else 1 when any verify found a difference, else 0.
+``run_batch`` hands each to a worker function in a fresh process of its own (spawned; a
+crash or a leak stays with its model), ``-j N`` at a time, shows a progress bar when stderr
+is a terminal, and renders a summary table (per model: ops before and after, seconds,
+verdict). Every model runs even when some fail; the exit code is the worst: 2 when any
+errored, else 1 when any verify found a difference, else 0.
 
-Ctrl-C (or SIGTERM) stops the batch: the workers start with SIGINT blocked (the terminal
-sends it to them too, and this process answers for them; blocked from their very start, a
-worker still loading its modules prints no traceback), models not started are cancelled and
-the workers at work are terminated, so no model is written after the interrupt (a write cut
-short is completed or undone by the next read: ``graphtools.serde.atomic``).
+Ctrl-C (or SIGTERM) stops the batch: the workers start with SIGINT ignored (the terminal
+sends it to them too, and this process answers for them: a worker still loading its modules
+prints no traceback), no model is started after it and the workers at work are killed, so no
+model is written after the interrupt (a write cut short is completed or undone by the next
+read: ``graphtools.serde.atomic``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
 import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -82,10 +81,12 @@ def run_batch(
     """Run ``worker`` on every model in its own process, ``jobs`` at a time; results in the
     order of ``refs``."""
     # Here, not at the top: a run of one model (the common case) needs neither.
-    from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+    import multiprocessing
+    from multiprocessing.connection import wait
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter: nothing inherited
     results: dict[int, BatchResult] = {}
     show = out.stderr.is_terminal and out.verbosity >= 1 and not out.json_mode
     progress = Progress(
@@ -97,60 +98,104 @@ def run_batch(
         disable=not show,
         transient=True,
     )
-    pool: ProcessPoolExecutor | None = None
+    waiting = list(enumerate(refs))[::-1]  # taken from the end: refs' order
+    running: dict[Any, _Worker] = {}  # by the connection its result comes through
     try:
         with progress:
             task = progress.add_task("models", total=len(refs))
-            # Workers, and the executor's thread that starts the later ones, inherit the mask
-            # of the thread starting them: SIGINT blocked while the models are submitted.
-            with _interrupts_blocked():
-                pool = ProcessPoolExecutor(max_workers=max(jobs, 1), max_tasks_per_child=1)
-                futures: dict[Future[BatchResult], int] = {
-                    pool.submit(guarded, worker, ref, settings): index
-                    for index, ref in enumerate(refs)
-                }
-            for future in as_completed(futures):
-                index = futures[future]
-                results[index] = future.result()
-                progress.update(task, advance=1, description=refs[index].name)
-        pool.shutdown()
-    except BaseException as stopped:  # Ctrl-C, SIGTERM, a crash: nothing more is started
-        if pool is not None:
-            _stop(pool)
-        interrupted = stopped
-    else:
-        return [results[i] for i in range(len(refs))]
-    # The executor's queues release their semaphores when collected, which the console
-    # script's os._exit would skip (the resource tracker then reports them as leaked): collect
-    # it here, outside the except block, with only the exception left to raise.
-    pool = None
-    gc.collect()
-    raise interrupted
+            while waiting or running:
+                while waiting and len(running) < max(jobs, 1):
+                    index, ref = waiting.pop()
+                    started = _Worker.start(context, index, worker, ref, settings)
+                    running[started.reader] = started
+                for reader in wait(list(running)):
+                    done = running.pop(reader)
+                    results[done.index] = done.result()
+                    progress.update(task, advance=1, description=refs[done.index].name)
+    except BaseException:  # Ctrl-C, SIGTERM: nothing more is started, nothing more written
+        for left in running.values():
+            left.kill()
+        raise
+    return [results[i] for i in range(len(refs))]
+
+
+@dataclass
+class _Worker:
+    """One model at work in a process of its own, its result coming through ``reader``."""
+
+    index: int
+    ref: ModelRef
+    process: Any
+    reader: Any
+
+    @classmethod
+    def start(
+        cls, context: Any, index: int, worker: Worker, ref: ModelRef, settings: dict[str, Any]
+    ) -> _Worker:
+        reader, writer = context.Pipe(duplex=False)
+        process = context.Process(
+            target=_work, args=(worker, ref, settings, writer), name=f"graphtools-{ref.name}"
+        )
+        with _interrupts_ignored():
+            process.start()
+        writer.close()
+        return cls(index, ref, process, reader)
+
+    def result(self) -> BatchResult:
+        """The model's result (an error result when the process died without one)."""
+        try:
+            found: BatchResult | None = self.reader.recv()
+        except EOFError:
+            found = None
+        self.reader.close()
+        self.process.join()
+        if found is not None:
+            return found
+        code = self.process.exitcode
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+        return BatchResult(
+            self.ref.name, str(self.ref.path), "error", 2, error=f"its process died ({how})"
+        )
+
+    def kill(self) -> None:
+        """SIGKILL: the process runs no Python on its way out, so it prints nothing."""
+        self.process.kill()
+        self.process.join()
+        self.reader.close()
+
+
+def _work(worker: Worker, ref: ModelRef, settings: dict[str, Any], writer: Any) -> None:
+    """A worker process's whole life: the model's result, sent to the batch."""
+    try:
+        result = guarded(worker, ref, settings)
+    except Exception as exc:  # a bug: the model's error, the batch goes on
+        result = BatchResult(
+            ref.name,
+            str(ref.path),
+            "error",
+            2,
+            error=f"internal error: {type(exc).__name__}: {exc}",
+        )
+    writer.send(result)
+    writer.close()
 
 
 @contextlib.contextmanager
-def _interrupts_blocked() -> Iterator[None]:
-    """SIGINT blocked in this thread for the block (where signal masks exist)."""
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+def _interrupts_ignored() -> Iterator[None]:
+    """Start a worker with SIGINT ignored, which it keeps across its exec (Python installs no
+    handler then): a terminal's Ctrl-C reaches the whole process group, and only this process
+    answers it. SIGINT is blocked here meanwhile, so one coming now is delivered after, not
+    lost (a blocked signal is never discarded as ignored)."""
+    blockable = hasattr(signal, "pthread_sigmask")
+    if blockable:
+        previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-def _stop(pool: Any) -> None:
-    """Cancel the models not started and terminate the workers at work (the executor has
-    no public way to: its ``_processes`` maps each worker's pid to its process)."""
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        process.terminate()
-    for process in processes:
-        process.join(timeout=5)
-    pool.shutdown(wait=True)  # the workers are gone: joins the executor's thread and queues
+        signal.signal(signal.SIGINT, previous)
+        if blockable:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
 
 
 def exit_code(results: Sequence[BatchResult]) -> int:
