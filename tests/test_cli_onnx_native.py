@@ -1036,3 +1036,35 @@ def test_draw_qualifies_an_op_of_another_domain(
     code, _, _ = run_cli(capsys, "draw", str(path), "-o", str(tmp_path / "f.dot"))
     assert code == 0
     assert "%0 local::Twice" in (tmp_path / "f.dot").read_text()
+
+
+@pytest.mark.parametrize("type_name", ["INT4", "UINT2"])
+def test_packed_external_data_without_a_length_is_taken_as_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], type_name: str
+) -> None:
+    """Types packed several to a byte: their data's size is not guessed from the element
+    count (16 INT4 values are 8 bytes, 16 UINT2 values 4), so a valid file is not refused."""
+    data_type = getattr(TensorProto, type_name, None)
+    if data_type is None:
+        pytest.skip(f"this onnx has no {type_name}")
+    folder = tmp_path / "m"
+    folder.mkdir()
+    tensor = TensorProto(name="w", data_type=data_type, dims=[16])
+    tensor.data_location = TensorProto.EXTERNAL
+    tensor.external_data.add(key="location", value="m.data")
+    (folder / "m.data").write_bytes(bytes(16 * (4 if type_name == "INT4" else 2) // 8))
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["w"], ["y"])],
+        "g",
+        [],
+        [helper.make_tensor_value_info("y", data_type, [16])],
+        [tensor],
+    )
+    source = _save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)]), folder / "m.onnx"
+    )
+    code, _, err = run_cli(
+        capsys, "run", str(source), "-p", "", "-o", str(tmp_path / "out" / "o.onnx")
+    )
+    assert code == 0, err
+    assert (tmp_path / "out" / "m.data").read_bytes() == (folder / "m.data").read_bytes()

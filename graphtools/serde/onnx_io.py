@@ -153,27 +153,34 @@ def onnx_model_files(
     return [(path, data), *extra]
 
 
-_PACKED_HALF_BYTES = frozenset(
-    {onnx.TensorProto.INT4, onnx.TensorProto.UINT4, onnx.TensorProto.FLOAT4E2M1}
+_SUB_BYTE = frozenset(
+    value
+    for value in (
+        getattr(onnx.TensorProto, name, None)
+        for name in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2", "FLOAT6E2M3", "FLOAT6E3M2")
+    )
+    if value is not None
 )
-"""Element types stored two to a byte."""
+"""Element types packed several to a byte (as the installed onnx knows them): their data's
+size is not worked out here, only a declared length is checked."""
+_NOT_FIXED = frozenset({onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED})
 
 
 def _extent(tensor: OnnxTensor) -> tuple[int, int | None, int | None]:
     """``(offset, length, bytes its shape and type need)`` of ``tensor``'s external data
-    (``None``: not said, or not fixed: strings)."""
+    (``None``: not said, or not worked out: strings, types packed below a byte, unknown)."""
     proto = tensor.proto
     entries = {entry.key: entry.value for entry in proto.external_data}
     length = entries.get("length")
     count = 1
     for dim in proto.dims:
         count *= dim
-    if proto.data_type in _PACKED_HALF_BYTES:
-        needed: int | None = (count + 1) // 2
-    elif proto.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
-        needed = None
-    else:
-        needed = count * onnx.helper.tensor_dtype_to_np_dtype(proto.data_type).itemsize
+    needed: int | None = None
+    if proto.data_type not in _SUB_BYTE and proto.data_type not in _NOT_FIXED:
+        try:
+            needed = count * onnx.helper.tensor_dtype_to_np_dtype(proto.data_type).itemsize
+        except (KeyError, ValueError, TypeError):  # a type this onnx does not know
+            needed = None
     return int(entries.get("offset", 0) or 0), None if length is None else int(length), needed
 
 
