@@ -360,9 +360,7 @@ def test_import_onnx_keeps_static_input_shapes_for_the_way_back(
     pair_dir = tmp_path / "pair"
     code, out, _ = run_cli(capsys, "import-onnx", str(source), "-o", str(pair_dir))
     assert code == 0 and f"wrote {pair_dir / 'shapes.txt'}" in out
-    assert parse_shape_items((pair_dir / "shapes.txt").read_text().split(), "t") == {
-        "x": (2, 3, 4, 4)
-    }
+    assert _case_file(pair_dir) == {"x": (2, 3, 4, 4)}
     exported = tmp_path / "back.onnx"
     assert run_cli(capsys, "export-onnx", str(pair_dir), "-o", str(exported))[0] == 0
     (x,) = onnx.load(str(exported)).graph.input
@@ -372,3 +370,32 @@ def test_import_onnx_keeps_static_input_shapes_for_the_way_back(
 def test_the_case_file_text_reads_back_scalars_included() -> None:
     shapes = {"data": (1, 3, 8, 8), "step": ()}
     assert parse_shape_items(shapes_text(shapes).split(), "t") == shapes
+
+
+def _case_file(folder: Path) -> dict[str, tuple[int, ...]]:
+    lines = (folder / "shapes.txt").read_text().splitlines()
+    return parse_shape_items([line for line in lines if not line.startswith("#")], "t")
+
+
+def test_import_onnx_writes_the_shapes_of_the_inputs_the_pipeline_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pipeline renaming an input: the case file names no input the pair lost (every later
+    command would refuse it), and an import over an older one replaces it."""
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "z"], ["y"])],
+        "g",
+        [value("x", TensorProto.FLOAT, [1, 4]), value("z", TensorProto.FLOAT, [1, 4])],
+        [value("y", TensorProto.FLOAT, [1, 4])],
+    )
+    source = tmp_path / "two.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), source)
+    pair = tmp_path / "pair"
+    assert run_cli(capsys, "import-onnx", str(source), "-o", str(pair))[0] == 0
+    assert _case_file(pair) == {"x": (1, 4), "z": (1, 4)}
+    rename = "rename{op=0,input=0,to=xx}"
+    assert run_cli(capsys, "import-onnx", str(source), "-o", str(pair), "-p", rename)[0] == 0
+    assert "x" not in _case_file(pair)
+    code, _, err = run_cli(capsys, "show", str(pair))
+    assert code == 0, err

@@ -1068,3 +1068,27 @@ def test_packed_external_data_without_a_length_is_taken_as_it_is(
     )
     assert code == 0, err
     assert (tmp_path / "out" / "m.data").read_bytes() == (folder / "m.data").read_bytes()
+
+
+def test_a_pipe_is_kept_for_one_command_only(tmp_path: Path) -> None:
+    """Inside a command (streams_read_once) a pipe's bytes are read once and given again;
+    outside, a FIFO fed twice gives two contents (a library caller's loop over models)."""
+    import threading
+
+    from graphtools.serde.netdef_io import read_bytes
+    from graphtools.serde.streams import streams_read_once
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+
+    def fed(data: bytes) -> bytes:  # a writer for the read that follows
+        feeder = threading.Thread(target=fifo.write_bytes, args=(data,), daemon=True)
+        feeder.start()
+        return data
+
+    assert fed(b"first") == read_bytes(fifo)
+    assert fed(b"second") == read_bytes(fifo)
+    with streams_read_once():
+        assert fed(b"third") == read_bytes(fifo)
+        fed(b"fourth")  # left unread: the kept bytes come back
+        assert read_bytes(fifo) == b"third"

@@ -123,8 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if guarded:
         sys.stdout = _PipeGuard(stdout)
     handler = _logging(options.verbosity)
+    from graphtools.serde.streams import streams_read_once  # here: --version loads no serde
+
     try:
-        with signals_as_exceptions(), warnings.catch_warnings():
+        with signals_as_exceptions(), warnings.catch_warnings(), streams_read_once():
             # made-up data makes NaNs and overflows on purpose (log of a negative input):
             # numpy's runtime warnings would only bury the report
             warnings.simplefilter("ignore", RuntimeWarning)

@@ -331,6 +331,8 @@ def read_shapes(
             raise SerdeError(case_file, f"cannot read: {exc}") from exc
         kept = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
         shapes = parse_shape_items([item for line in kept for item in line.split()], where)
+        if not shapes:  # a case file saying no shape (import-onnx of symbolic inputs)
+            return {}, ""
         data, params = model_input_names(model)
         if shapes and not set(shapes) & (set(data) | set(params)):
             return {}, ""  # the case file of another net in the same folder

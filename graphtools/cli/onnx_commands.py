@@ -416,16 +416,16 @@ def _cmd_import_onnx(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, False)
     output_folder(options.output)
     model = import_onnx(options.input)
-    shapes = _static_input_shapes(model)
     manager = PassManager.parse(options.pipeline, steps=options.steps)
     report_records(out, manager, manager(model), False)
     for path in save_model(model, options.output, text=options.text):
         out.line(f"wrote {path}")
-    if shapes:  # a pair holds no types: the case file keeps the ONNX inputs' shapes
-        case_file = atomic_write_bytes(
-            Path(options.output) / SHAPES_FILE, shapes_text(shapes).encode()
-        )
-        out.line(f"wrote {case_file}")
+    # A pair holds no types: the case file keeps the inputs' shapes (as the pipeline left
+    # them), and replaces one an earlier import left there.
+    text = f"# input shapes of {options.input}, written by import-onnx\n"
+    text += shapes_text(_static_input_shapes(model))
+    case_file = atomic_write_bytes(Path(options.output) / SHAPES_FILE, text.encode())
+    out.line(f"wrote {case_file}")
     return 0
 
 

@@ -29,20 +29,15 @@ from graphtools.serde.sniff import (
     implausible_parts,
     looks_like_text,
 )
+from graphtools.serde.streams import read_stream_once
 
 TEXT_SUFFIXES = frozenset({".pbtxt", ".prototxt", ".txt", ".textproto"})
 _OLD_DEVICE_ID = re.compile(r"\bcuda_gpu_id(\s*:)")
 
 
-_STREAMS: dict[str, bytes] = {}
-"""What pipes and other files that are neither regular files nor folders gave, by path:
-they read once, and a command looks at its input more than once (its format, then the
-model)."""
-
-
 def read_bytes(path: str | Path) -> bytes:
-    """Read a file, turning OS errors into ``SerdeError`` naming it; a pipe (``<(curl ...)``,
-    a FIFO) is read once and its bytes given again to later reads of the same path.
+    """Read a file, turning OS errors into ``SerdeError`` naming it (a pipe once per command:
+    ``graphtools.serde.streams``).
 
     A write into the file's folder that a killed graphtools process left half done is
     completed first (``atomic.recover_interrupted_write``), so a pair is never read mixed.
@@ -50,12 +45,7 @@ def read_bytes(path: str | Path) -> bytes:
     file = Path(path)
     recover_interrupted_write(file.parent)
     try:
-        if file.is_file() or not file.exists() or file.is_dir():
-            return file.read_bytes()
-        key = str(file)
-        if key not in _STREAMS:
-            _STREAMS[key] = file.read_bytes()
-        return _STREAMS[key]
+        return read_stream_once(file)
     except OSError as exc:
         raise SerdeError(path, f"cannot read: {exc.strerror or exc}") from exc
 
