@@ -234,15 +234,30 @@ def test_diff_and_draw_on_onnx(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 def _branchy(
-    path: Path, *, value: float = 1.0, then_op: str = "Relu", opset: int = 17, batch: int | str = 2
+    path: Path,
+    *,
+    value: float = 1.0,
+    then_op: str = "Relu",
+    opset: int = 17,
+    batch: int | str = 2,
+    branch_weight: float | None = None,
 ) -> Path:
-    """y = If(c, then: then_op(x), else: x) + a Constant of ``value``."""
+    """y = If(c, then: then_op(x), else: x) + a Constant of ``value``; with
+    ``branch_weight`` the then-branch is x * an initializer of the branch holding it."""
     then = helper.make_graph(
         [helper.make_node(then_op, ["x"], ["t"])],
         "then",
         [],
         [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)],
     )
+    if branch_weight is not None:
+        then = helper.make_graph(
+            [helper.make_node("Mul", ["x", "bw"], ["t"])],
+            "then",
+            [],
+            [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)],
+            [numpy_helper.from_array(np.full(3, branch_weight, np.float32), "bw")],
+        )
     other = helper.make_graph(
         [helper.make_node("Identity", ["x"], ["e"])],
         "else",
@@ -287,6 +302,17 @@ def test_diff_sees_what_changes_the_outputs_or_the_contract(
     assert code == 1 and line in out, out
     code, out, _ = run_cli(capsys, "diff", str(first), str(_branchy(tmp_path / "c.onnx")))
     assert code == 0 and "same structure" in out
+
+
+def test_diff_digests_tell_branches_apart_by_their_initializers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = _branchy(tmp_path / "a.onnx", branch_weight=1.0)
+    second = _branchy(tmp_path / "b.onnx", branch_weight=2.0)
+    code, out, _ = run_cli(capsys, "diff", str(first), str(second))
+    (line,) = [line for line in out.splitlines() if "then_branch" in line]
+    before, after = line.split(" -> ")[-2:]
+    assert code == 1 and before.split("#")[-1] != after.split("#")[-1], line
 
 
 # -- run ------------------------------------------------------------------------------------------

@@ -25,6 +25,8 @@ from collections.abc import Hashable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 from graphtools.ir import Argument, Model, Net, Op
 from graphtools.printer import format_arg_value, format_device, format_value_type
 from graphtools.values import ValueType
@@ -262,15 +264,35 @@ def _holds_data(arg: Argument) -> bool:
 
 
 def _digest(arg: Argument) -> str:
-    """A short digest of a tensor's or a nested net's content."""
+    """A short digest of an argument's tensors and nested nets, by content (a nested net's
+    ops with their arguments, nets within included, its interface, types and initializers)."""
     digest = hashlib.sha256()
+    _digest_argument(digest, arg)
+    return digest.hexdigest()[:8]
+
+
+def _digest_argument(digest: Any, arg: Argument) -> None:
+    scalars = (arg.name, arg.f, arg.i, arg.s, arg.floats, arg.ints, arg.strings, arg.kind)
+    digest.update(repr(scalars).encode())
     for tensor in (arg.t, *arg.tensors, *arg.qtensors):
         if tensor is not None:
             digest.update(tensor.SerializeToString(deterministic=True))
     for net in (arg.n, *arg.nets):
         if net is not None:
-            digest.update(repr([(op.type, op.inputs, op.outputs, op.args) for op in net]).encode())
-    return digest.hexdigest()[:8]
+            _digest_net(digest, net)
+
+
+def _digest_net(digest: Any, net: Net) -> None:
+    interface = (net.name, tuple(net.external_inputs), tuple(net.external_outputs))
+    digest.update(repr((interface, sorted(net.types.items()))).encode())
+    for name, tensor in net.initializers.items():
+        array = np.asarray(tensor.numpy())
+        data = repr(array.tolist()).encode() if array.dtype == object else array.tobytes()
+        digest.update(repr((name, str(array.dtype), array.shape)).encode() + data)
+    for op in net:
+        digest.update(repr((op.type, op.inputs, op.outputs)).encode())
+        for argument in op.args:
+            _digest_argument(digest, argument)
 
 
 def _device(net: Net, op: Op) -> str:
