@@ -18,7 +18,7 @@ from itertools import chain
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from graphtools._core import NetLike, OpLike, as_names
+from graphtools._core import ONNX, NetLike, OpLike, as_names
 from graphtools._gc import paused_gc
 from graphtools.errors import IllegalRewriteError
 from graphtools.layout import Layout
@@ -45,6 +45,8 @@ class EditableNet(NetLike, Protocol):
     def uses(self, blob: VersionedBlob) -> list[Use]: ...
 
     def producer(self, blob: VersionedBlob) -> int | None: ...
+
+    def external_input_set(self) -> frozenset[str]: ...
 
     def check_op(self, op: Any) -> Any: ...
 
@@ -411,7 +413,7 @@ class Edit:
                 for slot, output in enumerate(written):
                     if output == blob[0]:
                         written[slot] = name
-            elif blob[0] in net.external_inputs:
+            elif blob[0] in net.external_input_set():
                 renamed_inputs[blob[0]] = name
             if at_the_end(blob):
                 finals[blob[0]] = (name, producer)
@@ -432,7 +434,7 @@ class Edit:
                 continue
             self._refuse_nested_reads(old, nested, usedef)
             producer = usedef.producer(new)
-            _refuse_missing_target(new, producer, usedef)
+            _refuse_missing_target(net, new, producer, usedef)
             for use in usedef.uses(old):
                 rewire(use, old, name, producer)
             if at_the_end(old) and old != new:
@@ -473,7 +475,7 @@ class Edit:
         producers = view.producers_of(view.keys_of(news))
         for new, producer in zip(news, producers, strict=True):
             if producer is None:
-                _refuse_missing_target(new, producer, view)
+                _refuse_missing_target(self._net, new, producer, view)
         which, ops, positions = view.reads_of(view.keys_of([old for old, _ in rewires]))
         removed = self._removed
         found: list[tuple[int, int, str, int | None]] = []
@@ -600,16 +602,33 @@ class Edit:
         return takeovers
 
 
-def _refuse_missing_target(blob: VersionedBlob, producer: int | None, usedef: UseDef) -> None:
+def _refuse_missing_target(
+    net: EditableNet, blob: VersionedBlob, producer: int | None, usedef: UseDef
+) -> None:
     """A rewire must lead to a value of the net (``producer``: the op writing ``blob``): the
     empty name is no value, and a version after the first (``name@0``, the value the net
-    starts with) is the write of an op."""
+    starts with) is the write of an op. An ONNX main graph starts with its inputs and
+    initializers only (a Caffe2 net may read what the workspace holds; a control-flow body,
+    the values of the graphs around it)."""
     if blob[0] == NO_VALUE:
         raise IllegalRewriteError(f"cannot rewire to {blob}: the empty name means 'no value'")
-    if blob[1] != 0 and producer is None:
+    if producer is not None:
+        return
+    if blob[1] != 0:
         raise IllegalRewriteError(
             f"cannot rewire to {blob[0]}@{blob[1]}: no op of the net writes that version "
             f"(the net has '{blob[0]}' up to version {usedef.final_version(blob[0])})"
+        )
+    if (
+        net.dialect == ONNX
+        and getattr(net, "_parent", None) is None
+        and blob[0] not in net.external_input_set()
+        and blob[0] not in net.initializers
+        and not usedef.uses(blob)
+    ):
+        raise IllegalRewriteError(
+            f"cannot rewire to '{blob[0]}': the graph has no input, initializer or value of "
+            "that name"
         )
 
 

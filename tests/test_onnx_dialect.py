@@ -463,3 +463,25 @@ def test_the_onnx_codec_keeps_the_caffe2_round_trip(tmp_path: Path) -> None:
     written = save_model(model, target)
     for path in written:
         assert path.read_bytes() == (folder / path.name).read_bytes()
+
+
+def test_a_rewire_to_a_name_the_graph_does_not_have_is_refused(tmp_path: Path) -> None:
+    """An ONNX main graph starts with its inputs and initializers only: a rewire to any
+    other name@0 would leave a read of nothing (a Caffe2 net may read the workspace)."""
+    model = _load(
+        tmp_path,
+        _graph(
+            [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Add", ["a", "w"], ["y"])],
+            initializers=[numpy_helper.from_array(np.ones(2, np.float32), "w")],
+        ),
+    )
+    net = model.predict_net
+    with pytest.raises(IllegalRewriteError, match="no input, initializer or value of that name"):
+        with net.edit() as edit:
+            edit.replace_all_uses_with(("a", 1), ("ghost", 0))
+    assert [op.inputs for op in net] == [("x",), ("a", "w")]
+    with net.edit() as edit:  # an input and an initializer are values the graph starts with
+        edit.replace_all_uses_with(("a", 1), ("x", 0))
+    with net.edit() as edit:
+        edit.replace_all_uses_with(("x", 0), ("w", 0))
+    assert [op.inputs for op in net] == [("w",), ("w", "w")]
