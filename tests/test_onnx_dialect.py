@@ -476,9 +476,9 @@ def test_a_rewire_to_a_name_the_graph_does_not_have_is_refused(tmp_path: Path) -
         ),
     )
     net = model.predict_net
-    with pytest.raises(IllegalRewriteError, match="no input, initializer or value of that name"):
-        with net.edit() as edit:
-            edit.replace_all_uses_with(("a", 1), ("ghost", 0))
+    refused = pytest.raises(IllegalRewriteError, match="no input, initializer or value of that")
+    with refused, net.edit() as edit:
+        edit.replace_all_uses_with(("a", 1), ("ghost", 0))
     assert [op.inputs for op in net] == [("x",), ("a", "w")]
     with net.edit() as edit:  # an input and an initializer are values the graph starts with
         edit.replace_all_uses_with(("a", 1), ("x", 0))
