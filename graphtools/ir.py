@@ -639,7 +639,7 @@ class Net:
         self._args: tuple[Argument, ...] = ()
         self._parent: Net | None = None
         self._memo: dict[Hashable, tuple[int, Any]] = {}
-        self._frozen_lists: dict[str, tuple[list[str], Sequence[str] | frozenset[str]]] = {}
+        self._frozen_lists: dict[str, tuple[list[str], Any]] = {}  # list -> tuple or set
         self.revision = 0
         self._adopt(self._ops)
 
@@ -779,7 +779,7 @@ class Net:
         entry = self._frozen_lists.get("external_input_set")
         if entry is None or entry[0] is not names:
             entry = self._frozen_lists["external_input_set"] = (names, frozenset(names))
-        return entry[1]  # type: ignore[return-value]
+        return entry[1]
 
     def _frozen(self, key: str, names: list[str]) -> tuple[str, ...]:
         """``names`` as a tuple, made once per list: the external lists are replaced, never
@@ -788,7 +788,7 @@ class Net:
         entry = self._frozen_lists.get(key)
         if entry is None or entry[0] is not names:
             entry = self._frozen_lists[key] = (names, tuple(names))
-        return entry[1]  # type: ignore[return-value]
+        return entry[1]
 
     @property
     def initializers(self) -> Mapping[str, Tensor]:

@@ -334,7 +334,7 @@ def read_shapes(
         if not shapes:  # a case file saying no shape (import-onnx of symbolic inputs)
             return {}, ""
         data, params = model_input_names(model)
-        if shapes and not set(shapes) & (set(data) | set(params)):
+        if not set(shapes) & (set(data) | set(params)):
             return {}, ""  # the case file of another net in the same folder
     check_input_names(model, shapes, where)
     return shapes, where

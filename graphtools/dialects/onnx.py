@@ -86,10 +86,14 @@ class OnnxOpTable(OpTable):
         """The initializers of ``net``, without those a user may feed (``initializers_fed``):
         baking one of those into a folded or fused value would ignore what is fed."""
         initializers = net.initializers
-        fed = net.external_input_set()
-        if not self.initializers_fed or initializers.keys().isdisjoint(fed):
+        fed = self._fed(net)
+        if initializers.keys().isdisjoint(fed):
             return initializers
         return {name: tensor for name, tensor in initializers.items() if name not in fed}
+
+    def _fed(self, net: Net) -> frozenset[str]:
+        """The names whose initializer a user may replace by feeding a value."""
+        return net.external_input_set() if self.initializers_fed else frozenset()
 
     def known(self, op: Op) -> bool:
         """Whether ``op`` is a standard op the schemas know or a model-local function call."""
@@ -129,7 +133,7 @@ class OnnxOpTable(OpTable):
         tensor = net.initializers.get(training)
         if tensor is None or tensor.size != 1:
             return False
-        if self.initializers_fed and training in net.external_input_set():
+        if training in self._fed(net):
             return False  # a user may feed training_mode=True
         return not bool(np.asarray(tensor.numpy()).reshape(-1)[0])
 
