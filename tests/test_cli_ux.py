@@ -79,6 +79,20 @@ def test_show_ops_slices_and_cuts_long_values(
     assert max(len(line) for line in full.splitlines()) > 1500
 
 
+def test_show_and_draw_take_a_slice_from_the_end_as_a_separate_value(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``--ops -2:`` (the last two ops) is a value, not an unknown option."""
+    code, out, err = run_cli(capsys, "show", "--ops", "-2:", str(TINY))
+    assert (code, err) == (0, "")
+    code, attached, _ = run_cli(capsys, "show", "--ops=-2:", str(TINY))
+    assert out == attached and len(out.splitlines()) == 2
+    code, out, err = run_cli(capsys, "show", "--ops", "-3:-1", str(TINY))
+    assert (code, err) == (0, "") and len(out.splitlines()) == 2
+    code, _, err = run_cli(capsys, "draw", "--ops", "-2:", str(TINY), "-o", str(tmp_path / "d.dot"))
+    assert (code, err) == (0, "") and "digraph" in (tmp_path / "d.dot").read_text()
+
+
 def test_show_params_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "show", "--params", str(TINY))
     assert code == 0

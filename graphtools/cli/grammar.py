@@ -11,7 +11,9 @@ here (listed in ``_REGISTER``) and its handler in its module's ``HANDLERS``.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "add_model_options",
     "add_pipeline_options",
     "add_verify_options",
+    "attach_negative_slices",
     "build_parser",
     "shapes_option",
 ]
@@ -44,6 +47,28 @@ the errors when they differ. --save-outputs keeps the data and the outputs in an
 
 Exit codes: 0 outputs equal, 1 outputs differ, 2 bad input or error. Several models (several
 paths, a folder of models) run one process each, -j at a time."""
+
+
+_NEGATIVE_SLICE = re.compile(r"-\d+(:-?\d*)?")
+"""A slice value beginning with a minus: ``-2:``, ``-5:-1``, ``-3``."""
+
+
+def attach_negative_slices(argv: Sequence[str]) -> list[str]:
+    """``argv`` with ``--ops -2:`` written ``--ops=-2:``.
+
+    argparse takes a separate value beginning with ``-`` and a digit for an option unless it
+    is a plain number, so ``show --ops -2:`` (the last two ops) would be refused as an
+    unknown argument; attached to its option it is the value the user meant.
+    """
+    attached: list[str] = []
+    waiting = False
+    for arg in argv:
+        if waiting and _NEGATIVE_SLICE.fullmatch(arg):
+            attached[-1] = f"--ops={arg}"
+        else:
+            attached.append(arg)
+        waiting = arg == "--ops"
+    return attached
 
 
 def _version() -> str:
