@@ -19,6 +19,7 @@ are nested nets, as an If's branches are in Caffe2. A Caffe2 net has none of the
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -160,16 +161,79 @@ def describe_net(net: Net, role: str | None = None, path: str | Path | None = No
     return head if path is None else f"{head} ({path})"
 
 
-def format_arg_value(arg: Argument, *, full: bool = False, max_chars: int | None = None) -> str:
+def format_arg_value(
+    arg: Argument, *, full: bool = False, max_chars: int | None = None, digests: bool = False
+) -> str:
     """An argument's value as the dump shows it (nested nets are shown as ``<net NAME>``).
 
     ``full`` lists every item of a repeated value (the dump shows the first 8);
-    ``max_chars`` cuts a longer text to that many characters and says how long it was.
+    ``max_chars`` cuts a longer text to that many characters and says how long it was;
+    ``digests`` appends ``#`` and a digest of the content to a value the text does not show
+    whole (a cut list, a tensor in brief), so two values that print alike still differ.
     """
     text = _arg_value(arg, full)
-    if max_chars is not None and len(text) > max_chars:
-        return f"{text[:max_chars]}... ({len(text)} chars)"
+    cut = max_chars is not None and len(text) > max_chars
+    if cut:
+        text = f"{text[:max_chars]}... ({len(text)} chars)"
+    if digests and (cut or _shown_in_part(arg, full)):
+        text += f" #{argument_digest(arg)}"
     return text
+
+
+def _shown_in_part(arg: Argument, full: bool) -> bool:
+    """Whether the dump shows ``arg`` without all of its content (nested nets are printed
+    whole below their op)."""
+    if arg.t is not None or arg.tensors or arg.qtensors:
+        return True
+    if arg.s is not None and _format_bytes(arg.s).startswith("<"):
+        return True
+    if arg.strings and any(_format_bytes(s).startswith("<") for s in arg.strings):
+        return True
+    return not full and max(len(arg.floats), len(arg.ints), len(arg.strings)) > _MAX_ITEMS
+
+
+def argument_digest(arg: Argument) -> str:
+    """A short digest of an argument's content: its values, its tensors' bytes and its nested
+    nets (their interface, types, initializers and ops with their arguments)."""
+    digest = hashlib.sha256()
+    _digest_argument(digest, arg)
+    return digest.hexdigest()[:8]
+
+
+def tensor_digest(tensor: Tensor) -> str:
+    """A short digest of an initializer's element type, shape and values."""
+    digest = hashlib.sha256()
+    _digest_tensor(digest, tensor)
+    return digest.hexdigest()[:8]
+
+
+def _digest_tensor(digest: Any, tensor: Tensor) -> None:
+    array = np.asarray(tensor.numpy())
+    data = repr(array.tolist()).encode() if array.dtype == object else array.tobytes()
+    digest.update(repr((str(array.dtype), array.shape)).encode() + data)
+
+
+def _digest_argument(digest: Any, arg: Argument) -> None:
+    scalars = (arg.name, arg.f, arg.i, arg.s, arg.floats, arg.ints, arg.strings, arg.kind)
+    digest.update(repr(scalars).encode())
+    for tensor in (arg.t, *arg.tensors, *arg.qtensors):
+        if tensor is not None:
+            digest.update(tensor.SerializeToString(deterministic=True))
+    for net in (arg.n, *arg.nets):
+        if net is not None:
+            _digest_net(digest, net)
+
+
+def _digest_net(digest: Any, net: Net) -> None:
+    interface = (net.name, tuple(net.external_inputs), tuple(net.external_outputs))
+    digest.update(repr((interface, sorted(net.types.items()))).encode())
+    for name, tensor in net.initializers.items():
+        digest.update(name.encode())
+        _digest_tensor(digest, tensor)
+    for op in net:
+        digest.update(repr((op.type, op.inputs, op.outputs)).encode())
+        for argument in op.args:
+            _digest_argument(digest, argument)
 
 
 def _arg_value(arg: Argument, full: bool) -> str:
@@ -218,17 +282,21 @@ def format_op(
     *,
     full: bool = False,
     max_chars: int | None = None,
+    digests: bool = False,
 ) -> str:
     """One op on one line: ``%3 Conv(x@0, w@0) -> y@1 {kernel=3} engine=CUDNN device=CUDA:0``.
 
-    ``full`` and ``max_chars`` apply to argument values (see ``format_arg_value``).
+    ``full``, ``max_chars`` and ``digests`` apply to argument values (see
+    ``format_arg_value``).
     """
     in_text = ", ".join(map(_versioned, ins)) if ins is not None else ", ".join(op.inputs)
     out_text = ", ".join(map(_versioned, outs)) if outs is not None else ", ".join(op.outputs)
     line = f"%{index} {qualified_type(op)}({in_text}) -> {out_text or '()'}"
     args = sorted(op.args, key=lambda a: a.name or "")
     if args:
-        values = (format_arg_value(a, full=full, max_chars=max_chars) for a in args)
+        values = (
+            format_arg_value(a, full=full, max_chars=max_chars, digests=digests) for a in args
+        )
         line += " {" + ", ".join(f"{a.name}={v}" for a, v in zip(args, values, strict=True)) + "}"
     if op.control_inputs:
         line += " control=" + _format_list(op.control_inputs, str)
@@ -250,10 +318,13 @@ def print_net(
     indent: int = 0,
     full: bool = False,
     max_chars: int | None = None,
+    digests: bool = False,
 ) -> str:
     """The canonical dump of ``net``; ``label`` names it (``predict_net``, ``init_net``).
 
-    ``full`` and ``max_chars`` apply to argument values (see ``format_arg_value``).
+    ``full``, ``max_chars`` and ``digests`` apply to argument values (see
+    ``format_arg_value``); with ``digests`` an initializer's line ends with a digest of its
+    values too.
     """
     pad = _INDENT * indent
     view = net.ssa()
@@ -278,27 +349,41 @@ def print_net(
     for name, value_type in net.types.items():
         lines.append(f"{pad}{_INDENT}type: {name} {format_value_type(value_type)}")
     for name, tensor in net.initializers.items():
-        lines.append(f"{pad}{_INDENT}initializer: {name} {format_tensor_value(tensor)}")
+        line = f"{pad}{_INDENT}initializer: {name} {format_tensor_value(tensor)}"
+        lines.append(f"{line} #{tensor_digest(tensor)}" if digests else line)
     for index, op in enumerate(net):
         ins, outs = view.ssa[index]
-        lines.append(
-            pad + _INDENT + format_op(op, index, ins, outs, full=full, max_chars=max_chars)
-        )
+        line = format_op(op, index, ins, outs, full=full, max_chars=max_chars, digests=digests)
+        lines.append(pad + _INDENT + line)
         for arg_name, nested in op.nested_nets():
             lines.append(
-                print_net(nested, str(arg_name), indent=indent + 2, full=full, max_chars=max_chars)
+                print_net(
+                    nested,
+                    str(arg_name),
+                    indent=indent + 2,
+                    full=full,
+                    max_chars=max_chars,
+                    digests=digests,
+                )
             )
     return "\n".join(lines)
 
 
-def print_model(model: Model, *, full: bool = False, max_chars: int | None = None) -> str:
-    """The canonical dump of a model: its init_net (when present), then its predict_net."""
+def print_model(
+    model: Model, *, full: bool = False, max_chars: int | None = None, digests: bool = False
+) -> str:
+    """The canonical dump of a model: its init_net (when present), then its predict_net.
+
+    ``digests`` (for golden files): values the text shows in part (weights, tensors, cut
+    lists) end with a digest of their content, so a changed weight changes the dump.
+    """
     parts = []
     if model.dialect == "onnx":
         parts.append(_model_line(model))
-    if model.init_net is not None:
-        parts.append(print_net(model.init_net, "init_net", full=full, max_chars=max_chars))
-    parts.append(print_net(model.predict_net, "predict_net", full=full, max_chars=max_chars))
+    nets = [("init_net", model.init_net), ("predict_net", model.predict_net)]
+    for label, net in nets:
+        if net is not None:
+            parts.append(print_net(net, label, full=full, max_chars=max_chars, digests=digests))
     return "\n".join(parts) + "\n"
 
 

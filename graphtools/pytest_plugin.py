@@ -7,7 +7,9 @@ Installed with graphtools (entry point ``pytest11``), so any test suite gets:
   (``GRAPHTOOLS_UPDATE_GOLDENS=1`` does the same.)
 * ``assert_matches_golden(text, path)`` and ``assert_net_matches_golden(net_or_model, path)``:
   compare the canonical dump (``graphtools.printer``) with a golden file; a missing golden
-  file is written and the test fails, asking for a review.
+  file is written and the test fails, asking for a review. Values the dump shows in part
+  (weights, tensors, lists cut after 8 items) end with a digest of their content, so a
+  changed weight fails the test too.
 * ``assert_models_equivalent(before, after, ...)``: run both with the reference executor on
   the same feeds (made up when not given, see ``graphtools.feeds``) and fail with a table of
   the largest differences per output.
@@ -87,8 +89,8 @@ def _dump(value: Net | Model | str) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, Model):
-        return print_model(value)
-    return print_net(value, "net") + "\n"
+        return print_model(value, digests=True)
+    return print_net(value, "net", digests=True) + "\n"
 
 
 def assert_matches_golden(text: str, path: str | Path, *, update: bool | None = None) -> None:

@@ -8,17 +8,23 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 from conftest import FIXTURES
+from onnx import TensorProto, helper, numpy_helper
 
+from graphtools.ir import Model, Op
 from graphtools.pass_infra import PassManager
+from graphtools.printer import print_model
 from graphtools.pytest_plugin import (
     assert_matches_golden,
     assert_models_equivalent,
     assert_net_matches_golden,
 )
 from graphtools.serde import load_model_dir
+from graphtools.serde.onnx_codec import model_from_onnx_bytes
 
 TINY = FIXTURES / "models" / "tiny_export"
 
@@ -91,6 +97,58 @@ def test_assertions_fail_on_what_differs(tmp_path: Path) -> None:
     with pytest.raises(pytest.fail.Exception, match="did not exist"):
         assert_matches_golden("text\n", tmp_path / "new.txt")
     assert (tmp_path / "new.txt").read_text() == "text\n"
+
+
+def _onnx_model(weight: np.ndarray, shift: np.ndarray) -> Model:
+    """A Gemm with an initializer and an Add of a Constant node's tensor, loaded."""
+    nodes = [
+        helper.make_node("Gemm", ["x", "w"], ["h"]),
+        helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(shift)),
+        helper.make_node("Add", ["h", "c"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
+        [numpy_helper.from_array(weight, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return model_from_onnx_bytes(model.SerializeToString())
+
+
+def test_goldens_fail_when_a_weight_changes(tmp_path: Path) -> None:
+    """A golden pins every weight: a Caffe2 fill's values past the eighth the dump shows, an
+    ONNX initializer and a Constant node's tensor, which the dump shows in brief."""
+    model = load_model_dir(TINY)
+    path = tmp_path / "tiny.txt"
+    assert_net_matches_golden(model, path, update=True)
+    init = model.init_net
+    assert init is not None
+    index, fill = next((i, op) for i, op in enumerate(init) if len(op.arg("values") or ()) > 8)
+    values = list(fill.arg("values"))
+    values[-1] += 1.0
+    changed = model.copy()
+    assert changed.init_net is not None
+    changed.init_net.replace_op(index, fill.replace(args={**_args_of(fill), "values": values}))
+    assert print_model(changed) == print_model(model)  # the plain dump cannot tell them apart
+    with pytest.raises(pytest.fail.Exception, match="golden mismatch"):
+        assert_net_matches_golden(changed, path)
+    assert_net_matches_golden(model, path)
+
+    weight = np.arange(12, dtype=np.float32).reshape(3, 4)
+    shift = np.ones(3, dtype=np.float32)
+    onnx_path = tmp_path / "onnx.txt"
+    assert_net_matches_golden(_onnx_model(weight, shift), onnx_path, update=True)
+    assert_net_matches_golden(_onnx_model(weight, shift), onnx_path)
+    with pytest.raises(pytest.fail.Exception, match="golden mismatch"):
+        assert_net_matches_golden(_onnx_model(weight * -5, shift), onnx_path)
+    with pytest.raises(pytest.fail.Exception, match="golden mismatch"):
+        assert_net_matches_golden(_onnx_model(weight, shift * 2), onnx_path)
+
+
+def _args_of(op: Op) -> dict[str, Any]:
+    return {arg.name: arg.value for arg in op.args if arg.name is not None}
 
 
 RELATIVE_TESTS = """

@@ -19,16 +19,18 @@ nothing differs, ``ModelDiff.to_dict()`` gives JSON-ready data.
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from collections.abc import Hashable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
-
 from graphtools.ir import Argument, Model, Net, Op
-from graphtools.printer import format_arg_value, format_device, format_value_type
+from graphtools.printer import (
+    argument_digest,
+    format_arg_value,
+    format_device,
+    format_value_type,
+)
 from graphtools.values import ValueType
 
 __all__ = ["ArgChange", "ModelDiff", "NetDiff", "OpChange", "OpRef", "diff_models", "diff_nets"]
@@ -254,45 +256,14 @@ def _args(a: Op, b: Op) -> list[ArgChange]:
             assert first is not None and second is not None
             if not _holds_data(first):
                 continue  # scalars shown alike are alike (a NaN is not equal to itself)
-            before, after = f"{before} #{_digest(first)}", f"{after} #{_digest(second)}"
+            before = f"{before} #{argument_digest(first)}"
+            after = f"{after} #{argument_digest(second)}"
         changes.append(ArgChange(name, before, after))
     return changes
 
 
 def _holds_data(arg: Argument) -> bool:
     return bool(arg.t is not None or arg.n is not None or arg.tensors or arg.nets or arg.qtensors)
-
-
-def _digest(arg: Argument) -> str:
-    """A short digest of an argument's tensors and nested nets, by content (a nested net's
-    ops with their arguments, nets within included, its interface, types and initializers)."""
-    digest = hashlib.sha256()
-    _digest_argument(digest, arg)
-    return digest.hexdigest()[:8]
-
-
-def _digest_argument(digest: Any, arg: Argument) -> None:
-    scalars = (arg.name, arg.f, arg.i, arg.s, arg.floats, arg.ints, arg.strings, arg.kind)
-    digest.update(repr(scalars).encode())
-    for tensor in (arg.t, *arg.tensors, *arg.qtensors):
-        if tensor is not None:
-            digest.update(tensor.SerializeToString(deterministic=True))
-    for net in (arg.n, *arg.nets):
-        if net is not None:
-            _digest_net(digest, net)
-
-
-def _digest_net(digest: Any, net: Net) -> None:
-    interface = (net.name, tuple(net.external_inputs), tuple(net.external_outputs))
-    digest.update(repr((interface, sorted(net.types.items()))).encode())
-    for name, tensor in net.initializers.items():
-        array = np.asarray(tensor.numpy())
-        data = repr(array.tolist()).encode() if array.dtype == object else array.tobytes()
-        digest.update(repr((name, str(array.dtype), array.shape)).encode() + data)
-    for op in net:
-        digest.update(repr((op.type, op.inputs, op.outputs)).encode())
-        for argument in op.args:
-            _digest_argument(digest, argument)
 
 
 def _device(net: Net, op: Op) -> str:
