@@ -236,7 +236,8 @@ def run_both(
 
     A pass that renames the interface (``ssa-rewrite{style=all}``) keeps positions: a feed
     the rewritten model no longer declares goes to the input at its position when both
-    declare as many inputs, and outputs are matched by position when both declare as many.
+    declare as many inputs, and outputs are matched by position when both declare as many
+    under other names (the same names are matched by name, whatever their order).
     """
     out_before = run_model(before, _feeds_for(before, feeds), seed=seed)
     return out_before, _run_matched(before, after, feeds, seed)
@@ -279,7 +280,7 @@ def run_after(
         elif by_position and name in position:
             after_feeds[new_in[position[name]]] = value
     old_out, new_out = before.predict_net.external_outputs, after.predict_net.external_outputs
-    renamed = dict(zip(old_out, new_out, strict=True)) if len(old_out) == len(new_out) else {}
+    renamed = _renamed_outputs(old_out, new_out)
     if names is None:
         out_after = run_model(after, after_feeds, seed=seed)
         back = {new: old for old, new in renamed.items()}
@@ -300,6 +301,15 @@ def run_after(
         if ws.has(found):
             fetched[name] = ws.fetch(found)
     return fetched
+
+
+def _renamed_outputs(old: Sequence[str], new: Sequence[str]) -> dict[str, str]:
+    """``before``'s output names to ``after``'s: by position when a rewrite renamed the
+    interface (as many outputs, other names), else by name (the same names in another
+    order are the same outputs)."""
+    if len(old) != len(new) or set(old) == set(new):
+        return {}
+    return dict(zip(old, new, strict=True))
 
 
 def _kept_init(before: Model, after: Model, values: Mapping[str, Any]) -> bool:

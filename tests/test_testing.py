@@ -64,6 +64,25 @@ def test_output_name_mismatch_is_a_failure() -> None:
         assert_models_equivalent(_model(extra_output=True), _model(), feeds)
 
 
+def _two_outputs(order: list[str], *, swapped: bool = False) -> Model:
+    first, second = ("b", "a") if swapped else ("a", "b")
+    ops = [Op("Relu", ["x"], [first]), Op("Sigmoid", ["x"], [second])]
+    return Model(Net(ops, ["x"], order, name="n"))
+
+
+def test_outputs_of_the_same_names_are_matched_by_name_in_any_order() -> None:
+    """Declaring the same outputs in another order changes nothing; swapping what two
+    outputs compute is a difference, even when their declared order is swapped too."""
+    shapes = {"x": (2, 3)}
+    assert_models_equivalent(_two_outputs(["a", "b"]), _two_outputs(["b", "a"]), shapes=shapes)
+    with pytest.raises(AssertionError, match="models differ"):
+        assert_models_equivalent(
+            _two_outputs(["a", "b"]), _two_outputs(["b", "a"], swapped=True), shapes=shapes
+        )
+    renamed = Model(Net([Op("Relu", ["x"], ["p"]), Op("Sigmoid", ["x"], ["q"])], ["x"], ["p", "q"]))
+    assert_models_equivalent(_two_outputs(["a", "b"]), renamed, shapes=shapes)  # by position
+
+
 def test_shape_and_dtype_differences_are_failures() -> None:
     before = Model(Net([Op("Relu", ["x"], ["y"])], ["x"], ["y"]))
     reshaped = Model(Net([Op("Reshape", ["x"], ["y", "old"], args={"shape": (-1,)})], ["x"], ["y"]))
