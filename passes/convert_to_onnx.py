@@ -3,7 +3,9 @@
 The model's init_net and predict_net become one ONNX graph (``graphtools.convert.
 caffe2_to_onnx``): the params the init_net fills are initializers, every op is converted by the
 exporter table (Caffe2 ops without an ONNX op as compositions or calls of ``caffe2``-domain
-model-local functions), blobs get SSA names by Caffe2's rule (inputs and outputs keep theirs),
+model-local functions), blobs get SSA names by Caffe2's rule (inputs and outputs keep theirs:
+an output written in place is the final version's name, ``fc`` for ``Relu(fc) -> fc``, as
+Caffe2's C++ exporter names it, unless a graph input holds the name),
 and the graph's inputs are typed by the types the predict_net declares (``Net.types``: an
 imported pair keeps its inputs'; ``export_onnx``'s ``value_info`` and ``export-onnx``'s
 ``--shapes`` put them there). The result passes onnx's checker; a model the converter refuses

@@ -65,6 +65,41 @@ def test_exported_model_is_valid_and_computes_the_same(opset: int) -> None:
     assert diffs[0].ok, diffs
 
 
+def test_an_output_written_in_place_keeps_its_name() -> None:
+    """``FC -> fc; Relu(fc) -> fc`` returns ``fc``: the export's output is ``fc`` too (its
+    first version gets the versioned name), and ``verify --onnx``'s blob-by-blob comparison
+    matches it by name. An external input written in place and returned cannot keep its
+    name (the graph input holds it) and keeps the versioned one."""
+    rng = np.random.default_rng(0)
+    params = {
+        "w": rng.standard_normal((2, 3), dtype=np.float32),
+        "b": rng.standard_normal(2, dtype=np.float32),
+    }
+    ops = [
+        Op("FC", ["x", "w", "b"], ["fc"]),
+        Op("Relu", ["fc"], ["fc"]),
+        Op("Sigmoid", ["fc"], ["s"]),
+    ]
+    pair = _pair(ops, ["x"], ["fc", "s"], params)
+    exported = export_onnx(pair, value_info={"x": (FLOAT, [4, 3])})
+    assert [o.name for o in exported.graph.output] == ["fc", "s"]
+    assert [list(n.output) for n in exported.graph.node] == [["fc_1"], ["fc"], ["s"]]
+    x = rng.standard_normal((4, 3), dtype=np.float32)
+    report = compare_blobs_with_onnxruntime(exported, pair, {"x": x})
+    assert report.ok and {d.name for d in report.blobs} == {"fc_1", "fc", "s"}
+    expected = run_model(pair, {"x": x})
+    from graphtools.onnx import run_onnxruntime
+
+    got = run_onnxruntime(exported, {"x": x})
+    assert np.array_equal(got["fc"], expected["fc"])
+    np.testing.assert_allclose(got["s"], expected["s"], rtol=1e-6)
+
+    through = _pair([Op("Relu", ["x"], ["x"])], ["x"], ["x"], {})
+    exported = export_onnx(through, value_info={"x": (FLOAT, [2])})
+    assert [i.name for i in exported.graph.input] == ["x"]
+    assert [o.name for o in exported.graph.output] == ["x_1"]
+
+
 def test_dynamic_batch_leaves_the_batch_free() -> None:
     pair, _ = _fc_pair()
     exported = export_onnx(pair, value_info={"x": (FLOAT, [2, 3, 3, 3])}, dynamic_batch=True)

@@ -38,11 +38,11 @@ from graphtools.errors import (
     MissingBlobError,
     UnsupportedOpError,
 )
-from graphtools.ir import Net
-from graphtools.nested import names_in_nested_nets
+from graphtools.ir import Net, Op
+from graphtools.nested import names_in_nested_nets, nested_access
 from graphtools.ssa import VersionedBlob
 
-__all__ = ["STYLES", "SSANames", "check_init_net", "plan_ssa_names"]
+__all__ = ["STYLES", "SSANames", "check_init_net", "plan_ssa_names", "renamed_for_export"]
 
 STYLES = ("multi", "all")
 """The naming rules: ``multi`` (Caffe2 since Nov 2018) and ``all`` (2018)."""
@@ -195,4 +195,44 @@ def plan_ssa_names(
         init_inputs,
         init_outputs,
         new_name,
+    )
+
+
+def renamed_for_export(net: Net, params: Iterable[str]) -> Net:
+    """``net`` under the names an ONNX export gives its values, built anew (op indices kept):
+    ``style="multi"``'s, except that an external output the rule renamed (``fc_2`` for an
+    ``fc`` written in place) gets its own name back, as Caffe2's C++ exporter gives it, so a
+    caller fetches the outputs it always fetched; unless the name is still taken (an external
+    input written in place and returned keeps the versioned name: ONNX names a value once).
+
+    ``params`` are the names the init_net fills. Names inside an If's branches do not count
+    as taken: the If exporter gives every value a branch writes a fresh name (and the rewriter's
+    refusal of renames around such an If does not apply to a net built anew).
+    """
+    names = plan_ssa_names(net, None, params)
+    ops = [
+        op.replace(inputs=names.ops[i][0], outputs=names.ops[i][1]) if i in names.ops else op
+        for i, op in enumerate(net.ops)
+    ]
+    taken = {n for op in ops for n in (*op.inputs, *op.outputs)}
+    taken.update(names.external_inputs, params)
+    for op in ops:
+        if op.type != "If":
+            taken.update(nested_access(op).names)
+    plain: dict[str, str] = {}
+    for own, renamed in zip(net.external_outputs, names.external_outputs, strict=True):
+        if renamed != own and own not in taken and renamed not in plain:
+            plain[renamed] = own
+            taken.add(own)
+    if plain:
+        ops = [_with_names(op, plain) for op in ops]
+    outputs = [plain.get(n, n) for n in names.external_outputs]
+    return Net(ops, names.external_inputs, outputs, name=net.name)
+
+
+def _with_names(op: Op, new: dict[str, str]) -> Op:
+    if not any(n in new for n in (*op.inputs, *op.outputs)):
+        return op
+    return op.replace(
+        inputs=[new.get(n, n) for n in op.inputs], outputs=[new.get(n, n) for n in op.outputs]
     )

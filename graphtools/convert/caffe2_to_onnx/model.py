@@ -31,7 +31,7 @@ from onnx import helper
 
 from graphtools._core import ONNX
 from graphtools.analysis.scopes import NameSource
-from graphtools.analysis.ssa_names import plan_ssa_names
+from graphtools.analysis.ssa_names import renamed_for_export
 from graphtools.convert.caffe2_to_onnx.context import ExportContext, TypeInfo
 from graphtools.convert.caffe2_to_onnx.control import explicit_if_effects
 from graphtools.convert.caffe2_to_onnx.nn import net_in_test_mode
@@ -266,18 +266,6 @@ def _convert(
     return cx
 
 
-def _ssa_renamed(net: Net, params: Iterable[str]) -> Net:
-    """``net`` renamed to SSA form as ``ssa_rewrite`` names it (Caffe2's rule), built anew: an
-    If whose branches write a blob the net versions (``explicit_if_effects``) is mapped by the
-    If exporter, so the rewriter's refusal of such renames does not apply here."""
-    names = plan_ssa_names(net, None, params)
-    ops = [
-        op.replace(inputs=names.ops[i][0], outputs=names.ops[i][1]) if i in names.ops else op
-        for i, op in enumerate(net.ops)
-    ]
-    return Net(ops, names.external_inputs, names.external_outputs, name=net.name)
-
-
 def _nested_reads(op: Op) -> Iterable[str]:
     """Every value the ops of ``op``'s sub-graphs (and theirs) read."""
     for _, sub in op.nested_nets():
@@ -438,7 +426,7 @@ def _prepare(model: Model, options: ExportOptions) -> _Prepared:
     rewritten = frozenset(
         n for n, count in writes.items() if count > 1 or n in params or n in external_inputs
     )
-    net = _ssa_renamed(net, params)
+    net = renamed_for_export(net, params)
     # A name declared twice is one graph input (ONNX names are unique).
     names = list(dict.fromkeys(net.external_inputs)) or _free_reads(net)
     # A declared input no op reads changes nothing; without a declared type it cannot be a
