@@ -16,7 +16,9 @@ graph, bodies included, and each node reading a batched value is checked, in ord
   ``Reshape`` to the exported size).
 
 What pins the batch and can be rewritten is: a ``Reshape`` target holding the exported size at
-the batch position (it becomes ``0``, copying the dim, or ``-1``); the ``sizes`` of a
+the batch position (it becomes ``0``, copying the dim, or ``-1``), when as many elements come
+before the batch in its output as in its input (``[1, 8] -> [8, 1]`` would deal the rows of a
+batch out across columns: refused); the ``sizes`` of a
 ``Resize``, the shape of an ``Expand`` or the repeats of a ``Tile`` holding it (the batch
 entry becomes the input's batch at run time: ``Shape -> Gather -> Concat``); a
 ``ConstantOfShape``/``Expand``/``Tile`` making a batch-sized constant that meets batched values
@@ -38,6 +40,7 @@ Example (``x`` was ``1 x 1280 x 1 x 1``; efficientnet's classifier head)::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, cast
@@ -353,6 +356,19 @@ class _Attempt:
             others = entries[:position] + entries[position + 1 :]
         else:
             return False
+        data = self.shape(op.inputs[0]) or ()
+        if not _rows_stay_apart(data, batch, entries, position, allowzero):
+            raise _Refused(
+                _Pin(
+                    net,
+                    index,
+                    "mixes",
+                    f"moves the batch from axis {batch} of {list(data)} to axis {position} "
+                    f"of its target {entries} with other elements before it: at batch "
+                    f"{self.symbol} the rows would mix (the reshape is right at batch "
+                    f"{self.size} only)",
+                )
+            )
         if position == batch and (not allowzero or 0 not in others):
             entries[position] = 0
             if allowzero:
@@ -362,7 +378,6 @@ class _Attempt:
         else:
             return False
         name = self.names.fresh(f"{op.inputs[1]}_batch")
-        data = self.shape(op.inputs[0]) or ()
         shape: list[Dim] = [
             self.symbol if i == position else (data[i] if entry == 0 else entry)
             for i, entry in enumerate(entries)
@@ -581,6 +596,25 @@ class _Attempt:
                 edit.insert(index, new_ops)
             edit.set_op(index, op.replace(inputs=inputs))
         return True
+
+
+def _rows_stay_apart(
+    data: tuple[Dim, ...], batch: int, entries: list[int], position: int, allowzero: bool
+) -> bool:
+    """Whether a Reshape of ``data`` (batch on axis ``batch``) to ``entries`` (batch on axis
+    ``position``) keeps each batch row's elements together: a row-major reshape does when as
+    many elements come before the batch in its output as in its input (then the elements
+    after it match too). ``[1, 8] -> [8, 1]`` is an identity at batch 1 and a transposition
+    of rows at batch 3."""
+    before = [d for d in data[:batch] if isinstance(d, int)]
+    after = [
+        data[i] if entry == 0 and not allowzero and i < len(data) else entry
+        for i, entry in enumerate(entries[:position])
+    ]
+    known = [d for d in after if isinstance(d, int) and d >= 0]
+    if len(before) < batch or len(known) < position:
+        return False  # a symbolic or inferred (-1) dim before the batch: cannot tell
+    return math.prod(before) == math.prod(known)
 
 
 def _undeclared(net: Net, name: str) -> bool:

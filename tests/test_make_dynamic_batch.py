@@ -175,6 +175,27 @@ def test_a_reshape_pinning_the_exported_batch_is_rewritten(tmp_path: Path) -> No
     assert_batch_polymorphic(target, "N", {"x": normal(1, 8, 1, 1)})
 
 
+def test_a_reshape_moving_the_batch_behind_other_elements_is_refused(tmp_path: Path) -> None:
+    """``[1, 8] -> [8, 1] -> Transpose`` is an identity at batch 1; at batch 3 the target
+    ``[8, -1]`` would deal the rows out across columns. Refused by name, the model kept."""
+    nodes = [
+        helper.make_node("Reshape", ["x", "target"], ["r"]),
+        helper.make_node("Transpose", ["r"], ["y"], perm=[1, 0]),
+    ]
+    path = graph_model(
+        tmp_path / "m.onnx",
+        nodes,
+        {"x": (F, [1, 8])},
+        {"y": (F, [1, 8])},
+        {"target": np.array([8, 1], np.int64)},
+    )
+    model = load_onnx_model(path)
+    before = model.copy()
+    with pytest.raises(PassError, match=r"node #0 of graph 'g' \(Reshape\) moves the batch"):
+        PassManager.parse("make-dynamic-batch")(model)
+    assert model.predict_net.same_as(before.predict_net)
+
+
 def test_a_recurrent_state_made_for_one_batch_is_expanded(tmp_path: Path) -> None:
     hidden = 3
     nodes = [helper.make_node("GRU", ["x", "w", "r", "", "", "h0"], ["y"], hidden_size=hidden)]
