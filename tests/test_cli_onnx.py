@@ -215,6 +215,55 @@ def test_export_onnx_outputs_chooses_the_graph_outputs(
     assert [o.name for o in onnx.load(target).graph.output] == ["y", "s"]
 
 
+def _fc_pair_without_outputs(folder: Path) -> Path:
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((3, 4)).astype(np.float32)
+    init = Net(
+        [
+            Op("GivenTensorFill", [], ["w"], args={"shape": [3, 4], "values": w.ravel()}),
+            Op("GivenTensorFill", [], ["b"], args={"shape": [3], "values": [0.5, -1.0, 2.0]}),
+        ],
+        name="init",
+    )
+    predict = Net([Op("FC", ["x", "w", "b"], ["y"]), Op("Relu", ["y"], ["z"])], ["x", "w", "b"])
+    save_model(Model(predict, init), folder)
+    return folder
+
+
+def test_run_of_a_pair_converted_by_its_pipeline_writes_onnx_or_refuses_a_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``-p convert-to-onnx`` with ``-o X.onnx`` writes the converted model once (its own
+    options rule); with a pair folder it is refused (a predict_net of ONNX nodes without
+    its weights used to be written, exit 0); ``--outputs`` names the graph outputs of a net
+    that declares none, as ``export-onnx`` does."""
+    pair = _fc_pair_without_outputs(tmp_path / "pair")
+    folder = tmp_path / "out"
+    code, _, err = run_cli(
+        capsys, "run", str(pair), "-p", "convert-to-onnx", "-o", str(folder), "--shapes", "x=2x4"
+    )
+    assert code == 2 and "write it to an .onnx file" in err and not folder.exists()
+    target = tmp_path / "m.onnx"
+    args = ("-p", "convert-to-onnx{opset=13}", "--shapes", "x=2x4", "--outputs", "z")
+    code, _, err = run_cli(capsys, "run", str(pair), "-o", str(target), *args)
+    assert code == 0, err
+    exported = onnx.load(str(target))
+    onnx.checker.check_model(exported, full_check=True)
+    assert exported.opset_import[0].version == 13
+    assert [o.name for o in exported.graph.output] == ["z"]
+    x = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
+    w = numpy_helper.to_array(next(i for i in exported.graph.initializer if i.name == "w"))
+    expected = np.maximum(x @ w.T + np.array([0.5, -1.0, 2.0], np.float32), 0)
+    np.testing.assert_allclose(run_onnxruntime(exported, {"x": x})["z"], expected, rtol=1e-5)
+    code, _, err = run_cli(capsys, "run", str(pair), "-o", str(target), *args, "--opset", "13")
+    assert code == 2 and "convert-to-onnx{opset=13" in err
+    code, _, err = run_cli(
+        capsys, "run", str(pair), "-o", str(tmp_path / "plain.onnx"), "--shapes", "x=2x4"
+    )
+    assert code == 0 and "declares no external outputs" in err
+    assert [o.name for o in onnx.load(str(tmp_path / "plain.onnx")).graph.output] == ["z"]
+
+
 def test_export_onnx_replaces_an_init_net_placeholder_by_a_graph_input(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -138,7 +138,7 @@ def _export(
     out: Output,
     quantization: Mapping[str, tuple[float, int]] | None = None,
 ) -> None:
-    from graphtools.onnx import export_onnx, save_onnx
+    from graphtools.onnx import export_onnx
 
     exported = export_onnx(
         model,
@@ -148,6 +148,13 @@ def _export(
         input_quantization=quantization,
         test_mode=getattr(options, "test_mode", False),
     )
+    _save(exported, options, out)
+
+
+def _save(exported: Any, options: argparse.Namespace, out: Output) -> None:
+    """Write the exported ``ModelProto`` to ``-o`` (external data with ``--external-data``)."""
+    from graphtools.onnx import save_onnx
+
     target = Path(options.output)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -163,13 +170,30 @@ def wants_export(options: argparse.Namespace) -> bool:
 
 
 def run_onnx(options: argparse.Namespace, manager: PassManager, out: Output) -> int:
-    """``run`` of a pair with an ``.onnx`` output: the pipeline, then the export."""
+    """``run`` of a pair with an ``.onnx`` output: the pipeline, then the export (unless the
+    pipeline converted the model itself: ``convert-to-onnx``, whose options then rule)."""
+    from graphtools.onnx.convert import declare_types
+
     source = options.inputs[0]
     model = load_input(source, options.init, no_init=options.no_init, out=out)
+    _outputs(model, options.outputs, out)
     value_info = _float_inputs(required_shapes(model, source, options.shapes))
+    declare_types(model.predict_net, value_info)  # for a convert-to-onnx in the pipeline
     records = manager(model)
     report_records(out, manager, records, options.time_passes)
-    _export(model, options, value_info, out)
+    if model.dialect != ONNX:
+        _export(model, options, value_info, out)
+        return 0
+    if options.dynamic_batch or options.opset is not None:
+        raise UsageError(
+            "the pipeline converted the model (convert-to-onnx): give --opset and "
+            "--dynamic-batch as its options, convert-to-onnx{opset=13,dynamic_batch=true}"
+        )
+    import onnx
+
+    from graphtools.serde.onnx_codec import model_to_onnx_bytes
+
+    _save(onnx.ModelProto.FromString(model_to_onnx_bytes(model)), options, out)
     return 0
 
 

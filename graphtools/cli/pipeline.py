@@ -162,6 +162,12 @@ def _cmd_run(options: argparse.Namespace) -> int:
     warn_no_outputs(out, model, "remove-dead-ends keeps every op then")
     check_devices(model, tuple(options.device or ()))
     manager = manager_for(options.pipeline, options.steps, tuple(options.device or ()))
+    converting = [item.name for item in manager.passes if item.changes_dialect]
+    if converting:
+        raise UsageError(
+            f"the pipeline converts the model ({converting[0]}): a Caffe2 pair cannot hold "
+            "the result; write it to an .onnx file (-o OUT.onnx)"
+        )
     out_dir = _output_plan(model, options)
     before = model.copy() if options.diff else None
     after_pass = printer_after_pass(out) if options.print_after_each else None

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from graphtools._core import ONNX
 from graphtools.errors import SerdeError
 from graphtools.ir import Model, Net
 from graphtools.serde.atomic import recover_interrupted_write, write_files
@@ -146,6 +147,12 @@ def model_output_paths(
 
 def _pair_bytes(model: Model, paths: list[Path], formats: tuple[bool, bool]) -> list[bytes]:
     """Both files' contents, made (and checked) before anything touches the disk."""
+    if model.dialect == ONNX:
+        raise SerdeError(
+            paths[0],
+            "this is an ONNX model (loaded from .onnx, or a pipeline converted it): a Caffe2 "
+            "pair cannot hold its nodes; write it to an .onnx file (-o OUT.onnx)",
+        )
     data = [netdef_bytes(model.predict_net, text=formats[0], path=paths[0])]
     if not data[0].strip():
         raise SerdeError(
