@@ -60,6 +60,24 @@ def test_indices_and_lengths_fit_the_rows_they_index() -> None:
     assert origins == {"data": "given", "lengths": "role", "idx": "role"}
 
 
+def test_indices_take_the_shape_given_and_lengths_follow_them() -> None:
+    """A Gather's indices of the rank ``--shapes`` gives (an ``nn.Embedding`` reads a batch
+    of sequences), and a sparse lengths sum's as many as given, lengths summing to them."""
+    net = _net(
+        Op("Gather", ["table", "idx"], ["rows"]),
+        Op("SparseLengthsSumFused8BitRowwise", ["fused", "ids", "lengths"], ["sums"]),
+        inputs=("table", "idx", "fused", "ids", "lengths"),
+        outputs=("rows", "sums"),
+    )
+    made = synthesize(Model(net), {"table": (5, 2), "idx": (3, 4), "ids": (9,)})
+    idx, ids = made.feeds["idx"], made.feeds["ids"]
+    assert idx.shape == (3, 4) and idx.dtype == np.int64 and 0 <= idx.min() <= idx.max() < 5
+    assert ids.shape == (9,) and int(made.feeds["lengths"].sum()) == 9
+    assert made.outputs["rows"].shape == (3, 4, 2)
+    reasons = {m.name: m.reason for m in made.inputs}
+    assert reasons["idx"].endswith("the shape given")
+
+
 def test_weighted_sparse_lengths_sum_on_fused_rows() -> None:
     op = Op(
         "SparseLengthsWeightedSumFused8BitRowwise",

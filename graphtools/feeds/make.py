@@ -21,7 +21,7 @@ from graphtools.errors import GraphToolsError, InvalidNetError
 from graphtools.executor import Int8Tensor, Workspace
 from graphtools.feeds.counts import fixed_counts, step_counts
 from graphtools.feeds.params import ParamMaker, float_view
-from graphtools.feeds.roles import PLACEHOLDER_ROLES, ROLES, RoleContext
+from graphtools.feeds.roles import ROLES, SHAPED_ROLES, RoleContext
 from graphtools.feeds.state import WalkState
 from graphtools.feeds.values import as_array, check_size, quantized
 from graphtools.ir import Net, Op
@@ -140,9 +140,10 @@ def _make(
     name = op.inputs[position]
     role = ROLES.get((op.type, position))
     if role is not None:
-        given = state.shapes.get(name) if (op.type, position) in PLACEHOLDER_ROLES else None
+        given = state.shapes.get(name) if (op.type, position) in SHAPED_ROLES else None
         value = role[0](RoleContext(op, name, ws, state.rng, need, state.image, given))
-        state.remember(name, value, "role", f"{role[1]} of op #{index} ({op.type})")
+        shaped = ", the shape given" if given is not None else ""
+        state.remember(name, value, "role", f"{role[1]} of op #{index} ({op.type}){shaped}")
         return value
     where = f"op #{index} ({op.type})" + (f" in net {net.name!r}" if net.name else "")
     if position >= 1:

@@ -3,8 +3,9 @@
 ``ROLES`` maps ``(op type, input position)`` to a maker and what it makes: indices within the
 rows they index, lengths summing to what they segment, ``im_info`` matching the image, anchors
 matching the scores, a shape vector for ``input_as_shape`` fills, ... A maker sees the op, its
-other inputs (made on demand), the workspace and the image size (``RoleContext``); whatever
-``--shapes`` says about such an input is ignored, its shape follows from the other inputs.
+other inputs (made on demand), the workspace and the image size (``RoleContext``). Its shape
+follows from the other inputs, except for the inputs of ``SHAPED_ROLES`` (indices, whose
+number the reader leaves free, and an input image), which take the shape ``--shapes`` gives.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from graphtools.executor import Workspace
 from graphtools.feeds.values import as_array, check_size
 from graphtools.ir import Op
 
-__all__ = ["PLACEHOLDER_ROLES", "ROLES", "RoleContext", "RoleMaker"]
+__all__ = ["PLACEHOLDER_ROLES", "ROLES", "SHAPED_ROLES", "RoleContext", "RoleMaker"]
 
 _INDICES = 6
 """How many indices an index input gets when nothing else decides it."""
@@ -96,7 +97,8 @@ _SLWS: tuple[str, ...] = (
 @_role(_SLS, 1, "indices of rows of the data")
 @_role(("Gather",), 1, "indices of rows of the data")
 def _indices_into_first(ctx: RoleContext) -> np.ndarray:
-    return ctx.rng.integers(0, max(ctx.rows(0), 1), _INDICES).astype(np.int64)
+    shape = ctx.given if ctx.given is not None else (_INDICES,)
+    return ctx.rng.integers(0, max(ctx.rows(0), 1), shape).astype(np.int64)
 
 
 @_role(_SLWS, 2, "indices of rows of the data, one per weight")
@@ -359,3 +361,7 @@ def _bgr_mean(ctx: RoleContext) -> np.ndarray:
 #: Roles that make a model's input image: an init_net fill of such a declared input is a
 #: placeholder the made-up image replaces.
 PLACEHOLDER_ROLES = frozenset({("PackedInt8BGRANHWCToNCHWCStylizerPreprocess", 0)})
+
+#: Roles whose input takes the shape ``--shapes`` (or ``shapes.txt``) gives it: an input
+#: image, and indices (a ``Gather``'s of any rank, the lengths ops' as many as given).
+SHAPED_ROLES = PLACEHOLDER_ROLES | {("Gather", 1), *((op_type, 1) for op_type in _SLS)}
