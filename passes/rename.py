@@ -47,6 +47,15 @@ def _apply(plan: RenamePlan) -> None:
             edit.set_external_inputs(plan.external_inputs)
         if plan.external_outputs is not None:
             edit.set_external_outputs(plan.external_outputs)
+        if plan.moved is not None:
+            old, new = plan.moved
+            tensor, value_type = plan.net.initializers.get(old), plan.net.types.get(old)
+            if tensor is not None:
+                edit.set_initializer(old, None)
+                edit.set_initializer(new, tensor)
+            if value_type is not None:
+                edit.set_type(old, None)
+                edit.set_type(new, value_type)
 
 
 def rename_versioned_blob(
@@ -143,9 +152,16 @@ def rename_model_input(
     readers = [i for i, (ins, _) in enumerate(ssa) if blob in ins]
     if len(readers) > 1:
         others = ", ".join(f"#{i} ({predict[i].type})" for i in readers if i != op_id)
+        produced = any(blob in outs for _, outs in ssa)
+        hint = (
+            "use rename_op_output on its producer, or from_producer=True"
+            if produced
+            else "no op produces it (an input of the net or a param): rename every read with "
+            "rename_versioned_blob or the rename pass"
+        )
         raise IllegalRewriteError(
             f"input {blob[0]!r} ({op_label}, version {blob[1]}) is also read by ops {others}; "
-            f"use rename_op_output on its producer, or from_producer=True"
+            f"{hint}"
         )
     plans = []
     if init is not None and init_versions.get(blob[0]) == blob[1]:

@@ -284,3 +284,53 @@ def test_a_caffe2_only_pass_refuses_an_onnx_model_by_name(tmp_path: Path) -> Non
     with pytest.raises(PassError, match="remove-reshape-for-fc"):
         PassManager.parse("remove-reshape-for-fc")(model)
     assert _types(model) == ["Relu"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "renamed"),
+    [
+        ("rename{op=0,input=0,to=image}", ("x", "image")),
+        ("rename{op=0,input=1,to=weight}", ("w", "weight")),
+        ("rename{op=0,output=0,to=hidden}", ("y", "hidden")),
+        ("rename{op=1,output=0,to=logits}", ("z", "logits")),
+    ],
+    ids=["graph-input", "initializer", "value-info", "graph-output"],
+)
+def test_rename_carries_types_and_initializers_to_the_new_name(
+    tmp_path: Path, spec: str, renamed: tuple[str, str]
+) -> None:
+    """A renamed graph input or output keeps its declared type, an initializer its data and
+    an intermediate its value_info: the result passes the checker and computes the same."""
+    weight = np.arange(12, dtype=np.float32).reshape(3, 4) / 10
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 4])],
+        [numpy_helper.from_array(weight, "w")],
+        value_info=[helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+    )
+    source = tmp_path / "m.onnx"
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(source))
+    loaded = load_onnx_model(source)
+    PassManager.parse(spec)(loaded)
+    target = tmp_path / "renamed.onnx"
+    save_onnx_model(loaded, target)
+    result = onnx.load(str(target))
+    onnx.checker.check_model(result, full_check=True)
+    old, new = renamed
+    declared = {
+        v.name: v for v in (*result.graph.input, *result.graph.output, *result.graph.value_info)
+    }
+    names = {*declared, *(i.name for i in result.graph.initializer)}
+    assert new in names and old not in names
+    if old != "w":
+        assert declared[new].type == next(
+            v.type for v in (*graph.input, *graph.output, *graph.value_info) if v.name == old
+        )
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    feed = {"image" if old == "x" else "x": x}
+    got = onnxruntime.InferenceSession(str(target)).run(None, feed)[0]
+    np.testing.assert_allclose(got, np.maximum(x @ weight, 0), rtol=1e-6)

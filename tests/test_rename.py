@@ -157,7 +157,11 @@ def test_rename_op_input_refuses_when_other_ops_read_it() -> None:
     with pytest.raises(IllegalRewriteError, match=r"also read by ops #2 \(Tanh\)") as info:
         rename_op_input(net, caffe2_pb2.NetDef(), 1, 0, "y")
     assert isinstance(info.value, ValueError)  # detectron2's IllegalGraphTransformError was one
+    assert "rename_op_output on its producer" in str(info.value)
     assert net.SerializeToString() == before
+    shared = netdef([("Sigmoid", ["a"], ["s"]), ("Tanh", ["a"], ["t"])], ["a"], ["s", "t"])
+    with pytest.raises(IllegalRewriteError, match=r"no op produces it .* the rename pass"):
+        rename_op_input(shared, caffe2_pb2.NetDef(), 0, 0, "y")
 
 
 def test_rename_op_input_from_producer_renames_every_reader() -> None:

@@ -48,6 +48,9 @@ class RenamePlan:
         count: how many places are renamed (op slots and external list entries).
         ops: the renamed ops by index.
         external_inputs / external_outputs: the new external lists (``None``: unchanged).
+        moved: ``(old, new)`` when what the net keeps under the old name (an ONNX
+            initializer, a declared type) moves to the new one: the renamed value was the
+            only one of its name; ``None`` otherwise.
     """
 
     net: Net
@@ -55,6 +58,7 @@ class RenamePlan:
     ops: dict[int, Op] = field(default_factory=dict)
     external_inputs: list[str] | None = None
     external_outputs: list[str] | None = None
+    moved: tuple[str, str] | None = None
 
 
 def _where(net: Net, index: int) -> str:
@@ -96,16 +100,19 @@ def plan_rename(
     if flows_on or declared_out:
         last_use = size
 
-    def refuse(reason: str) -> IllegalRewriteError:
+    def refuse(reason: str, hint: str = "pick a name not in use") -> IllegalRewriteError:
         return IllegalRewriteError(
             f"cannot rename {blob} ({label}, written by {_where(net, producer)}) to "
-            f"{new_name!r}: {reason}; pick a name not in use"
+            f"{new_name!r}: {reason}; {hint}"
         )
 
     nested = names_in_nested_nets(net)
     if old in nested or new_name in nested:
         which = old if old in nested else new_name
-        raise refuse(f"a nested net reads or writes {which!r} by name")
+        hint = "graphtools does not rename inside nested nets"
+        if which == new_name:
+            hint = "pick a name no nested net uses"
+        raise refuse(f"a nested net reads or writes {which!r} by name", hint)
     if renames_start and (new_name in net.external_inputs or new_name in starts):
         raise refuse(f"({new_name!r}, {starts.get(new_name, 0)}) is already an input of the net")
     writer: dict[int, int] = {}
@@ -150,7 +157,23 @@ def plan_rename(
     if declared_out:
         plan.external_outputs = [new_name if n == old else n for n in net.external_outputs]
         plan.count += net.external_outputs.count(old)
+    if (old in net.initializers or old in net.types) and not _named_after(net, plan, old):
+        plan.moved = (old, new_name)
     return plan
+
+
+def _named_after(net: Net, plan: RenamePlan, name: str) -> bool:
+    """Whether ``name`` still names a value of ``net`` once ``plan`` is applied."""
+    externals = (
+        net.external_inputs if plan.external_inputs is None else plan.external_inputs,
+        net.external_outputs if plan.external_outputs is None else plan.external_outputs,
+    )
+    if any(name in names for names in externals):
+        return True
+    return any(
+        name in op.inputs or name in op.outputs
+        for op in (plan.ops.get(index, op) for index, op in enumerate(net))
+    )
 
 
 def op_slot(ssa: Sequence[OpSSA], op_id: int, slot: int, outputs: bool) -> VersionedBlob:
