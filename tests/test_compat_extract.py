@@ -151,3 +151,15 @@ def test_fuse_alias_placeholder_refusals() -> None:
     with pytest.raises(AssertionError, match="no 'name'"):
         fuse_alias_placeholder(bad, caffe2_pb2.NetDef())
     assert issubclass(AliasPlaceholderError, AssertionError)
+
+
+def test_a_refused_placeholder_leaves_both_nets_as_they_were() -> None:
+    """The first placeholder fuses, the second is refused (its input has another reader):
+    neither net keeps the first one's fusion."""
+    predict, init = _with_placeholders(0)
+    reader = predict.op.add()  # fc is read by another op: is_backward=0 cannot rename it
+    reader.CopyFrom(net_to_netdef(Net([Op("Sigmoid", ["fc"], ["other"])])).op[0])
+    before = (predict.SerializeToString(), init.SerializeToString())
+    with pytest.raises(IllegalRewriteError, match="also read by"):
+        fuse_alias_placeholder(predict, init)
+    assert (predict.SerializeToString(), init.SerializeToString()) == before

@@ -49,18 +49,26 @@ def fuse_alias_placeholder(predict_net: caffe2_pb2.NetDef, init_net: caffe2_pb2.
         AliasPlaceholderError: a placeholder without one input, one output and a ``name``
             (also an ``AssertionError``, as upstream asserted).
         IllegalRewriteError / NoProducerError: as ``rename_op_input``; the rewiring's check.
+
+    Both nets are left as they were when it raises (the placeholders are fused on copies,
+    written back once all of them went).
     """
-    index = _next_placeholder(predict_net, 0)
+    predict, init = caffe2_pb2.NetDef(), caffe2_pb2.NetDef()
+    predict.CopyFrom(predict_net)
+    init.CopyFrom(init_net)
+    index = _next_placeholder(predict, 0)
     while index is not None:
-        name, backward = _placeholder(predict_net.op[index], index)
-        rename_op_input(predict_net, init_net, index, 0, name, from_producer=backward)
-        net = as_net(predict_net)
+        name, backward = _placeholder(predict.op[index], index)
+        rename_op_input(predict, init, index, 0, name, from_producer=backward)
+        net = as_net(predict)
         reads, writes = net.ssa().ssa[index]
         with net.edit() as edit:
             edit.replace_all_uses_with(writes[0], reads[0])
             edit.remove(index)
-        predict_net.CopyFrom(net_to_netdef(net))
-        index = _next_placeholder(predict_net, index)
+        predict.CopyFrom(net_to_netdef(net))
+        index = _next_placeholder(predict, index)
+    predict_net.CopyFrom(predict)
+    init_net.CopyFrom(init)
 
 
 def _next_placeholder(net: caffe2_pb2.NetDef, start: int) -> int | None:
