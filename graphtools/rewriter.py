@@ -270,6 +270,10 @@ class Edit:
         renamed_outputs = self._renamed_outputs
         constants = self._resolve_constants(usedef)
         ops_change = bool(self._removed or replaced or self._inserted)
+        if net.dialect == ONNX and (ops_change or self._renames):
+            assert usedef is not None  # made above whenever ops change or values are renamed
+            _refuse_second_writes(net, self._removed, replaced, self._inserted, usedef)
+            _refuse_renamed_inputs_taken(net, self._renames, self._removed, replaced, usedef)
         checked = None
         if ops_change or rewired or final_outputs:
             checked = self._check(replaced, rewired, final_outputs, outputs, usedef, constants)
@@ -600,6 +604,81 @@ class Edit:
                 if writers:
                     takeovers[(writers[-1], name)] = index
         return takeovers
+
+
+def _refuse_second_writes(
+    net: EditableNet,
+    removed: AbstractSet[int],
+    replaced: Mapping[int, OpLike],
+    inserted: Mapping[int, Sequence[OpLike]],
+    usedef: UseDef,
+) -> None:
+    """An ONNX graph names each value once (single assignment): refuse an edit whose new ops
+    (inserted, replacements, renamed writers) write a name the graph holds already (an input,
+    an initializer, an output of an op it keeps) or write one name twice. Only the names an
+    op did not write before are looked up: an edit rewiring reads costs a tuple comparison
+    per replaced op."""
+    ops = net._ops
+    fresh: list[tuple[str, str]] = []  # (name, which new op writes it)
+    for index, op in replaced.items():
+        old = ops[index].outputs
+        if op.outputs != old:
+            where = f"the replacement op {op.type!r} at #{index}"
+            fresh += [(name, where) for name in op.outputs if name not in old]
+    for index, group in inserted.items():
+        for op in group:
+            fresh += [(name, f"the inserted op {op.type!r} at #{index}") for name in op.outputs]
+    held = net.external_input_set()
+    written: dict[str, str] = {}
+    for name, where in fresh:
+        if name == NO_VALUE:
+            continue
+        first = written.setdefault(name, where)
+        holder = (
+            first
+            if first != where
+            else "a graph input or initializer"
+            if name in held or name in net.initializers
+            else None
+        )
+        if holder is None:
+            writers = [
+                i
+                for i, _ in usedef.writes(name)
+                if i not in removed and (i not in replaced or name in replaced[i].outputs)
+            ]
+            holder = f"op #{writers[0]} ({ops[writers[0]].type})" if writers else None
+        if holder is not None:
+            raise IllegalRewriteError(
+                f"edit refused: {where} writes {name!r}, which {holder} holds already; an "
+                "ONNX graph names each value once"
+            )
+
+
+def _refuse_renamed_inputs_taken(
+    net: EditableNet,
+    renames: Mapping[VersionedBlob, str],
+    removed: AbstractSet[int],
+    replaced: Mapping[int, OpLike],
+    usedef: UseDef,
+) -> None:
+    """A graph input or initializer renamed (version 0) must take a name the ONNX graph does
+    not hold: not another input or initializer, nor a value an op it keeps writes."""
+    held = net.external_input_set()
+    for (old, version), new in renames.items():
+        if version != 0 or new == old:
+            continue
+        writers = [
+            i
+            for i, _ in usedef.writes(new)
+            if i not in removed and (i not in replaced or new in replaced[i].outputs)
+        ]
+        if new in held or new in net.initializers or writers:
+            holder = f"op #{writers[0]} ({net[writers[0]].type})" if writers else "the graph"
+            raise IllegalRewriteError(
+                f"edit refused: cannot rename {old}@0 to {new!r}, which {holder} holds "
+                "already; an ONNX graph names each value once"
+            )
 
 
 def _refuse_missing_target(

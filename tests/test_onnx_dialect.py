@@ -8,6 +8,7 @@ data, opsets, IR version, value_info, functions included), and external data kee
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from onnx_testdata import onnx_package_models, write_external_model
 from graphtools.errors import IllegalRewriteError, SerdeError
 from graphtools.ir import Op
 from graphtools.pass_infra import PassManager
+from graphtools.rewriter import Edit
 from graphtools.serde.onnx_io import load_onnx_model, onnx_model_files, save_onnx_model
 from graphtools.values import ArrayTensor, ValueType
 from graphtools.verify import REWRITTEN_VALUE, verify
@@ -485,3 +487,37 @@ def test_a_rewire_to_a_name_the_graph_does_not_have_is_refused(tmp_path: Path) -
     with net.edit() as edit:
         edit.replace_all_uses_with(("x", 0), ("w", 0))
     assert [op.inputs for op in net] == [("w",), ("w", "w")]
+
+
+def test_an_edit_writing_a_name_the_graph_holds_is_refused(tmp_path: Path) -> None:
+    """ONNX graphs name each value once: an inserted second writer, a rename onto another
+    value, an initializer or an input, a replacement writing an input in place: each edit is
+    refused and the graph kept; a replacement of the writer writing its name is fine."""
+    model = _load(
+        tmp_path,
+        _graph(
+            [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Add", ["a", "w"], ["y"])],
+            initializers=[numpy_helper.from_array(np.ones(2, np.float32), "w")],
+        ),
+    )
+    net = model.predict_net
+    before = [(op.type, op.inputs, op.outputs) for op in net]
+
+    def refused(change: Callable[[Edit], object], match: str) -> None:
+        with pytest.raises(IllegalRewriteError, match=match), net.edit() as edit:
+            change(edit)
+        assert [(op.type, op.inputs, op.outputs) for op in net] == before
+
+    once = "names each value once"
+    refused(lambda e: e.insert(2, [Op("Neg", ["y"], ["a"])]), rf"op #0 \(Relu\) .*{once}")
+    refused(lambda e: e.rename(("a", 1), "y"), rf"writes 'y', which op #1 \(Add\) holds.*{once}")
+    refused(lambda e: e.rename(("a", 1), "w"), f"a graph input or initializer .*{once}")
+    refused(lambda e: e.set_op(0, Op("Relu", ["x"], ["x"])), f"input or initializer .*{once}")
+    refused(lambda e: e.rename(("x", 0), "a"), rf"cannot rename x@0 to 'a'.*{once}")
+    refused(
+        lambda e: e.insert(0, [Op("Neg", ["x"], ["n"]), Op("Abs", ["x"], ["n"])]),
+        f"the inserted op 'Neg' at #0 holds already; .*{once}",
+    )
+    with net.edit() as edit:  # a replacement of the writer writes its name
+        edit.set_op(0, Op("Neg", ["x"], ["a"]))
+    assert [op.type for op in net] == ["Neg", "Add"]
