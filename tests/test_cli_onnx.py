@@ -11,6 +11,7 @@ from conftest import assert_one_error_line, run_cli
 from onnx import TensorProto, helper, numpy_helper
 
 from graphtools.cli.common import parse_shape_items, shapes_text
+from graphtools.executor import run_model
 from graphtools.ir import Model, Net, Op
 from graphtools.onnx import import_onnx, run_onnxruntime
 from graphtools.serde import load_model_dir, save_model, save_net
@@ -292,6 +293,42 @@ def test_export_onnx_replaces_an_init_net_placeholder_by_a_graph_input(
         capsys, "verify", "--onnx", str(target), str(folder), "--shapes", "data=1x3x8x8"
     )
     assert code == 0 and "outputs equal" in out, out + err
+
+
+def test_export_onnx_makes_the_init_nets_im_info_a_graph_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """detectron2's exports fill ``im_info`` in the init_net for one image size; the
+    predictor feeds it per image. The export takes it as a graph input (it was baked in as
+    a constant, so boxes were clipped to the wrong image), and onnxruntime on another
+    ``im_info`` agrees with our executor on the pair fed the same."""
+    rng = np.random.default_rng(0)
+    init = Net(
+        [Op("GivenTensorFill", [], ["im"], args={"shape": [1, 3], "values": [320, 427, 1]})],
+        name="init",
+    )
+    predict = Net([Op("BBoxTransform", ["r", "d", "im"], ["b", "splits"])], ["r", "d", "im"], ["b"])
+    folder = tmp_path / "pair"
+    save_model(Model(predict, init), folder)
+    target = tmp_path / "o.onnx"
+    code, _, err = run_cli(
+        capsys, "export-onnx", str(folder), "-o", str(target), "--shapes", "r=6x5,d=6x4"
+    )
+    assert code == 0, err
+    assert "input 'im': a graph input instead of the init_net's placeholder" in err
+    exported = onnx.load(str(target))
+    assert [i.name for i in exported.graph.input] == ["r", "d", "im"]
+    rois = np.zeros((6, 5), np.float32)
+    rois[:, 1:3] = rng.random((6, 2)) * 40
+    rois[:, 3:] = rois[:, 1:3] + rng.random((6, 2)) * 40 + 1
+    feeds = {
+        "r": rois,
+        "d": (rng.standard_normal((6, 4)) * 0.5).astype(np.float32),
+        "im": np.array([[48, 64, 1]], np.float32),
+    }
+    ours = run_model(Model(predict, init), feeds)["b"]
+    assert ours.max() <= 64  # clipped to the image fed, not to 320x427
+    np.testing.assert_allclose(run_onnxruntime(exported, feeds)["b"], ours, rtol=1e-5, atol=1e-4)
 
 
 def test_export_onnx_test_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -358,9 +358,16 @@ def _bgr_mean(ctx: RoleContext) -> np.ndarray:
     return np.asarray([104.0, 117.0, 123.0], np.float32)
 
 
-#: Roles that make a model's input image: an init_net fill of such a declared input is a
-#: placeholder the made-up image replaces.
-PLACEHOLDER_ROLES = frozenset({("PackedInt8BGRANHWCToNCHWCStylizerPreprocess", 0)})
+#: Roles that make a per-image input of a model (the image; the ``im_info`` of a detector,
+#: which detectron2's exports fill in the init_net for one image size): an init_net fill of
+#: such a declared input is a placeholder the made-up input replaces (a graph input on export).
+PLACEHOLDER_ROLES = frozenset(
+    {
+        ("PackedInt8BGRANHWCToNCHWCStylizerPreprocess", 0),
+        *((op_type, 2) for op_type in ("GenerateProposals", "GenerateProposalsCPP")),
+        ("BBoxTransform", 2),
+    }
+)
 
 #: Roles whose input takes the shape ``--shapes`` (or ``shapes.txt``) gives it: an input
 #: image, and indices (a ``Gather``'s of any rank, the lengths ops' as many as given).

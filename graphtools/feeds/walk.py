@@ -87,7 +87,7 @@ def feed_data(state: WalkState) -> None:
     for name, (_, op, position) in readers.items():
         role = ROLES.get((op.type, position))
         if state.ws.has(name) and (op.type, position) in PLACEHOLDER_ROLES and name in declared:
-            state.remake.add(name)  # an init_net placeholder of an input image
+            state.remake.add(name)  # an init_net placeholder of a per-image input
             state.result.placeholders[name] = "an init_net fill"
         if state.ws.has(name) and name not in placeholders:
             continue
