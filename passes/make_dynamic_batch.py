@@ -4,8 +4,8 @@ size in, or refuse naming the node that pins it.
 The batch axis of each graph input is axis 0 (axis 1 when a recurrent op reads the input with
 its sequence on axis 0, as ``nn.LSTM`` exports by default), or what the ``inputs`` option says
 (``x=1``). Inputs whose dim there is the first input's (or already symbolic) get the symbol:
-the one an input already has there (an export that is dynamic stays as it is), else
-``symbol``. Then ONNX shape inference with data propagation follows the symbol through every
+the one an input already has there, else ``symbol``. Then ONNX shape inference with data
+propagation (the declared shapes of other values set aside) follows the symbol through every
 graph, bodies included, and each node reading a batched value is checked, in order:
 
 * it must be one the op table knows, and it must not combine elements along the batch axis
@@ -29,7 +29,13 @@ inference must accept the model, graph outputs are declared with the symbol wher
 and the intermediate value_info (holding the exported batch) is dropped. Constants are folded
 first (``fold-constants``), so that targets and sizes computed from constants are constants.
 A model that declares ``N`` therefore runs at batch ``N``; whether its rows stay independent
-is what the op checks above are for (the tests run batch 3 against three batch-1 runs).
+is what the op checks above are for (the tests run batch 3 against three batch-1 runs). A
+target whose ``-1`` is the batch (``x.view(-1, 2, 3)`` of a ``[1, 6]``) passes it on.
+
+An export that is dynamic already stays as it is (declarations included) unless a node pins
+the batch: where it folds the batch into a ``-1`` or sizes a value at run time (a
+transformer's tokens, ``[T, B, 4, 8] -> [-1, 32]``), the export follows the batch where
+inference cannot, and the checks stop following it there.
 
 Example (``x`` was ``1 x 1280 x 1 x 1``; efficientnet's classifier head)::
 
@@ -167,8 +173,10 @@ class _Attempt:
     # -- the attempt ----------------------------------------------------------------------------
 
     def run(self) -> dict[str, object]:
-        if not self.already:
-            self._declare_symbol()
+        # The checks see inference's types (a declared output dim the exporter named on its
+        # own, ``Gemmy_dim_0``, would hide the batch from them); an export dynamic already
+        # that needs no rewrite is then put back as it was (``call``).
+        self._declare_symbol()
         fixed: set[tuple[int, tuple[str, ...], str]] = set()
         rewrites = 0
         limit = sum(len(scope.net) for scope in scopes(self.net, self.table)) + 2
@@ -197,8 +205,9 @@ class _Attempt:
         return stats
 
     def _declare_symbol(self) -> None:
-        """Inputs get the symbol; the other declared types (which hold the exported batch)
-        lose their shapes, for inference to work them out again."""
+        """Inputs get the symbol (those of an export dynamic already have it); the other
+        declared types (which hold the exported batch) lose their shapes, for inference to
+        work them out again."""
         for scope in scopes(self.net, self.table):
             net = scope.net
             interface = set(net.external_inputs) | set(net.external_outputs)
@@ -285,6 +294,10 @@ class _Attempt:
             if shape.count(self.symbol) > 1:
                 return _Pin(net, index, "twice", f"pairs the batch with itself in {name!r}")
         if outputs and all(self.batch_position(name) is None for name in outputs):
+            if self.already and (
+                op.type == "Flatten" or self._computed_size(op) or self._folded_by_the_export(op)
+            ):
+                return None  # the export follows the batch where inference cannot
             shapes = ", ".join(f"{n}: {list(self.shape(n) or ())}" for n in outputs)
             hint = (
                 ": it folds the batch into another dim, which only an export with a dynamic "
@@ -299,6 +312,25 @@ class _Attempt:
                 f"takes the batch {self.symbol} in and gives none out ({shapes}){hint}",
             )
         return self._states(net, index, op)
+
+    def _computed_size(self, op: Op) -> bool:
+        """Whether ``op`` sizes its output by a value computed at run time (a ``Reshape``
+        target from ``Shape`` arithmetic), which an export with a dynamic batch writes so
+        that it follows the batch, and inference often cannot."""
+        position = 1 if op.type == "Reshape" else _SHAPE_INPUTS.get(op.type)
+        if position is None or position >= len(op.inputs) or not op.inputs[position]:
+            return False
+        return self.constant(op.inputs[position]) is None
+
+    def _folded_by_the_export(self, op: Op) -> bool:
+        """Whether ``op`` is a ``Reshape`` folding the batch into its target's ``-1``
+        (``x.view(-1, 32)`` of ``[T, B, 4, 8]``, the tokens of a transformer): an export
+        dynamic already writes that so, and the batch is no axis after it for the checks to
+        follow (a target holding a size where the batch was is what pins it)."""
+        target = (
+            self.constant(op.inputs[1]) if op.type == "Reshape" and len(op.inputs) > 1 else None
+        )
+        return target is not None and target.ndim == 1 and -1 in target.tolist()
 
     def _states(self, net: Net, index: int, op: Op) -> _Pin | None:
         positions = _STATES.get(op.type, ())
@@ -344,10 +376,12 @@ class _Attempt:
         declared with the batch there, which inference cannot work out from ``-1``."""
         batch = self.batch_position(op.inputs[0])
         target = self.constant(op.inputs[1]) if len(op.inputs) > 1 else None
-        if batch is None or target is None or target.ndim != 1 or self.size is None:
+        if batch is None or target is None or target.ndim != 1:
             return False
         entries = [int(v) for v in target]
         allowzero = bool(op.arg("allowzero", 0))
+        if self.size is None or (self.size not in entries and -1 in entries):
+            return self._follow_inferred_batch(net, op, batch, entries, allowzero)
         if batch < len(entries) and entries[batch] == self.size:
             position = batch
             others = entries[:batch] + entries[batch + 1 :]
@@ -389,6 +423,37 @@ class _Attempt:
             edit.set_op(index, op.replace(inputs=[op.inputs[0], name, *op.inputs[2:]]))
             if declare and elem_type and all(isinstance(d, int | str) for d in shape):
                 edit.set_type(op.outputs[0], ValueType(elem_type, tuple(shape)))
+        return True
+
+    def _follow_inferred_batch(
+        self, net: Net, op: Op, batch: int, entries: list[int], allowzero: bool
+    ) -> bool:
+        """A target whose ``-1`` is the batch (``x.view(-1, 2, 3)`` of a ``[N, 6]``: as many
+        elements before and after it as around the input's batch), which inference cannot
+        work out: the output is declared with the batch there, nothing else changes."""
+        if entries.count(-1) != 1:
+            return False
+        position = entries.index(-1)
+        data = self.shape(op.inputs[0]) or ()
+        resolved = [
+            data[i] if entry == 0 and not allowzero and i < len(data) else entry
+            for i, entry in enumerate(entries)
+        ]
+        rest_in = [d for d in data[batch + 1 :] if isinstance(d, int)]
+        rest_out = [d for d in resolved[position + 1 :] if isinstance(d, int) and d >= 0]
+        if (
+            len(rest_in) < len(data) - batch - 1
+            or len(rest_out) < len(resolved) - position - 1
+            or math.prod(rest_in) != math.prod(rest_out)
+            or not _rows_stay_apart(data, batch, entries, position, allowzero)
+        ):
+            return False
+        shape: list[Dim] = [self.symbol if i == position else d for i, d in enumerate(resolved)]
+        elem_type = self.elem_type(op.inputs[0])
+        if not elem_type or not all(isinstance(d, int | str) for d in shape):
+            return False
+        with net.edit() as edit:
+            edit.set_type(op.outputs[0], ValueType(elem_type, tuple(shape)))
         return True
 
     def elem_type(self, name: str) -> int:
@@ -605,12 +670,15 @@ def _rows_stay_apart(
     ``position``) keeps each batch row's elements together: a row-major reshape does when as
     many elements come before the batch in its output as in its input (then the elements
     after it match too). ``[1, 8] -> [8, 1]`` is an identity at batch 1 and a transposition
-    of rows at batch 3."""
-    before = [d for d in data[:batch] if isinstance(d, int)]
+    of rows at batch 3. The same dims before it (a symbolic one copied by ``0``) are as many
+    elements too."""
     after = [
         data[i] if entry == 0 and not allowzero and i < len(data) else entry
         for i, entry in enumerate(entries[:position])
     ]
+    if list(data[:batch]) == after:
+        return True
+    before = [d for d in data[:batch] if isinstance(d, int)]
     known = [d for d in after if isinstance(d, int) and d >= 0]
     if len(before) < batch or len(known) < position:
         return False  # a symbolic or inferred (-1) dim before the batch: cannot tell
@@ -684,14 +752,17 @@ class MakeDynamicBatch(Pass):
         while trials:
             axes = trials.pop(0)
             state = model.snapshot()
+            attempt = _Attempt(model, table, axes, self.symbol)
             try:
-                stats = _Attempt(model, table, axes, self.symbol).run()
+                stats = attempt.run()
             except _Refused as refusal:
                 model.restore(state)
                 first = first or refusal
                 if refusal.pin.kind == "sequence" and not self.inputs and not trials:
                     trials = [axes_1] if (axes_1 := _batch_axes(model, 1)) else []
                 continue
+            if attempt.already and not stats["rewrites"]:
+                model.restore(state)  # dynamic already, nothing pinned: left as exported
             return PassResult(model, model.revision != before, stats)
         assert first is not None
         raise PreconditionError(f"cannot make the batch dynamic: {first}")

@@ -261,6 +261,55 @@ def test_an_export_that_is_dynamic_already_is_left_as_it_is(tmp_path: Path) -> N
     assert not record.modified and record.stats["symbol"] == "batch"
 
 
+def test_exports_dynamic_already_are_left_as_they_are_where_the_batch_is_folded(
+    tmp_path: Path,
+) -> None:
+    """torch's exports name output dims on their own (``Gemmy_dim_0``) and fold the batch
+    into a ``-1`` (a transformer's tokens, ``[T, B, 4, 8] -> [-1, 32]``); both run at any
+    batch as exported: nothing to refuse, nothing changed."""
+    nodes = [
+        helper.make_node("Reshape", ["x", "tokens"], ["flat"]),
+        helper.make_node("MatMul", ["flat", "w"], ["h"]),
+        helper.make_node("Reshape", ["h", "back"], ["y"]),
+    ]
+    weights = {
+        "tokens": np.array([-1, 32], np.int64),
+        "back": np.array([5, -1, 32], np.int64),
+        "w": normal(32, 32),
+    }
+    path = graph_model(
+        tmp_path / "m.onnx",
+        nodes,
+        {"x": (F, [5, "B", 4, 8])},
+        {"y": (F, [5, "Reshapey_dim_1", 32])},
+        weights,
+    )
+    model = load_onnx_model(path)
+    before = model.copy()
+    PassManager.parse("make-dynamic-batch{inputs=x=1}", steps=1)(model)
+    assert model.predict_net.same_as(before.predict_net)
+    assert model.predict_net.types == before.predict_net.types
+
+
+def test_a_static_reshape_whose_minus_one_is_the_batch_follows_it(tmp_path: Path) -> None:
+    """``x.view(-1, 2, 3)`` of a ``[1, 6]`` export: the ``-1`` is the batch, which inference
+    cannot say; the output is declared with the symbol and the rows stay apart."""
+    nodes = [
+        helper.make_node("Reshape", ["x", "target"], ["r"]),
+        helper.make_node("Softmax", ["r"], ["y"], axis=2),
+    ]
+    path = graph_model(
+        tmp_path / "m.onnx",
+        nodes,
+        {"x": (F, [1, 6])},
+        {"y": (F, [1, 2, 3])},
+        {"target": np.array([-1, 2, 3], np.int64)},
+    )
+    target = _dynamic(path, tmp_path)
+    assert _symbol_axes(target, "N") == ({"x": 0}, [0])
+    assert_batch_polymorphic(target, "N", {"x": normal(1, 6)})
+
+
 def test_the_batch_axis_can_be_named_and_a_wrong_name_is_refused(tmp_path: Path) -> None:
     nodes = [
         helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),
