@@ -331,6 +331,35 @@ def test_export_onnx_makes_the_init_nets_im_info_a_graph_input(
     np.testing.assert_allclose(run_onnxruntime(exported, feeds)["b"], ours, rtol=1e-5, atol=1e-4)
 
 
+def test_export_onnx_dynamic_batch_refuses_a_net_pinned_to_its_batch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Reshape to ``[1, 8]`` pins the batch: the export declared ``N`` anyway and failed
+    at batch 2 in onnxruntime. It is refused now (nothing written); a net whose batch is
+    free exports with it."""
+    pinned = Net(
+        [Op("Reshape", ["x"], ["r", "old"], args={"shape": [1, 8]}), Op("Relu", ["r"], ["y"])],
+        ["x"],
+        ["y"],
+    )
+    folder = tmp_path / "pinned"
+    save_model(Model(pinned), folder)
+    target = tmp_path / "p.onnx"
+    args = ("-o", str(target), "--shapes", "x=1x2x4", "--dynamic-batch")
+    code, _, err = run_cli(capsys, "export-onnx", str(folder), *args)
+    assert code == 2 and "--dynamic-batch: the model declares a free batch" in err
+    assert "export without it" in err and not target.exists()
+    assert run_cli(capsys, "export-onnx", str(folder), *args[:-1])[0] == 0
+    free = Net([Op("Relu", ["x"], ["y"])], ["x"], ["y"])
+    save_model(Model(free), tmp_path / "free")
+    code, _, err = run_cli(capsys, "export-onnx", str(tmp_path / "free"), *args)
+    assert code == 0, err
+    x = np.random.default_rng(0).standard_normal((3, 2, 4)).astype(np.float32)
+    np.testing.assert_array_equal(
+        run_onnxruntime(onnx.load(str(target)), {"x": x})["y"], np.maximum(x, 0)
+    )
+
+
 def test_export_onnx_test_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "pair"
     net = Net([Op("Dropout", ["x"], ["y", "mask"], args={"ratio": 0.5})], ["x"], ["y"])

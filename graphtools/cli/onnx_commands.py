@@ -36,7 +36,7 @@ from graphtools.cli.common import (
     shapes_text,
 )
 from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file
-from graphtools.errors import InvalidNetError, SerdeError
+from graphtools.errors import InvalidNetError, PreconditionError, SerdeError
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager
 from graphtools.serde import save_model
@@ -137,7 +137,10 @@ def _export(
     value_info: Mapping[str, Any],
     out: Output,
     quantization: Mapping[str, tuple[float, int]] | None = None,
+    feeds: Mapping[str, Any] | None = None,
 ) -> None:
+    """Export ``model`` and write it; with ``--dynamic-batch`` the result must run at twice
+    the batch of ``feeds`` (the inputs it was exported with, else made up from its types)."""
     from graphtools.onnx import export_onnx
 
     exported = export_onnx(
@@ -148,7 +151,25 @@ def _export(
         input_quantization=quantization,
         test_mode=getattr(options, "test_mode", False),
     )
+    if options.dynamic_batch:
+        _check_free_batch(exported, feeds)
     _save(exported, options, out)
+
+
+def _check_free_batch(exported: Any, feeds: Mapping[str, Any] | None) -> None:
+    from graphtools.executor import Int8Tensor
+    from graphtools.onnx.batch_check import check_free_batch
+    from graphtools.serde.onnx_codec import model_from_onnx_bytes
+
+    plain = None
+    if feeds is not None:
+        plain = {n: v.values if isinstance(v, Int8Tensor) else v for n, v in feeds.items()}
+    try:
+        check_free_batch(model_from_onnx_bytes(exported.SerializeToString()), plain)
+    except PreconditionError as exc:
+        raise PreconditionError(
+            f"--dynamic-batch: {exc}; export without it for the batch the net was made for"
+        ) from exc
 
 
 def _save(exported: Any, options: argparse.Namespace, out: Output) -> None:
@@ -480,7 +501,14 @@ def _cmd_export_onnx(options: argparse.Namespace) -> int:
         shapes, _ = read_shapes(model, options.input, options.shapes)
         _refuse_missing_weights(model, model_input_names(model)[0], shapes)
     prepared = _prepared(model, options.input, options, out, export=True)
-    _export(prepared.model, options, prepared.value_info, out, prepared.quantization)
+    _export(
+        prepared.model,
+        options,
+        prepared.value_info,
+        out,
+        prepared.quantization,
+        prepared.feeds,
+    )
     return 0
 
 
