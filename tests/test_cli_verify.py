@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+import onnx
 import pytest
 from conftest import FIXTURES, assert_one_error_line, publish_passes, run_cli
 
 from graphtools.executor import run_model
 from graphtools.ir import Model, Net, Op
+from graphtools.onnx import run_onnxruntime
 from graphtools.pass_infra import Pass, PassResult
 from graphtools.serde import load_model_dir, parse_netdef, save_model
 
@@ -391,3 +393,18 @@ def test_saved_int8_inputs_feed_back_as_int8(
     assert code == 0, err
     with np.load(saved) as reference, np.load(tmp_path / "o.npz") as got:
         np.testing.assert_array_equal(got["conv_out"], reference["outputs/conv_out"])
+    # the ONNX export takes the same file: an Int8 input is a graph input of its uint8 values
+    exported = tmp_path / "m.onnx"
+    code, _, err = run_cli(
+        capsys, "export-onnx", str(predict), "-o", str(exported), "--opset", "17"
+    )
+    assert code == 0, err
+    code, _, err = run_cli(
+        capsys, "exec", str(exported), "--feeds", str(saved), "-o", str(tmp_path / "x.npz")
+    )
+    assert code == 0, err
+    with np.load(saved) as reference, np.load(tmp_path / "x.npz") as got:
+        inputs = {k.removeprefix("inputs/"): reference[k] for k in reference if "inputs/" in k}
+        assert all(v.dtype == np.uint8 for v in inputs.values())
+        expected = run_onnxruntime(onnx.load(str(exported)), inputs)["conv_out"]
+        np.testing.assert_array_equal(got["conv_out"], expected)

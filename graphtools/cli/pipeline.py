@@ -347,8 +347,9 @@ def _cmd_exec(options: argparse.Namespace) -> int:
     from graphtools.executor import Int8Tensor, run_model  # exec alone runs it: run does not
 
     feeds = feeds_of(load_npz(feeds_path, "feeds"))
-    if onnx:
-        results = exec_onnx(model, feeds, outputs)
+    if onnx:  # an Int8 blob is an ONNX graph input as its quantized values (export's rule)
+        plain = {n: v.values if isinstance(v, Int8Tensor) else v for n, v in feeds.items()}
+        results = exec_onnx(model, plain, outputs)
     else:
         check_input_names(model, feeds, f"--feeds {feeds_path}")
         results = run_model(model, feeds, seed=options.seed)
