@@ -360,6 +360,23 @@ def test_export_onnx_dynamic_batch_refuses_a_net_pinned_to_its_batch(
     )
 
 
+def test_verify_onnx_refuses_the_reference_file_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--save-outputs used to exit 0 and write nothing."""
+    pair = _fc_pair_without_outputs(tmp_path / "pair")
+    target = tmp_path / "m.onnx"
+    args = ("--shapes", "x=2x4", "--outputs", "z")
+    assert run_cli(capsys, "export-onnx", str(pair), "-o", str(target), *args)[0] == 0
+    saved = tmp_path / "saved.npz"
+    for option in ("--save-outputs", "--load-outputs"):
+        code, _, err = run_cli(
+            capsys, "verify", "--onnx", str(target), str(pair), *args, option, str(saved)
+        )
+        assert code == 2 and "verify --onnx compares two models" in err
+    assert not saved.exists()
+
+
 def test_export_onnx_test_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "pair"
     net = Net([Op("Dropout", ["x"], ["y", "mask"], args={"ratio": 0.5})], ["x"], ["y"])
