@@ -11,13 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper
 from onnx_check import graph_model, normal, rewritten, run, types
 
 from graphtools.errors import PassError
 from graphtools.pass_infra import PassManager
-from graphtools.serde.onnx_io import load_onnx_model
+from graphtools.serde.onnx_io import load_onnx_model, save_onnx_model
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 
@@ -465,3 +466,33 @@ def test_convert_opset_uses_the_version_converter_and_refuses_by_name(tmp_path: 
     with pytest.raises(PassError, match="version converter cannot take this model from opset 20"):
         PassManager.parse("convert-opset{opset=13}")(model)
     assert model.opset_imports[""] == 20
+
+
+def test_convert_opset_keeps_metadata_and_value_info_and_raises_the_ir_version(
+    tmp_path: Path,
+) -> None:
+    """onnx's converter kept IR 8 for opset 21 (which needs 10), dropped the nodes' and
+    values' metadata_props and added value_info for every value: put back as they were."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["h"], name="relu"),
+        helper.make_node("Squeeze", ["h"], ["y"], axes=[1], name="squeeze"),
+    ]
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, [2, 1, 3])}, {"y": (F, [2, 3])}, opset=11
+    )
+    proto = onnx.load(str(path))
+    proto.ir_version = 8
+    helper.set_metadata_props(proto.graph.node[0], {"pkg.torch.stack": "relu@m.py:3"})
+    helper.set_metadata_props(proto.graph.input[0], {"origin": "image"})
+    onnx.save(proto, str(path))
+    model = load_onnx_model(path)
+    PassManager.parse("convert-opset{opset=21}")(model)
+    target = tmp_path / "c.onnx"
+    save_onnx_model(model, target)
+    converted = onnx.load(str(target))
+    onnx.checker.check_model(converted, full_check=True)
+    assert converted.ir_version >= 10
+    relu = next(n for n in converted.graph.node if n.name == "relu")
+    assert {p.key: p.value for p in relu.metadata_props} == {"pkg.torch.stack": "relu@m.py:3"}
+    assert {p.key: p.value for p in converted.graph.input[0].metadata_props} == {"origin": "image"}
+    assert not converted.graph.value_info

@@ -38,7 +38,32 @@ def convert_opset(model: Model, opset: int) -> Model:
                 f"onnx's version converter cannot take this model from opset {current} to "
                 f"{opset}: {text}"
             ) from exc
+    _keep_what_the_converter_drops(proto, converted)
     base = None if model.predict_path is None else model.predict_path.parent
     loaded = model_from_onnx_bytes(converted.SerializeToString(), base_dir=base)
     loaded.predict_path = model.predict_path
     return loaded
+
+
+def _keep_what_the_converter_drops(source: onnx.ModelProto, converted: onnx.ModelProto) -> None:
+    """What onnx's converter loses or adds besides the conversion, put back: an IR version
+    able to carry the new opset (it keeps the old one, which may be too old for it), the
+    ``metadata_props`` of the main graph's nodes (by node name) and of its inputs, outputs
+    and value_info (by value name), and no value_info the source did not have (its shape
+    inference adds an entry for every value)."""
+    needed = onnx.helper.find_min_ir_version_for(list(converted.opset_import), True)
+    converted.ir_version = max(converted.ir_version, needed)
+    graph, before = converted.graph, source.graph
+    nodes = {node.name: node for node in before.node if node.name}
+    for node in graph.node:
+        found = nodes.get(node.name) if node.name else None
+        if found is not None and not node.metadata_props:
+            node.metadata_props.extend(found.metadata_props)
+    declared = {v.name: v for v in (*before.input, *before.output, *before.value_info)}
+    kept = [v for v in graph.value_info if v.name in declared]
+    del graph.value_info[:]
+    graph.value_info.extend(kept)
+    for value in (*graph.input, *graph.output, *graph.value_info):
+        same = declared.get(value.name)
+        if same is not None and not value.metadata_props:
+            value.metadata_props.extend(same.metadata_props)
