@@ -18,7 +18,7 @@ import onnx
 import pytest
 from conftest import FIXTURES, assert_one_error_line, publish_passes, run_cli
 from onnx import TensorProto, external_data_helper, helper, numpy_helper
-from onnx_check import check
+from onnx_check import check, graph_model
 
 from graphtools.errors import GraphToolsError
 from graphtools.ir import Model
@@ -720,6 +720,39 @@ def test_verify_onnx_with_onnxruntime(tmp_path: Path, capsys: pytest.CaptureFixt
     code, _, err = run_cli(capsys, "verify", str(source), "--shapes", "x=5x7")
     assert code == 2
     assert_one_error_line(err, "size 7 at dim 1", "declares 4")
+
+
+def test_verify_compares_half_precision_outputs_at_half_precision(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Conv + BatchNormalization in float16, fused by ``optimize``: the result rounds once
+    more (a few float16 steps), which float32's default tolerances called a difference."""
+    rng = np.random.default_rng(0)
+    half = np.float16
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"]),
+        helper.make_node("BatchNormalization", ["c", "sc", "bi", "me", "va"], ["y"], epsilon=1e-2),
+    ]
+    weights = {
+        "w": rng.standard_normal((4, 3, 3, 3)).astype(half),
+        "sc": rng.standard_normal(4).astype(half),
+        "bi": rng.standard_normal(4).astype(half),
+        "me": rng.standard_normal(4).astype(half),
+        "va": rng.uniform(0.5, 2, 4).astype(half),
+    }
+    f16 = TensorProto.FLOAT16
+    source = graph_model(
+        tmp_path / "m.onnx",
+        nodes,
+        {"x": (f16, ["N", 3, 5, 5])},
+        {"y": (f16, ["N", 4, 3, 3])},
+        weights,
+    )
+    code, out, err = run_cli(capsys, "verify", str(source), "-p", "optimize")
+    assert code == 0, out + err
+    assert "half-precision outputs y compared with rtol 0.01, atol 0.001" in err
+    code, out, _ = run_cli(capsys, "verify", str(source), "-p", "optimize", "--rtol", "1e-5")
+    assert code == 1 and "outputs differ" in out  # the tolerance asked for is the one used
 
 
 def test_verify_bisect_names_the_pass_that_changed_the_outputs(

@@ -390,6 +390,7 @@ def _settings(options: argparse.Namespace) -> dict[str, Any]:
         "seed": options.seed,
         "rtol": _tolerances(options.rtol, 1e-5, "--rtol"),
         "atol": _tolerances(options.atol, 1e-6, "--atol"),
+        "tolerances_given": bool(options.rtol or options.atol),
         "random_params": options.random_params,
         "outputs": parse_name_list(options.outputs),
         "save_outputs": options.save_outputs,

@@ -161,6 +161,8 @@ def verify_onnx_model(
     else:
         feeds, reference, made = _feeds_from_file(loaded, names)
     result.inputs, result.feeds, result.reference = made, feeds, reference
+    if not settings.get("tolerances_given"):
+        tolerances = _half_precision(tolerances, reference, result.notes)
     after = model.copy()
     result.ops_before = sum(len(net) for net in model.nets())
     result.records = manager(after, after_pass=after_pass)
@@ -176,6 +178,36 @@ def verify_onnx_model(
         result.bisected = True
         result.bisect = _bisect(model, manager, feeds, reference, names, tolerances)
     return result
+
+
+HALF_TOLERANCES = (1e-2, 1e-3)
+"""``(rtol, atol)`` of a half-precision output when none is given: float16 keeps about three
+decimal digits, and a rewrite that rounds once more (a fused BatchNorm) moves the last."""
+
+
+def _half_precision(
+    tolerances: Mapping[str, Any], reference: Mapping[str, np.ndarray], notes: list[str]
+) -> dict[str, Any]:
+    """``tolerances`` with the half-precision outputs of ``reference`` compared at
+    ``HALF_TOLERANCES`` (said in a note): float32's defaults would call one rounding of a
+    float16 value a difference."""
+    per = dict(tolerances.get("per_output") or {})
+    half = [
+        name
+        for name, value in reference.items()
+        if np.asarray(value).dtype.name in ("float16", "bfloat16") and name not in per
+    ]
+    for name in half:
+        per[name] = (
+            max(tolerances.get("rtol", 0.0), HALF_TOLERANCES[0]),
+            max(tolerances.get("atol", 0.0), HALF_TOLERANCES[1]),
+        )
+    if half:
+        notes.append(
+            f"half-precision outputs {', '.join(half)} compared with rtol "
+            f"{HALF_TOLERANCES[0]:g}, atol {HALF_TOLERANCES[1]:g} (--rtol/--atol to choose)"
+        )
+    return {**tolerances, "per_output": per}
 
 
 def saved_arrays(result: OnnxVerification) -> dict[str, np.ndarray]:
