@@ -21,7 +21,8 @@ enclosing graph from a body stays: onnxruntime refuses a body output that is an 
 
 The recurrent ops' initial states (``initial_h``, ``initial_c`` of ``LSTM``, ``GRU``, ``RNN``)
 and bias ``B`` default to zeros: an input that is all zeros (a zero initializer, a
-``ConstantOfShape`` of zero, an ``Expand`` of either) is left out, and what computed it dies
+``ConstantOfShape`` of zero, an ``Expand``, ``Slice``, ``Reshape``, ... of either) is left
+out, and what computed it dies
 (``remove-dead-ends`` drops it). The legacy exporter builds a zero state from the input's batch
 size; without it the recurrent op needs no batch-sized constant.
 
@@ -201,9 +202,17 @@ class _NoopCheck:
     _averagepool = _pool
 
 
+_KEEPS_ZEROS = frozenset(
+    {"Expand", "Slice", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Flatten", "Identity"}
+    | {"Tile", "Gather", "Cast"}
+)
+"""Ops whose output holds only elements of their first input (cast or not): zeros in, zeros
+out (the legacy exporter slices one zero state per layer out of a ``ConstantOfShape``)."""
+
+
 def _zeros(flow: DataFlow, table: OnnxOpTable, name: str) -> bool:
     """Whether the value ``name`` is all zeros: a zero constant, a ``ConstantOfShape`` of zero,
-    an ``Expand`` of a zero value."""
+    an op of ``_KEEPS_ZEROS`` reading a zero value."""
     tensor = flow.constant(name)
     if tensor is not None:
         return tensor.size <= 1 << 20 and not np.any(tensor.numpy())
@@ -216,7 +225,7 @@ def _zeros(flow: DataFlow, table: OnnxOpTable, name: str) -> bool:
     if op.type == "ConstantOfShape":
         value = table.attribute_array(op, "value")
         return value is None or not np.any(value)
-    if op.type == "Expand" and op.inputs:
+    if op.type in _KEEPS_ZEROS and op.inputs and op.inputs[0]:
         return _zeros(flow, table, op.inputs[0])
     return False
 

@@ -367,20 +367,26 @@ def test_ops_that_change_something_stay(tmp_path: Path) -> None:
     assert types(model) == ["Transpose", "Cast", "Slice", "Expand"]
 
 
-def test_zero_initial_states_of_a_recurrent_op_are_left_out(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sliced", [False, True], ids=["zeros", "a-slice-of-zeros"])
+def test_zero_initial_states_of_a_recurrent_op_are_left_out(tmp_path: Path, sliced: bool) -> None:
+    """The legacy exporter's zero state, and one layer's slice of it (a 2-layer LSTM)."""
     hidden = 4
     nodes = [
         helper.make_node("Shape", ["x"], ["s"]),
         helper.make_node("Gather", ["s", "one"], ["n"]),
         helper.make_node("Concat", ["dirs", "n", "h"], ["state_shape"], axis=0),
-        helper.make_node("ConstantOfShape", ["state_shape"], ["zeros"]),
+        helper.make_node("ConstantOfShape", ["state_shape"], ["all"]),
+        helper.make_node("Slice", ["all", "start", "one"] if sliced else ["all"], ["zeros"])
+        if sliced
+        else helper.make_node("Identity", ["all"], ["zeros"]),
         helper.make_node(
             "LSTM", ["x", "w", "r", "", "", "zeros", "zeros"], ["y"], hidden_size=hidden
         ),
     ]
     weights = {
         "one": np.array([1], np.int64),
-        "dirs": np.array([1], np.int64),
+        "start": np.array([0], np.int64),
+        "dirs": np.array([2 if sliced else 1], np.int64),
         "h": np.array([hidden], np.int64),
         "w": normal(1, 4 * hidden, 3),
         "r": normal(1, 4 * hidden, hidden, seed=1),
