@@ -739,6 +739,13 @@ class MakeDynamicBatch(Pass):
     symbol: str = "N"
     inputs: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        if not self.symbol.strip():
+            raise PipelineSpecError(
+                "make-dynamic-batch: symbol must name the batch dim (an empty one would tie "
+                "nothing: each dim would be its own unknown)"
+            )
+
     def call(self, model: Model) -> PassResult:
         """Try axis 0 (then axis 1 when a sequence op refuses axis 0); each try is
         rolled back when it is refused."""

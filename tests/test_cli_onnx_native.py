@@ -177,6 +177,27 @@ def test_show_types_symbolic_dims_and_external_data(
     assert "  type: x FLOAT[N, 4]" in out
 
 
+def test_show_prints_names_and_types_as_they_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A lowercase symbolic dim (``s77``) came out as ``FLOAT16\\[s77, 3]``: the rich
+    markup escape the plain console never reads. Names that look like markup stay too."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["[bold]x"], ["y[/]"])],
+        "g",
+        [helper.make_tensor_value_info("[bold]x", TensorProto.FLOAT16, ["s77", 3])],
+        [helper.make_tensor_value_info("y[/]", TensorProto.FLOAT16, ["s77", 3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    source = tmp_path / "m.onnx"
+    onnx.save(model, str(source))
+    code, out, _ = run_cli(capsys, "show", str(source))
+    assert code == 0 and "\\" not in out
+    assert "input   [bold]x  FLOAT16[s77, 3]" in out
+    assert "output  y[/]     FLOAT16[s77, 3]" in out
+
+
 def test_an_onnx_model_is_told_by_its_content(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -26,7 +26,7 @@ from onnx_check import assert_same_outputs, check, graph_model, normal, run
 from onnx_corpus import CORPUS, CorpusModel, seeded_inputs
 
 from graphtools.cli.optimize_report import run_stages
-from graphtools.errors import PassError
+from graphtools.errors import PassError, PipelineSpecError
 from graphtools.pass_infra import PassManager
 from graphtools.serde.onnx_io import load_onnx_model, save_onnx_model
 
@@ -322,3 +322,9 @@ def test_the_batch_axis_can_be_named_and_a_wrong_name_is_refused(tmp_path: Path)
     model = load_onnx_model(path)
     with pytest.raises(PassError, match="'z' is not a graph input"):
         PassManager.parse("make-dynamic-batch{inputs=z=0}")(model)
+
+
+def test_an_empty_symbol_is_refused() -> None:
+    """``symbol=`` wrote unnamed dims, tying no output to the input's batch."""
+    with pytest.raises(PipelineSpecError, match="symbol must name the batch dim"):
+        PassManager.parse("make-dynamic-batch{symbol=}")

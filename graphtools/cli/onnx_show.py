@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from rich.markup import escape
-
 from graphtools.cli.common import Output, new_table
 from graphtools.ir import Model, Net
 from graphtools.printer import format_tensor_value, format_value_type, qualified_type
@@ -126,9 +124,9 @@ def print_onnx_summary(out: Output, data: dict[str, Any]) -> None:
     )
     table = new_table("", "value", "type")
     for blob in data["inputs"]:
-        table.add_row("input", escape(blob["name"]), escape(blob["type"]))
+        table.add_row("input", blob["name"], blob["type"])
     for blob in data["outputs"]:
-        table.add_row("output", escape(blob["name"]), escape(blob["type"]))
+        table.add_row("output", blob["name"], blob["type"])
     if not data["outputs"]:
         table.add_row("output", "(none declared)", "")
     out.table(table)
@@ -146,7 +144,7 @@ def print_onnx_summary(out: Output, data: dict[str, Any]) -> None:
         out.line("initializers: none")
     types = new_table("op type", "count")
     for name, count in data["op_types"].items():
-        types.add_row(escape(name), str(count))
+        types.add_row(name, str(count))
     out.table(types)
     for function in data["functions"]:
         qualified = f"{function['domain']}::{function['name']}"
