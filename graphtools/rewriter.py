@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 from graphtools._core import ONNX, NetLike, OpLike, as_names
 from graphtools._gc import paused_gc
-from graphtools.errors import IllegalRewriteError
+from graphtools.errors import IllegalRewriteError, InvalidArgumentError
 from graphtools.layout import Layout
 from graphtools.nested import NestedAccess, nested_access, nested_accesses
 from graphtools.ssa import NO_VALUE, Use, VersionedBlob
@@ -192,7 +192,7 @@ class Edit:
     def replace_all_uses_with(self, old: VersionedBlob, new: VersionedBlob) -> None:
         """Make every read of ``old`` read ``new`` (see the class docstring)."""
         self._still_open()
-        self._rewires.append((tuple(old), tuple(new)))  # type: ignore[arg-type]
+        self._rewires.append((_as_blob(old, "old"), _as_blob(new, "new")))
 
     def rename(self, blob: VersionedBlob, name: str) -> None:
         """Give the value ``blob`` the name ``name``: its producer writes ``name`` instead, every
@@ -200,7 +200,7 @@ class Edit:
         version) it is. Combined with ``replace_all_uses_with(old, blob)``, ``old``'s readers
         read ``name`` too."""
         self._still_open()
-        blob = (blob[0], blob[1])
+        blob = _as_blob(blob, "blob")
         if not isinstance(name, str) or name == NO_VALUE:
             raise IllegalRewriteError(
                 f"cannot rename {blob} to {name!r}: a value's name is a non-empty string "
@@ -224,7 +224,7 @@ class Edit:
         self._still_open()
         if not isinstance(tensor, Tensor):
             raise TypeError(f"the constant for {blob} must be a graphtools.values.Tensor")
-        blob = (blob[0], blob[1])
+        blob = _as_blob(blob, "blob")
         if blob in self._constants:
             raise IllegalRewriteError(f"{blob} is replaced by a constant twice in one edit")
         self._constants[blob] = tensor
@@ -437,6 +437,7 @@ class Edit:
                     finals[old[0]] = (name, usedef.producer(new))
                 continue
             self._refuse_nested_reads(old, nested, usedef)
+            _refuse_missing_source(net, old, usedef)
             producer = usedef.producer(new)
             _refuse_missing_target(net, new, producer, usedef)
             for use in usedef.uses(old):
@@ -679,6 +680,32 @@ def _refuse_renamed_inputs_taken(
                 f"edit refused: cannot rename {old}@0 to {new!r}, which {holder} holds "
                 "already; an ONNX graph names each value once"
             )
+
+
+def _as_blob(value: object, what: str) -> VersionedBlob:
+    """``value`` as a ``(name, version)`` pair, or a clear refusal: a plain name (``"x"``)
+    is the usual slip, and would otherwise fail deep inside as an ``IndexError``."""
+    if isinstance(value, tuple | list) and len(value) == 2:
+        name, version = value
+        if isinstance(name, str) and isinstance(version, int) and version >= 0:
+            return (name, version)
+    raise InvalidArgumentError(
+        f"{what}={value!r} is not a versioned blob: give (name, version), as uses() and the "
+        "SSA view name values, e.g. ('x', 1)"
+    )
+
+
+def _refuse_missing_source(net: EditableNet, blob: VersionedBlob, usedef: UseDef) -> None:
+    """A rewire must start from a value of the net: one an op writes or reads, or what the
+    net starts with (an external input, an initializer); a rewire of nothing is a slip."""
+    if usedef.producer(blob) is not None or usedef.uses(blob):
+        return
+    if blob[1] == 0 and (blob[0] in net.external_input_set() or blob[0] in net.initializers):
+        return
+    raise IllegalRewriteError(
+        f"cannot rewire the reads of {blob[0]}@{blob[1]}: no op of the net writes or reads "
+        f"that value (the net has '{blob[0]}' up to version {usedef.final_version(blob[0])})"
+    )
 
 
 def _refuse_missing_target(

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphtools import rewriter
-from graphtools.errors import IllegalRewriteError
+from graphtools.errors import IllegalRewriteError, InvalidArgumentError
 from graphtools.ir import Net, Op
 from graphtools.serde.codec import serialize_net
 from graphtools.ssa import Use, get_ssa
@@ -635,3 +635,22 @@ def test_a_write_of_a_blob_a_kept_branch_writes_before_its_reads_is_refused() ->
         lambda e: e.insert(1, [Op("Tanh", ["x"], ["z"])]),
         "'z' is written inside the nested net of op #0 (If)",
     )
+
+
+def test_a_blob_that_is_no_pair_or_no_value_is_refused_by_name() -> None:
+    """A plain name where a (name, version) pair belongs failed as an IndexError deep
+    inside; a rewire of a value the net does not have was silently nothing."""
+    net = _net()
+    before = serialize_net(net)
+    for change in (
+        lambda e: e.replace_all_uses_with("b", ("a", 1)),
+        lambda e: e.replace_all_uses_with(("b", 1), ("a", -1)),
+        lambda e: e.rename(["b"], "q"),
+    ):
+        refused = pytest.raises(InvalidArgumentError, match=r"not a versioned blob: give \(name")
+        with refused, net.edit() as edit:
+            change(edit)
+    missing = pytest.raises(IllegalRewriteError, match=r"cannot rewire the reads of zz@1: no op")
+    with missing, net.edit() as edit:
+        edit.replace_all_uses_with(("zz", 1), ("a", 1))
+    assert serialize_net(net) == before
