@@ -65,6 +65,10 @@ class InBranches(Pass):
     name: ClassVar[str] = "in-branches"
     pipeline: str = "default"
 
+    def __post_init__(self) -> None:
+        # A typo in the inner pipeline is refused now, not on the first model with a body.
+        PassManager.parse(self.pipeline)
+
     def call(self, model: Model) -> PassResult:
         """Rewrite each body in place through the pipeline's own edits."""
         table = op_table(model)

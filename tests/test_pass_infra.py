@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -13,9 +14,11 @@ from graphtools._core import CAFFE2, ONNX
 from graphtools.errors import (
     GraphToolsError,
     IllegalRewriteError,
+    InvalidArgumentError,
     PassError,
     PostconditionError,
     PreconditionError,
+    SerdeError,
 )
 from graphtools.ir import Model, Net, Op
 from graphtools.pass_infra import (
@@ -713,3 +716,32 @@ def test_a_finding_of_the_model_as_given_is_judged_as_the_result_is() -> None:
     records = PassManager.parse("remove-identity-ops")(loaded)
     assert records[0].stats["ops_removed"] == 1
     assert [op.type for op in loaded.predict_net] == ["Relu", "Relu"]
+
+
+def test_what_a_porting_user_passes_by_mistake_is_refused_by_name(tmp_path: Path) -> None:
+    """A NetDef or a Net where a Model belongs, a spec that is not a string, an option of the
+    wrong type built in Python, a typo inside in-branches' pipeline, strings where ops belong
+    and a pair given the wrong way round: typed errors saying what to do, where an
+    AttributeError or a TypeError from deep inside used to be."""
+    from graphtools.passes.rename import Rename
+    from graphtools.serde import load_model, save_model
+
+    net = Net([Op("Relu", ["x"], ["y"])], ["x"], ["y"])
+    manager = PassManager.parse("default")
+    for wrong in (net, net_to_netdef(net)):
+        with pytest.raises(InvalidArgumentError, match="rewrites a graphtools Model, not a"):
+            manager(wrong)  # type: ignore[arg-type]
+    for spec in (None, ["default"]):
+        with pytest.raises(PipelineSpecError, match="a pipeline spec is a string"):
+            PassManager.parse(spec)  # type: ignore[arg-type]
+    model = Model(Net([Op("Relu", ["x"], ["y"]), Op("Relu", ["y"], ["z"])], ["x"], ["z"]))
+    with pytest.raises(PassError, match=r"option op of pass 'rename' expects int, got str '1'"):
+        PassManager([Rename(op="1", output=0, to="w")])(model)  # type: ignore[arg-type]
+    with pytest.raises(PipelineSpecError, match="unknown pass 'fold-constantz'"):
+        PassManager.parse("in-branches{pipeline=fold-constantz}")
+    with pytest.raises(TypeError, match=r"op #0 of a Net must be a graphtools Op, not str"):
+        Net(["x"], ["y"])  # type: ignore[list-item]
+    init = Net([Op("GivenTensorFill", [], ["w"], args={"shape": [1], "values": [1.0]})])
+    save_model(Model(Net([Op("Mul", ["x", "w"], ["y"])], ["x", "w"], ["y"]), init), tmp_path)
+    with pytest.raises(SerdeError, match="the two files look swapped"):
+        load_model(tmp_path / "init_net.pb", tmp_path / "predict_net.pb")

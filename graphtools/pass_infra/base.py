@@ -9,11 +9,14 @@ the same checks as one run by a ``PassManager``.
 
 from __future__ import annotations
 
+import dataclasses
+import numbers
+import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from graphtools._core import DIALECTS
-from graphtools.errors import PassError, PreconditionError
+from graphtools.errors import PassError, PipelineSpecError, PreconditionError
 from graphtools.ir import Model
 
 __all__ = ["CheckFailure", "Pass", "PassResult", "check_result", "interface", "run_checked"]
@@ -119,6 +122,50 @@ def interface(model: Model) -> Interface:
     return tuple(net.external_inputs), tuple(net.external_outputs)
 
 
+_OPTION_TYPES: dict[type, dict[str, Any]] = {}
+"""A pass class's options and their annotations, resolved once."""
+
+
+def _option_types(cls: type[Pass]) -> dict[str, Any]:
+    found = _OPTION_TYPES.get(cls)
+    if found is None:
+        hints = typing.get_type_hints(cls)
+        found = {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.init}
+        _OPTION_TYPES[cls] = found
+    return found
+
+
+def _fits(annotation: Any, value: Any) -> bool:
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if annotation is float:
+        return isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if annotation is str:
+        return isinstance(value, str)
+    if typing.get_origin(annotation) is tuple and typing.get_args(annotation) == (str, ...):
+        return isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+    return True  # an option a spec cannot set: the pass checks it itself
+
+
+def check_option_types(item: Pass) -> None:
+    """Refuse a pass built in Python with an option of the wrong type (``Rename(op="1")``),
+    naming it, before it fails inside the pass (a spec's options are converted already).
+
+    Raises:
+        PipelineSpecError: the first option whose value does not fit its annotation.
+    """
+    for option, annotation in _option_types(type(item)).items():
+        value = getattr(item, option)
+        if not _fits(annotation, value):
+            name = getattr(annotation, "__name__", str(annotation))
+            raise PipelineSpecError(
+                f"option {option} of pass '{item.name}' expects {name}, got "
+                f"{type(value).__name__} {value!r}"
+            )
+
+
 def run_checked(item: Pass, model: Model) -> tuple[Any, CheckFailure | None]:
     """``requires``, ``call``, the result check and ``ensures``, without restoring anything.
 
@@ -133,6 +180,7 @@ def run_checked(item: Pass, model: Model) -> tuple[Any, CheckFailure | None]:
             f"pass '{item.name}' rewrites {' and '.join(item.dialects)} models; this is "
             f"{'an' if model.dialect[0] in 'aeiou' else 'a'} {model.dialect} model"
         )
+    check_option_types(item)
     item.requires(model)
     result = item.call(model)
     failure = check_result(item, model, result, revision, before, dialect)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphtools._gc import paused_gc
-from graphtools.errors import GraphToolsError, PassError, PipelineSpecError
+from graphtools.errors import GraphToolsError, InvalidArgumentError, PassError, PipelineSpecError
 from graphtools.ir import Model
 from graphtools.pass_infra.base import CheckFailure, Pass, run_checked
 from graphtools.pass_infra.registry import available_passes
@@ -127,6 +127,11 @@ class PassManager:
         dialect of the model the manager runs on (``DEFAULT_PIPELINES``), and so may
         ``optimize`` (``OPTIMIZE_PIPELINES``).
         """
+        if not isinstance(spec, str):
+            raise PipelineSpecError(
+                f"a pipeline spec is a string such as 'default' or 'a,b{{k=v}}', not "
+                f"{type(spec).__name__} {spec!r}"
+            )
         return cls(parse_pipeline(spec, available_passes()), steps=steps)
 
     @property
@@ -148,6 +153,13 @@ class PassManager:
         ``after_pass(record, model)`` is called after each pass that ran (before the round's
         ``verify``; a round that fails is replayed, so its passes may be reported twice).
         """
+        if not isinstance(model, Model):
+            raise InvalidArgumentError(
+                f"a pass manager rewrites a graphtools Model, not a {type(model).__name__}: "
+                "load one (graphtools.load_model), or wrap what you have: Model(net) for a "
+                "Net, graphtools.serde.codec.model_from_netdefs(predict_net, init_net) for "
+                "NetDefs (Caffe2's helpers, graphtools.passes, take NetDefs as they are)"
+            )
         self._after_pass = after_pass
         records: list[PassRecord] = []
         with paused_gc():  # passes build many small objects; see graphtools._gc

@@ -53,6 +53,8 @@ def load_model(
     if init_path is not None:
         init_net, init_text = load_ir_net(init_path, allow_empty=allow_empty)
     predict_net, was_text = load_ir_net(predict_path)
+    if init_net is not None and init_path is not None:
+        _refuse_swapped(predict_net, init_net, Path(predict_path), Path(init_path))
     return Model(
         predict_net,
         init_net,
@@ -61,6 +63,22 @@ def load_model(
         text=was_text,
         init_text=init_text,
     )
+
+
+def _refuse_swapped(predict: Net, init: Net, predict_path: Path, init_path: Path) -> None:
+    """Refuse a pair given the wrong way round: a "predict_net" of fills alone (no op reads a
+    blob) with an "init_net" whose ops compute on blobs. Usually one op tells (the first
+    predict op with an input)."""
+    if not len(predict) or any(op.inputs for op in predict):
+        return
+    reader = next((op for op in init if op.inputs), None)
+    if reader is not None:
+        raise SerdeError(
+            predict_path,
+            f"no op of this predict_net reads a blob (it fills {len(predict)} of them) while "
+            f"the init_net {init_path} computes ({reader.type} reads {reader.inputs[0]!r}): "
+            "the two files look swapped; give the predict_net first, its init_net second",
+        )
 
 
 def load_ir_net(path: str | Path, *, allow_empty: bool = False) -> tuple[Net, bool]:
