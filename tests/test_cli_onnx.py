@@ -504,6 +504,30 @@ def test_the_case_file_text_reads_back_scalars_included() -> None:
     assert parse_shape_items(shapes_text(shapes).split(), "t") == shapes
 
 
+def test_a_case_file_naming_an_input_with_a_space_reads_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """import-onnx writes ``in put:0=4x3`` for such an input; reading split it at the space
+    ("shape 'in' is not of the form ..."). A line of several items still splits."""
+    net = Net([Op("Relu", ["in put:0"], ["y"]), Op("Relu", ["b"], ["z"])], ["in put:0", "b"])
+    folder = tmp_path / "pair"
+    save_model(Model(net), folder)
+    (folder / "shapes.txt").write_text(shapes_text({"in put:0": (4, 3)}) + "b=2x2 \n")
+    target = tmp_path / "m.onnx"
+    code, _, err = run_cli(
+        capsys, "export-onnx", str(folder), "-o", str(target), "--outputs", "y,z"
+    )
+    assert code == 0, err
+    declared = {
+        i.name: [d.dim_value for d in i.type.tensor_type.shape.dim]
+        for i in onnx.load(str(target)).graph.input
+    }
+    assert declared == {"in put:0": [4, 3], "b": [2, 2]}
+    (folder / "shapes.txt").write_text("in put:0=4x3 b=2x2\n")  # two items on one line
+    code, _, err = run_cli(capsys, "export-onnx", str(folder), "-o", str(target), "--outputs", "y")
+    assert code == 2 and "shape 'in' is not of the form" in err
+
+
 def _case_file(folder: Path) -> dict[str, tuple[int, ...]]:
     lines = (folder / "shapes.txt").read_text().splitlines()
     return parse_shape_items([line for line in lines if not line.startswith("#")], "t")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -301,6 +302,18 @@ def parse_shape_items(items: Sequence[str], where: str) -> dict[str, tuple[int, 
     return shapes
 
 
+_DIMS = re.compile(r"[0-9x]*")
+
+
+def _case_items(line: str) -> list[str]:
+    """The shape items of a case-file line: the whole line when it gives one shape (a name
+    may hold spaces, ``in put:0=4x3``, as ``shapes_text`` writes it), else its words."""
+    name, sep, dims = line.rpartition("=")
+    if sep and name and "=" not in name and _DIMS.fullmatch(dims):
+        return [line]
+    return line.split()
+
+
 def shapes_file(path: str | Path) -> Path:
     """Where the case file of a model folder or a predict_net file is (beside the file)."""
     source = Path(path)
@@ -329,8 +342,8 @@ def read_shapes(
             text = case_file.read_text()
         except (OSError, UnicodeDecodeError) as exc:
             raise SerdeError(case_file, f"cannot read: {exc}") from exc
-        kept = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
-        shapes = parse_shape_items([item for line in kept for item in line.split()], where)
+        kept = [line.strip() for line in text.splitlines() if not line.lstrip().startswith("#")]
+        shapes = parse_shape_items([item for line in kept for item in _case_items(line)], where)
         if not shapes:  # a case file saying no shape (import-onnx of symbolic inputs)
             return {}, ""
         data, params = model_input_names(model)
