@@ -254,6 +254,23 @@ def test_diff_and_draw_on_onnx(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert code == 0 and "removed (red): 1" in (tmp_path / "d.dot").read_text()
 
 
+def test_diff_says_when_only_the_models_metadata_differs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Structurally the same (exit 0), but a deployment diff says the metadata moved."""
+    source = _mlp(tmp_path / "m.onnx")
+    proto = onnx.load(str(source))
+    helper.set_model_props(proto, {"version": "2", "team": "vision"})
+    tagged = tmp_path / "tagged.onnx"
+    onnx.save(proto, str(tagged))
+    code, out, _ = run_cli(capsys, "diff", str(source), str(tagged))
+    assert code == 0
+    assert "~ metadata 'team': None -> 'vision'" in out
+    assert "same structure (metadata differs: 2 keys)" in out
+    code, out, _ = run_cli(capsys, "diff", str(source), str(tagged), "--json")
+    assert json.loads(out)["metadata"][0] == ["team", None, "vision"]
+
+
 def _branchy(
     path: Path,
     *,

@@ -139,6 +139,8 @@ class ModelDiff:
         params_removed / params_added: blobs only one init_net fills.
         init_presence: ``(before, after)`` when only one model has an init_net.
         opsets: ``(before, after)`` opset imports (``domain:version``) when they differ.
+        metadata: ``(key, before, after)`` of the ONNX model-level ``metadata_props`` that
+            differ (``None`` where a model lacks the key); said, but not a structural change.
     """
 
     predict: NetDiff
@@ -147,6 +149,7 @@ class ModelDiff:
     params_added: list[str] = field(default_factory=list)
     init_presence: tuple[bool, bool] | None = None
     opsets: tuple[list[str], list[str]] | None = None
+    metadata: list[tuple[str, str | None, str | None]] = field(default_factory=list)
 
     @property
     def same(self) -> bool:
@@ -352,6 +355,7 @@ def diff_models(before: Model, after: Model) -> ModelDiff:
     same_dialect = before.dialect == after.dialect
     if same_dialect and dict(before.opset_imports) != dict(after.opset_imports):
         result.opsets = (_opsets(before), _opsets(after))
+    result.metadata = _metadata_changes(before, after)
     if (before.init_net is None) != (after.init_net is None):
         result.init_presence = (before.init_net is not None, after.init_net is not None)
     filled_a = _filled(before.init_net)
@@ -359,6 +363,22 @@ def diff_models(before: Model, after: Model) -> ModelDiff:
     result.params_removed = [n for n in filled_a if n not in filled_b]
     result.params_added = [n for n in filled_b if n not in filled_a]
     return result
+
+
+def _metadata_changes(before: Model, after: Model) -> list[tuple[str, str | None, str | None]]:
+    """The model-level ``metadata_props`` entries that differ, by key (ONNX headers hold them;
+    a Caffe2 pair has none)."""
+    first, second = _metadata(before), _metadata(after)
+    return [
+        (key, first.get(key), second.get(key))
+        for key in sorted(first.keys() | second.keys())
+        if first.get(key) != second.get(key)
+    ]
+
+
+def _metadata(model: Model) -> dict[str, str]:
+    props = getattr(model.header, "metadata_props", ())
+    return {entry.key: entry.value for entry in props}
 
 
 def _opsets(model: Model) -> list[str]:

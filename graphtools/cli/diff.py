@@ -61,6 +61,8 @@ def render_diff(out: Output, change: ModelDiff) -> None:
     if change.init_presence is not None:
         had = change.init_presence[0]
         lines.append(f"{'-' if had else '+'} init_net ({'removed' if had else 'added'})")
+    for key, before, after in change.metadata:
+        lines.append(f"~ metadata {key!r}: {before!r} -> {after!r}")
     for line in lines:
         out.line(line)
     p = change.predict
@@ -68,8 +70,9 @@ def render_diff(out: Output, change: ModelDiff) -> None:
     contract = [f"{len(p.types_changed)} declared types changed"] if p.types_changed else []
     if change.opsets is not None:
         contract.append("opsets changed")
+    metadata = f" (metadata differs: {len(change.metadata)} keys)" if change.metadata else ""
     out.line(
-        "same structure"
+        f"same structure{metadata}"
         if change.same
         else f"predict_net: {len(p.removed)} removed, {len(p.added)} added, "
         f"{len(p.changed)} changed ({renamed} renamed blobs); params: "
