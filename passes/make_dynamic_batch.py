@@ -323,14 +323,29 @@ class _Attempt:
         return self.constant(op.inputs[position]) is None
 
     def _folded_by_the_export(self, op: Op) -> bool:
-        """Whether ``op`` is a ``Reshape`` folding the batch into its target's ``-1``
-        (``x.view(-1, 32)`` of ``[T, B, 4, 8]``, the tokens of a transformer): an export
-        dynamic already writes that so, and the batch is no axis after it for the checks to
-        follow (a target holding a size where the batch was is what pins it)."""
+        """Whether ``op`` is a ``Reshape`` folding the batch into its target's ``-1``, the
+        entries before it being the input's own leading dims (``x.view(-1, 32)`` of
+        ``[T, B, 4, 8]``, the tokens of a transformer; ``[T, B, 32] -> [0, -1, 8]``, its
+        heads). An export dynamic already writes that so, and the batch is no axis after it
+        for the checks to follow; ``[N, 4] -> [2, -1]``, whose ``2`` deals the rows out, is
+        no such fold."""
+        batch = self.batch_position(op.inputs[0]) if op.inputs else None
         target = (
             self.constant(op.inputs[1]) if op.type == "Reshape" and len(op.inputs) > 1 else None
         )
-        return target is not None and target.ndim == 1 and -1 in target.tolist()
+        if batch is None or target is None or target.ndim != 1:
+            return False
+        entries = [int(v) for v in target]
+        if entries.count(-1) != 1:
+            return False
+        position = entries.index(-1)
+        data = self.shape(op.inputs[0]) or ()
+        allowzero = bool(op.arg("allowzero", 0))
+        lead = [
+            data[i] if entry == 0 and not allowzero and i < len(data) else entry
+            for i, entry in enumerate(entries[:position])
+        ]
+        return position <= batch and lead == list(data[:position])
 
     def _states(self, net: Net, index: int, op: Op) -> _Pin | None:
         positions = _STATES.get(op.type, ())
@@ -380,8 +395,10 @@ class _Attempt:
             return False
         entries = [int(v) for v in target]
         allowzero = bool(op.arg("allowzero", 0))
-        if self.size is None or (self.size not in entries and -1 in entries):
-            return self._follow_inferred_batch(net, op, batch, entries, allowzero)
+        if -1 in entries and self._follow_inferred_batch(net, op, batch, entries, allowzero):
+            return True  # the -1 is the batch (a batch-1 export's view(-1, 1, 6) too)
+        if self.size is None:
+            return False
         if batch < len(entries) and entries[batch] == self.size:
             position = batch
             others = entries[:batch] + entries[batch + 1 :]

@@ -328,3 +328,30 @@ def test_an_empty_symbol_is_refused() -> None:
     """``symbol=`` wrote unnamed dims, tying no output to the input's batch."""
     with pytest.raises(PipelineSpecError, match="symbol must name the batch dim"):
         PassManager.parse("make-dynamic-batch{symbol=}")
+
+
+def test_a_minus_one_dealing_rows_out_is_refused_and_a_view_of_batch_one_passes(
+    tmp_path: Path,
+) -> None:
+    """An export dynamic already whose ``[N, 4] -> [2, -1]`` deals the rows out across a
+    constant ``2`` is refused (its rows would mix); a batch-1 export's ``view(-1, 1, 6)``,
+    whose other ``1`` is no batch, passes the batch on."""
+    dealing = graph_model(
+        tmp_path / "d.onnx",
+        [helper.make_node("Reshape", ["x", "t"], ["y"])],
+        {"x": (F, ["N", 4])},
+        {"y": (F, [2, None])},
+        {"t": np.array([2, -1], np.int64)},
+    )
+    with pytest.raises(PassError, match=r"node #0 of graph 'g' \(Reshape\)"):
+        PassManager.parse("make-dynamic-batch")(load_onnx_model(dealing))
+    view = graph_model(
+        tmp_path / "v.onnx",
+        [helper.make_node("Reshape", ["x", "t"], ["r"]), helper.make_node("Relu", ["r"], ["y"])],
+        {"x": (F, [1, 6])},
+        {"y": (F, [1, 1, 6])},
+        {"t": np.array([-1, 1, 6], np.int64)},
+    )
+    target = _dynamic(view, tmp_path)
+    assert _symbol_axes(target, "N") == ({"x": 0}, [0])
+    assert_batch_polymorphic(target, "N", {"x": normal(1, 6)})
