@@ -627,13 +627,6 @@ class Net:
         if dialect not in DIALECTS:
             raise ValueError(f"unknown dialect {dialect!r}: one of {', '.join(DIALECTS)}")
         self._ops: OpList[Op] = OpList(ops)
-        stray = next((i for i, op in enumerate(self._ops) if not isinstance(op, Op)), None)
-        if stray is not None:
-            found = self._ops[stray]
-            raise TypeError(
-                f"op #{stray} of a Net must be a graphtools Op, not {type(found).__name__} "
-                f"{found!r:.60}: Net(ops, external_inputs, external_outputs) takes the ops first"
-            )
         self._external_inputs: list[str] = list(as_names(external_inputs, "external_inputs"))
         self._external_outputs: list[str] = list(as_names(external_outputs, "external_outputs"))
         self._name = name
@@ -648,7 +641,15 @@ class Net:
         self._memo: dict[Hashable, tuple[int, Any]] = {}
         self._frozen_lists: dict[str, tuple[list[str], Any]] = {}  # list -> tuple or set
         self.revision = 0
-        self._adopt(self._ops)
+        try:
+            self._adopt(self._ops)
+        except AttributeError:  # something that is no Op among the ops: say which
+            stray = next(i for i, op in enumerate(self._ops) if not isinstance(op, Op))
+            found = self._ops[stray]
+            raise TypeError(
+                f"op #{stray} of a Net must be a graphtools Op, not {type(found).__name__} "
+                f"{found!r:.60}: Net(ops, external_inputs, external_outputs) takes the ops first"
+            ) from None
 
     @classmethod
     def loaded(

@@ -15,6 +15,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from itertools import chain
+from numbers import Integral
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -620,24 +621,28 @@ def _refuse_second_writes(
     op did not write before are looked up: an edit rewiring reads costs a tuple comparison
     per replaced op."""
     ops = net._ops
-    fresh: list[tuple[str, str]] = []  # (name, which new op writes it)
+    fresh: list[tuple[str, str]] = []  # (name, which new op writes it), one per write
     for index, op in replaced.items():
         old = ops[index].outputs
         if op.outputs != old:
             where = f"the replacement op {op.type!r} at #{index}"
             fresh += [(name, where) for name in op.outputs if name not in old]
     for index, group in inserted.items():
-        for op in group:
-            fresh += [(name, f"the inserted op {op.type!r} at #{index}") for name in op.outputs]
+        for position, op in enumerate(group):
+            where = f"the inserted op {op.type!r} at #{index}" + (
+                f" (#{position} of its group)" if len(group) > 1 else ""
+            )
+            fresh += [(name, where) for name in op.outputs]
     held = net.external_input_set()
     written: dict[str, str] = {}
     for name, where in fresh:
         if name == NO_VALUE:
             continue
-        first = written.setdefault(name, where)
+        first = written.get(name)
+        written.setdefault(name, where)
         holder = (
             first
-            if first != where
+            if first is not None
             else "a graph input or initializer"
             if name in held or name in net.initializers
             else None
@@ -687,8 +692,9 @@ def _as_blob(value: object, what: str) -> VersionedBlob:
     is the usual slip, and would otherwise fail deep inside as an ``IndexError``."""
     if isinstance(value, tuple | list) and len(value) == 2:
         name, version = value
-        if isinstance(name, str) and isinstance(version, int) and version >= 0:
-            return (name, version)
+        whole = isinstance(version, Integral) and not isinstance(version, bool)
+        if isinstance(name, str) and whole and version >= 0:
+            return (name, int(version))
     raise InvalidArgumentError(
         f"{what}={value!r} is not a versioned blob: give (name, version), as uses() and the "
         "SSA view name values, e.g. ('x', 1)"

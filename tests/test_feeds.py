@@ -78,6 +78,18 @@ def test_indices_take_the_shape_given_and_lengths_follow_them() -> None:
     assert reasons["idx"].endswith("the shape given")
 
 
+def test_a_role_whose_shape_follows_the_image_does_not_claim_a_given_shape() -> None:
+    """im_info is [height, width, scale] of the image whatever --shapes says of it."""
+    net = _net(
+        Op("BBoxTransform", ["rois", "deltas", "im_info"], ["boxes", "splits"]),
+        inputs=("rois", "deltas", "im_info"),
+        outputs=("boxes",),
+    )
+    made = synthesize(Model(net), {"rois": (4, 5), "deltas": (4, 4), "im_info": (2, 5)})
+    (im_info,) = (m for m in made.inputs if m.name == "im_info")
+    assert im_info.shape == (1, 3) and not im_info.reason.endswith("the shape given")
+
+
 def test_weighted_sparse_lengths_sum_on_fused_rows() -> None:
     op = Op(
         "SparseLengthsWeightedSumFused8BitRowwise",

@@ -100,6 +100,26 @@ def test_an_output_written_in_place_keeps_its_name() -> None:
     assert [o.name for o in exported.graph.output] == ["x_1"]
 
 
+def test_an_if_reading_a_blob_written_in_place_compares_blob_by_blob() -> None:
+    """The pair cannot run under the export's names when a branch reads a renamed blob by
+    name: it runs under its own, and the blobs it writes twice are compared as outputs."""
+    branches = {
+        "then_net": Net([Op("Sigmoid", ["fc"], ["out"])], name="then"),
+        "else_net": Net([Op("Tanh", ["fc"], ["out"])], name="else"),
+    }
+    ops = [
+        Op("Relu", ["x"], ["fc"]),
+        Op("If", ["cond"], ["out"], args=branches),
+        Op("Scale", ["fc"], ["fc"], args={"scale": 2.0}),
+    ]
+    pair = Model(Net(ops, ["x", "cond"], ["fc", "out"], name="net"), Net([], name="init"))
+    value_info = {"x": (FLOAT, [1, 3]), "cond": (TensorProto.BOOL, [])}
+    exported = export_onnx(pair, value_info=value_info)
+    feeds = {"x": np.array([[-1.0, 0.5, 2.0]], np.float32), "cond": np.array(True)}
+    assert all(d.ok for d in compare_with_onnxruntime(exported, pair, feeds))
+    assert compare_blobs_with_onnxruntime(exported, pair, feeds).ok
+
+
 def test_dynamic_batch_leaves_the_batch_free() -> None:
     pair, _ = _fc_pair()
     exported = export_onnx(pair, value_info={"x": (FLOAT, [2, 3, 3, 3])}, dynamic_batch=True)

@@ -745,3 +745,36 @@ def test_what_a_porting_user_passes_by_mistake_is_refused_by_name(tmp_path: Path
     save_model(Model(Net([Op("Mul", ["x", "w"], ["y"])], ["x", "w"], ["y"]), init), tmp_path)
     with pytest.raises(SerdeError, match="the two files look swapped"):
         load_model(tmp_path / "init_net.pb", tmp_path / "predict_net.pb")
+    # a net of fills alone with an init_net deriving one param from another is no swap
+    derived = Net(
+        [
+            Op("ConstantFill", [], ["a"], args={"shape": [2], "value": 1.0}),
+            Op("Cast", ["a"], ["b"], args={"to": 1}),
+        ]
+    )
+    fills = Net([Op("GaussianFill", [], ["noise"], args={"shape": [2]})], [], ["noise"])
+    save_model(Model(fills, derived), tmp_path / "gen")
+    assert load_model(tmp_path / "gen" / "predict_net.pb", tmp_path / "gen" / "init_net.pb")
+
+
+def test_a_user_pass_whose_annotations_cannot_be_resolved_still_runs() -> None:
+    """The option type check reads annotations; one naming a type only imported for type
+    checking (``NameError`` when resolved) leaves that pass's options unchecked."""
+    namespace: dict[str, object] = {}
+    exec(  # a module with postponed annotations naming what it never imports
+        "from __future__ import annotations\n"
+        "from dataclasses import dataclass\n"
+        "from typing import ClassVar\n"
+        "from graphtools.pass_infra import Pass, PassResult\n"
+        "@dataclass(frozen=True)\n"
+        "class Tagged(Pass):\n"
+        "    name: ClassVar[str] = 'tagged'\n"
+        "    mode: Mode | None = None\n"
+        "    def call(self, model):\n"
+        "        return PassResult(model, False, {})\n",
+        namespace,
+    )
+    tagged = namespace["Tagged"]()  # type: ignore[operator]
+    model = Model(Net([Op("Relu", ["x"], ["y"])], ["x"], ["y"]))
+    (record,) = PassManager([tagged], steps=1)(model)
+    assert not record.modified

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -654,3 +655,6 @@ def test_a_blob_that_is_no_pair_or_no_value_is_refused_by_name() -> None:
     with missing, net.edit() as edit:
         edit.replace_all_uses_with(("zz", 1), ("a", 1))
     assert serialize_net(net) == before
+    with net.edit() as edit:  # a numpy integer is a version (SSA arrays hand them out)
+        edit.replace_all_uses_with(("c", np.int64(1)), ("b", np.int64(1)))
+    assert net[3].inputs == ("b", "b")

@@ -214,11 +214,13 @@ def renamed_for_export(net: Net, params: Iterable[str]) -> Net:
         op.replace(inputs=names.ops[i][0], outputs=names.ops[i][1]) if i in names.ops else op
         for i, op in enumerate(net.ops)
     ]
+    if names.external_outputs == list(net.external_outputs):
+        return Net(ops, names.external_inputs, names.external_outputs, name=net.name)
     taken = {n for op in ops for n in (*op.inputs, *op.outputs)}
     taken.update(names.external_inputs, params)
-    for op in ops:
-        if op.type != "If":
-            taken.update(nested_access(op).names)
+    for index in net.nested_op_indices():
+        if ops[index].type != "If":
+            taken.update(nested_access(ops[index]).names)
     plain: dict[str, str] = {}
     for own, renamed in zip(net.external_outputs, names.external_outputs, strict=True):
         if renamed != own and own not in taken and renamed not in plain:

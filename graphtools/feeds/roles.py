@@ -371,4 +371,10 @@ PLACEHOLDER_ROLES = frozenset(
 
 #: Roles whose input takes the shape ``--shapes`` (or ``shapes.txt``) gives it: an input
 #: image, and indices (a ``Gather``'s of any rank, the lengths ops' as many as given).
-SHAPED_ROLES = PLACEHOLDER_ROLES | {("Gather", 1), *((op_type, 1) for op_type in _SLS)}
+SHAPED_ROLES = frozenset(
+    {
+        ("PackedInt8BGRANHWCToNCHWCStylizerPreprocess", 0),
+        ("Gather", 1),
+        *((op_type, 1) for op_type in _SLS),
+    }
+)

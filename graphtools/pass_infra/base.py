@@ -129,8 +129,13 @@ _OPTION_TYPES: dict[type, dict[str, Any]] = {}
 def _option_types(cls: type[Pass]) -> dict[str, Any]:
     found = _OPTION_TYPES.get(cls)
     if found is None:
-        hints = typing.get_type_hints(cls)
-        found = {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.init}
+        try:
+            hints = typing.get_type_hints(cls)
+        except (NameError, TypeError):  # a user's annotation names what it cannot resolve
+            hints = {}
+        found = {
+            f.name: hints[f.name] for f in dataclasses.fields(cls) if f.init and f.name in hints
+        }
         _OPTION_TYPES[cls] = found
     return found
 

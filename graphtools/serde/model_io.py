@@ -67,11 +67,17 @@ def load_model(
 
 def _refuse_swapped(predict: Net, init: Net, predict_path: Path, init_path: Path) -> None:
     """Refuse a pair given the wrong way round: a "predict_net" of fills alone (no op reads a
-    blob) with an "init_net" whose ops compute on blobs. Usually one op tells (the first
-    predict op with an input)."""
+    blob) with an "init_net" reading blobs it does not make (an init_net may derive one
+    param from another). Usually one op tells (the first predict op with an input)."""
     if not len(predict) or any(op.inputs for op in predict):
         return
-    reader = next((op for op in init if op.inputs), None)
+    written: set[str] = set()
+    reader = None
+    for op in init:  # an op reading what no earlier init op wrote: a predict_net's op
+        if any(name not in written for name in op.inputs):
+            reader = op
+            break
+        written.update(op.outputs)
     if reader is not None:
         raise SerdeError(
             predict_path,
