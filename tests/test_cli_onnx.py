@@ -265,6 +265,19 @@ def test_run_of_a_pair_converted_by_its_pipeline_writes_onnx_or_refuses_a_folder
     assert [o.name for o in onnx.load(str(tmp_path / "plain.onnx")).graph.output] == ["z"]
 
 
+def _exported(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, model: Model, shapes: str
+) -> tuple[Path, Path, str]:
+    """``model`` saved as a pair and exported with ``--shapes``: (pair folder, .onnx, stderr)."""
+    folder, target = tmp_path / "pair", tmp_path / "o.onnx"
+    save_model(model, folder)
+    code, _, err = run_cli(
+        capsys, "export-onnx", str(folder), "-o", str(target), "--shapes", shapes
+    )
+    assert code == 0, err
+    return folder, target, err
+
+
 def test_export_onnx_replaces_an_init_net_placeholder_by_a_graph_input(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -280,13 +293,7 @@ def test_export_onnx_replaces_an_init_net_placeholder_by_a_graph_input(
         name="init",
     )
     predict = Net([Op("Conv", ["data", "w"], ["y"], args={"kernel": 3})], ["data", "w"], ["y"])
-    folder = tmp_path / "pair"
-    save_model(Model(predict, init), folder)
-    target = tmp_path / "o.onnx"
-    code, out, err = run_cli(
-        capsys, "export-onnx", str(folder), "-o", str(target), "--shapes", "data=1x3x8x8"
-    )
-    assert code == 0, err
+    folder, target, err = _exported(capsys, tmp_path, Model(predict, init), "data=1x3x8x8")
     assert "a graph input instead of the init_net's placeholder" in err
     assert [i.name for i in onnx.load(str(target)).graph.input] == ["data"]
     code, out, err = run_cli(
@@ -308,13 +315,7 @@ def test_export_onnx_makes_the_init_nets_im_info_a_graph_input(
         name="init",
     )
     predict = Net([Op("BBoxTransform", ["r", "d", "im"], ["b", "splits"])], ["r", "d", "im"], ["b"])
-    folder = tmp_path / "pair"
-    save_model(Model(predict, init), folder)
-    target = tmp_path / "o.onnx"
-    code, _, err = run_cli(
-        capsys, "export-onnx", str(folder), "-o", str(target), "--shapes", "r=6x5,d=6x4"
-    )
-    assert code == 0, err
+    _, target, err = _exported(capsys, tmp_path, Model(predict, init), "r=6x5,d=6x4")
     assert "input 'im': a graph input instead of the init_net's placeholder" in err
     exported = onnx.load(str(target))
     assert [i.name for i in exported.graph.input] == ["r", "d", "im"]

@@ -18,7 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx_testdata import onnx_package_models, write_external_model
 
 from graphtools.errors import IllegalRewriteError, SerdeError
-from graphtools.ir import Op
+from graphtools.ir import Model, Op
 from graphtools.pass_infra import PassManager
 from graphtools.rewriter import Edit
 from graphtools.serde.onnx_io import load_onnx_model, onnx_model_files, save_onnx_model
@@ -467,16 +467,21 @@ def test_the_onnx_codec_keeps_the_caffe2_round_trip(tmp_path: Path) -> None:
         assert path.read_bytes() == (folder / path.name).read_bytes()
 
 
-def test_a_rewire_to_a_name_the_graph_does_not_have_is_refused(tmp_path: Path) -> None:
-    """An ONNX main graph starts with its inputs and initializers only: a rewire to any
-    other name@0 would leave a read of nothing (a Caffe2 net may read the workspace)."""
-    model = _load(
+def _relu_add(tmp_path: Path) -> Model:
+    """``a = Relu(x); y = Add(a, w)`` with ``w`` an initializer."""
+    return _load(
         tmp_path,
         _graph(
             [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Add", ["a", "w"], ["y"])],
             initializers=[numpy_helper.from_array(np.ones(2, np.float32), "w")],
         ),
     )
+
+
+def test_a_rewire_to_a_name_the_graph_does_not_have_is_refused(tmp_path: Path) -> None:
+    """An ONNX main graph starts with its inputs and initializers only: a rewire to any
+    other name@0 would leave a read of nothing (a Caffe2 net may read the workspace)."""
+    model = _relu_add(tmp_path)
     net = model.predict_net
     refused = pytest.raises(IllegalRewriteError, match="no input, initializer or value of that")
     with refused, net.edit() as edit:
@@ -493,13 +498,7 @@ def test_an_edit_writing_a_name_the_graph_holds_is_refused(tmp_path: Path) -> No
     """ONNX graphs name each value once: an inserted second writer, a rename onto another
     value, an initializer or an input, a replacement writing an input in place: each edit is
     refused and the graph kept; a replacement of the writer writing its name is fine."""
-    model = _load(
-        tmp_path,
-        _graph(
-            [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Add", ["a", "w"], ["y"])],
-            initializers=[numpy_helper.from_array(np.ones(2, np.float32), "w")],
-        ),
-    )
+    model = _relu_add(tmp_path)
     net = model.predict_net
     before = [(op.type, op.inputs, op.outputs) for op in net]
 
