@@ -273,8 +273,11 @@ class Edit:
         ops_change = bool(self._removed or replaced or self._inserted)
         if net.dialect == ONNX and (ops_change or self._renames):
             assert usedef is not None  # made above whenever ops change or values are renamed
-            _refuse_second_writes(net, self._removed, replaced, self._inserted, usedef)
-            _refuse_renamed_inputs_taken(net, self._renames, self._removed, replaced, usedef)
+            # the inputs and initializers this edit renames away or drops free their names
+            freed = {old for (old, version), new in self._renames.items() if version == 0}
+            freed.update(name for name, tensor in self._initializers.items() if tensor is None)
+            _refuse_second_writes(net, self._removed, replaced, self._inserted, usedef, freed)
+            _refuse_renamed_inputs_taken(net, self._renames, self._removed, replaced, usedef, freed)
         checked = None
         if ops_change or rewired or final_outputs:
             checked = self._check(replaced, rewired, final_outputs, outputs, usedef, constants)
@@ -614,12 +617,13 @@ def _refuse_second_writes(
     replaced: Mapping[int, OpLike],
     inserted: Mapping[int, Sequence[OpLike]],
     usedef: UseDef,
+    freed: AbstractSet[str],
 ) -> None:
     """An ONNX graph names each value once (single assignment): refuse an edit whose new ops
-    (inserted, replacements, renamed writers) write a name the graph holds already (an input,
-    an initializer, an output of an op it keeps) or write one name twice. Only the names an
-    op did not write before are looked up: an edit rewiring reads costs a tuple comparison
-    per replaced op."""
+    (inserted, replacements, renamed writers) write a name the graph holds already (an input
+    or initializer the edit keeps, not one of ``freed``; an output of an op it keeps) or write
+    one name twice. Only the names an op did not write before are looked up: an edit
+    rewiring reads costs a tuple comparison per replaced op."""
     ops = net._ops
     fresh: list[tuple[str, str]] = []  # (name, which new op writes it), one per write
     for index, op in replaced.items():
@@ -633,7 +637,6 @@ def _refuse_second_writes(
                 f" (#{position} of its group)" if len(group) > 1 else ""
             )
             fresh += [(name, where) for name in op.outputs]
-    held = net.external_input_set()
     written: dict[str, str] = {}
     for name, where in fresh:
         if name == NO_VALUE:
@@ -644,7 +647,7 @@ def _refuse_second_writes(
             first
             if first is not None
             else "a graph input or initializer"
-            if name in held or name in net.initializers
+            if _held(net, name, freed)
             else None
         )
         if holder is None:
@@ -661,16 +664,22 @@ def _refuse_second_writes(
             )
 
 
+def _held(net: EditableNet, name: str, freed: AbstractSet[str]) -> bool:
+    """Whether ``name`` is a graph input or initializer the edit keeps."""
+    return (name in net.external_input_set() or name in net.initializers) and name not in freed
+
+
 def _refuse_renamed_inputs_taken(
     net: EditableNet,
     renames: Mapping[VersionedBlob, str],
     removed: AbstractSet[int],
     replaced: Mapping[int, OpLike],
     usedef: UseDef,
+    freed: AbstractSet[str],
 ) -> None:
     """A graph input or initializer renamed (version 0) must take a name the ONNX graph does
-    not hold: not another input or initializer, nor a value an op it keeps writes."""
-    held = net.external_input_set()
+    not hold (an input or initializer the edit keeps, not one of ``freed``; a value an op it
+    keeps writes)."""
     for (old, version), new in renames.items():
         if version != 0 or new == old:
             continue
@@ -679,7 +688,7 @@ def _refuse_renamed_inputs_taken(
             for i, _ in usedef.writes(new)
             if i not in removed and (i not in replaced or new in replaced[i].outputs)
         ]
-        if new in held or new in net.initializers or writers:
+        if _held(net, new, freed) or writers:
             holder = f"op #{writers[0]} ({net[writers[0]].type})" if writers else "the graph"
             raise IllegalRewriteError(
                 f"edit refused: cannot rename {old}@0 to {new!r}, which {holder} holds "

@@ -520,3 +520,8 @@ def test_an_edit_writing_a_name_the_graph_holds_is_refused(tmp_path: Path) -> No
     with net.edit() as edit:  # a replacement of the writer writes its name
         edit.set_op(0, Op("Neg", ["x"], ["a"]))
     assert [op.type for op in net] == ["Neg", "Add"]
+    with net.edit() as edit:  # names the edit frees may be taken in it: a swap
+        edit.rename(("x", 0), "w")
+        edit.rename(("w", 0), "x")
+    assert list(net.external_inputs) == ["w"] and list(net.initializers) == ["x"]
+    assert [op.inputs for op in net] == [("w",), ("a", "x")]
