@@ -341,10 +341,7 @@ class _Attempt:
         position = entries.index(-1)
         data = self.shape(op.inputs[0]) or ()
         allowzero = bool(op.arg("allowzero", 0))
-        lead = [
-            data[i] if entry == 0 and not allowzero and i < len(data) else entry
-            for i, entry in enumerate(entries[:position])
-        ]
+        lead = _resolved(data, entries[:position], allowzero)
         return position <= batch and lead == list(data[:position])
 
     def _states(self, net: Net, index: int, op: Op) -> _Pin | None:
@@ -452,10 +449,7 @@ class _Attempt:
             return False
         position = entries.index(-1)
         data = self.shape(op.inputs[0]) or ()
-        resolved = [
-            data[i] if entry == 0 and not allowzero and i < len(data) else entry
-            for i, entry in enumerate(entries)
-        ]
+        resolved = _resolved(data, entries, allowzero)
         rest_in = [d for d in data[batch + 1 :] if isinstance(d, int)]
         rest_out = [d for d in resolved[position + 1 :] if isinstance(d, int) and d >= 0]
         if (
@@ -680,6 +674,15 @@ class _Attempt:
         return True
 
 
+def _resolved(data: tuple[Dim, ...], entries: list[int], allowzero: bool) -> list[Dim]:
+    """A Reshape target's ``entries`` with each ``0`` (copy the dim, unless ``allowzero``)
+    replaced by the input's dim ``data`` holds there."""
+    return [
+        data[i] if entry == 0 and not allowzero and i < len(data) else entry
+        for i, entry in enumerate(entries)
+    ]
+
+
 def _rows_stay_apart(
     data: tuple[Dim, ...], batch: int, entries: list[int], position: int, allowzero: bool
 ) -> bool:
@@ -689,10 +692,7 @@ def _rows_stay_apart(
     after it match too). ``[1, 8] -> [8, 1]`` is an identity at batch 1 and a transposition
     of rows at batch 3. The same dims before it (a symbolic one copied by ``0``) are as many
     elements too."""
-    after = [
-        data[i] if entry == 0 and not allowzero and i < len(data) else entry
-        for i, entry in enumerate(entries[:position])
-    ]
+    after = _resolved(data, entries[:position], allowzero)
     if list(data[:batch]) == after:
         return True
     before = [d for d in data[:batch] if isinstance(d, int)]
