@@ -20,12 +20,16 @@ Two kinds of blobs are not compared value by value with ``rtol``/``atol``:
   other draws on each side: it is compared by shape, dtype and distribution (values within a
   uniform's bounds; sample mean and standard deviation within six standard errors of the
   fill's), said in the entry's ``reason``.
+
+Detections whose scores tie within the tolerances may come in either order on each side
+(which is first rests on a score's last bit): our rows are put in onnxruntime's order before
+anything is compared or computed from them (``tie_order``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from math import prod, sqrt
 from pathlib import Path
@@ -43,6 +47,7 @@ from graphtools.ir import Model, Op
 from graphtools.nested import names_in_nested_nets, nested_access
 from graphtools.onnx.external import ModelSource, load_onnx
 from graphtools.onnx.runtime import quiet_run, runtime_failure
+from graphtools.onnx.tie_order import TIE_ORDERED, align_tied_rows
 from graphtools.testing import OutputDiff, compare_outputs
 
 __all__ = [
@@ -278,14 +283,60 @@ def compare_with_onnxruntime(
     Returns:
         One ``OutputDiff`` per output (onnxruntime's value is ``before``, ours ``after``).
     """
-    from graphtools.executor import run_model
-
     proto = load_onnx(onnx_model)
-    reference = run_onnxruntime(proto, feeds)
+    graph_outputs = [o.name for o in proto.graph.output]
     model = _as_exported(model)
-    ours = _matched(list(reference), model, run_model(model, _our_feeds(model, feeds)))
+    tied = [name for op in model.predict_net if op.type in TIE_ORDERED for name in op.outputs]
+    reference = run_onnxruntime(_with_outputs(proto, tied), feeds)
+    workspace = Workspace()
+    for _ in _run_ours(model, feeds, reference, workspace, rtol, atol):
+        pass
+    ours = _matched(graph_outputs, model, _outputs_of(model, workspace))
+    wanted = {name: reference[name] for name in graph_outputs}
     per = {**_truncated(model), **(per_output or {})}
-    return _diffs(reference, ours, _random_fills(model), rtol, atol, int8_steps, per)
+    return _diffs(wanted, ours, _random_fills(model), rtol, atol, int8_steps, per)
+
+
+def _with_outputs(proto: ModelProto, names: list[str]) -> ModelProto:
+    """``proto``, or a copy whose graph also outputs ``names`` (values onnxruntime is to
+    return beside the outputs)."""
+    present = {o.name for o in proto.graph.output}
+    extra = [name for name in dict.fromkeys(names) if name and name not in present]
+    if not extra:
+        return proto
+    probe = ModelProto()
+    probe.CopyFrom(proto)
+    probe.graph.output.extend(onnx.ValueInfoProto(name=name) for name in extra)
+    return probe
+
+
+def _run_ours(
+    model: Model,
+    feeds: Mapping[str, Any],
+    reference: Mapping[str, Any],
+    workspace: Workspace,
+    rtol: float,
+    atol: float,
+) -> Iterator[tuple[int, Op]]:
+    """Run the pair in ``workspace`` as a predictor does (init_net, feeds, predict_net),
+    yielding each predict_net op after it ran; the rows of an op whose output order rests on
+    tied scores are put in onnxruntime's order of them (``tie_order``), so the blobs computed
+    from them compare row by row."""
+    if model.init_net is not None:
+        run_net(model.init_net, workspace)
+    for name, value in _our_feeds(model, feeds).items():
+        workspace.feed(name, value)
+    net = model.predict_net
+    for index, op in enumerate(net):
+        run_op(op, workspace, index=index, net=net)
+        align_tied_rows(op, workspace, reference, rtol, atol)
+        yield index, op
+
+
+def _outputs_of(model: Model, workspace: Workspace) -> dict[str, Any]:
+    """The predict_net's external outputs ``workspace`` holds, by name."""
+    outputs = model.predict_net.external_outputs
+    return {name: workspace.fetch(name) for name in outputs if workspace.has(name)}
 
 
 @dataclass(frozen=True)
@@ -359,21 +410,11 @@ def compare_blobs_with_onnxruntime(
     """
     proto = load_onnx(onnx_model)
     graph_outputs = [o.name for o in proto.graph.output]
-    probe = ModelProto()
-    probe.CopyFrom(proto)
-    present = set(graph_outputs)
-    for node in probe.graph.node:
-        for name in node.output:
-            if name and name not in present:
-                probe.graph.output.append(onnx.ValueInfoProto(name=name))
-                present.add(name)
-    reference = run_onnxruntime(probe, feeds)
+    reference = run_onnxruntime(
+        _with_outputs(proto, [name for node in proto.graph.node for name in node.output]), feeds
+    )
     model = _as_exported(model)
     workspace = Workspace()
-    if model.init_net is not None:
-        run_net(model.init_net, workspace)
-    for name, value in _our_feeds(model, feeds).items():
-        workspace.feed(name, value)
     blobs: list[OutputDiff] = []
     first: Divergence | None = None
     net = model.predict_net
@@ -385,8 +426,7 @@ def compare_blobs_with_onnxruntime(
     writes = Counter(n for op in net for n in op.outputs)
     branch_written = {n for op in net for n in nested_access(op).writes}
     branch_written.update(name for name, count in writes.items() if count > 1)
-    for index, op in enumerate(net):
-        run_op(op, workspace, index=index, net=net)
+    for index, op in _run_ours(model, feeds, reference, workspace, rtol, atol):
         for name in op.outputs:
             if name in reference and name not in branch_written:
                 ours = workspace.fetch(name)
@@ -408,7 +448,7 @@ def compare_blobs_with_onnxruntime(
                 blobs.append(diff)
                 if not diff.ok and first is None:
                     first = Divergence(index, op.type, diff)
-    ours = {name: workspace.fetch(name) for name in net.external_outputs if workspace.has(name)}
+    ours = _outputs_of(model, workspace)
     wanted = {name: reference[name] for name in graph_outputs}
     ours = _matched(graph_outputs, model, ours)
     outputs = _diffs(wanted, ours, random, rtol, atol, int8_steps, per_output)
