@@ -477,7 +477,8 @@ class Edit:
         see)`` in the order the one-by-one loop of ``_resolve_values`` meets them, skipping
         removed ops. ``None`` when a read is rewired twice or belongs to a replaced op: the
         one-by-one loop then says which (an edit dropping 10^5 identities would otherwise
-        pay several view calls per read)."""
+        pay several view calls per read). A rewire of a value the net does not have is
+        refused here, as the loop refuses it."""
         rewires = self._rewires
         news = [targets[old] for old, _ in rewires]
         names = [self._renames.get(new, new[0]) for new in news]
@@ -485,7 +486,13 @@ class Edit:
         for new, producer in zip(news, producers, strict=True):
             if producer is None:
                 _refuse_missing_target(self._net, new, producer, view)
-        which, ops, positions = view.reads_of(view.keys_of([old for old, _ in rewires]))
+        olds = [old for old, _ in rewires]
+        old_keys = view.keys_of(olds)
+        which, ops, positions = view.reads_of(old_keys)
+        read = set(which)
+        for rewire, producer in enumerate(view.producers_of(old_keys)):
+            if producer is None and rewire not in read:
+                _refuse_missing_source(self._net, olds[rewire], view)
         removed = self._removed
         found: list[tuple[int, int, str, int | None]] = []
         seen: set[tuple[int, int]] = set()

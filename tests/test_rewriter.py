@@ -658,3 +658,26 @@ def test_a_blob_that_is_no_pair_or_no_value_is_refused_by_name() -> None:
     with net.edit() as edit:  # a numpy integer is a version (SSA arrays hand them out)
         edit.replace_all_uses_with(("c", np.int64(1)), ("b", np.int64(1)))
     assert net[3].inputs == ("b", "b")
+
+
+@pytest.mark.parametrize("bulk", [False, True], ids=["few", "bulk"])
+def test_a_rewire_of_a_value_the_net_does_not_have_is_refused_in_bulk_too(bulk: bool) -> None:
+    """Among 64 or more rewires (found in the view's arrays at once) a rewire of nothing was
+    silently dropped, where fewer rewires were refused."""
+    count = rewriter._BULK_REWIRES if bulk else 2
+    ops = [Op("Relu", [f"x{i}"], [f"a{i}"]) for i in range(count)]
+    ops += [Op("Sigmoid", [f"a{i}"], [f"b{i}"]) for i in range(count)]
+    net = Net(ops, [f"x{i}" for i in range(count)], [f"b{i}" for i in range(count)])
+    before = serialize_net(net)
+    net.ssa()  # the view the bulk path reads
+    missing = pytest.raises(IllegalRewriteError, match=r"cannot rewire the reads of zz@1: no op")
+    with missing, net.edit() as edit:
+        for i in range(count - 1):
+            edit.replace_all_uses_with((f"a{i}", 1), (f"x{i}", 0))
+        edit.replace_all_uses_with(("zz", 1), ("x0", 0))
+    assert serialize_net(net) == before
+    with net.edit() as edit:  # the declared inputs and what ops write are values
+        for i in range(count - 1):
+            edit.replace_all_uses_with((f"a{i}", 1), (f"x{i}", 0))
+        edit.replace_all_uses_with((f"x{count - 1}", 0), (f"x{count - 2}", 0))
+    assert net[2 * count - 2].inputs == (f"x{count - 2}",)
