@@ -23,6 +23,7 @@ except to read external tensor data.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
@@ -47,6 +48,7 @@ __all__ = [
     "OnnxTensor",
     "argument_from_attribute",
     "attribute_to_proto",
+    "external_file",
     "external_tensors",
     "model_from_onnx_bytes",
     "model_to_onnx_bytes",
@@ -209,10 +211,12 @@ TensorWriter = Callable[[str, Tensor], onnx.TensorProto | bytes]
 ``tensor_to_proto``, or one that moves data to external files)."""
 
 
-def _external_file(
+def external_file(
     proto: onnx.TensorProto, files: dict[str, ExternalFile], base: Path | None, path: Path | None
 ) -> ExternalFile:
-    """The external file ``proto`` points into, checked to lie inside the model's folder."""
+    """The external file ``proto`` points into, checked to lie inside the model's folder
+    (``files``: those met so far, by location as spelled after normalisation, so that
+    ``w.bin`` and ``./w.bin`` are one file)."""
     entries = {entry.key: entry.value for entry in proto.external_data}
     location = entries.get("location", "")
     if base is None:
@@ -221,7 +225,8 @@ def _external_file(
             f"initializer {proto.name!r} is stored as external data ({location!r}); load the "
             "model from its file so its folder is known",
         )
-    found = files.get(location)
+    key = os.path.normpath(location) if location and "\x00" not in location else location
+    found = files.get(key)
     if found is None:
         if "\x00" in location:
             raise SerdeError(
@@ -247,7 +252,7 @@ def _external_file(
                 f"initializer {proto.name!r}: external data location {location!r} lies outside "
                 f"the model's folder {base}; refusing to read it",
             )
-        found = files[location] = ExternalFile(base, location)
+        found = files[key] = ExternalFile(base, location)
     found.count += 1
     return found
 
@@ -729,7 +734,7 @@ def _initializers(parts: list[bytes], cx: _Context) -> dict[str, Tensor]:
     for data, head in zip(parts, heads, strict=True):
         if head.data_location == external:
             proto = onnx.TensorProto.FromString(data)
-            tensor = OnnxTensor(proto, _external_file(proto, cx.files, cx.base, cx.path))
+            tensor = OnnxTensor(proto, external_file(proto, cx.files, cx.base, cx.path))
         else:
             tensor = OnnxTensor.loaded(data, head.name, cx.path)
         initializers.setdefault(tensor.name, tensor)

@@ -4,7 +4,10 @@ A model is read from its file; the data of external tensors stays in their files
 tensor's values are asked for. Saving writes the model file and the external data files it
 refers to as one unit (``atomic.write_files``): a data file whose tensors are all still in the
 model, unchanged, is copied as it is (same locations, offsets and lengths, so an unchanged model
-keeps its layout); one that lost tensors is written again with only those kept. With
+keeps its layout); one that lost tensors is written again with only those kept, unless
+tensors the IR does not hold as initializers lie in it too (a Constant's value, a sparse
+initializer's parts, a function's tensors): then it is copied whole, as is a file only those
+point into. Locations are one file however spelled (``w.bin``, ``./w.bin``). With
 ``external_data=True`` every initializer of at least ``size_threshold`` bytes goes to
 ``<model file>.data`` instead. A location that would lie outside the output's folder is never
 written; a model over protobuf's 2 GB limit is refused with what to do.
@@ -13,8 +16,9 @@ written; a model over protobuf's 2 GB limit is refused with what to do.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from pathlib import Path
 
 import onnx
@@ -26,6 +30,7 @@ from graphtools.serde.netdef_io import read_bytes
 from graphtools.serde.onnx_codec import (
     ExternalFile,
     OnnxTensor,
+    external_file,
     external_tensors,
     model_from_onnx_bytes,
     model_to_onnx_bytes,
@@ -141,9 +146,17 @@ def onnx_model_files(
         writer = _AllExternal(path.name + ".data", size_threshold)
         data = model_to_onnx_bytes(model, writer)
         extra = writer.files(path.parent)
+        pinned = _untracked_external(data)
+        extra += _copied_whole(pinned, model, path.parent, {target for target, _ in extra})
     else:
         writer_fn, extra = _kept_external(model, path.parent)
         data = model_to_onnx_bytes(model, writer_fn)
+        pinned = _untracked_external(data)
+        if pinned:
+            writer_fn, extra = _kept_external(model, path.parent, pinned.keys())
+            data = model_to_onnx_bytes(model, writer_fn)
+            copied = {target for target, _ in extra}
+            extra += _copied_whole(pinned, model, path.parent, copied)
     if len(data) > PROTOBUF_LIMIT:
         raise SerdeError(
             path,
@@ -199,15 +212,16 @@ def _check_extents(file: ExternalFile, tensors: list[OnnxTensor], size: int) -> 
 
 
 def _read_range(file: ExternalFile, tensor: OnnxTensor) -> bytes:
-    """The bytes of ``tensor`` in ``file``, as its offset and length say."""
+    """The bytes of ``tensor`` in ``file``, as its offset and length say (no length: what its
+    type and shape need, the rest of the file only when that is not known)."""
     offset, length, needed = _extent(tensor)
+    wanted = length if length is not None else needed
     try:
         with file.path.open("rb") as handle:
             handle.seek(offset)
-            chunk = handle.read(-1 if length is None else length)
+            chunk = handle.read(-1 if wanted is None else wanted)
     except OSError as exc:
         raise SerdeError(file.path, f"cannot read external data: {exc.strerror or exc}") from exc
-    wanted = length if length is not None else needed
     if wanted is not None and len(chunk) < wanted:
         raise SerdeError(
             file.path,
@@ -218,10 +232,11 @@ def _read_range(file: ExternalFile, tensor: OnnxTensor) -> bytes:
 
 
 def _kept_external(
-    model: Model, folder: Path
+    model: Model, folder: Path, pinned: Set[str] = frozenset()
 ) -> tuple[Callable[[str, Tensor], onnx.TensorProto | bytes], list[tuple[Path, bytes]]]:
     """How to write the initializers of ``model`` into ``folder`` keeping their data where it
-    is, and the external data files to write."""
+    is, and the external data files to write. A file at a ``pinned`` location (normalised)
+    holds tensors the IR does not track: it is copied whole, never compacted."""
     by_file: dict[int, list[OnnxTensor]] = defaultdict(list)
     files: dict[int, ExternalFile] = {}
     for _, _, tensor in external_tensors(model):
@@ -234,7 +249,7 @@ def _kept_external(
         file = files[key]
         target = folder / file.location
         unique = {id(t): t for t in tensors}
-        if len(unique) == file.count:
+        if len(unique) == file.count or os.path.normpath(file.location) in pinned:
             if target.resolve() != file.path.resolve():
                 data = read_bytes(file.path)
                 _check_extents(file, list(unique.values()), len(data))
@@ -269,6 +284,81 @@ def _kept_external(
         return proto
 
     return write, written
+
+
+_LOCATION_KEY = b"\x0a\x08location"
+"""The serialised key of an external tensor's ``location`` entry: a model whose bytes hold
+none has no external tensor."""
+
+
+def _untracked_external(data: bytes) -> dict[str, onnx.TensorProto]:
+    """External tensors of the serialised model ``data`` the IR does not hold as initializers
+    (a Constant's value, a sparse initializer's parts, tensors of functions and training_info),
+    one per data file, by normalised location. Their offsets are only ever copied, so the files
+    they lie in are written whole (a cheap byte search skips models with no external data)."""
+    if _LOCATION_KEY not in data:
+        return {}
+    found: dict[str, onnx.TensorProto] = {}
+    for tensor in _untracked_tensors(onnx.ModelProto.FromString(data)):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            entries = {entry.key: entry.value for entry in tensor.external_data}
+            location = entries.get("location", "")
+            found.setdefault(os.path.normpath(location) if location else location, tensor)
+    return found
+
+
+def _untracked_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor of ``model`` but the dense initializers of its graph and of the graphs
+    nested in its nodes (those the IR holds)."""
+    yield from _graph_tensors(model.graph, initializers=False)
+    for function in model.functions:
+        yield from _node_tensors(function.node)
+    for info in model.training_info:
+        yield from _graph_tensors(info.algorithm, initializers=True)
+        yield from _graph_tensors(info.initialization, initializers=True)
+
+
+def _graph_tensors(graph: onnx.GraphProto, *, initializers: bool) -> Iterator[onnx.TensorProto]:
+    if initializers:
+        yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield from (sparse.values, sparse.indices)
+    yield from _node_tensors(graph.node)
+
+
+def _node_tensors(nodes: Iterable[onnx.NodeProto]) -> Iterator[onnx.TensorProto]:
+    for node in nodes:
+        for attribute in node.attribute:
+            if attribute.HasField("t"):
+                yield attribute.t
+            yield from attribute.tensors
+            for sparse in (
+                *([attribute.sparse_tensor] if attribute.HasField("sparse_tensor") else []),
+                *attribute.sparse_tensors,
+            ):
+                yield from (sparse.values, sparse.indices)
+            for graph in (
+                *([attribute.g] if attribute.HasField("g") else []),
+                *attribute.graphs,
+            ):
+                yield from _graph_tensors(graph, initializers=False)
+
+
+def _copied_whole(
+    pinned: Mapping[str, onnx.TensorProto], model: Model, folder: Path, written: Set[Path]
+) -> list[tuple[Path, bytes]]:
+    """The data files at ``pinned`` locations not ``written`` yet, copied whole from beside
+    the loaded model into ``folder`` (none when that is where they are)."""
+    copies: list[tuple[Path, bytes]] = []
+    source = model.predict_path
+    for location, tensor in pinned.items():
+        target = folder / location
+        if target in written:
+            continue
+        file = external_file(tensor, {}, None if source is None else source.parent, source)
+        if target.resolve() != file.path.resolve():
+            copies.append((target, read_bytes(file.path)))
+    return copies
 
 
 def _size_of(file: ExternalFile) -> int:

@@ -1,0 +1,157 @@
+"""External data the IR does not hold as initializers, and unusual spellings of it, written
+back so that onnxruntime loads the result and computes what the input computed: a Constant's
+value and a sparse initializer's parts in a data file (copied whole, never compacted), a
+tensor without a ``length`` entry, one file named ``w.bin`` and ``./w.bin``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, external_data_helper, helper, numpy_helper
+
+from graphtools.pass_infra import PassManager
+from graphtools.serde.onnx_io import load_onnx_model, save_onnx_model
+
+
+def _outputs(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def _rewritten(source: Path, target: Path, pipeline: str = "default") -> Path:
+    """``source`` loaded, run through ``pipeline`` and saved to ``target``."""
+    model = load_onnx_model(source)
+    PassManager.parse(pipeline)(model)
+    target.parent.mkdir(exist_ok=True)
+    return save_onnx_model(model, target, replace_data=target == source)
+
+
+def _model(nodes: list, initializers: list, size: int, **graph: object) -> onnx.ModelProto:
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [size])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [size])]
+    made = helper.make_graph(nodes, "g", inputs, outputs, initializer=initializers, **graph)
+    return helper.make_model(made, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _constant_model(folder: Path, *, with_dead_weight: bool) -> Path:
+    """``y = (x + c) * w`` with the Constant ``c`` (and ``w``, and a weight nobody reads)
+    in ``m.bin``, as ``onnx.save(convert_attribute=True)`` writes them."""
+    constant = numpy_helper.from_array(np.full(300, 3.0, np.float32), "cv")
+    nodes = [
+        helper.make_node("Constant", [], ["c"], value=constant),
+        helper.make_node("Add", ["x", "c"], ["s"]),
+        helper.make_node("Mul", ["s", "w"], ["y"]),
+    ]
+    weights = [numpy_helper.from_array(np.arange(300, dtype=np.float32), "w")]
+    if with_dead_weight:
+        weights.insert(0, numpy_helper.from_array(np.ones(1000, np.float32), "unused"))
+    folder.mkdir()
+    onnx.save(
+        _model(nodes, weights, 300),
+        folder / "m.onnx",
+        save_as_external_data=True,
+        location="m.bin",
+        size_threshold=100,
+        convert_attribute=True,
+    )
+    return folder / "m.onnx"
+
+
+X300 = {"x": np.linspace(-1, 1, 300, dtype=np.float32)}
+
+
+@pytest.mark.parametrize("where", ["other-folder", "in-place"])
+def test_a_constants_external_data_survives_a_removed_weight_in_its_file(
+    tmp_path: Path, where: str
+) -> None:
+    source = _constant_model(tmp_path / "in", with_dead_weight=True)
+    expected = _outputs(source, X300)
+    target = tmp_path / "out" / "m.onnx" if where == "other-folder" else source
+    written = _rewritten(source, target)
+    onnx.checker.check_model(str(written), full_check=True)
+    assert [
+        i.name for i in onnx.load(str(written), load_external_data=False).graph.initializer
+    ] == ["w"]
+    np.testing.assert_array_equal(_outputs(written, X300)[0], expected[0])
+
+
+def test_a_file_only_a_constant_points_into_is_written_beside_the_output(tmp_path: Path) -> None:
+    source = _constant_model(tmp_path / "in", with_dead_weight=False)
+    model = onnx.load(str(source), load_external_data=False)
+    for tensor in model.graph.initializer:  # w inline: only the Constant's data is external
+        external_data_helper.load_external_data_for_tensor(tensor, str(source.parent))
+        tensor.data_location = TensorProto.DEFAULT
+        del tensor.external_data[:]
+    onnx.save(model, str(source))
+    written = _rewritten(source, tmp_path / "out" / "m.onnx", pipeline="")
+    assert (written.parent / "m.bin").read_bytes() == (source.parent / "m.bin").read_bytes()
+    np.testing.assert_array_equal(_outputs(written, X300)[0], _outputs(source, X300)[0])
+
+
+def test_a_sparse_initializers_external_data_is_written_beside_the_output(tmp_path: Path) -> None:
+    values = numpy_helper.from_array(np.arange(1, 129, dtype=np.float32), "sp_values")
+    indices = numpy_helper.from_array(np.arange(0, 256, 2, dtype=np.int64), "sp_indices")
+    sparse = helper.make_sparse_tensor(values, indices, [256])
+    model = _model([helper.make_node("Add", ["x", "sp"], ["y"])], [], 256)
+    sparse.values.name = "sp"
+    model.graph.sparse_initializer.append(sparse)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for tensor in (model.graph.sparse_initializer[0].values,):
+        external_data_helper.set_external_data(tensor, "sp.bin")
+        (folder / "sp.bin").write_bytes(tensor.raw_data)
+        tensor.ClearField("raw_data")
+    onnx.save(model, str(folder / "m.onnx"))
+    x = {"x": np.ones(256, np.float32)}
+    written = _rewritten(folder / "m.onnx", tmp_path / "out" / "m.onnx", pipeline="")
+    assert (written.parent / "sp.bin").is_file()
+    np.testing.assert_array_equal(_outputs(written, x)[0], _outputs(folder / "m.onnx", x)[0])
+
+
+def _two_weights_in_one_file(folder: Path, locations: tuple[str, str, str], lengths: bool) -> Path:
+    """``y = x * a + b`` with ``a``, ``b`` and a dead weight in ``w.bin`` at the given
+    spellings of its location, with or without ``length`` entries."""
+    arrays = {
+        "dead": np.full(256, 7.0, np.float32),
+        "a": np.arange(256, dtype=np.float32),
+        "b": np.full(256, 0.5, np.float32),
+    }
+    folder.mkdir()
+    tensors, offset = [], 0
+    with (folder / "w.bin").open("wb") as handle:
+        for (name, array), location in zip(arrays.items(), locations, strict=True):
+            tensor = numpy_helper.from_array(array, name)
+            handle.write(tensor.raw_data)
+            size = len(tensor.raw_data)
+            external_data_helper.set_external_data(
+                tensor, location, offset=offset, length=size if lengths else None
+            )
+            tensor.ClearField("raw_data")
+            tensors.append(tensor)
+            offset += size
+    nodes = [helper.make_node("Mul", ["x", "a"], ["m"]), helper.make_node("Add", ["m", "b"], ["y"])]
+    onnx.save(_model(nodes, tensors, 256), str(folder / "m.onnx"))
+    return folder / "m.onnx"
+
+
+@pytest.mark.parametrize(
+    ("locations", "lengths"),
+    [
+        (("w.bin", "w.bin", "w.bin"), False),
+        (("w.bin", "./w.bin", "w.bin"), True),
+        (("./w.bin", "w.bin", "./w.bin"), False),
+    ],
+    ids=["no-length", "two-spellings", "both"],
+)
+def test_a_compacted_data_file_keeps_every_weights_values(
+    tmp_path: Path, locations: tuple[str, str, str], lengths: bool
+) -> None:
+    source = _two_weights_in_one_file(tmp_path / "in", locations, lengths)
+    x = {"x": np.linspace(-2, 2, 256, dtype=np.float32)}
+    written = _rewritten(source, tmp_path / "out" / "m.onnx")
+    onnx.checker.check_model(str(written), full_check=True)
+    assert (written.parent / "w.bin").stat().st_size == 2 * 256 * 4  # the dead weight left
+    np.testing.assert_array_equal(_outputs(written, x)[0], _outputs(source, x)[0])
