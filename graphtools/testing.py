@@ -173,12 +173,20 @@ def _diff(name: str, before: Any, after: Any, rtol: float, atol: float) -> Outpu
         delta = np.where(both_nan, 0.0, np.abs(a64 - b64))
         nonzero = a64 != 0
         rel = np.where(nonzero, delta / np.where(nonzero, np.abs(a64), 1.0), 0.0)
-        close = np.isclose(b64, a64, rtol=rtol, atol=atol, equal_nan=True)
+        if a.dtype.kind in "iub":
+            exact = _integer_distance(a, b)
+            close = exact <= int(atol)
+            delta = exact.astype(np.float64)
+        else:
+            close = np.isclose(b64, a64, rtol=rtol, atol=atol, equal_nan=True)
     finite = delta[np.isfinite(delta)]
     histogram: tuple[tuple[int, ...], tuple[float, ...]] = ((), ())
     if finite.size:
-        counts, edges = np.histogram(finite, bins=_BINS)
-        histogram = (tuple(int(c) for c in counts), tuple(float(e) for e in edges))
+        try:
+            counts, edges = np.histogram(finite, bins=_BINS)
+            histogram = (tuple(int(c) for c in counts), tuple(float(e) for e in edges))
+        except ValueError:  # one value too large for bins of its spread (2**64 - 1, say)
+            histogram = ((finite.size,), (float(finite.min()), float(finite.max())))
     mismatches = int(a.size - np.count_nonzero(close))
     return OutputDiff(
         name,
@@ -195,6 +203,18 @@ def _diff(name: str, before: Any, after: Any, rtol: float, atol: float) -> Outpu
         rtol,
         atol,
         histogram,
+    )
+
+
+def _integer_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``|a - b|`` of two integer (or bool) arrays of one dtype, exactly, as uint64: indices,
+    ids and counts are compared in whole units, never through float64 (which rounds above
+    2**53), and a relative tolerance does not apply to them."""
+    wide = np.uint64 if a.dtype.kind == "u" else np.int64
+    x, y = a.astype(wide), b.astype(wide)
+    # modulo 2**64 the difference of the larger and the smaller is exact
+    return np.where(
+        x >= y, x.astype(np.uint64) - y.astype(np.uint64), y.astype(np.uint64) - x.astype(np.uint64)
     )
 
 
@@ -335,6 +355,8 @@ def compare_outputs(
     """Compare two ``{output name: value}`` results; an output in only one is a failed entry.
 
     ``per_output`` gives ``(rtol, atol)`` for named outputs, overriding ``rtol``/``atol``.
+    Integer and bool outputs are compared exactly, in whole units: within ``int(atol)``
+    (``rtol`` does not apply; Int8 values within their steps, say), never through floats.
     """
     diffs = []
     for name, value in out_before.items():

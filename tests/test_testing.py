@@ -11,6 +11,7 @@ from graphtools.ir import Model, Net, Op
 from graphtools.testing import (
     assert_models_equivalent,
     compare_models,
+    compare_outputs,
     make_feeds,
     model_inputs,
     random_params,
@@ -215,3 +216,24 @@ def test_random_params_name_the_op_whose_constraints_cannot_be_met() -> None:
     # Mul broadcasts, so unequal channel counts are left to numpy.
     scaled = Net([Op("Mul", ["data", "gate"], ["y"])], ["data", "gate"], ["y"])
     assert random_params(scaled, {"data": (1, 3, 2, 2), "gate": (1, 1, 2, 2)}) == {}
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "atol", "equal"),
+    [
+        (np.int64([2**60]), np.int64([2**60 + 1]), 0.0, False),  # float64 rounds them equal
+        (np.int64([1_000_000]), np.int64([1_000_010]), 1e-6, False),  # rtol does not apply
+        (np.int64([-(2**63)]), np.int64([2**63 - 1]), 0.0, False),  # no overflow
+        (np.uint64([2**64 - 1]), np.uint64([0]), 0.0, False),
+        (np.int32([5, -7]), np.int32([5, -7]), 0.0, True),
+        (np.uint8([10, 200]), np.uint8([11, 199]), 1.0, True),  # within one whole unit
+        (np.uint8([10, 200]), np.uint8([12, 200]), 1.0, False),
+        (np.bool_([True, False]), np.bool_([True, True]), 1e-6, False),
+    ],
+)
+def test_integer_outputs_compare_exactly_in_whole_units(
+    before: np.ndarray, after: np.ndarray, atol: float, equal: bool
+) -> None:
+    (diff,) = compare_outputs({"y": before}, {"y": after}, rtol=1e-5, atol=atol)
+    assert diff.ok is equal, diff
+    assert (diff.mismatches == 0) is equal
