@@ -9,7 +9,8 @@ is *used* when a top-level predict_net op reads its initial value (version 0), a
 params leave the init_net (their fill ops, when every blob the op fills is unused and no kept
 init op reads it), its external outputs, and the predict_net's external inputs. An ONNX
 initializer that is also a graph input a user may feed (IR 4 and later) is part of the
-model's interface and stays.
+model's interface and stays, and so does one an ONNX model's ``training_info`` reads (a
+training step's learning rate, say).
 
 Example (``w_old`` is filled but never read)::
 
@@ -28,7 +29,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from graphtools.dialects import op_table
+from graphtools.dialects import op_table, read_outside_graph
 from graphtools.ir import Model, Net
 from graphtools.nested import nested_accesses
 from graphtools.pass_infra import Pass, PassResult, register_pass
@@ -53,7 +54,7 @@ def unused_params(model: Model) -> list[str]:
     candidates = [*params, *net.initializers]
     # Flags, not a set of the read names: a net holds a param per op, and only the unread
     # few are then looked up (in the small sets of outputs and nested reads).
-    spared = outputs | nested_reads
+    spared = outputs | nested_reads | read_outside_graph(model)
     constants = op_table(model).constants(net)
     if len(constants) != len(net.initializers):  # a graph input a user may feed stays one
         spared.update(name for name in net.initializers if name not in constants)

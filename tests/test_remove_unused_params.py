@@ -82,3 +82,41 @@ def test_unused_initializer_of_a_zoo_model_goes() -> None:
     assert not names & set(queue) and not set(queue) & set(model.predict_net.external_inputs)
     x = np.random.default_rng(0).standard_normal((1, 3, 224, 224), dtype=np.float32)
     assert_models_equivalent(before, model, {"gpu_0/data_0": x})
+
+
+def test_an_initializer_only_training_info_reads_stays(tmp_path: Path) -> None:
+    """A learning rate the model's training step reads, and no node, is a used param."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from graphtools.serde.onnx_io import load_onnx_model, save_onnx_model
+
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "w"], ["y"])],
+        "main",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        initializer=[
+            numpy_helper.from_array(np.ones(4, np.float32), "w"),
+            numpy_helper.from_array(np.array(0.1, np.float32), "lr"),
+            numpy_helper.from_array(np.array(0.2, np.float32), "unused"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    step = model.training_info.add()
+    step.algorithm.CopyFrom(
+        helper.make_graph(
+            [helper.make_node("Mul", ["w", "lr"], ["w_new"])],
+            "sgd_step",
+            [],
+            [helper.make_tensor_value_info("w_new", TensorProto.FLOAT, [4])],
+        )
+    )
+    step.update_binding.add(key="w", value="w_new")
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    loaded = load_onnx_model(tmp_path / "m.onnx")
+    assert unused_params(loaded) == ["unused"]
+    PassManager([RemoveUnusedParams()])(loaded)
+    saved = onnx.load(str(save_onnx_model(loaded, tmp_path / "out.onnx")))
+    assert [t.name for t in saved.graph.initializer] == ["w", "lr"]
+    onnx.checker.check_model(saved, full_check=True)

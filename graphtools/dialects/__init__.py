@@ -10,11 +10,14 @@ onnxruntime (or ``onnx.reference``) to evaluate.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 from graphtools._core import CAFFE2, ONNX
 from graphtools.dialects.base import OpTable
 from graphtools.ir import Model, Net
 
-__all__ = ["OpTable", "op_table"]
+__all__ = ["OpTable", "op_table", "read_outside_graph"]
 
 
 def op_table(model: Model | Net) -> OpTable:
@@ -43,3 +46,29 @@ def _function_ids(model: Model) -> frozenset[tuple[str, str]]:
     """``(domain, name)`` of the model-local functions an ONNX model defines."""
     functions = getattr(model.header, "functions", ())
     return frozenset((f.domain, f.name) for f in functions)
+
+
+def read_outside_graph(model: Model) -> frozenset[str]:
+    """Names of ``model``'s main graph that something besides its nodes reads: an ONNX
+    model's ``training_info`` (its algorithm and initialization graphs' nodes, nested graphs
+    included, and the names its bindings update). A pass must keep such a value (an
+    initializer no node reads may be a training step's learning rate)."""
+    infos = getattr(model.header, "training_info", ())
+    names: set[str] = set()
+    for info in infos:
+        for graph in (info.algorithm, info.initialization):
+            names.update(_graph_reads(graph))
+        names.update(binding.key for binding in info.update_binding)
+        names.update(binding.key for binding in info.initialization_binding)
+    return frozenset(names)
+
+
+def _graph_reads(graph: Any) -> Iterator[str]:
+    """The names the nodes of a GraphProto read, its nested graphs' included."""
+    for node in graph.node:
+        yield from node.input
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                yield from _graph_reads(attribute.g)
+            for nested in attribute.graphs:
+                yield from _graph_reads(nested)
