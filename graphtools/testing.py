@@ -396,15 +396,28 @@ def bisect_pipeline(
     rtol: float = 1e-5,
     atol: float = 1e-6,
     seed: int = 0,
+    per_output: Mapping[str, tuple[float, float]] | None = None,
+    names: Sequence[str] | None = None,
 ) -> BisectResult | None:
     """Rerun ``manager``'s pipeline pass by pass on a copy of ``model`` and name the first pass
-    after which the executor's outputs differ from the original's; ``None`` when none does."""
-    reference = run_model(model, _feeds_for(model, feeds), seed=seed)
+    after which the executor's outputs differ from the original's; ``None`` when none does.
+
+    The outputs and tolerances are the verdict's: ``names`` (blobs to compare, as
+    ``run_after`` takes them; the declared outputs when ``None``) and ``per_output`` (as
+    ``compare_outputs`` takes it)."""
+    if names is None:
+        reference = run_model(model, _feeds_for(model, feeds), seed=seed)
+    else:
+        reference = run_after(model, model, feeds, seed=seed, names=names)
     return first_diverging_pass(
         model,
         manager,
         lambda current: compare_outputs(
-            reference, _run_matched(model, current, feeds, seed), rtol=rtol, atol=atol
+            reference,
+            run_after(model, current, feeds, seed=seed, names=names),
+            rtol=rtol,
+            atol=atol,
+            per_output=per_output,
         ),
     )
 

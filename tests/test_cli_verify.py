@@ -408,3 +408,56 @@ def test_saved_int8_inputs_feed_back_as_int8(
         assert all(v.dtype == np.uint8 for v in inputs.values())
         expected = run_onnxruntime(onnx.load(str(exported)), inputs)["conv_out"]
         np.testing.assert_array_equal(got["conv_out"], expected)
+
+
+@dataclass(frozen=True)
+class NudgeScale(Pass):
+    """A pass moving every Scale's output by 0.1% (within a per-output rtol of 1e-2)."""
+
+    name: ClassVar[str] = "nudge-scale"
+
+    def call(self, model: Model) -> PassResult:
+        net = model.predict_net
+        scales = {i for i, op in enumerate(net) if op.type == "Scale"}
+        net.set_ops(
+            op.replace(args={"scale": 1.001}) if i in scales else op for i, op in enumerate(net.ops)
+        )
+        return PassResult(model, bool(scales), {})
+
+
+def _saved_pair(tmp_path: Path, ops: list[Op], outputs: list[str]) -> Path:
+    folder = tmp_path / "pair"
+    save_model(Model(Net(ops, ["x"], outputs, name="net"), Net([], name="init")), folder)
+    (folder / "shapes.txt").write_text("x=2x3\n")
+    return folder
+
+
+def test_verify_bisect_uses_the_per_output_tolerances_of_the_verdict(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The nudge stays within p's own rtol; the Relu made a Sigmoid breaks q."""
+    publish_passes(
+        monkeypatch,
+        {"BreakRelu": BreakRelu, "NudgeScale": NudgeScale},
+        **{"break-relu": f"{PLUGIN}:BreakRelu", "nudge-scale": f"{PLUGIN}:NudgeScale"},
+    )
+    ops = [Op("Scale", ["x"], ["p"], args={"scale": 1.0}), Op("Relu", ["x"], ["q"])]
+    pair = _saved_pair(tmp_path, ops, ["p", "q"])
+    pipeline = "nudge-scale,break-relu"
+    code, out, _ = run_cli(capsys, "verify", str(pair), "-p", pipeline, "--rtol", "p:1e-2")
+    assert code == 1 and _table_rows(out)["p"][1] == "yes"
+    code, out, _ = run_cli(
+        capsys, "verify", str(pair), "-p", pipeline, "--rtol", "p:1e-2", "--bisect"
+    )
+    assert code == 1
+    assert "first pass that changed the outputs: break-relu (round 1)\n" in out
+
+
+def test_verify_bisect_of_a_net_declaring_no_outputs_names_the_pass(
+    capsys: pytest.CaptureFixture[str], broken_plugin: None, tmp_path: Path
+) -> None:
+    """Such a net is compared on the blobs it never reads; bisect compares the same."""
+    pair = _saved_pair(tmp_path, [Op("Relu", ["x"], ["r"]), Op("Scale", ["r"], ["y"])], [])
+    code, out, _ = run_cli(capsys, "verify", str(pair), "-p", "break-relu", "--bisect")
+    assert code == 1 and "outputs differ" in out
+    assert "first pass that changed the outputs: break-relu (round 1)\n" in out

@@ -251,7 +251,7 @@ def verify_one(
         _save(Path(settings["save_outputs"]), synthesis)
     if report.verdict == "differ" and settings["bisect"] and loaded is None:
         found = bisect_pipeline(
-            before, manager, synthesis.feeds, rtol=rtol, atol=atol, seed=settings["seed"]
+            before, manager, synthesis.feeds, seed=settings["seed"], names=names, **tolerances
         )
         report.bisect = _bisect_data(found)
     return report
