@@ -2,7 +2,8 @@
 ``Identity``, ``Alias``, ``AliasWithName`` and test-mode ``Dropout``, ONNX's ``Identity`` and
 inference-mode ``Dropout`` (whose masks nobody reads), and the op types of the ``types``
 option. Which can go, and how an external output keeps its name:
-``graphtools.analysis.identities``.
+``graphtools.analysis.identities`` (in a net declaring no outputs, one writing a blob nobody
+reads stays: that blob is what the net's users fetch).
 
 Example (external output ``y``)::
 

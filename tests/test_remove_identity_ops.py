@@ -157,3 +157,23 @@ def test_plain_identities_are_dropped_as_the_full_checks_would(net: Net) -> None
         checked = _found(net.copy())
     assert fast == checked
     _check_values_interface_and_fixpoint(net)
+
+
+def test_a_net_declaring_no_outputs_keeps_the_identities_writing_what_it_is_fetched_from() -> None:
+    """Its users fetch the blobs it never reads (verify compares those): a trailing Identity
+    or test-mode Dropout writes one; an Identity in the middle still goes."""
+    net = Net(
+        [
+            Op("Relu", ["x"], ["a"]),
+            Op("Identity", ["a"], ["b"]),
+            Op("Sigmoid", ["b"], ["c"]),
+            Op("Dropout", ["c"], ["out", "mask"], args={"is_test": 1}),
+        ],
+        ["x"],
+        [],
+    )
+    model = Model(net)
+    assert RemoveIdentityOps()(model).modified
+    assert [op.type for op in model.predict_net] == ["Relu", "Sigmoid", "Dropout"]
+    assert model.predict_net[1].inputs == ("a",)
+    assert model.predict_net[2].outputs == ("out", "mask")

@@ -9,7 +9,8 @@ When ``y@w`` is an external output the net's interface keeps its name: the *valu
 takes the name ``y`` instead (its producer writes ``y``, its readers read ``y``), which needs
 ``x@v`` to have a producer and not be an output itself, and ``y`` to have no other value in
 the net. Chains of identities collapse onto their first input. An identity that cannot go
-is kept; names used inside nested nets are left alone.
+is kept; names used inside nested nets are left alone. A net declaring no outputs is fetched
+from the blobs it never reads (verify compares those): an identity writing one stays.
 """
 
 from __future__ import annotations
@@ -93,6 +94,13 @@ def find_identity_ops(
     if not found:  # the common case once a pipeline removed them: no view, no sets built
         return IdentityRemoval(frozenset(), (), ())
     view = net.ssa()
+    if not net.external_outputs:
+        # A net declaring no outputs is fetched from the blobs it never reads (as verify
+        # compares it): an identity writing one of those stays, as remove-dead-ends keeps
+        # every op of such a net.
+        found = [i for i in found if all(map(view.readers, view.output_keys(i)))]
+        if not found:
+            return IdentityRemoval(frozenset(), (), ())
     nested = names_in_nested_nets(net)
     reads, outputs, plain = view.pass_through_keys(found)
     if nested:
