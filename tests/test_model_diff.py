@@ -112,3 +112,18 @@ def test_removed_identities_are_blamed_not_the_op_that_stays() -> None:
     scale, sigmoid = change.changed
     assert (scale.before, scale.rewired, scale.args) == (2, [(0, "b@1", "a@1")], [])
     assert (sigmoid.before, sigmoid.rewired, sigmoid.args) == (4, [(0, "c@2", "c@1")], [])
+
+
+def test_a_list_argument_differing_after_the_items_shown_is_a_change() -> None:
+    """Lists are shown cut after 8 items: a weight changed after them was taken for equal;
+    a NaN, not equal to itself, stays no change."""
+    values = [0.5] * 18
+    changed = [*values[:11], 9.0, *values[12:]]
+    fill = "GivenTensorFill"
+    before = _net(Op(fill, [], ["w"], args={"values": values, "shape": [18]}))
+    after = _net(Op(fill, [], ["w"], args={"values": changed, "shape": [18]}))
+    (op,) = diff_nets(before, after).changed
+    (arg,) = op.args
+    assert arg.name == "values" and arg.before != arg.after and "#" in arg.before
+    nan = _net(Op(fill, [], ["w"], args={"values": [float("nan")] * 9, "shape": [9]}))
+    assert not diff_nets(nan, nan.copy()).changed

@@ -24,7 +24,7 @@ from collections.abc import Hashable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from graphtools.ir import Argument, Model, Net, Op
+from graphtools.ir import Model, Net, Op
 from graphtools.printer import (
     argument_digest,
     format_arg_value,
@@ -245,7 +245,8 @@ class _Matcher:
 
 def _args(a: Op, b: Op) -> list[ArgChange]:
     """The arguments that differ by value; those the dump shows alike (a tensor or a nested
-    net in brief) carry a digest of their content, so the two texts show that they differ."""
+    net in brief, a list cut after its first items) carry a digest of their content, so the
+    two texts show that they differ."""
     left = {arg.name or "": arg for arg in a.args}
     right = {arg.name or "": arg for arg in b.args}
     changes = []
@@ -257,16 +258,13 @@ def _args(a: Op, b: Op) -> list[ArgChange]:
         after = None if second is None else format_arg_value(second)
         if before == after:
             assert first is not None and second is not None
-            if not _holds_data(first):
-                continue  # scalars shown alike are alike (a NaN is not equal to itself)
-            before = f"{before} #{argument_digest(first)}"
-            after = f"{after} #{argument_digest(second)}"
+            digests = argument_digest(first), argument_digest(second)
+            if digests[0] == digests[1]:
+                continue  # the same content (a NaN is not equal to itself)
+            before = f"{before} #{digests[0]}"
+            after = f"{after} #{digests[1]}"
         changes.append(ArgChange(name, before, after))
     return changes
-
-
-def _holds_data(arg: Argument) -> bool:
-    return bool(arg.t is not None or arg.n is not None or arg.tensors or arg.nets or arg.qtensors)
 
 
 def _device(net: Net, op: Op) -> str:
