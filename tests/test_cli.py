@@ -12,7 +12,7 @@ from conftest import FIXTURES, assert_one_error_line, run_cli
 
 from graphtools.cli import main
 from graphtools.printer import print_model, print_net
-from graphtools.serde import load_model_dir, load_net, parse_netdef
+from graphtools.serde import load_model_dir, load_net, parse_netdef, save_model
 from graphtools.serde.codec import net_from_netdef
 
 TINY = FIXTURES / "models" / "tiny_export"
@@ -269,3 +269,38 @@ def test_console_script(tmp_path: Path) -> None:
     )
     assert (failed.returncode, failed.stdout) == (2, "")
     assert_one_error_line(failed.stderr, str(missing))
+
+
+def _binary_pair_and_onnx(tmp_path: Path) -> tuple[Path, Path]:
+    """The tiny export as a binary pair and as an ONNX model, in ``tmp_path``."""
+    pair = tmp_path / "pair"
+    save_model(load_model_dir(FIXTURES / "models" / "tiny_export"), pair, text=False)
+    shutil.copy(FIXTURES / "models" / "tiny_export" / "shapes.txt", pair)
+    model = tmp_path / "m.onnx"
+    assert main(["export-onnx", str(pair), "-o", str(model), "-q"]) == 0
+    return pair, model
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["extract", "{onnx}", "--inputs", "pool1", "--outputs", "prob", "-o", "{onnx}"],
+        ["extract", "{pair}", "--inputs", "pool1_cpu", "--outputs", "prob", "-o", "{pair}"],
+        ["export-onnx", "{pair}", "-o", "{pair}/predict_net.pb"],
+        ["verify", "{onnx}", "--save-outputs", "{onnx}"],
+        ["verify", "{pair}", "--save-outputs", "{pair}/init_net.pb"],
+    ],
+    ids=["extract-onnx", "extract-pair", "export-onnx", "verify-onnx", "verify-pair"],
+)
+def test_no_command_writes_over_its_input(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: list[str]
+) -> None:
+    """Only run --in-place writes over a model: a slip of -o or --save-outputs is refused."""
+    pair, model = _binary_pair_and_onnx(tmp_path)
+    files = [*pair.iterdir(), model]
+    before = {path: path.read_bytes() for path in files}
+    argv = [part.format(pair=pair, onnx=model) for part in command]
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert_one_error_line(err, "refusing to overwrite the input")
+    assert {path: path.read_bytes() for path in files} == before

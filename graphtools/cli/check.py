@@ -35,6 +35,7 @@ from graphtools.cli.common import (
     parse_name_list,
     read_shapes,
     record_data,
+    refuse_overwriting_input,
     report_records,
     set_outputs,
     tolerances_by_name,
@@ -181,6 +182,9 @@ def verify_one(
 ) -> VerifyReport:
     """Verify one model (see the module docstring); ``settings`` holds the options."""
     model = load_input(path, init, no_init=settings["no_init"], out=out)
+    if settings["save_outputs"]:
+        saved = [Path(settings["save_outputs"])]
+        refuse_overwriting_input(model, saved, "name another --save-outputs file")
     if model.dialect == ONNX:
         return _verify_onnx(model, path, settings, out)
     if settings["outputs"]:

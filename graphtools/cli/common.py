@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from rich.console import Console
 from rich.table import Table
 
-from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file
+from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file, model_files
 from graphtools.errors import SerdeError, UsageError
 from graphtools.ir import Model
 from graphtools.serde import find_model_files, load_model
@@ -51,6 +51,7 @@ __all__ = [
     "parse_shape_items",
     "read_shapes",
     "record_data",
+    "refuse_overwriting_input",
     "report_records",
     "set_outputs",
     "shapes_file",
@@ -235,6 +236,17 @@ def load_input(
     if found is not None and _check_not_empty(found, "init_net") and out is not None:
         out.warn(f"init_net {found} is empty: the model gets no parameters from it")
     return load_model(predict, found, allow_empty=True)
+
+
+def refuse_overwriting_input(model: Model, targets: Iterable[Path], instead: str) -> None:
+    """Refuse (``UsageError``) to write any of ``targets`` over a file ``model`` was loaded
+    from: its predict_net and init_net, an ONNX model's external data; ``instead`` says
+    what to do (``name another -o file``)."""
+    inputs = set(model_files(model))
+    inputs.update(p.resolve() for p in (model.predict_path, model.init_path) if p is not None)
+    for target in targets:
+        if Path(target).resolve() in inputs:
+            raise UsageError(f"refusing to overwrite the input {target}; {instead}")
 
 
 def output_folder(value: str) -> Path:

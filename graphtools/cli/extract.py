@@ -19,11 +19,12 @@ from graphtools.cli.common import (
     load_input,
     output_folder,
     parse_name_list,
+    refuse_overwriting_input,
     shapes_text,
     typing_shapes,
 )
 from graphtools.errors import SerdeError
-from graphtools.serde import save_model
+from graphtools.serde import model_output_paths, save_model
 from graphtools.serde.atomic import atomic_write_bytes
 
 __all__ = ["HANDLERS"]
@@ -58,6 +59,8 @@ def _extract_pair(
 
     folder = output_folder(target)
     model = load_input(source, options.init, no_init=options.no_init, out=out)
+    planned = model_output_paths(model, folder, text=options.text)
+    refuse_overwriting_input(model, planned, "name another -o folder")
     shapes, where = typing_shapes(model, source, options.shapes)
     result = extract_pair(model, inputs, outputs, shapes)
     plan = result.plan
@@ -103,6 +106,8 @@ def _extract_onnx(
         )
     if options.shapes or options.init or options.no_init or options.text:
         raise UsageError("--shapes, --init, --no-init and --text are for pairs, not ONNX models")
+    if Path(target).resolve() == Path(source).resolve():
+        raise UsageError(f"refusing to overwrite the input {target}; name another -o file")
     extracted = extract_onnx(source, inputs, outputs)
     for value in extracted.graph.input:
         dims = [

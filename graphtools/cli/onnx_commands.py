@@ -30,6 +30,7 @@ from graphtools.cli.common import (
     output_folder,
     parse_name_list,
     read_shapes,
+    refuse_overwriting_input,
     report_records,
     set_outputs,
     shapes_file,
@@ -502,6 +503,7 @@ def _cmd_export_onnx(options: argparse.Namespace) -> int:
             f"{options.input} is an ONNX model already: export-onnx converts a Caffe2 pair "
             "(to rewrite an ONNX model: run MODEL.onnx -o OUT.onnx)"
         )
+    refuse_overwriting_input(model, [Path(options.output)], "name another -o file")
     if not options.random_params:
         shapes, _ = read_shapes(model, options.input, options.shapes)
         _refuse_missing_weights(model, model_input_names(model)[0], shapes)
