@@ -93,3 +93,20 @@ def test_batch_names_are_the_paths_under_the_folder_given(tmp_path: Path) -> Non
     assert [r.name for r in discover_models(files)] == ["fp32_model", "2018-12_fp32_model"]
     twins = [root / "fp32" / "model.pbtxt", root / "fp32" / "model.pbtxt"]
     assert [r.name for r in discover_models(twins)] == ["model", "model_2"]
+
+
+def test_a_folder_holding_no_model_is_refused_and_links_back_are_not_followed(
+    tmp_path: Path,
+) -> None:
+    """A batch over a folder with nothing to check passed as an empty success; a link to a
+    folder above ran its models again and again; ``MODEL.ONNX`` was skipped."""
+    (tmp_path / "empty").mkdir()
+    _touch(tmp_path / "other", "notes.txt", ".predict_net.pb.1234.graphtools-tmp")
+    for folder in ("empty", "other"):
+        with pytest.raises(SerdeError, match="no model found in this folder"):
+            discover_models([tmp_path / folder])
+    _touch(tmp_path / "zoo", "a.onnx", "B.ONNX")
+    (tmp_path / "zoo" / "sub").mkdir()
+    (tmp_path / "zoo" / "sub" / "up").symlink_to(tmp_path / "zoo")
+    refs = discover_models([tmp_path / "zoo"])
+    assert sorted(r.path.name for r in refs) == ["B.ONNX", "a.onnx"]

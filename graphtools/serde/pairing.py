@@ -113,7 +113,14 @@ def discover_models(paths: Iterable[str | Path]) -> list[ModelRef]:
         elif path.is_dir() and _is_model_folder(path):
             found.append((path, None, path))
         elif path.is_dir():
-            found += [(model, init, path) for model, init in _walk(path)]
+            under = _walk(path, set())
+            if not under:
+                raise SerdeError(
+                    path,
+                    "no model found in this folder (a model is a .pb, .pbtxt or .onnx file, or "
+                    "a folder holding predict_net.pb or .pbtxt)",
+                )
+            found += [(model, init, path) for model, init in under]
         elif path.exists():  # a pipe, a device
             raise SerdeError(
                 path, "neither a file nor a folder (a pipe?): a batch reads model files"
@@ -123,16 +130,23 @@ def discover_models(paths: Iterable[str | Path]) -> list[ModelRef]:
     return _named(found)
 
 
-def _walk(folder: Path) -> list[tuple[Path, Path | None]]:
+def _walk(folder: Path, seen: set[Path]) -> list[tuple[Path, Path | None]]:
     """The models under a folder that is not a model folder itself: its model sub-folders,
-    and its NetDef-named files that are not another's init_net, each with its partner."""
+    and its NetDef-named files that are not another's init_net, each with its partner
+    (``.onnx`` in any case). A folder met again through a link (``seen``) is skipped."""
+    real = folder.resolve()
+    if real in seen:
+        return []
+    seen.add(real)
     found: list[tuple[Path, Path | None]] = []
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in _EXTENSIONS)
     partners = {find_init_beside(p) for p in files} - {None}
     found += [(p, find_init_beside(p)) for p in files if p not in partners]
-    found += [(p, None) for p in sorted(folder.iterdir()) if p.is_file() and p.suffix == _ONNX]
+    found += [
+        (p, None) for p in sorted(folder.iterdir()) if p.is_file() and p.suffix.lower() == _ONNX
+    ]
     for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
-        found += [(sub, None)] if _is_model_folder(sub) else _walk(sub)
+        found += [(sub, None)] if _is_model_folder(sub) else _walk(sub, seen)
     return found
 
 
