@@ -1189,3 +1189,42 @@ def test_a_pipe_is_kept_for_one_command_only(tmp_path: Path) -> None:
         assert fed(b"third") == read_bytes(fifo)
         fed(b"fourth")  # left unread: the kept bytes come back
         assert read_bytes(fifo) == b"third"
+
+
+def test_string_outputs_are_saved_and_compared_and_ragged_sequences_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A STRING output ended exec and verify --save-outputs in a traceback (numpy will not
+    save Python objects); a sequence of tensors of different shapes in a ValueError."""
+    strings = graph_model(
+        tmp_path / "strings.onnx",
+        [helper.make_node("Identity", ["words"], ["s"]), helper.make_node("Relu", ["x"], ["y"])],
+        {"x": (TensorProto.FLOAT, [2])},
+        {"y": (TensorProto.FLOAT, [2]), "s": (TensorProto.STRING, [2])},
+        {"words": np.array(["ab", "c"], dtype=object)},
+    )
+    feeds, result = tmp_path / "feeds.npz", tmp_path / "out.npz"
+    np.savez(feeds, x=np.float32([-1, 2]))
+    assert run_cli(capsys, "exec", str(strings), "--feeds", str(feeds), "-o", str(result))[0] == 0
+    with np.load(result) as saved:
+        assert saved["s"].tolist() == ["ab", "c"]
+    reference = tmp_path / "reference.npz"
+    code, _, err = run_cli(capsys, "verify", str(strings), "--save-outputs", str(reference))
+    assert code == 0, err
+    code, out, _ = run_cli(capsys, "verify", str(strings), "--load-outputs", str(reference))
+    assert code == 0 and "outputs equal" in out
+    ragged = graph_model(
+        tmp_path / "ragged.onnx",
+        [helper.make_node("SplitToSequence", ["x", "sizes"], ["parts"], axis=0)],
+        {"x": (TensorProto.FLOAT, [4])},
+        {},
+        {"sizes": np.int64([1, 3])},
+    )
+    model = onnx.load(str(ragged))
+    model.graph.output.append(
+        helper.make_tensor_sequence_value_info("parts", TensorProto.FLOAT, None)
+    )
+    onnx.save(model, str(ragged))
+    code, _, err = run_cli(capsys, "verify", str(ragged))
+    assert code == 2
+    assert_one_error_line(err, "'parts' is a sequence of tensors of different shapes")

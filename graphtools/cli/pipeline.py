@@ -267,20 +267,44 @@ def load_npz(path: Path, what: str) -> dict[str, np.ndarray]:
         raise SerdeError(path, "not an .npz archive of named arrays (write it with numpy.savez)")
     try:
         with np.load(path, allow_pickle=False) as archive:
-            return {name: archive[name] for name in archive.files}
+            return {name: _as_loaded(archive[name]) for name in archive.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise SerdeError(path, f"cannot read {what}: {exc}") from exc
 
 
+def _as_loaded(array: np.ndarray) -> np.ndarray:
+    """A loaded array; numpy strings as an array of Python strings, as onnxruntime and our
+    executor give string tensors (``npz_bytes`` saved them as numpy strings)."""
+    return array.astype(object) if array.dtype.kind in "US" else array
+
+
 def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
     """What ``numpy.savez`` writes, built in memory; any blob name is fine (``savez(**arrays)``
-    would take a blob named ``file`` or ``allow_pickle`` for its own argument)."""
+    would take a blob named ``file`` or ``allow_pickle`` for its own argument). Strings (an
+    ONNX STRING tensor is an array of Python strings) are saved as numpy strings.
+
+    Raises:
+        UsageError: an array holds other Python objects, which an ``.npz`` cannot keep.
+    """
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
         for name, array in arrays.items():
             with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, array, allow_pickle=False)
+                np.lib.format.write_array(member, _storable(name, array), allow_pickle=False)
     return buffer.getvalue()
+
+
+def _storable(name: str, array: np.ndarray) -> np.ndarray:
+    """``array``, with an array of Python strings (or bytes) as numpy's fixed-width kind."""
+    array = np.asarray(array)
+    if array.dtype != object:
+        return array
+    items = array.reshape(-1).tolist()
+    for kind in (str, bytes):
+        if all(isinstance(item, kind) for item in items):
+            return array.astype(kind)
+    shown = sorted({type(item).__name__ for item in items})
+    raise UsageError(f"{name!r} holds Python objects ({', '.join(shown)}): an .npz keeps arrays")
 
 
 _INT8 = "int8/"

@@ -167,7 +167,25 @@ def run_model(
             values = session.run(wanted, arrays, quiet_run(ort))
         except Exception as exc:  # onnxruntime raises its own exception types
             raise runtime_failure(exc, model.predict_path, "run") from exc
-    return {name: np.asarray(value) for name, value in zip(wanted, values, strict=True)}
+    return {
+        name: _as_array(name, value, model.predict_path)
+        for name, value in zip(wanted, values, strict=True)
+    }
+
+
+def _as_array(name: str, value: Any, path: Path | None) -> np.ndarray:
+    """An output as one array; a sequence of tensors of different shapes has none."""
+    try:
+        return np.asarray(value)
+    except ValueError as exc:  # numpy: "inhomogeneous shape"
+        raise RuntimeFailure(
+            path,
+            "run",
+            f"its output {name!r} is a sequence of tensors of different shapes, which "
+            "graphtools does not compare or save (choose tensor outputs with --outputs)",
+            None,
+            None,
+        ) from exc
 
 
 def _source(model: Model, folder: Path) -> bytes | str:
