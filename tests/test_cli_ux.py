@@ -476,7 +476,7 @@ def test_batch_run_and_verify_one_process_per_model(tmp_path: Path, real_fixture
     assert rows["tiny"][1:3] == ["15", "7"] and rows["tiny"][-1] == "ok"
     assert rows["squeeze_predict_net"][-1] == "ok"
     assert rows["broken_predict_net"][-1] == "error"
-    assert "broken_predict_net: error:" in done.stdout
+    assert "broken_predict_net: error:" in done.stderr
     assert (tmp_path / "out" / "tiny" / "predict_net.pbtxt").is_file()
     assert (tmp_path / "out" / "squeeze_predict_net" / "predict_net.pb").is_file()
     (models / "broken_predict_net.pb").unlink()
@@ -507,9 +507,9 @@ def test_batch_exit_code_is_the_worst_and_every_model_is_listed(
     ]
     assert exit_code(results) == 2 and exit_code(results[:2]) == 1 and exit_code([]) == 0
     render_batch(Output(), results, "verify -p default")
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert [line.split()[0] for line in out.splitlines()[2:5]] == ["a", "b", "c"]
-    assert "c: error: c: the file is empty" in out
+    assert err == "c: error: c: the file is empty\n"  # errors on stderr, as for one model
     assert out.splitlines()[-1] == "1 differ, 1 equal, 1 error"
 
 

@@ -220,7 +220,7 @@ def render_batch(out: Output, results: Sequence[BatchResult], title: str) -> Non
     out.table(table, level=0)
     for r in results:
         if r.error:
-            out.line(f"{r.name}: error: {r.error}", level=0)
+            out.error(f"{r.name}: error: {r.error}")
     counts: dict[str, int] = {}
     for r in results:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1

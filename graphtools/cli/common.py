@@ -96,6 +96,11 @@ class Output:
         if self.verbosity >= level:
             self.stderr.print(f"note: {text}", markup=False, highlight=False, soft_wrap=True)
 
+    def error(self, text: str) -> None:
+        """An error line on stderr (``NAME: error: ...`` of a model in a batch), shown at every
+        verbosity: the README's contract puts errors there."""
+        self.stderr.print(text, markup=False, highlight=False, soft_wrap=True)
+
     def warn(self, text: str) -> None:
         """A warning on stderr, shown at every verbosity."""
         self.stderr.print(f"warning: {text}", markup=False, highlight=False, soft_wrap=True)
