@@ -489,9 +489,9 @@ class Edit:
         olds = [old for old, _ in rewires]
         old_keys = view.keys_of(olds)
         which, ops, positions = view.reads_of(old_keys)
-        read = set(which)
+        read_rewires = set(which)
         for rewire, producer in enumerate(view.producers_of(old_keys)):
-            if producer is None and rewire not in read:
+            if producer is None and rewire not in read_rewires:
                 _refuse_missing_source(self._net, olds[rewire], view)
         removed = self._removed
         found: list[tuple[int, int, str, int | None]] = []
