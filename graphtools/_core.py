@@ -12,7 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["CAFFE2", "DIALECTS", "ONNX", "NetLike", "OpLike", "as_names"]
+__all__ = [
+    "CAFFE2",
+    "DIALECTS",
+    "ONNX",
+    "STEP_NET_OPS",
+    "NetLike",
+    "OpLike",
+    "as_names",
+    "is_text_step_net",
+]
 
 _T = TypeVar("_T")
 
@@ -21,6 +30,14 @@ CAFFE2 = "caffe2"
 ONNX = "onnx"
 """The dialect of ONNX graphs."""
 DIALECTS = (CAFFE2, ONNX)
+STEP_NET_OPS = frozenset({"RecurrentNetwork", "RecurrentNetworkGradient"})
+"""Caffe2 ops holding step nets (arguments named ``*step_net``), which old frontends wrote as
+NetDef text in a string rather than as a nested NetDef."""
+
+
+def is_text_step_net(op_type: str, arg_name: str | None, text: bytes | str | None) -> bool:
+    """Whether an argument of an ``op_type`` op holds a step net as NetDef text."""
+    return bool(text) and op_type in STEP_NET_OPS and (arg_name or "").endswith("step_net")
 
 
 class OpLike(Protocol):
@@ -34,6 +51,8 @@ class OpLike(Protocol):
     def control_inputs(self) -> tuple[str, ...]: ...
 
     def has_nested_nets(self) -> bool: ...
+
+    def text_step_nets(self) -> list[bytes]: ...
 
     def has_control_inputs(self) -> bool: ...
 

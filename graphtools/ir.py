@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
-from graphtools._core import CAFFE2, DIALECTS, as_names
+from graphtools._core import CAFFE2, DIALECTS, STEP_NET_OPS, as_names, is_text_step_net
 from graphtools._gc import paused_gc
 from graphtools.layout import Layout
 from graphtools.oplist import OpList
@@ -408,8 +408,20 @@ class Op:
                 nested = self._source.has_nested_nets(self._index)
             else:
                 nested = any(a.n is not None or a.nets for a in self.args)
+                nested = nested or bool(self.text_step_nets())
             self._nested = nested
         return nested
+
+    def text_step_nets(self) -> list[bytes]:
+        """The step nets this op holds as NetDef text (a ``RecurrentNetwork`` written by an
+        old frontend), which ``nested_nets`` does not list: the analyses read their names."""
+        if self.type not in STEP_NET_OPS:
+            return []
+        return [
+            a.s.encode() if isinstance(a.s, str) else a.s
+            for a in self.args
+            if a.s is not None and is_text_step_net(self.type, a.name, a.s)
+        ]
 
     def has_control_inputs(self) -> bool:
         """Whether the op lists control inputs (cached; cheaper than decoding them)."""

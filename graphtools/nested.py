@@ -28,6 +28,8 @@ ops only through their fields; it imports nothing from graphtools but the error 
 
 from __future__ import annotations
 
+import codecs
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -39,6 +41,7 @@ __all__ = [
     "NestedAccess",
     "do_bindings",
     "names_in_nested_nets",
+    "names_in_net_text",
     "nested_access",
     "nested_accesses",
 ]
@@ -71,9 +74,29 @@ def nested_access(op: OpLike) -> NestedAccess:
             reads.update(free_names(net))
         else:
             _collect(net, reads, writes)
+    for text in op.text_step_nets():
+        reads.update(names_in_net_text(text))
     if op.type in _STEP_WORKSPACE_OPS:
         writes.clear()
     return NestedAccess(frozenset(reads), frozenset(writes))
+
+
+_NAME_FIELDS = re.compile(
+    rb"\b(?:input|output|external_input|external_output|control_input)\s*:\s*"
+    rb"(?:\"((?:[^\"\\]|\\.)*)\"|'((?:[^'\\]|\\.)*)')"
+)
+"""A blob name in NetDef text: a name field and its quoted value."""
+
+
+def names_in_net_text(text: bytes) -> set[str]:
+    """Every blob name a NetDef given as text (a step net) names, its nested nets' included:
+    a conservative superset (each counts as read), found without parsing the text, which is
+    the serde layer's job and is checked when the net is loaded."""
+    names = set()
+    for double, single in _NAME_FIELDS.findall(text):
+        raw = codecs.escape_decode(double or single)[0]
+        names.add(raw.decode("utf-8", "replace"))
+    return names
 
 
 def _collect(net: NetLike, reads: set[str], writes: set[str]) -> None:

@@ -270,3 +270,50 @@ def test_scripts_of_the_generation_with_scratch_sizes_still_run() -> None:
     by_position = Net([], ["x", "h0"], name="main")
     recurrent_net(by_position, *args, [4], "timestep", "sm")
     assert by_keyword[0] == today[0] and by_position[0] == today[0]
+
+
+def _main_reading_w_in_its_step_net(text: bool, in_place: bool = False) -> caffe2_pb2.NetDef:
+    """``w = Relu(w_raw)`` (then ``w = Relu(w)`` when ``in_place``), then a recurrent net whose
+    step net reads ``w`` by name, a nested NetDef or (as old frontends wrote it) NetDef text."""
+    cell = caffe2_pb2.NetDef(name="cell")
+    cell.op.add(type="Mul", input=["h_prev", "w"], output=["hw"])
+    cell.op.add(type="Add", input=["hw", "x_t"], output=["h"])
+    cell.external_input.extend(["x_t", "h_prev", "w"])
+    cell.external_output.append("h")
+    net = caffe2_pb2.NetDef(name="main")
+    net.op.add(type="Relu", input=["w_raw"], output=["w"])
+    if in_place:
+        net.op.add(type="Relu", input=["w"], output=["w"])
+    net.external_input.extend(["seq", "h0", "w_raw"])
+    outputs = recurrent_net(
+        net, cell, [("x_t", "seq")], [("h_prev", "h0")], {"h_prev": "h"}, forward_only=True
+    )
+    net.external_output.append(outputs[0])
+    if text:
+        for arg in net.op[-1].arg:
+            if arg.name == "step_net":
+                arg.s = str(arg.n).encode()
+                arg.ClearField("n")
+    return net
+
+
+@pytest.mark.parametrize("text", [False, True], ids=["netdef", "text"])
+def test_a_step_net_given_as_text_is_a_nested_net_to_the_rewrites(text: bool) -> None:
+    """Renaming or versioning ``w`` would leave the step net reading the old name (the text
+    form was invisible: the rename was accepted and the result no longer ran, ssa_rewrite
+    changed the outputs): both forms are refused alike, and the file is unchanged."""
+    from graphtools.errors import IllegalRewriteError
+    from graphtools.passes import rename_op_output, ssa_rewrite
+    from graphtools.serde.codec import as_net
+
+    net = _main_reading_w_in_its_step_net(text)
+    assert as_net(net)[1].has_nested_nets()
+    before = net.SerializeToString()
+    with pytest.raises(IllegalRewriteError, match="nested net"):
+        rename_op_output(net, 0, 0, "w_renamed")
+    assert net.SerializeToString() == before
+    net = _main_reading_w_in_its_step_net(text, in_place=True)
+    before = net.SerializeToString()
+    with pytest.raises(IllegalRewriteError, match="nested net"):
+        ssa_rewrite(net)
+    assert net.SerializeToString() == before

@@ -59,7 +59,8 @@ class NetProbe:
     """What one scan of a net's bytes found.
 
     Attributes:
-        nested: whether an op of the net holds a nested net (``Argument.n`` or ``.nets``).
+        nested: whether an op of the net holds a nested net (``Argument.n`` or ``.nets``, or
+            a step net as text).
         control: whether an op of the net lists control inputs.
         depth: how deep nets nest inside it (0: none), step nets given as text included.
     """
@@ -88,7 +89,9 @@ def probe_netdef(
     control = top.op.HasField("control_input")
     depth = _nested_depth(top, data, netdef, path)
     if _STEP_MARK in data:
-        depth = max(depth, _step_net_depth(data, netdef, path))
+        steps = _step_net_depth(data, netdef, path)
+        nested = nested or steps > 0  # a step net given as text is a nested net too
+        depth = max(depth, steps)
         if depth > MAX_NESTING:
             raise SerdeError(path, too_deep())
     return NetProbe(nested, control, depth)

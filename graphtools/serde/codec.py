@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from google.protobuf import unknown_fields
 
+from graphtools._core import is_text_step_net
 from graphtools._gc import paused_gc
 from graphtools.ir import LAZY_OP_FIELDS, Argument, DeviceOption, Model, Net, Op, OpSource
 from graphtools.proto import caffe2_pb2, netdef_lite_pb2
@@ -137,7 +138,9 @@ def _decode_field(msg: OperatorDef, key: str, parent: Net | None) -> Any:
 
 
 def _holds_nets(msg: OperatorDef) -> bool:
-    return any(a.HasField("n") or len(a.nets) for a in msg.arg)
+    return any(
+        a.HasField("n") or len(a.nets) or is_text_step_net(msg.type, a.name, a.s) for a in msg.arg
+    )
 
 
 class _MessageSource:
