@@ -127,3 +127,37 @@ def test_a_list_argument_differing_after_the_items_shown_is_a_change() -> None:
     assert arg.name == "values" and arg.before != arg.after and "#" in arg.before
     nan = _net(Op(fill, [], ["w"], args={"values": [float("nan")] * 9, "shape": [9]}))
     assert not diff_nets(nan, nan.copy()).changed
+
+
+def test_onnx_models_differing_in_a_function_or_a_sparse_initializer_differ() -> None:
+    """onnxruntime computes other outputs from them: diff said 'same structure', exit 0."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from graphtools.serde.onnx_codec import model_from_onnx_bytes
+
+    def model(constant: float, sparse_value: float) -> Model:
+        body = [helper.make_node("Constant", [], ["c"], value_float=constant)]
+        body.append(helper.make_node("Add", ["x", "c"], ["y"]))
+        function = helper.make_function("local", "F", ["x"], ["y"], body, [])
+        values = numpy_helper.from_array(np.float32([sparse_value]), "s")
+        sparse = helper.make_sparse_tensor(values, numpy_helper.from_array(np.int64([1])), [4])
+        graph = helper.make_graph(
+            [
+                helper.make_node("F", ["x"], ["f"], domain="local"),
+                helper.make_node("Identity", ["f"], ["y"]),
+            ],
+            "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+            sparse_initializer=[sparse],
+        )
+        opsets = [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)]
+        made = helper.make_model(graph, opset_imports=opsets, functions=[function])
+        return model_from_onnx_bytes(made.SerializeToString())
+
+    assert diff_models(model(2.0, 1.0), model(2.0, 1.0)).same
+    functions = diff_models(model(2.0, 1.0), model(5.0, 1.0))
+    assert not functions.same and functions.functions == [("~", "local:F")]
+    sparse = diff_models(model(2.0, 1.0), model(2.0, 9.0))
+    assert not sparse.same and sparse.sparse == [("~", "s")]

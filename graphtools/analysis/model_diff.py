@@ -141,6 +141,11 @@ class ModelDiff:
         opsets: ``(before, after)`` opset imports (``domain:version``) when they differ.
         metadata: ``(key, before, after)`` of the ONNX model-level ``metadata_props`` that
             differ (``None`` where a model lacks the key); said, but not a structural change.
+        functions: ``(sign, "domain:name")`` of the ONNX model-local functions removed
+            (``-``), added (``+``) or defined otherwise (``~``): part of what the model
+            computes.
+        sparse: ``(sign, name)`` of the main graph's sparse initializers removed, added or
+            holding other values.
     """
 
     predict: NetDiff
@@ -150,6 +155,8 @@ class ModelDiff:
     init_presence: tuple[bool, bool] | None = None
     opsets: tuple[list[str], list[str]] | None = None
     metadata: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+    functions: list[tuple[str, str]] = field(default_factory=list)
+    sparse: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def same(self) -> bool:
@@ -162,6 +169,8 @@ class ModelDiff:
             and not self.params_added
             and self.init_presence is None
             and self.opsets is None
+            and not self.functions
+            and not self.sparse
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -354,6 +363,8 @@ def diff_models(before: Model, after: Model) -> ModelDiff:
     if same_dialect and dict(before.opset_imports) != dict(after.opset_imports):
         result.opsets = (_opsets(before), _opsets(after))
     result.metadata = _metadata_changes(before, after)
+    result.functions = _keyed_changes(_functions(before), _functions(after))
+    result.sparse = _keyed_changes(_sparse(before), _sparse(after))
     if (before.init_net is None) != (after.init_net is None):
         result.init_presence = (before.init_net is not None, after.init_net is not None)
     filled_a = _filled(before.init_net)
@@ -372,6 +383,31 @@ def _metadata_changes(before: Model, after: Model) -> list[tuple[str, str | None
         for key in sorted(first.keys() | second.keys())
         if first.get(key) != second.get(key)
     ]
+
+
+def _keyed_changes(first: dict[str, bytes], second: dict[str, bytes]) -> list[tuple[str, str]]:
+    """``(sign, key)`` of the entries removed (``-``), added (``+``) or changed (``~``)."""
+    changes = [("-", key) for key in first if key not in second]
+    changes += [("+", key) for key in second if key not in first]
+    changes += [("~", key) for key in first if key in second and first[key] != second[key]]
+    return changes
+
+
+def _functions(model: Model) -> dict[str, bytes]:
+    """An ONNX model's local functions, ``domain:name`` (and overload) -> their bytes."""
+    functions = getattr(model.header, "functions", ())
+    return {
+        ":".join(filter(None, (f.domain or "ai.onnx", f.name, getattr(f, "overload", "")))): (
+            f.SerializeToString(deterministic=True)
+        )
+        for f in functions
+    }
+
+
+def _sparse(model: Model) -> dict[str, bytes]:
+    """The main graph's sparse initializers, by name (of their values) -> their bytes."""
+    sparse = getattr(model.predict_net.header, "sparse_initializer", ())
+    return {t.values.name: t.SerializeToString(deterministic=True) for t in sparse}
 
 
 def _metadata(model: Model) -> dict[str, str]:

@@ -61,6 +61,8 @@ def render_diff(out: Output, change: ModelDiff) -> None:
     if change.init_presence is not None:
         had = change.init_presence[0]
         lines.append(f"{'-' if had else '+'} init_net ({'removed' if had else 'added'})")
+    lines += [f"{sign} function {name}" for sign, name in change.functions]
+    lines += [f"{sign} sparse initializer {name}" for sign, name in change.sparse]
     for key, before, after in change.metadata:
         lines.append(f"~ metadata {key!r}: {before!r} -> {after!r}")
     for line in lines:
@@ -70,6 +72,10 @@ def render_diff(out: Output, change: ModelDiff) -> None:
     contract = [f"{len(p.types_changed)} declared types changed"] if p.types_changed else []
     if change.opsets is not None:
         contract.append("opsets changed")
+    if change.functions:
+        contract.append(f"{len(change.functions)} functions changed")
+    if change.sparse:
+        contract.append(f"{len(change.sparse)} sparse initializers changed")
     metadata = f" (metadata differs: {len(change.metadata)} keys)" if change.metadata else ""
     out.line(
         f"same structure{metadata}"
