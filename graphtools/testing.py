@@ -168,11 +168,17 @@ def _diff(name: str, before: Any, after: Any, rtol: float, atol: float) -> Outpu
     if a.size == 0:
         return OutputDiff(name, True, 0.0, 0.0, a.shape, b.shape, "", 0.0, 0.0, 0, 0, rtol, atol)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    both_nan = np.isnan(a64) & np.isnan(b64)
+    a_nan, b_nan = np.isnan(a64), np.isnan(b64)
     with np.errstate(invalid="ignore"):
-        delta = np.where(both_nan, 0.0, np.abs(a64 - b64))
-        nonzero = a64 != 0
-        rel = np.where(nonzero, delta / np.where(nonzero, np.abs(a64), 1.0), 0.0)
+        # equal values (the same infinity too) differ by 0, a NaN against a number by inf
+        delta = np.where(a64 == b64, 0.0, np.abs(a64 - b64))
+        delta = np.where(a_nan & b_nan, 0.0, np.where(a_nan ^ b_nan, np.inf, delta))
+        delta = np.where(np.isnan(delta), np.inf, delta)  # inf against -inf
+        scale = np.abs(a64)
+        measurable = (scale > 0) & ~a_nan  # relative to a zero or a NaN: inf
+        relative = delta / np.where(measurable, scale, 1.0)
+        rel = np.where(delta == 0, 0.0, np.where(measurable, relative, np.inf))
+        rel = np.where(np.isnan(rel), np.inf, rel)  # inf against -inf, relative to inf
         if a.dtype.kind in "iub":
             exact = _integer_distance(a, b)
             close = exact <= int(atol)

@@ -237,3 +237,27 @@ def test_integer_outputs_compare_exactly_in_whole_units(
     (diff,) = compare_outputs({"y": before}, {"y": after}, rtol=1e-5, atol=atol)
     assert diff.ok is equal, diff
     assert (diff.mismatches == 0) is equal
+
+
+def test_the_statistics_of_an_output_that_differs_say_so() -> None:
+    """A zero turned non-zero, a NaN turned a number and inf turned -inf showed max rel 0
+    (and max abs 0 for the NaN) beside a verdict of 'different'; equal infinities and NaNs
+    differ by nothing."""
+    before = np.float32([0.0, np.nan, np.inf, np.inf, np.nan, 1.0])
+    cases = {
+        "zero": (np.float32([0.0]), np.float32([2.0]), 2.0, np.inf),
+        "nan": (np.float32([np.nan]), np.float32([1.0]), np.inf, np.inf),
+        "infinity": (np.float32([np.inf]), np.float32([-np.inf]), np.inf, np.inf),
+        "same": (before, before.copy(), 0.0, 0.0),
+    }
+    for name, (a, b, max_abs, max_rel) in cases.items():
+        (diff,) = compare_outputs({name: a}, {name: b})
+        assert diff.ok is (name == "same"), name
+        assert (diff.max_abs, diff.max_rel) == (max_abs, max_rel), name
+    import json
+
+    from graphtools.cli.common import diff_json
+
+    (zero,) = compare_outputs({"zero": cases["zero"][0]}, {"zero": cases["zero"][1]})
+    data = json.loads(json.dumps(diff_json(zero), allow_nan=False))  # valid JSON
+    assert data["max_abs"] == 2.0 and data["max_rel"] is None

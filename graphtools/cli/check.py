@@ -29,6 +29,7 @@ from graphtools.cli import batch, onnx_commands
 from graphtools.cli.common import (
     Output,
     UsageError,
+    diff_json,
     diff_table,
     load_input,
     new_table,
@@ -96,21 +97,11 @@ class VerifyReport:
             "inputs": [asdict(i) for i in self.inputs],
             "made_up_params": {k: list(v) for k, v in self.params.items()},
             "notes": self.notes,
-            "outputs": [_diff_data(d) for d in self.diffs],
+            "outputs": [diff_json(d) for d in self.diffs],
             "bisect": self.bisect,
             "ops_before": self.ops_before,
             "ops_after": self.ops_after,
         }
-
-
-def _diff_data(d: OutputDiff) -> dict[str, Any]:
-    data = asdict(d)
-    counts, edges = d.histogram
-    data["histogram"] = {"counts": list(counts), "edges": list(edges)}
-    for key in ("max_abs", "max_rel", "mean_abs", "mean_rel"):
-        value = data[key]
-        data[key] = None if value != value else value  # NaN is not JSON
-    return data
 
 
 # -- tolerances ---------------------------------------------------------------------------------
@@ -309,7 +300,7 @@ def _bisect_data(found: BisectResult | None) -> dict[str, Any]:
     return {
         "pass": found.pass_name,
         "round": found.round,
-        "outputs": [_diff_data(d) for d in found.diffs],
+        "outputs": [diff_json(d) for d in found.diffs],
     }
 
 

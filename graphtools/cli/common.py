@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -42,6 +43,7 @@ __all__ = [
     "UsageError",
     "check_input_names",
     "did_you_mean",
+    "diff_json",
     "diff_table",
     "load_input",
     "model_input_names",
@@ -140,6 +142,17 @@ def new_table(*columns: str, title: str | None = None) -> Table:
     for column in table.columns:
         column.overflow = "fold"
     return table
+
+
+def diff_json(diff: OutputDiff) -> dict[str, Any]:
+    """An output's comparison as JSON data: its histogram as two lists, and a statistic that
+    is no finite number (NaN, an infinite relative error against a zero) as ``null``."""
+    data = asdict(diff)
+    counts, edges = diff.histogram
+    data["histogram"] = {"counts": list(counts), "edges": list(edges)}
+    for key in ("max_abs", "max_rel", "mean_abs", "mean_rel"):
+        data[key] = data[key] if math.isfinite(data[key]) else None  # JSON has neither
+    return data
 
 
 def _number(value: float) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +23,7 @@ from graphtools.cli.common import (
     SHAPES_FILE,
     Output,
     UsageError,
+    diff_json,
     diff_table,
     load_input,
     model_input_names,
@@ -44,7 +44,7 @@ from graphtools.serde import save_model
 from graphtools.serde.atomic import atomic_write_bytes
 
 if TYPE_CHECKING:  # a type only: run and export-onnx do not load the executor for it
-    from graphtools.testing import OutputDiff
+    pass
 
 __all__ = ["HANDLERS", "required_shapes", "run_onnx", "verify_onnx", "wants_export"]
 
@@ -219,15 +219,6 @@ def run_onnx(options: argparse.Namespace, manager: PassManager, out: Output) -> 
     return 0
 
 
-def _diff_json(d: OutputDiff) -> dict[str, Any]:
-    data = asdict(d)
-    counts, edges = d.histogram
-    data["histogram"] = {"counts": list(counts), "edges": list(edges)}
-    for key in ("max_abs", "max_rel", "mean_abs", "mean_rel"):
-        data[key] = None if data[key] != data[key] else data[key]  # NaN is not JSON
-    return data
-
-
 def _outputs(model: Model, items: Sequence[str] | None, out: Output) -> list[str]:
     """``--outputs`` declared; else the declared outputs, else the blobs the net writes and
     never reads (as ``verify`` compares them), said so."""
@@ -383,12 +374,12 @@ def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: O
         diffs, equal = report.outputs, report.outputs_equal
         found = report.first_divergence
         data.update(
-            blobs=[_diff_json(d) for d in report.blobs],
+            blobs=[diff_json(d) for d in report.blobs],
             first_divergence=None
             if found is None
-            else {"op_index": found.op_index, "op_type": found.op_type, **_diff_json(found.diff)},
+            else {"op_index": found.op_index, "op_type": found.op_type, **diff_json(found.diff)},
         )
-    data.update(verdict="equal" if equal else "differ", outputs=[_diff_json(d) for d in diffs])
+    data.update(verdict="equal" if equal else "differ", outputs=[diff_json(d) for d in diffs])
     for note in notes:  # after the runs: an error stays the one line printed
         out.note(note)
     if options.json:
