@@ -110,3 +110,16 @@ def test_a_folder_holding_no_model_is_refused_and_links_back_are_not_followed(
     (tmp_path / "zoo" / "sub" / "up").symlink_to(tmp_path / "zoo")
     refs = discover_models([tmp_path / "zoo"])
     assert sorted(r.path.name for r in refs) == ["B.ONNX", "a.onnx"]
+
+
+def test_a_batch_name_fits_a_file_name(tmp_path: Path) -> None:
+    """Names joined from nested folders passed 255 bytes and failed as an internal error."""
+    deep = tmp_path / "zoo" / ("a" * 90) / ("b" * 90) / ("c" * 90)
+    _touch(deep, "model.onnx")
+    _touch(tmp_path / "zoo", "short.onnx")
+    refs = discover_models([tmp_path / "zoo"])
+    names = sorted(r.name for r in refs)
+    assert names[-1] == "short" and len(names[0].encode()) <= 200
+    assert names[0].startswith("a" * 90 + "_" + "b" * 90)
+    out = tmp_path / "out" / names[0]
+    out.mkdir(parents=True)  # a folder of that name can be made

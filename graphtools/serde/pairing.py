@@ -15,6 +15,7 @@ file (alone: an ONNX model has no partner), recursively.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Iterable
@@ -180,6 +181,22 @@ def _named(found: list[tuple[Path, Path | None, Path]]) -> list[ModelRef]:
     seen: dict[str, int] = {}
     refs = []
     for (path, init, _), name in zip(found, names, strict=True):
+        name = _fitting(name)
         seen[name] = seen.get(name, 0) + 1
         refs.append(ModelRef(path, init, name if seen[name] == 1 else f"{name}_{seen[name]}"))
     return refs
+
+
+_NAME_BYTES = 200
+"""The longest model name kept whole: a name is a file or folder name of the output (255
+bytes at most on common file systems), with room for a ``_2`` or a file's suffix."""
+
+
+def _fitting(name: str) -> str:
+    """``name``, or when too long for a file name its start and a digest of the whole."""
+    encoded = name.encode("utf-8", "surrogateescape")
+    if len(encoded) <= _NAME_BYTES:
+        return name
+    digest = hashlib.sha256(encoded).hexdigest()[:12]
+    start = encoded[: _NAME_BYTES - len(digest) - 1].decode("utf-8", "ignore")
+    return f"{start}_{digest}"
