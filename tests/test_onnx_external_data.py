@@ -155,3 +155,25 @@ def test_a_compacted_data_file_keeps_every_weights_values(
     onnx.checker.check_model(str(written), full_check=True)
     assert (written.parent / "w.bin").stat().st_size == 2 * 256 * 4  # the dead weight left
     np.testing.assert_array_equal(_outputs(written, x)[0], _outputs(source, x)[0])
+
+
+def test_a_constant_in_the_file_external_data_true_writes_is_refused(tmp_path: Path) -> None:
+    """The new ``m.onnx.data`` replaced the file a Constant reads, which then read the
+    initializers' bytes: silently other outputs."""
+    from graphtools.errors import SerdeError
+
+    source = _constant_model(tmp_path / "in", with_dead_weight=False)
+    model = onnx.load(str(source), load_external_data=False)
+    for tensor in (*model.graph.initializer, model.graph.node[0].attribute[0].t):
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                entry.value = "m.onnx.data"
+    (source.parent / "m.bin").rename(source.parent / "m.onnx.data")
+    onnx.save(model, str(source))
+    loaded = load_onnx_model(source)
+    (tmp_path / "out").mkdir()
+    with pytest.raises(SerdeError, match="external_data=True"):
+        save_onnx_model(loaded, tmp_path / "out" / "m.onnx", external_data=True)
+    (tmp_path / "other").mkdir()
+    written = save_onnx_model(loaded, tmp_path / "other" / "m.onnx")
+    np.testing.assert_array_equal(_outputs(written, X300)[0], _outputs(source, X300)[0])

@@ -146,12 +146,21 @@ def onnx_model_files(
         writer = _AllExternal(path.name + ".data", size_threshold)
         data = model_to_onnx_bytes(model, writer)
         extra = writer.files(path.parent)
-        pinned = _untracked_external(data)
-        extra += _copied_whole(pinned, model, path.parent, {target for target, _ in extra})
+        pinned = _untracked_external(data, writer.external)
+        clash = [location for location in pinned if path.parent / location in dict(extra)]
+        if clash:
+            raise SerdeError(
+                path.parent / clash[0],
+                "a tensor the model holds outside its initializers (a Constant's value, a "
+                "sparse initializer) lies in this file, the one external_data=True (the CLI's "
+                "--external-data) writes the initializers to: save without it, or to a model "
+                "of another name",
+            )
+        extra += _copied_whole(pinned, model, path.parent, set())
     else:
         writer_fn, extra = _kept_external(model, path.parent)
         data = model_to_onnx_bytes(model, writer_fn)
-        pinned = _untracked_external(data)
+        pinned = _untracked_external(data, len(external_tensors(model)))
         if pinned:
             writer_fn, extra = _kept_external(model, path.parent, pinned.keys())
             data = model_to_onnx_bytes(model, writer_fn)
@@ -291,12 +300,13 @@ _LOCATION_KEY = b"\x0a\x08location"
 none has no external tensor."""
 
 
-def _untracked_external(data: bytes) -> dict[str, onnx.TensorProto]:
+def _untracked_external(data: bytes, tracked: int) -> dict[str, onnx.TensorProto]:
     """External tensors of the serialised model ``data`` the IR does not hold as initializers
     (a Constant's value, a sparse initializer's parts, tensors of functions and training_info),
     one per data file, by normalised location. Their offsets are only ever copied, so the files
-    they lie in are written whole (a cheap byte search skips models with no external data)."""
-    if _LOCATION_KEY not in data:
+    they lie in are written whole. ``tracked``: how many external initializers ``data`` holds;
+    a byte count of location entries no higher skips the parse (every model but these)."""
+    if data.count(_LOCATION_KEY) <= tracked:
         return {}
     found: dict[str, onnx.TensorProto] = {}
     for tensor in _untracked_tensors(onnx.ModelProto.FromString(data)):
@@ -384,11 +394,14 @@ class _AllExternal:
         self.threshold = threshold
         self.chunks: list[bytes] = []
         self.offset = 0
+        self.external = 0  # initializers written with external data
 
     def __call__(self, name: str, tensor: Tensor) -> onnx.TensorProto:
+        self.external += 1
         if tensor.nbytes < self.threshold or tensor.dtype == object:
             proto = tensor_to_proto(name, tensor)
             if proto.data_location != onnx.TensorProto.EXTERNAL:
+                self.external -= 1
                 return proto
         array = tensor.numpy()
         proto = onnx.numpy_helper.from_array(array, name)
