@@ -397,7 +397,8 @@ class Op:
         return any(argument.name == name for argument in self.args)
 
     def has_nested_nets(self) -> bool:
-        """Whether any argument holds a net (control flow, recurrent step nets).
+        """Whether any argument holds a net (control flow, recurrent step nets; a step net
+        given as NetDef text too, which ``nested_nets`` does not list: ``text_step_nets``).
 
         Cached in the op (ops are immutable): passes, verify and snapshots ask it of every op.
         """

@@ -110,6 +110,8 @@ def _collect(net: NetLike, reads: set[str], writes: set[str]) -> None:
         if inner.has_nested_nets():
             for _, nested in inner.nested_nets():
                 _collect(nested, reads, writes)
+            for text in inner.text_step_nets():
+                reads.update(names_in_net_text(text))
 
 
 def free_names(net: NetLike) -> set[str]:

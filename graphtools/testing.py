@@ -174,17 +174,19 @@ def _diff(name: str, before: Any, after: Any, rtol: float, atol: float) -> Outpu
         delta = np.where(a64 == b64, 0.0, np.abs(a64 - b64))
         delta = np.where(a_nan & b_nan, 0.0, np.where(a_nan ^ b_nan, np.inf, delta))
         delta = np.where(np.isnan(delta), np.inf, delta)  # inf against -inf
-        scale = np.abs(a64)
-        measurable = (scale > 0) & ~a_nan  # relative to a zero or a NaN: inf
-        relative = delta / np.where(measurable, scale, 1.0)
-        rel = np.where(delta == 0, 0.0, np.where(measurable, relative, np.inf))
-        rel = np.where(np.isnan(rel), np.inf, rel)  # inf against -inf, relative to inf
         if a.dtype.kind in "iub":
             exact = _integer_distance(a, b)
-            close = exact <= int(atol)
+            # an infinite atol takes any value, a NaN none
+            close = exact <= int(atol) if np.isfinite(atol) else np.full(exact.shape, atol > 0)
             delta = exact.astype(np.float64)
         else:
             close = np.isclose(b64, a64, rtol=rtol, atol=atol, equal_nan=True)
+        # relative to a zero (or a NaN): 0 within the tolerances (atol covers it), else inf
+        scale = np.abs(a64)
+        measurable = (scale > 0) & ~a_nan
+        relative = delta / np.where(measurable, scale, 1.0)
+        rel = np.where(measurable, relative, np.where(close, 0.0, np.inf))
+        rel = np.where(delta == 0, 0.0, np.where(np.isnan(rel), np.inf, rel))  # inf vs -inf
     finite = delta[np.isfinite(delta)]
     histogram: tuple[tuple[int, ...], tuple[float, ...]] = ((), ())
     if finite.size:

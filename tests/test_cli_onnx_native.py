@@ -20,7 +20,7 @@ from conftest import FIXTURES, assert_one_error_line, publish_passes, run_cli
 from onnx import TensorProto, external_data_helper, helper, numpy_helper
 from onnx_check import check, graph_model
 
-from graphtools.errors import GraphToolsError
+from graphtools.errors import GraphToolsError, UsageError
 from graphtools.ir import Model
 from graphtools.onnx.runtime import RuntimeFailure, run_model, seeded_inputs
 from graphtools.pass_infra import Pass, PassResult
@@ -1228,3 +1228,10 @@ def test_string_outputs_are_saved_and_compared_and_ragged_sequences_refused(
     code, _, err = run_cli(capsys, "verify", str(ragged))
     assert code == 2
     assert_one_error_line(err, "'parts' is a sequence of tensors of different shapes")
+
+
+def test_strings_ending_in_nul_are_refused_by_name_not_cut() -> None:
+    from graphtools.cli.pipeline import npz_bytes
+
+    with pytest.raises(UsageError, match="'s' holds strings ending in NUL"):
+        npz_bytes({"s": np.array([b"a\x00", b"b"], dtype=object)})

@@ -317,3 +317,19 @@ def test_a_step_net_given_as_text_is_a_nested_net_to_the_rewrites(text: bool) ->
     with pytest.raises(IllegalRewriteError, match="nested net"):
         ssa_rewrite(net)
     assert net.SerializeToString() == before
+
+
+def test_a_text_step_net_inside_a_branch_is_read_by_the_branch() -> None:
+    from graphtools.nested import names_in_nested_nets
+    from graphtools.serde.codec import as_net
+
+    step = b'name: "cell" op { type: "Mul" input: "h_prev" input: "w" output: "h" }'
+    recurrent = caffe2_pb2.OperatorDef(type="RecurrentNetwork", input=["seq"], output=["out"])
+    recurrent.arg.add(name="step_net", s=step)
+    top = caffe2_pb2.NetDef(name="main")
+    top.op.add(type="Relu", input=["w_raw"], output=["w"])
+    branch = top.op.add(type="If", input=["cond"], output=["out"])
+    then = branch.arg.add(name="then_net")
+    then.n.name = "then"
+    then.n.op.append(recurrent)
+    assert "w" in names_in_nested_nets(as_net(top))

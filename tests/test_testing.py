@@ -261,3 +261,11 @@ def test_the_statistics_of_an_output_that_differs_say_so() -> None:
     (zero,) = compare_outputs({"zero": cases["zero"][0]}, {"zero": cases["zero"][1]})
     data = json.loads(json.dumps(diff_json(zero), allow_nan=False))  # valid JSON
     assert data["max_abs"] == 2.0 and data["max_rel"] is None
+
+
+def test_a_zero_within_atol_has_no_infinite_relative_error_and_atol_may_be_infinite() -> None:
+    (relu,) = compare_outputs({"r": np.float32([0.0, 1.0])}, {"r": np.float32([1e-9, 1.0])})
+    assert relu.ok and relu.max_rel == 0.0
+    ints = {"i": np.int64([1, 2**62])}, {"i": np.int64([5, 0])}
+    assert compare_outputs(*ints, atol=float("inf"))[0].ok
+    assert not compare_outputs(*ints, atol=float("nan"))[0].ok

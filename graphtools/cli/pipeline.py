@@ -300,8 +300,10 @@ def _storable(name: str, array: np.ndarray) -> np.ndarray:
     if array.dtype != object:
         return array
     items = array.reshape(-1).tolist()
-    for kind in (str, bytes):
+    for kind, nul in ((str, "\0"), (bytes, b"\0")):
         if all(isinstance(item, kind) for item in items):
+            if any(item.endswith(nul) for item in items):  # numpy strings drop them
+                raise UsageError(f"{name!r} holds strings ending in NUL: an .npz cannot keep them")
             return array.astype(kind)
     shown = sorted({type(item).__name__ for item in items})
     raise UsageError(f"{name!r} holds Python objects ({', '.join(shown)}): an .npz keeps arrays")

@@ -298,10 +298,12 @@ def compare_with_onnxruntime(
 
 
 def _with_outputs(proto: ModelProto, names: list[str]) -> ModelProto:
-    """``proto``, or a copy whose graph also outputs ``names`` (values onnxruntime is to
-    return beside the outputs)."""
+    """``proto``, or a copy whose graph also outputs those of ``names`` its nodes compute
+    (values onnxruntime is to return beside the outputs; a model optimised after its export
+    may no longer compute them)."""
     present = {o.name for o in proto.graph.output}
-    extra = [name for name in dict.fromkeys(names) if name and name not in present]
+    computed = {name for node in proto.graph.node for name in node.output}
+    extra = [n for n in dict.fromkeys(names) if n and n not in present and n in computed]
     if not extra:
         return proto
     probe = ModelProto()

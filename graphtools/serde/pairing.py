@@ -104,7 +104,8 @@ def discover_models(paths: Iterable[str | Path]) -> list[ModelRef]:
     share (an extension kept only for twins in two formats, ``_2`` for a model given twice).
 
     Raises:
-        SerdeError: a path does not exist, or is neither a file nor a folder.
+        SerdeError: a path does not exist, is neither a file nor a folder, or is a folder
+            holding no model.
     """
     found: list[tuple[Path, Path | None, Path]] = []
     for raw in paths:
