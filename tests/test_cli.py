@@ -304,3 +304,15 @@ def test_no_command_writes_over_its_input(
     assert code == 2
     assert_one_error_line(err, "refusing to overwrite the input")
     assert {path: path.read_bytes() for path in files} == before
+
+
+def test_a_folder_of_onnx_models_given_for_one_model_names_them(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _, model = _binary_pair_and_onnx(tmp_path)
+    folder = tmp_path / "models"
+    folder.mkdir()
+    shutil.copy(model, folder / "tiny.onnx")
+    code, _, err = run_cli(capsys, "show", str(folder))
+    assert code == 2
+    assert_one_error_line(err, "holds no Caffe2 pair", "ONNX models (tiny.onnx): give one")

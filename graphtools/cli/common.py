@@ -234,7 +234,17 @@ def load_input(
     if source.is_dir():
         if init is not None:
             raise UsageError("--init is only for a predict_net file, not a model folder")
-        predict, found = find_model_files(source)
+        try:
+            predict, found = find_model_files(source)
+        except SerdeError:
+            models = sorted(p.name for p in source.glob("*") if p.suffix.lower() == ".onnx")
+            if not models:
+                raise
+            shown = ", ".join(models[:3]) + (", ..." if len(models) > 3 else "")
+            raise UsageError(
+                f"{source} holds no Caffe2 pair (predict_net.pb or .pbtxt) but ONNX models "
+                f"({shown}): give one of them"
+            ) from None
         if no_init:
             found = None
     else:
