@@ -23,6 +23,15 @@ TINY = FIXTURES / "models" / "tiny_export"
 PLUGIN = "graphtools_test_plugin"
 
 
+def _changing_ops(model: Model, op_type: str, **changes: Any) -> PassResult:
+    """Every ``op_type`` op of the predict_net given ``changes`` (a test pass's whole job)."""
+    net = model.predict_net
+    found = {i for i, op in enumerate(net) if op.type == op_type}
+    if found:
+        net.set_ops(op.replace(**changes) if i in found else op for i, op in enumerate(net.ops))
+    return PassResult(model, bool(found), {"ops_changed": len(found)})
+
+
 @dataclass(frozen=True)
 class BreakRelu(Pass):
     """A deliberately wrong pass: every Relu becomes a Sigmoid."""
@@ -30,13 +39,7 @@ class BreakRelu(Pass):
     name: ClassVar[str] = "break-relu"
 
     def call(self, model: Model) -> PassResult:
-        net = model.predict_net
-        relus = {i for i, op in enumerate(net) if op.type == "Relu"}
-        if relus:
-            net.set_ops(
-                op.replace(type="Sigmoid") if i in relus else op for i, op in enumerate(net.ops)
-            )
-        return PassResult(model, bool(relus), {"relus_broken": len(relus)})
+        return _changing_ops(model, "Relu", type="Sigmoid")
 
 
 @pytest.fixture
@@ -417,12 +420,7 @@ class NudgeScale(Pass):
     name: ClassVar[str] = "nudge-scale"
 
     def call(self, model: Model) -> PassResult:
-        net = model.predict_net
-        scales = {i for i, op in enumerate(net) if op.type == "Scale"}
-        net.set_ops(
-            op.replace(args={"scale": 1.001}) if i in scales else op for i, op in enumerate(net.ops)
-        )
-        return PassResult(model, bool(scales), {})
+        return _changing_ops(model, "Scale", args={"scale": 1.001})
 
 
 def _saved_pair(tmp_path: Path, ops: list[Op], outputs: list[str]) -> Path:
