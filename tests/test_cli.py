@@ -316,3 +316,27 @@ def test_a_folder_of_onnx_models_given_for_one_model_names_them(
     code, _, err = run_cli(capsys, "show", str(folder))
     assert code == 2
     assert_one_error_line(err, "holds no Caffe2 pair", "ONNX models (tiny.onnx): give one")
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["verify", "{tiny}", "-j", "0"], "at least one process"),
+        (["run", "{tiny}", "-j", "-3", "-o", "{out}"], "at least one process"),
+        (["verify", "{tiny}", "--print-after-each", "--json"], "without --json"),
+        (["run", "{tiny}", "--print-after-each", "--json", "-o", "{out}"], "without --json"),
+        (["diff", "{tiny}", "{tiny}", "--other-init", "x.pb"], "--other-init is only for"),
+    ],
+    ids=["verify-j0", "run-j-3", "verify-json-dump", "run-json-dump", "other-init"],
+)
+def test_options_that_would_do_nothing_are_refused_by_name(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], fragment: str
+) -> None:
+    """-j 0 ran nothing, a dump under --json was dropped without a word, and --other-init's
+    error named --init."""
+    tiny = FIXTURES / "models" / "tiny_export"
+    try:
+        code, _, err = run_cli(capsys, *(a.format(tiny=tiny, out=tmp_path / "o") for a in argv))
+    except SystemExit as exc:  # argparse's own refusal: usage, then the error line
+        code, err = exc.code, capsys.readouterr().err
+    assert code == 2 and fragment in err.splitlines()[-1], err

@@ -36,6 +36,7 @@ from graphtools.cli.common import (
     parse_name_list,
     read_shapes,
     record_data,
+    refuse_dump_in_json,
     refuse_overwriting_input,
     report_records,
     set_outputs,
@@ -398,6 +399,7 @@ def _settings(options: argparse.Namespace) -> dict[str, Any]:
 
 def _cmd_verify(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, options.json)
+    refuse_dump_in_json(options)
     settings = _settings(options)
     if options.onnx is not None:
         return onnx_commands.verify_onnx(options, settings, out)

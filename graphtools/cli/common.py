@@ -53,6 +53,7 @@ __all__ = [
     "parse_shape_items",
     "read_shapes",
     "record_data",
+    "refuse_dump_in_json",
     "refuse_overwriting_input",
     "report_records",
     "set_outputs",
@@ -223,17 +224,18 @@ def load_input(
     *,
     no_init: bool = False,
     out: Output | None = None,
+    init_option: str = "--init",
 ) -> Model:
     """Load a model folder, or a predict_net file with its init_net, by the one rule (see the
-    module docstring); notes go to ``out``."""
+    module docstring); notes go to ``out``, errors name ``init`` as ``init_option``."""
     source = Path(path)
     if is_onnx_file(source):
         if init is not None:
-            raise UsageError(f"--init is for a predict_net file; {source} is an ONNX model")
+            raise UsageError(f"{init_option} is for a predict_net file; {source} is an ONNX model")
         return load_onnx_file(source)
     if source.is_dir():
         if init is not None:
-            raise UsageError("--init is only for a predict_net file, not a model folder")
+            raise UsageError(f"{init_option} is only for a predict_net file, not a model folder")
         try:
             predict, found = find_model_files(source)
         except SerdeError:
@@ -258,12 +260,19 @@ def load_input(
             if found is not None and out is not None:
                 out.note(
                     f"init_net {found} found beside {source.name} "
-                    "(--init FILE for another, --no-init for none)"
+                    f"({init_option} FILE for another, --no-init for none)"
                 )
     _check_not_empty(predict, "predict_net")
     if found is not None and _check_not_empty(found, "init_net") and out is not None:
         out.warn(f"init_net {found} is empty: the model gets no parameters from it")
     return load_model(predict, found, allow_empty=True)
+
+
+def refuse_dump_in_json(options: Any) -> None:
+    """``--print-after-each`` prints dumps, which ``--json`` output has no place for: refuse
+    the pair rather than drop one without a word."""
+    if getattr(options, "print_after_each", False) and getattr(options, "json", False):
+        raise UsageError("--print-after-each prints text dumps: give it without --json")
 
 
 def refuse_overwriting_input(model: Model, targets: Iterable[Path], instead: str) -> None:

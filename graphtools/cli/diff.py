@@ -91,7 +91,13 @@ def render_diff(out: Output, change: ModelDiff) -> None:
 def _cmd_diff(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, options.json)
     first = load_input(options.first, options.init, no_init=options.no_init, out=out)
-    second = load_input(options.second, options.other_init, no_init=options.no_init, out=out)
+    second = load_input(
+        options.second,
+        options.other_init,
+        no_init=options.no_init,
+        out=out,
+        init_option="--other-init",
+    )
     change = diff_models(first, second)
     if ONNX in (first.dialect, second.dialect):
         add_initializer_changes(change, first, second)

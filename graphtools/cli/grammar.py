@@ -71,6 +71,17 @@ def attach_negative_slices(argv: Sequence[str]) -> list[str]:
     return attached
 
 
+def _jobs(value: str) -> int:
+    """``-j N``: how many models run at once, 1 or more."""
+    try:
+        jobs = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of processes") from None
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"{jobs}: at least one process runs the models")
+    return jobs
+
+
 def _version() -> str:
     import importlib.metadata
 
@@ -379,7 +390,7 @@ def _register_pipeline(
     run.add_argument(
         "-j",
         "--jobs",
-        type=int,
+        type=_jobs,
         default=1,
         metavar="N",
         help="models run at once in a batch (default: %(default)s)",
@@ -518,7 +529,7 @@ def _register_check(
     check.add_argument(
         "-j",
         "--jobs",
-        type=int,
+        type=_jobs,
         default=1,
         metavar="N",
         help="models verified at once in a batch (default: %(default)s)",

@@ -28,6 +28,7 @@ from graphtools.cli.common import (
     output_folder,
     parse_name_list,
     record_data,
+    refuse_dump_in_json,
     report_records,
     set_outputs,
 )
@@ -147,6 +148,7 @@ def printer_after_pass(out: Output) -> Callable[[PassRecord, Model], None]:
 
 def _cmd_run(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, options.json)
+    refuse_dump_in_json(options)
     if len(options.inputs) > 1 or is_collection(options.inputs[0]):
         return _run_batch(options, out)
     if is_onnx_file(options.inputs[0]):
