@@ -326,14 +326,16 @@ def test_a_folder_of_onnx_models_given_for_one_model_names_them(
         (["verify", "{tiny}", "--print-after-each", "--json"], "without --json"),
         (["run", "{tiny}", "--print-after-each", "--json", "-o", "{out}"], "without --json"),
         (["diff", "{tiny}", "{tiny}", "--other-init", "x.pb"], "--other-init is only for"),
+        (["show", "{tiny}", "--ops", "100:200"], "selects no op: the net has 15"),
+        (["draw", "{tiny}", "--ops", "15", "-o", "{out}.dot"], "selects no op: the net has 15"),
     ],
-    ids=["verify-j0", "run-j-3", "verify-json-dump", "run-json-dump", "other-init"],
+    ids=["verify-j0", "run-j-3", "verify-json-dump", "run-json-dump", "other-init", "show", "draw"],
 )
 def test_options_that_would_do_nothing_are_refused_by_name(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], fragment: str
 ) -> None:
-    """-j 0 ran nothing, a dump under --json was dropped without a word, and --other-init's
-    error named --init."""
+    """-j 0 ran nothing, a dump under --json was dropped without a word, --ops past the end
+    printed nothing (exit 0), and --other-init's error named --init."""
     tiny = FIXTURES / "models" / "tiny_export"
     try:
         code, _, err = run_cli(capsys, *(a.format(tiny=tiny, out=tmp_path / "o") for a in argv))

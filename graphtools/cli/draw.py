@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from graphtools.cli.common import Output, UsageError, load_input
-from graphtools.cli.inspect import parse_slice
+from graphtools.cli.inspect import ops_of
 from graphtools.dot import model_to_dot
 from graphtools.serde.atomic import atomic_write_bytes
 
@@ -58,7 +58,8 @@ def _cmd_draw(options: argparse.Namespace) -> int:
     other = None
     if options.diff is not None:
         other = load_input(options.diff, options.diff_init, out=out)
-    text = model_to_dot(model, ops=parse_slice(options.ops), diff_with=other)
+    chosen = ops_of(options.ops, len(model.predict_net))
+    text = model_to_dot(model, ops=chosen, diff_with=other)
     data = text.encode() if fmt == "dot" else render(text, fmt)
     out.line(f"wrote {atomic_write_bytes(target, data)}")
     return 0

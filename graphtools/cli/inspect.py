@@ -19,10 +19,19 @@ from graphtools.cli.onnx_show import initializer_rows, onnx_summary, print_onnx_
 from graphtools.ir import Model, Net
 from graphtools.printer import format_op, print_model, print_net
 
-__all__ = ["HANDLERS", "parse_slice"]
+__all__ = ["HANDLERS", "ops_of", "parse_slice"]
 
 _VALUE_CHARS = 64
 """Argument values longer than this are cut in ``--ops`` dumps (``--full`` keeps them)."""
+
+
+def ops_of(text: str | None, count: int) -> slice | None:
+    """``parse_slice`` of ``--ops``, refused when it selects none of a net's ``count`` ops
+    (``100:200`` of a 15-op net printed nothing, exit 0)."""
+    chosen = parse_slice(text)
+    if chosen is not None and not range(count)[chosen]:
+        raise UsageError(f"--ops {text!r} selects no op: the net has {count} (0 to {count - 1})")
+    return chosen
 
 
 def parse_slice(text: str | None) -> slice | None:
@@ -185,7 +194,7 @@ def _show_one(out: Output, options: argparse.Namespace, path: str, model: Model)
     dumps = options.ops is not None or options.params
     data: dict[str, Any] = {"path": path}
     if options.ops is not None:
-        chosen = parse_slice(options.ops)
+        chosen = ops_of(options.ops, len(model.predict_net))
         for line in _ops_text(model.predict_net, chosen, False):
             out.line(line, level=0)
         data["ops"] = _ops_data(model.predict_net, chosen)
