@@ -764,3 +764,24 @@ def test_a_worker_that_dies_is_that_models_error_and_the_batch_goes_on(tmp_path:
         (name, "error", "its process died (exit status 3)") for name in ("a", "b", "c")
     ]
     assert [r.name for r in run_batch(refs, _echo_worker, {}, 2, out)] == ["a", "b", "c"]
+
+
+def test_a_batch_writing_inside_its_input_folder_does_not_run_its_own_results(
+    tmp_path: Path,
+) -> None:
+    """run models -o models/optimized read back the last run's results and nested them
+    again (2, then 4, then 6 models)."""
+    models = tmp_path / "models"
+    for name in ("a", "b"):
+        save_model(load_model_dir(TINY), models / name)
+    for _ in range(2):
+        done = subprocess.run(
+            [*_cli(), "run", str(models), "-o", str(models / "optimized"), "-j", "1"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines()[-1] == "2 ok"
+    assert sorted(p.name for p in (models / "optimized").iterdir()) == ["a", "b"]

@@ -217,8 +217,13 @@ def _run_batch(options: argparse.Namespace, out: Output) -> int:
         raise UsageError("several models need an output folder: -o OUTDIR (one folder each)")
     if str(options.output).lower().endswith(".onnx"):
         raise UsageError("several models are written to a folder: -o OUTDIR, not an .onnx file")
-    output_folder(options.output)
-    refs = discover_models(options.inputs)
+    written = output_folder(options.output).resolve()
+    # a previous run's results inside an input folder are not models to run again
+    refs = [
+        r for r in discover_models(options.inputs) if not r.path.resolve().is_relative_to(written)
+    ]
+    if not refs:
+        raise UsageError(f"no model to run outside the output folder {options.output}")
     manager_for(options.pipeline, options.steps, tuple(options.device or ()))  # check it now
     if any(is_onnx_file(ref.path) for ref in refs):
         check_run_options(options)  # what an ONNX model of the batch cannot take
