@@ -588,6 +588,11 @@ def _same_nets(first: Sequence[Net], second: Sequence[Net]) -> bool:
     )
 
 
+_Loaded = tuple[dict[str, ValueType], list[bytes], tuple[list[bytes], list[bytes]] | None]
+"""A codec's record of a net's declarations: the types it was loaded with, its value_info
+and its interface, serialized (see ``Net.loaded_declarations``)."""
+
+
 class Net:
     """A net in a dialect: ops in order, external inputs and outputs, and what else the file's
     net holds.
@@ -648,7 +653,7 @@ class Net:
         self._header: Any = header
         self._initializers: dict[str, Tensor] = _checked_initializers(initializers or {})
         self._types: dict[str, ValueType] = dict(types or {})
-        self._loaded_declarations: tuple[dict[str, ValueType], list[bytes]] | None = None
+        self._loaded_declarations: _Loaded | None = None
         self._args: tuple[Argument, ...] = ()
         self._parent: Net | None = None
         self._memo: dict[Hashable, tuple[int, Any]] = {}
@@ -680,11 +685,13 @@ class Net:
         initializers: dict[str, Tensor] | None = None,
         types: dict[str, ValueType] | None = None,
         declarations: list[bytes] | None = None,
+        interface: tuple[list[bytes], list[bytes]] | None = None,
     ) -> Net:
         """A net for a codec: ``make_ops(net)``/``make_args(net)`` build its ops and net-level
         arguments already owned by the new net (``Op.wrap_loaded``), taken as they are;
         ``header`` is the codec's record of the rest of the file's net, ``declarations`` of
-        its value declarations (see ``loaded_declarations``)."""
+        its value declarations and ``interface`` of its inputs' and outputs' (see
+        ``loaded_declarations``, ``loaded_interface``)."""
         with paused_gc():
             net = cls.__new__(cls)
             net._parent = parent
@@ -699,7 +706,9 @@ class Net:
             net._dialect = dialect
             net._initializers = {} if initializers is None else initializers
             net._types = {} if types is None else types
-            net._loaded_declarations = None if declarations is None else (net._types, declarations)
+            net._loaded_declarations = (
+                None if declarations is None else (net._types, declarations, interface)
+            )
             net._ops = OpList(make_ops(net))
             net._args = make_args(net)
             return net
@@ -793,6 +802,15 @@ class Net:
         if loaded is None or self.revision != 0 or loaded[0] is not self._types:
             return None
         return loaded[1]
+
+    def loaded_interface(self) -> tuple[list[bytes], list[bytes]] | None:
+        """The codec's record of the input and output declarations the net was loaded with
+        (serialized: a name declared twice, as an input and an output or as two outputs, keeps
+        each declaration), on the terms of ``loaded_declarations``."""
+        loaded = self._loaded_declarations
+        if loaded is None or self.revision != 0 or loaded[0] is not self._types:
+            return None
+        return loaded[2]
 
     def external_input_set(self) -> frozenset[str]:
         """The declared external inputs as a set, for membership tests (made once per list)."""

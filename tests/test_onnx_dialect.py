@@ -525,3 +525,20 @@ def test_an_edit_writing_a_name_the_graph_holds_is_refused(tmp_path: Path) -> No
         edit.rename(("w", 0), "x")
     assert list(net.external_inputs) == ["w"] and list(net.initializers) == ["x"]
     assert [op.inputs for op in net] == [("w",), ("a", "x")]
+
+
+def test_a_name_declared_twice_in_the_interface_round_trips_as_written(tmp_path: Path) -> None:
+    """An output that is also the graph's input, and an output listed twice, each with a
+    declaration of its own: one type per name gave the output the input's."""
+    x_in = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4], doc_string="the input")
+    x_out = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"], doc_string="an echo")
+    y_first = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4], doc_string="first")
+    y_second = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4], doc_string="second")
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g", [x_in], [y_first, x_out, y_second]
+    )
+    source = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), source)
+    _saved_equal(source, tmp_path / "same.onnx")
+    written = onnx.load(str(tmp_path / "same.onnx"))
+    assert [v.doc_string for v in written.graph.output] == ["first", "an echo", "second"]

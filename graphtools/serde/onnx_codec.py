@@ -708,6 +708,10 @@ def _net_from_parts(
             initializers=initializers,
             types=types,
             declarations=parts.value_info,
+            interface=(
+                [info.SerializeToString() for info in declared["input"]],
+                [info.SerializeToString() for info in declared["output"]],
+            ),
         )
 
 
@@ -771,13 +775,24 @@ def _graph_bytes(
         )
         graph.initializer.extend(_initializer_bytes(net, write_tensor))
         types = net.types
+        interface = net.loaded_interface()
         graph.input.extend(
-            _value_info(name, types.get(name)).SerializeToString() for name in net.external_inputs
+            interface[0]
+            if interface is not None
+            else (
+                _value_info(name, types.get(name)).SerializeToString()
+                for name in net.external_inputs
+            )
         )
-        if initializers_as_inputs:
+        if initializers_as_inputs and interface is None:
             graph.input.extend(_undeclared_initializers(net))
         graph.output.extend(
-            _value_info(name, types.get(name)).SerializeToString() for name in net.external_outputs
+            interface[1]
+            if interface is not None
+            else (
+                _value_info(name, types.get(name)).SerializeToString()
+                for name in net.external_outputs
+            )
         )
         declarations = net.loaded_declarations()
         graph.value_info.extend(
