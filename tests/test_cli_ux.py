@@ -37,6 +37,13 @@ def _cli() -> list[str]:
     return [found] if found else [sys.executable, "-m", "graphtools"]
 
 
+def _graphtools(*argv: str, timeout: int = 300, **options: Any) -> subprocess.CompletedProcess:
+    """``graphtools ARGV`` in a fresh process, its output captured as text."""
+    return subprocess.run(
+        [*_cli(), *argv], capture_output=True, text=True, timeout=timeout, check=False, **options
+    )
+
+
 def _no_outputs(folder: Path) -> Path:
     net = Net(
         [Op("Relu", ["x"], ["a"]), Op("Sigmoid", ["a"], ["b"]), Op("Tanh", ["x"], ["c"])],
@@ -464,13 +471,7 @@ def test_batch_run_and_verify_one_process_per_model(tmp_path: Path, real_fixture
     save_model(load_model_dir(TINY), models / "tiny")
     shutil.copy(real_fixtures / SQUEEZE, models / "squeeze_predict_net.pb")
     (models / "broken_predict_net.pb").write_bytes(b"not a net at all")
-    done = subprocess.run(
-        [*_cli(), "run", str(models), "-o", str(tmp_path / "out"), "-j", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = _graphtools("run", str(models), "-o", str(tmp_path / "out"), "-j", "1")
     assert done.returncode == 2, done.stderr
     rows = {line.split()[0]: line.split() for line in done.stdout.splitlines() if line}
     assert rows["tiny"][1:3] == ["15", "7"] and rows["tiny"][-1] == "ok"
@@ -480,12 +481,8 @@ def test_batch_run_and_verify_one_process_per_model(tmp_path: Path, real_fixture
     assert (tmp_path / "out" / "tiny" / "predict_net.pbtxt").is_file()
     assert (tmp_path / "out" / "squeeze_predict_net" / "predict_net.pb").is_file()
     (models / "broken_predict_net.pb").unlink()
-    done = subprocess.run(
-        [*_cli(), "verify", "--json", str(models / "tiny"), str(models / "squeeze_predict_net.pb")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    done = _graphtools(
+        "verify", "--json", str(models / "tiny"), str(models / "squeeze_predict_net.pb")
     )
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout)
@@ -562,24 +559,10 @@ def test_draw_renders_with_graphviz(
 
 def test_draw_without_graphviz_says_what_to_install(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": str(Path(sys.executable).parent)}
-    done = subprocess.run(
-        [*_cli(), "draw", str(TINY), "-o", str(tmp_path / "net.svg")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+    done = _graphtools("draw", str(TINY), "-o", str(tmp_path / "net.svg"), env=env, timeout=60)
     assert done.returncode == 2
     assert_one_error_line(done.stderr, "Graphviz", "apt-get install graphviz", ".dot")
-    done = subprocess.run(
-        [*_cli(), "draw", str(TINY), "-o", str(tmp_path / "net.dot")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+    done = _graphtools("draw", str(TINY), "-o", str(tmp_path / "net.dot"), env=env, timeout=60)
     assert done.returncode == 0 and (tmp_path / "net.dot").read_text().startswith("digraph")
 
 
@@ -775,13 +758,7 @@ def test_a_batch_writing_inside_its_input_folder_does_not_run_its_own_results(
     for name in ("a", "b"):
         save_model(load_model_dir(TINY), models / name)
     for _ in range(2):
-        done = subprocess.run(
-            [*_cli(), "run", str(models), "-o", str(models / "optimized"), "-j", "1"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        done = _graphtools("run", str(models), "-o", str(models / "optimized"), "-j", "1")
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines()[-1] == "2 ok"
     assert sorted(p.name for p in (models / "optimized").iterdir()) == ["a", "b"]
