@@ -798,19 +798,22 @@ class Net:
         the net is as loaded (no change since, its types the loaded ones), for a save that
         gives back the file it read; ``None`` once anything changed (the codec then writes
         the declarations from ``types``)."""
-        loaded = self._loaded_declarations
-        if loaded is None or self.revision != 0 or loaded[0] is not self._types:
-            return None
-        return loaded[1]
+        loaded = self._still_loaded()
+        return None if loaded is None else loaded[1]
 
     def loaded_interface(self) -> tuple[list[bytes], list[bytes]] | None:
         """The codec's record of the input and output declarations the net was loaded with
         (serialized: a name declared twice, as an input and an output or as two outputs, keeps
         each declaration), on the terms of ``loaded_declarations``."""
+        loaded = self._still_loaded()
+        return None if loaded is None else loaded[2]
+
+    def _still_loaded(self) -> _Loaded | None:
+        """The codec's record while the net is as loaded (no change, the loaded types)."""
         loaded = self._loaded_declarations
         if loaded is None or self.revision != 0 or loaded[0] is not self._types:
             return None
-        return loaded[2]
+        return loaded
 
     def external_input_set(self) -> frozenset[str]:
         """The declared external inputs as a set, for membership tests (made once per list)."""
