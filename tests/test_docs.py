@@ -131,7 +131,8 @@ def test_the_setup_section_keeps_its_two_commands() -> None:
     assert [b.strip() for b in blocks] == [
         "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/graphtools run "
         "fixtures/models/tiny_export -o out/tiny_export",
-        'python3 -m venv .venv && .venv/bin/pip install -e ".[test,torch]" && .venv/bin/pytest',
+        'python3 -m venv .venv && .venv/bin/pip install -e ".[test,torch]" && '
+        ".venv/bin/pytest -n 2",
     ]
     assert blocks[1].strip() == ci_test_line
 
