@@ -100,6 +100,22 @@ def test_show_and_draw_take_a_slice_from_the_end_as_a_separate_value(
     assert (code, err) == (0, "") and "digraph" in (tmp_path / "d.dot").read_text()
 
 
+def test_show_ops_before_the_path_lists_every_op(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``show --ops MODEL``: ``--ops`` has an optional range, and a path is not one; argparse
+    alone took the model for the range and then asked for a path."""
+    code, out, err = run_cli(capsys, "show", "--ops", str(TINY))
+    assert (code, err) == (0, "")
+    code, last_path, _ = run_cli(capsys, "show", str(TINY), "--ops")
+    assert out == last_path and len(out.splitlines()) == 15
+    code, _, err = run_cli(capsys, "draw", "--ops", str(TINY), "-o", str(tmp_path / "d.dot"))
+    assert (code, err) == (0, "") and "digraph" in (tmp_path / "d.dot").read_text()
+    code, _, err = run_cli(capsys, "show", "--ops", "1:x", str(TINY))
+    assert code == 2
+    assert_one_error_line(err, "--ops '1:x' is not a range")
+
+
 def test_show_params_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "show", "--params", str(TINY))
     assert code == 0

@@ -11,10 +11,13 @@ here (listed in ``_REGISTER``) and its handler in its module's ``HANDLERS``.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+from graphtools._core import DIALECTS
 
 __all__ = [
     "DEFAULT_STEPS",
@@ -24,7 +27,7 @@ __all__ = [
     "add_model_options",
     "add_pipeline_options",
     "add_verify_options",
-    "attach_negative_slices",
+    "attach_ops_values",
     "build_parser",
     "shapes_option",
 ]
@@ -51,20 +54,28 @@ paths, a folder of models) run one process each, -j at a time."""
 
 _NEGATIVE_SLICE = re.compile(r"-\d+(:-?\d*)?")
 """A slice value beginning with a minus: ``-2:``, ``-5:-1``, ``-3``."""
+_SLICE = re.compile(r"all|-?\d*(:-?\d*)?")
+"""Anything ``--ops`` could mean as its value (``parse_slice`` says which are valid)."""
 
 
-def attach_negative_slices(argv: Sequence[str]) -> list[str]:
-    """``argv`` with ``--ops -2:`` written ``--ops=-2:``.
+def attach_ops_values(argv: Sequence[str]) -> list[str]:
+    """``argv`` with the value of each ``--ops`` made unambiguous for argparse.
 
     argparse takes a separate value beginning with ``-`` and a digit for an option unless it
     is a plain number, so ``show --ops -2:`` (the last two ops) would be refused as an
-    unknown argument; attached to its option it is the value the user meant.
+    unknown argument: it is written ``--ops=-2:``. And ``show --ops model.onnx`` would take
+    the model for the range (``--ops`` has an optional value) and then ask for a path: a
+    value that cannot be a range and names a file or folder stays the path it is, after
+    ``--ops=all`` (any other is the range's to refuse).
     """
     attached: list[str] = []
     waiting = False
     for arg in argv:
         if waiting and _NEGATIVE_SLICE.fullmatch(arg):
             attached[-1] = f"--ops={arg}"
+        elif waiting and not _SLICE.fullmatch(arg) and os.path.exists(arg):
+            attached[-1] = "--ops=all"
+            attached.append(arg)
         else:
             attached.append(arg)
         waiting = arg == "--ops"
@@ -305,7 +316,8 @@ def _register_inspect(
         nargs="?",
         const="all",
         metavar="A:B",
-        help="list the predict_net's ops (all, or ops A to B-1), long argument values cut",
+        help="list the ops of the predict_net or ONNX graph (all, or ops A to B-1), long "
+        "argument values cut",
     )
     show.add_argument("--params", action="store_true", help="list the init_net's parameters")
     show.add_argument("--full", action="store_true", help="the whole canonical dump, nothing cut")
@@ -335,11 +347,17 @@ def _register_inspect(
         "list-passes",
         parents=parents,
         formatter_class=formatter,
-        help="the passes, their options and the default pipeline",
-        description="Every registered pass (built in and plugins) with its options; "
-        "'list-passes NAME' shows one pass's documentation.",
+        help="the passes, their options and the named pipelines",
+        description="Every registered pass (built in and plugins) with the models it takes "
+        "and its options, and what the pipeline names (default, optimize) run on each kind of "
+        "model; 'list-passes NAME' shows one pass's documentation.",
     )
     listing.add_argument("name", nargs="?", metavar="NAME", help="a pass to document")
+    listing.add_argument(
+        "--dialect",
+        choices=DIALECTS,
+        help="only the passes that take models of this dialect, and its pipelines",
+    )
     add_json(listing)
     listing.set_defaults(handler_module="list_passes")
 
