@@ -220,7 +220,7 @@ def _apply(
 @register_pass
 @dataclass(frozen=True)
 class FuseAffine(Pass):
-    """Fold Mul/Add by per-channel constants into the Conv/ConvTranspose/Gemm/
+    """Fold Mul/Add by per-channel constants into the Conv, ConvTranspose, Gemm or
     BatchNormalization before them (see the module docstring).
 
     Stats: ``fused``.

@@ -44,7 +44,8 @@ __all__ = ["RemoveDeadEnds"]
 
 @dataclass(frozen=True)
 class RemoveDeadEnds(Pass):
-    """Remove predict_net ops whose outputs never reach an external output.
+    """Remove ops of the main net (the predict_net, the ONNX graph) whose outputs never
+    reach its outputs.
 
     Options:
         keep_side_effects: keep ops with side effects, opaque ops and ops with no outputs

@@ -28,7 +28,8 @@ __all__ = ["RemoveIdentityOps"]
 
 @dataclass(frozen=True)
 class RemoveIdentityOps(Pass):
-    """Drop identity ops from the predict_net, rewiring their readers to their input.
+    """Drop identity ops from the main net (the predict_net, the ONNX graph), rewiring
+    their readers to their input.
 
     Options:
         types: more op types to treat as identities (one input, one output), e.g.

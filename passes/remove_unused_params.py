@@ -87,7 +87,8 @@ def _may_enable(view: SSAView, dropped: set[str]) -> frozenset[str] | None:
 @register_pass
 @dataclass(frozen=True)
 class RemoveUnusedParams(Pass):
-    """Drop params the predict_net never reads (see the module docstring).
+    """Drop params (init_net fills, ONNX initializers) the main net never reads (see the
+    module docstring).
 
     Changes the interface (the predict_net's external inputs lose the dropped params). Stats:
     ``params_removed``, ``init_ops_removed``.

@@ -187,10 +187,11 @@ def rename_model_input(
 
 @dataclass(frozen=True)
 class Rename(Pass):
-    """Rename one input or output of one predict_net op (``rename{op=2,input=0,to=y}``).
+    """Rename one input or output of one op of the main net (the predict_net, the ONNX
+    graph): ``rename{op=2,input=0,to=y}``.
 
     Options:
-        op: index of the op in the predict_net.
+        op: index of the op in the main net (as ``graphtools show --ops`` numbers them).
         input: the input slot to rename (as ``rename_op_input``), or -1.
         output: the output slot to rename (as ``rename_op_output``), or -1.
         to: the new name.

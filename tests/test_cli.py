@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import pytest
 from conftest import FIXTURES, assert_one_error_line, run_cli
 
 from graphtools.cli import main
+from graphtools.pass_infra import DEFAULT_PIPELINES, OPTIMIZE_PIPELINES
 from graphtools.printer import print_model, print_net
 from graphtools.serde import load_model_dir, load_net, parse_netdef, save_model
 from graphtools.serde.codec import net_from_netdef
@@ -223,13 +225,41 @@ def test_list_passes_shows_options_with_types_and_defaults(
     rows = {line.split()[0]: line for line in out.splitlines()[1:] if line and " " in line}
     assert "keep_side_effects: bool (true/false) = true" in rows["remove-dead-ends"]
     assert "style: str = multi" in rows["ssa-rewrite"]
-    assert any(line.startswith("default = ") for line in out.splitlines())
+    assert " Caffe2, ONNX " in rows["remove-dead-ends"] and " Caffe2 " in rows["ssa-rewrite"]
+    assert " ONNX (converts) " in rows["convert-to-caffe2"]
+    pipelines = [line for line in out.splitlines() if " models = " in line]
+    assert pipelines == [
+        f"default on Caffe2 models = {DEFAULT_PIPELINES['caffe2']}",
+        f"default on ONNX models = {DEFAULT_PIPELINES['onnx']}",
+        f"optimize on ONNX models = {OPTIMIZE_PIPELINES['onnx']}",
+    ]
+
+
+def test_list_passes_for_one_dialect(capsys: pytest.CaptureFixture[str]) -> None:
+    """An ONNX user sees the passes an ONNX model takes and the pipelines it runs, and the
+    same in JSON (each pass with its dialects)."""
+    code, out, err = run_cli(capsys, "list-passes", "--dialect", "onnx")
+    assert (code, err) == (0, "")
+    names = {line.split()[0] for line in out.splitlines()[1:] if line[:1].isalpha()}
+    assert {"remove-dead-ends", "fuse-pad", "convert-to-caffe2"} <= names
+    assert not names & {"fuse-copy-ops", "ssa-rewrite", "remove-reshape-for-fc"}
+    assert "default on ONNX models = " in out and "on Caffe2 models" not in out
+    code, out, _ = run_cli(capsys, "list-passes", "--dialect", "caffe2", "--json")
+    data = json.loads(out)
+    assert all("caffe2" in item["dialects"] for item in data["passes"])
+    assert data["pipelines"] == {"default": {"caffe2": DEFAULT_PIPELINES["caffe2"]}}
+    with pytest.raises(SystemExit) as refused:
+        run_cli(capsys, "list-passes", "--dialect", "tflite")
+    assert refused.value.code == 2 and "invalid choice: 'tflite'" in capsys.readouterr().err
 
 
 def test_list_passes_name_shows_the_whole_doc(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "list-passes", "remove-dead-ends")
     assert (code, err) == (0, "")
-    assert out.startswith("remove-dead-ends: Remove predict_net ops whose outputs never reach")
+    assert out.startswith(
+        "remove-dead-ends: Remove ops of the main net (the predict_net, the ONNX graph) whose "
+        "outputs never reach its outputs.\nmodels: Caffe2, ONNX\n"
+    )
     assert "skipped_no_external_outputs" in out and "keep_types" in out
     code, out, err = run_cli(capsys, "list-passes", "remove-dead-end")
     assert (code, out) == (2, "")

@@ -17,12 +17,22 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
+from graphtools._core import CAFFE2, ONNX
 from graphtools.pass_infra.base import Pass
 from graphtools.pass_infra.spec import pass_spec
 
-__all__ = ["OptionInfo", "PassDescription", "describe_pass", "pass_markdown", "plain_text"]
+__all__ = [
+    "DIALECT_NAMES",
+    "OptionInfo",
+    "PassDescription",
+    "describe_pass",
+    "pass_markdown",
+    "plain_text",
+]
 
 _CODE = re.compile(r"``(.+?)``")
+DIALECT_NAMES = {CAFFE2: "Caffe2", ONNX: "ONNX"}
+"""How people write each dialect's name."""
 _OPTION = re.compile(r"^(\w+):\s*(.*)$")
 
 
@@ -44,7 +54,8 @@ class OptionInfo:
 @dataclass(frozen=True)
 class PassDescription:
     """A pass as ``list-passes`` and its doc page show it (``module_doc``: its module's
-    docstring, which usually explains the rules with an example)."""
+    docstring, which usually explains the rules with an example; ``models``: the dialects of
+    the models it takes, as the listing writes them)."""
 
     name: str
     summary: str
@@ -52,6 +63,7 @@ class PassDescription:
     options: tuple[OptionInfo, ...]
     class_path: str
     module_doc: str = ""
+    models: str = ""
 
 
 def _type_name(annotation: Any) -> str:
@@ -83,12 +95,14 @@ def _default(field: dataclasses.Field[Any]) -> str:
 def _sections(doc: str) -> tuple[str, str, dict[str, str]]:
     """Summary, body without the ``Options:`` section, and each option's help."""
     lines = inspect.cleandoc(doc).splitlines() if doc.strip() else [""]
-    summary = lines[0].strip()
+    # The summary is the first paragraph, which may wrap over several lines.
+    first = next((i for i, line in enumerate(lines) if not line.strip()), len(lines))
+    summary = " ".join(line.strip() for line in lines[:first])
     body: list[str] = []
     helps: dict[str, str] = {}
     current: str | None = None
     in_options = False
-    for line in lines[1:]:
+    for line in lines[first:]:
         if line.strip() == "Options:":
             in_options = True
             continue
@@ -132,13 +146,21 @@ def describe_pass(cls: type[Pass]) -> PassDescription:
         options,
         f"{cls.__module__}.{cls.__qualname__}",
         plain_text(module_doc),
+        _models(cls),
     )
+
+
+def _models(cls: type[Pass]) -> str:
+    """The dialects of the models a pass takes, as people write them; a conversion says so
+    (its result is a model of another dialect)."""
+    names = ", ".join(DIALECT_NAMES.get(dialect, dialect) for dialect in cls.dialects)
+    return f"{names} (converts)" if cls.changes_dialect else names
 
 
 def pass_markdown(cls: type[Pass]) -> str:
     """The doc page of a pass: its docstring, options table and pipeline spelling."""
     info = describe_pass(cls)
-    lines = [f"# `{info.name}`", "", info.summary, ""]
+    lines = [f"# `{info.name}`", "", info.summary, "", f"Models: {info.models}.", ""]
     if info.body:
         lines += ["```text", info.body, "```", ""]
     lines += ["## Options", ""]
