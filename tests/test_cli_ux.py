@@ -116,6 +116,16 @@ def test_show_ops_before_the_path_lists_every_op(
     assert_one_error_line(err, "--ops '1:x' is not a range")
 
 
+@pytest.mark.parametrize("seed", ["-1", "x"])
+def test_a_bad_seed_is_refused_as_usage(capsys: pytest.CaptureFixture[str], seed: str) -> None:
+    """Not numpy's ValueError as a traceback with exit 1, which verify means as "differ"."""
+    for command in ("verify", "exec", "export-onnx"):
+        with pytest.raises(SystemExit) as refused:
+            run_cli(capsys, command, str(TINY), f"--seed={seed}")
+        err = capsys.readouterr().err
+        assert refused.value.code == 2 and "argument --seed" in err and "Traceback" not in err
+
+
 def test_show_params_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "show", "--params", str(TINY))
     assert code == 0

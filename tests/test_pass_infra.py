@@ -454,6 +454,33 @@ def test_a_pass_refuses_a_model_of_another_dialect_by_name() -> None:
         PassManager.parse("fuse-copy-ops")(onnx_model)
 
 
+def test_a_misspelt_pass_or_pipeline_gets_a_suggestion() -> None:
+    for spec, meant in [
+        ("optimise", "optimize"),
+        ("fuse_batchnorm", "fuse-batchnorm"),
+        ("remove-dead-end", "remove-dead-ends"),
+    ]:
+        with pytest.raises(PipelineSpecError) as info:
+            PassManager.parse(spec)
+        assert f"unknown pass {spec!r} in pipeline spec {spec!r} (did you mean {meant!r}?)" in (
+            str(info.value)
+        )
+    with pytest.raises(PipelineSpecError) as info:
+        PassManager.parse("zzzz")
+    assert "did you mean" not in str(info.value) and "'optimize'" in str(info.value)
+
+
+def test_a_pass_without_its_required_option_says_how_to_give_it() -> None:
+    """Not the dataclass's TypeError ("__init__() missing 1 required positional argument")."""
+    with pytest.raises(PipelineSpecError) as info:
+        PassManager.parse("convert-opset")
+    assert str(info.value) == (
+        "pass 'convert-opset' needs a value for opset: write convert-opset{opset=...} "
+        "('graphtools list-passes convert-opset' describes its options)"
+    )
+    assert PassManager.parse("convert-opset{opset=17}").spec == "convert-opset{opset=17}"
+
+
 def test_empty_spec_is_an_empty_pipeline() -> None:
     model = _model()
     assert PassManager.parse("").passes == ()

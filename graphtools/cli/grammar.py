@@ -82,6 +82,17 @@ def attach_ops_values(argv: Sequence[str]) -> list[str]:
     return attached
 
 
+def _seed(value: str) -> int:
+    """``--seed N``: a random generator's seed, 0 or more (numpy refuses a negative one)."""
+    try:
+        seed = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if seed < 0:
+        raise argparse.ArgumentTypeError(f"{seed}: a seed is 0 or more")
+    return seed
+
+
 def _jobs(value: str) -> int:
     """``-j N``: how many models run at once, 1 or more."""
     try:
@@ -280,7 +291,7 @@ def add_input_options(parser: argparse.ArgumentParser) -> None:
         "before the weights are at hand)",
     )
     parser.add_argument(
-        "--seed", type=int, default=0, help="seed of made-up data (default: %(default)s)"
+        "--seed", type=_seed, default=0, help="seed of made-up data (default: %(default)s)"
     )
 
 
@@ -460,7 +471,7 @@ def _register_pipeline(
         help="blobs to write (default: the declared external outputs)",
     )
     execute.add_argument(
-        "--seed", type=int, default=0, help="seed of random fill ops (default: %(default)s)"
+        "--seed", type=_seed, default=0, help="seed of random fill ops (default: %(default)s)"
     )
     execute.set_defaults(handler_module="pipeline")
 
@@ -500,7 +511,7 @@ def _register_check(
         "net writes and never reads)",
     )
     check.add_argument(
-        "--seed", type=int, default=0, help="seed of all made-up data (default: %(default)s)"
+        "--seed", type=_seed, default=0, help="seed of all made-up data (default: %(default)s)"
     )
     check.add_argument(
         "--rtol",

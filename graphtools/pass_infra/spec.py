@@ -10,6 +10,7 @@ for pipelines of the model's dialect, expanded when the dialect is known: ``defa
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import typing
 from typing import Any
 
@@ -264,6 +265,20 @@ def _build_pass(cls: type[Pass], raw_options: dict[str, str]) -> Pass:
                 f"pass '{cls.name}' has no option {key!r} (its options: {known})"
             )
         values[key] = _convert(cls.name, key, hints[key], raw)
+    missing = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.init
+        and f.name not in values
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        example = ",".join(f"{name}=..." for name in missing)
+        raise PipelineSpecError(
+            f"pass '{cls.name}' needs a value for {', '.join(missing)}: write "
+            f"{cls.name}{{{example}}} ('graphtools list-passes {cls.name}' describes its options)"
+        )
     try:
         return cls(**values)
     except (TypeError, ValueError, GraphToolsError) as exc:
@@ -295,11 +310,14 @@ def _parse_passes(
             continue
         cls = known.get(name)
         if cls is None:
-            defaults = "; ".join(f"{d}: {p}" for d, p in DEFAULT_PIPELINES.items())
+            choices = [*known, *NAMED_PIPELINES]
+            close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise PipelineSpecError(
-                f"unknown pass {name!r} in pipeline spec {spec!r}; known passes: "
-                f"{', '.join(known) or 'none'} (and 'default' = {defaults}; 'optimize' = "
-                "the ONNX optimisation)"
+                f"unknown pass {name!r} in pipeline spec {spec!r}{hint}; known passes: "
+                f"{', '.join(known) or 'none'}, and the pipelines "
+                f"{', '.join(map(repr, NAMED_PIPELINES))} ('graphtools list-passes' shows "
+                "them all)"
             )
         passes.append(_build_pass(cls, options))
     return passes
