@@ -295,7 +295,10 @@ class _Attempt:
                 return _Pin(net, index, "twice", f"pairs the batch with itself in {name!r}")
         if outputs and all(self.batch_position(name) is None for name in outputs):
             if self.already and (
-                op.type == "Flatten" or self._computed_size(op) or self._folded_by_the_export(op)
+                op.type == "Flatten"
+                or self._computed_size(op)
+                or self._folded_by_the_export(op)
+                or self._renamed_by_inference(op, outputs)
             ):
                 return None  # the export follows the batch where inference cannot
             shapes = ", ".join(f"{n}: {list(self.shape(n) or ())}" for n in outputs)
@@ -321,6 +324,24 @@ class _Attempt:
         if position is None or position >= len(op.inputs) or not op.inputs[position]:
             return False
         return self.constant(op.inputs[position]) is None
+
+    def _renamed_by_inference(self, op: Op, outputs: list[str]) -> bool:
+        """Whether an output keeps a batched input's batch axis under another symbol: where
+        an export dynamic already meets a value sized at run time (a transformer's residual
+        ``Add`` of the input and its attention, reshaped from computed shapes), inference
+        makes up a dim (``unk__5``) or none for what is the batch at run time. The axes are
+        aligned from the right, as broadcasting does; a reduction drops the axis or leaves
+        ``1``."""
+        for name in op.inputs:
+            batch = self.batch_position(name)
+            if batch is None:
+                continue
+            from_end = len(self.shape(name) or ()) - batch
+            for output in outputs:
+                shape = self.shape(output) or ()
+                if from_end <= len(shape) and not isinstance(shape[len(shape) - from_end], int):
+                    return True  # a name inference made up, or an unknown dim
+        return False
 
     def _folded_by_the_export(self, op: Op) -> bool:
         """Whether ``op`` is a ``Reshape`` folding the batch into its target's ``-1``, the

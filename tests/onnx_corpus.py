@@ -714,6 +714,20 @@ class GRUHead(nn.Module):
         return self.fc(out), hidden
 
 
+class LSTMLastStep(nn.Module):
+    """A batch-first LSTM classifying its last step (``y[:, -1]``): the export squeezes the
+    direction axis and transposes the batch back to the front."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(8, 16, batch_first=True)
+        self.fc = nn.Linear(16, 4)
+
+    def forward(self, x: Tensor) -> Tensor:
+        out, _ = self.lstm(x)
+        return self.fc(out[:, -1])
+
+
 # --- control flow ----------------------------------------------------------------------------
 
 
@@ -946,6 +960,14 @@ CORPUS: tuple[CorpusEntry, ...] = (
         OpsMix,
         (InputSpec("x", (1, 6, 8, 8)),),
         outputs=("y", "sliced", "picked", "scores"),
+    ),
+    CorpusEntry("lstm_last_step_legacy", "legacy", (InputSpec("x", (1, 5, 8)),), LSTMLastStep),
+    CorpusEntry(
+        "transformer_encoder_legacy_dynbatch",
+        "legacy",
+        (InputSpec("x", (2, 8, 32)),),
+        Encoder,
+        dynamic_axes=_BATCH,
     ),
     CorpusEntry(
         "detect_head_legacy_dynbatch",

@@ -64,6 +64,8 @@ EXPECTED_OPS = {
     "ops_mix_legacy": {"Split", "Softmax", "LogSoftmax", "Clip", "Slice", "Gather", "Where"},
     "ops_mix_dynamo": {"Split", "Softmax", "LogSoftmax", "Clip", "Slice", "Gather", "Where"},
     "detect_head_legacy_dynbatch": {"Range", "Expand", "Sigmoid", "Transpose", "Pow"},
+    "lstm_last_step_legacy": {"LSTM", "Squeeze", "Transpose", "Gather", "Gemm"},
+    "transformer_encoder_legacy_dynbatch": {"LayerNormalization", "Softmax", "Add", "Reshape"},
     "detect_head_dynamo": {"Sigmoid", "Transpose", "Pow", "Slice"},
 }
 

@@ -236,10 +236,16 @@ def add_json(parser: argparse.ArgumentParser) -> None:
 def add_export_options(parser: argparse.ArgumentParser) -> None:
     """``--opset``, ``--dynamic-batch``, ``--external-data`` and ``--test-mode``."""
     parser.add_argument(
-        "--opset", type=int, default=None, help="ONNX opset of an .onnx output (default: 17)"
+        "--opset",
+        type=int,
+        default=None,
+        help="opset of the ONNX output: an ONNX model keeps its own unless given (onnx's "
+        "version converter), a Caffe2 pair is exported at 17 unless given",
     )
     parser.add_argument(
-        "--dynamic-batch", action="store_true", help="write dim 0 of the ONNX inputs as free (N)"
+        "--dynamic-batch",
+        action="store_true",
+        help="make the batch of the ONNX output symbolic (N), or name the node that pins it",
     )
     parser.add_argument(
         "--external-data", action="store_true", help="write ONNX weights to MODEL.onnx.data"

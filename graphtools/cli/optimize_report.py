@@ -38,14 +38,21 @@ def run_stages(
     dynamic_batch: bool = False,
     after_pass: Callable[[PassRecord, Model], None] | None = None,
 ) -> list[tuple[PassManager, list[PassRecord]]]:
-    """Run on ``model``, in order: ``convert-opset`` when an ``opset`` is asked for, the
-    pipeline of ``manager``, ``make-dynamic-batch`` with ``dynamic_batch`` (after the
-    pipeline's fixpoint: the targets folded to constants are what it rewrites); each manager
-    with its records. The two passes are idempotent: the second round of their stage only
-    confirms the fixpoint."""
+    """Run on ``model``, in order: ``convert-opset`` when an ``opset`` is asked for,
+    ``make-dynamic-batch`` with ``dynamic_batch``, the pipeline of ``manager``, and
+    ``make-dynamic-batch`` again; each manager with its records.
+
+    The batch is made symbolic before the pipeline runs: a pipeline run on the exported batch
+    may rewrite what holds only at that batch (two ops merged into a ``Reshape`` that moves a
+    batch of one past other axes), which no later pass can take back. The second
+    ``make-dynamic-batch`` checks that the pipeline kept the batch free (an export dynamic
+    already: nothing to do, unless a node pins it). Both passes are idempotent: the second
+    round of their stage only confirms the fixpoint."""
     stages = []
     if opset is not None:
         stages.append(PassManager([ConvertOpset(opset=opset)], steps=2))
+    if dynamic_batch:
+        stages.append(PassManager([MakeDynamicBatch()], steps=2))
     stages.append(manager)
     if dynamic_batch:
         stages.append(PassManager([MakeDynamicBatch()], steps=2))
