@@ -261,6 +261,12 @@ def test_list_passes_name_shows_the_whole_doc(capsys: pytest.CaptureFixture[str]
         "outputs never reach its outputs.\nmodels: Caffe2, ONNX\n"
     )
     assert "skipped_no_external_outputs" in out and "keep_types" in out
+    assert "\nHow it works:\n\nRemove ops none of whose outputs can reach" in out
+    code, out, err = run_cli(capsys, "list-passes", "fuse-pad")
+    assert out.startswith('fuse-pad: Fold Pad into the Conv or pooling reading it (see "How it ')
+    code, out, err = run_cli(capsys, "list-passes", "optimize")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[0] == f"optimize on ONNX models = {OPTIMIZE_PIPELINES['onnx']}"
     code, out, err = run_cli(capsys, "list-passes", "remove-dead-end")
     assert (code, out) == (2, "")
     assert_one_error_line(err, "'remove-dead-end'", "did you mean 'remove-dead-ends'?")

@@ -369,7 +369,9 @@ def _register_inspect(
         "and its options, and what the pipeline names (default, optimize) run on each kind of "
         "model; 'list-passes NAME' shows one pass's documentation.",
     )
-    listing.add_argument("name", nargs="?", metavar="NAME", help="a pass to document")
+    listing.add_argument(
+        "name", nargs="?", metavar="NAME", help="a pass to document, or a pipeline name"
+    )
     listing.add_argument(
         "--dialect",
         choices=DIALECTS,

@@ -21,11 +21,14 @@ __all__ = ["HANDLERS"]
 def _cmd_list_passes(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, options.json)
     passes = available_passes()
+    if options.name in NAMED_PIPELINES:
+        return _one_pipeline(out, options.name)
     if options.name is not None:
         cls = passes.get(options.name)
         if cls is None:
             raise UsageError(
-                f"no pass named {options.name!r}{did_you_mean(options.name, passes)}; "
+                f"no pass named {options.name!r}"
+                f"{did_you_mean(options.name, [*passes, *NAMED_PIPELINES])}; "
                 f"'graphtools list-passes' lists them"
             )
         return _one_pass(out, cls)
@@ -89,7 +92,22 @@ def _one_pass(out: Output, cls: type[Pass]) -> int:
         out.table(table, level=0)
     else:
         out.line("options: none", level=0)
+    if info.module_doc:
+        out.line("\nHow it works:\n", level=0)
+        out.line(info.module_doc, level=0)
     out.line(f"\nclass {info.class_path}", level=1)
+    return 0
+
+
+def _one_pipeline(out: Output, name: str) -> int:
+    """``list-passes default``: what a pipeline name runs, on each kind of model."""
+    specs = NAMED_PIPELINES[name]
+    if out.json_mode:
+        out.json({"pipeline": name, "passes": specs})
+        return 0
+    for dialect, spec in specs.items():
+        out.line(f"{name} on {DIALECT_NAMES[dialect]} models = {spec}", level=0)
+    out.line("'graphtools list-passes PASS' shows each pass's documentation", level=1)
     return 0
 
 

@@ -123,6 +123,12 @@ def _sections(doc: str) -> tuple[str, str, dict[str, str]]:
     return summary, "\n".join(body).strip(), helps
 
 
+def _for_readers(text: str) -> str:
+    """A docstring's text as the listing and the doc page show it: they show the module's
+    docstring as "How it works", which is what "the module docstring" means to its author."""
+    return plain_text(text).replace("the module docstring", '"How it works"')
+
+
 def describe_pass(cls: type[Pass]) -> PassDescription:
     """The description of pass class ``cls`` (see the module docstring)."""
     summary, body, helps = _sections(cls.__doc__ or "")
@@ -132,7 +138,7 @@ def describe_pass(cls: type[Pass]) -> PassDescription:
             field.name,
             _type_name(hints.get(field.name)),
             _default(field),
-            plain_text(helps.get(field.name, "")),
+            _for_readers(helps.get(field.name, "")),
         )
         for field in dataclasses.fields(cls)
         if field.init
@@ -141,8 +147,8 @@ def describe_pass(cls: type[Pass]) -> PassDescription:
     module_doc = inspect.cleandoc(module.__doc__) if module is not None and module.__doc__ else ""
     return PassDescription(
         cls.name,
-        plain_text(summary),
-        plain_text(body),
+        _for_readers(summary),
+        _for_readers(body),
         options,
         f"{cls.__module__}.{cls.__qualname__}",
         plain_text(module_doc),
