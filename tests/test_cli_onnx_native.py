@@ -434,6 +434,7 @@ def test_run_options_on_onnx(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     for flag, argv in {
         "--text/--binary": ["--text"],
         "--shapes": ["--shapes", "x=1x4"],
+        "--test-mode": ["--test-mode"],
     }.items():
         code, _, err = run_cli(capsys, "run", str(source), "-o", str(target), *argv)
         assert code == 2

@@ -37,7 +37,8 @@ DEFAULT_STEPS = 10
 (importing the pass infrastructure here would load every pass)."""
 
 _VERIFY_DESCRIPTION = """\
-Run a pipeline on a copy of a model and compare the outputs with the reference executor.
+Run a pipeline on a copy of a model and compare the outputs: a Caffe2 pair runs on the
+reference executor, an ONNX model on onnxruntime.
 
 The original model runs once on made-up data: --shapes (or shapes.txt) and fed inputs win;
 other input shapes are guessed from how the net reads them and said so; parameters a
@@ -336,7 +337,11 @@ def _register_inspect(
         help="list the ops of the predict_net or ONNX graph (all, or ops A to B-1), long "
         "argument values cut",
     )
-    show.add_argument("--params", action="store_true", help="list the init_net's parameters")
+    show.add_argument(
+        "--params",
+        action="store_true",
+        help="list the parameters (the init_net's, the ONNX initializers)",
+    )
     show.add_argument("--full", action="store_true", help="the whole canonical dump, nothing cut")
     show.add_argument(
         "--shapes",
@@ -462,7 +467,8 @@ def _register_pipeline(
         parents=parents,
         formatter_class=formatter,
         help="run a model on named arrays from an .npz file",
-        description="Run a model with the numpy reference executor on the arrays of "
+        description="Run a model (a Caffe2 pair on the numpy reference executor, an ONNX model "
+        "on onnxruntime) on the arrays of "
         "FEEDS.npz (numpy.savez(path, data=x), or a verify --save-outputs file) and write its "
         "outputs to OUT.npz.",
     )
@@ -591,7 +597,7 @@ def _register_draw(
         "changed or renamed orange.\n"
         "SVG and PNG need Graphviz's 'dot' program (apt-get install graphviz).",
     )
-    parser.add_argument("input", metavar="IN", help="model folder or predict_net file")
+    parser.add_argument("input", metavar="IN", help="model folder, predict_net file or ONNX model")
     parser.add_argument(
         "-o", "--output", required=True, metavar="FILE", help="net.dot, net.svg or net.png"
     )
@@ -618,7 +624,9 @@ def _register_diff(
         "type reading the same values), not by position; params added or removed.\n"
         "Exit 0 when the models are the same, 1 when they differ.",
     )
-    parser.add_argument("first", metavar="A", help="the first model (folder or predict_net file)")
+    parser.add_argument(
+        "first", metavar="A", help="the first model (folder, predict_net file or ONNX model)"
+    )
     parser.add_argument("second", metavar="B", help="the second model")
     add_model_options(parser)
     parser.add_argument(

@@ -56,12 +56,18 @@ __all__ = [
 
 
 def check_run_options(options: argparse.Namespace) -> None:
-    """Refuse what ``run`` cannot do on an ONNX input: write it as text, or take shapes or
-    devices it has no use for."""
+    """Refuse what ``run`` cannot do on an ONNX input: write it as text, or take shapes,
+    devices or a test mode it has no use for."""
     refused = (
         ("--text/--binary", options.text is not None, "ONNX models are written in binary"),
         ("--shapes", bool(options.shapes), "its inputs are typed in the model"),
         ("--device", bool(options.device), "devices are Caffe2's (infer-devices)"),
+        (
+            "--test-mode",
+            options.test_mode,
+            "it sets is_test on a Caffe2 pair's ops for an export; an ONNX model keeps the "
+            "training mode its export gave it",
+        ),
     )
     for flag, given, why in refused:
         if given:
