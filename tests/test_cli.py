@@ -345,13 +345,22 @@ def test_no_command_writes_over_its_input(
 def test_a_folder_of_onnx_models_given_for_one_model_names_them(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    """A folder holding one ONNX model is that model (as a folder holding one pair is); one
+    holding several is refused, naming them."""
     _, model = _binary_pair_and_onnx(tmp_path)
     folder = tmp_path / "models"
     folder.mkdir()
     shutil.copy(model, folder / "tiny.onnx")
+    code, out, err = run_cli(capsys, "show", str(folder))
+    assert (code, err) == (0, "") and out.startswith("onnx model tiny_export: 15 nodes")
+    code, out, err = run_cli(capsys, "diff", str(folder), str(model))
+    assert (code, err) == (0, "")
+    shutil.copy(model, folder / "other.onnx")
     code, _, err = run_cli(capsys, "show", str(folder))
     assert code == 2
-    assert_one_error_line(err, "holds no Caffe2 pair", "ONNX models (tiny.onnx): give one")
+    assert_one_error_line(
+        err, "holds no Caffe2 pair", "2 ONNX models (other.onnx, tiny.onnx): give one"
+    )
 
 
 @pytest.mark.parametrize(

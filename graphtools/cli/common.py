@@ -3,7 +3,8 @@ on stderr, JSON) and the usage error (the options that mean the same everywhere 
 ``graphtools.cli.grammar``).
 
 One rule for files across commands: a file is an ONNX model or a NetDef by its content
-(``graphtools.cli.onnx_files``; ``.onnx`` is the fast path), and an ONNX model loads alone.
+(``graphtools.cli.onnx_files``; ``.onnx`` is the fast path), and an ONNX model loads alone
+(a folder holding one ONNX model and no pair is that model).
 A predict_net file (or a file to show) that is empty is an error; an empty init_net file is
 an init_net without ops (a few published pairs ship one), said in a warning. A predict_net
 file given alone gets the init_net beside it (``graphtools.serde.pairing``), said in a note;
@@ -239,13 +240,16 @@ def load_input(
         try:
             predict, found = find_model_files(source)
         except SerdeError:
-            models = sorted(p.name for p in source.glob("*") if p.suffix.lower() == ".onnx")
+            models = sorted(p for p in source.glob("*") if p.suffix.lower() == ".onnx")
+            if len(models) == 1 and models[0].is_file():
+                return load_onnx_file(models[0])  # the folder of one ONNX model is that model
             if not models:
                 raise
-            shown = ", ".join(models[:3]) + (", ..." if len(models) > 3 else "")
+            names = [model.name for model in models]
+            shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
             raise UsageError(
-                f"{source} holds no Caffe2 pair (predict_net.pb or .pbtxt) but ONNX models "
-                f"({shown}): give one of them"
+                f"{source} holds no Caffe2 pair (predict_net.pb or .pbtxt) but {len(names)} "
+                f"ONNX models ({shown}): give one of them"
             ) from None
         if no_init:
             found = None
