@@ -236,14 +236,40 @@ def test_printer_prints_onnx_attributes(tmp_path: Path, capsys: pytest.CaptureFi
     assert "  type: y INT64[?]" in out
 
 
+def test_diff_says_which_op_writes_a_value_another_op_now_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fused op takes over its source's output name: the reader's input then reads the same
+    name from another op, which the diff says (not ``a@1 -> a@1``), in ONNX's words."""
+    io = ({"x": (TensorProto.FLOAT, [2])}, {"y": (TensorProto.FLOAT, [2])})
+    first = graph_model(
+        tmp_path / "a.onnx",
+        [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Neg", ["a"], ["y"])],
+        *io,
+    )
+    second = graph_model(
+        tmp_path / "b.onnx",
+        [helper.make_node("Sigmoid", ["x"], ["a"]), helper.make_node("Neg", ["a"], ["y"])],
+        *io,
+    )
+    code, out, err = run_cli(capsys, "diff", str(first), str(second))
+    assert (code, err) == (1, "")
+    assert out.splitlines() == [
+        "- graph %0 Relu -> a",
+        "+ graph %0 Sigmoid -> a",
+        "~ graph %1 -> %1 Neg: input 0 a@1 (of %0 Relu) -> a@1 (of %0 Sigmoid)",
+        "graph: 1 removed, 1 added, 1 changed (0 renamed blobs); initializers: 0 removed, 0 added",
+    ]
+
+
 def test_diff_and_draw_on_onnx(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = _mlp(tmp_path / "m.onnx")
     cleaned = tmp_path / "clean" / "clean.onnx"
     assert run_cli(capsys, "run", str(source), "-o", str(cleaned))[0] == 0
     code, out, _ = run_cli(capsys, "diff", str(source), str(cleaned))
     assert code == 1
-    assert "- predict_net %1 Identity -> i" in out
-    assert "- param unused" in out
+    assert "- graph %1 Identity -> i" in out
+    assert "- initializer unused" in out
     code, out, _ = run_cli(capsys, "diff", str(source), str(source), "--json")
     assert code == 0 and json.loads(out)["same"] is True
     code, _, _ = run_cli(capsys, "draw", str(source), "-o", str(tmp_path / "m.dot"))
@@ -327,7 +353,7 @@ def _branchy(
         ({"value": 5.0}, "Constant: arg value <tensor FLOAT 3> #"),
         ({"then_op": "Neg"}, "If: arg then_branch <net then> #"),
         ({"opset": 18}, "~ opsets ai.onnx:17 -> ai.onnx:18"),
-        ({"batch": "N"}, "~ predict_net type of x: FLOAT[2, 3] -> FLOAT[N, 3]"),
+        ({"batch": "N"}, "~ graph type of x: FLOAT[2, 3] -> FLOAT[N, 3]"),
     ],
     ids=["constant-value", "branch-body", "opset", "input-shape"],
 )
@@ -364,7 +390,7 @@ def test_run_rewrites_the_onnx_graph_and_keeps_the_rest(
     code, out, err = run_cli(capsys, "run", str(source), "-o", str(target), "--diff")
     assert code == 0, err
     assert f"wrote {target} (opsets ai.onnx 17; IR 8)" in out
-    assert "- predict_net %1 Identity -> i" in out
+    assert "- graph %1 Identity -> i" in out
     written = onnx.load(str(target), load_external_data=False)
     assert [n.op_type for n in written.graph.node] == ["MatMul", "Relu"]
     assert [t.name for t in written.graph.initializer] == ["w"]

@@ -24,6 +24,7 @@ from collections.abc import Hashable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from graphtools._core import ONNX
 from graphtools.ir import Model, Net, Op
 from graphtools.printer import (
     argument_digest,
@@ -146,6 +147,8 @@ class ModelDiff:
             computes.
         sparse: ``(sign, name)`` of the main graph's sparse initializers removed, added or
             holding other values.
+        params_label: what the parameters are called (``initializer`` in ONNX models; the
+            nets' labels are ``graph`` there).
     """
 
     predict: NetDiff
@@ -157,6 +160,7 @@ class ModelDiff:
     metadata: list[tuple[str, str | None, str | None]] = field(default_factory=list)
     functions: list[tuple[str, str]] = field(default_factory=list)
     sparse: list[tuple[str, str]] = field(default_factory=list)
+    params_label: str = "param"
 
     @property
     def same(self) -> bool:
@@ -311,6 +315,11 @@ def diff_nets(before: Net, after: Net, label: str = "predict_net") -> NetDiff:
     return result
 
 
+def _written_by(net: Net, producer: int | None) -> str:
+    """`` (of %3 Conv)``: which op writes a value, or that the net starts with it."""
+    return " (an input)" if producer is None else f" (of %{producer} {net[producer].type})"
+
+
 def _type_text(value_type: ValueType | None) -> str:
     return "-" if value_type is None else format_value_type(value_type)
 
@@ -329,13 +338,13 @@ def _op_change(matcher: _Matcher, a_index: int, b_index: int) -> OpChange | None
             and matcher.ident_a(left) == matcher.ident_b(right)
         )
         if not same:
-            change.rewired.append(
-                (
-                    position,
-                    "-" if left is None else _blob_text(left),
-                    "-" if right is None else _blob_text(right),
-                )
-            )
+            old_text = "-" if left is None else _blob_text(left)
+            new_text = "-" if right is None else _blob_text(right)
+            if old_text == new_text and left is not None and right is not None:
+                # the same name, written by another op: say which
+                old_text += _written_by(matcher.before, matcher.view_a.producer(left))
+                new_text += _written_by(matcher.after, matcher.view_b.producer(right))
+            change.rewired.append((position, old_text, new_text))
     for position in range(max(len(outs_a), len(outs_b))):
         left_name = a.outputs[position] if position < len(a.outputs) else "-"
         right_name = b.outputs[position] if position < len(b.outputs) else "-"
@@ -354,11 +363,12 @@ def _op_change(matcher: _Matcher, a_index: int, b_index: int) -> OpChange | None
 
 def diff_models(before: Model, after: Model) -> ModelDiff:
     """The structural diff of two models: predict_nets, init_nets and parameters."""
-    predict = diff_nets(before.predict_net, after.predict_net, "predict_net")
+    onnx = before.dialect == after.dialect == ONNX
+    predict = diff_nets(before.predict_net, after.predict_net, "graph" if onnx else "predict_net")
     init = None
     if before.init_net is not None and after.init_net is not None:
         init = diff_nets(before.init_net, after.init_net, "init_net")
-    result = ModelDiff(predict, init)
+    result = ModelDiff(predict, init, params_label="initializer" if onnx else "param")
     same_dialect = before.dialect == after.dialect
     if same_dialect and dict(before.opset_imports) != dict(after.opset_imports):
         result.opsets = (_opsets(before), _opsets(after))

@@ -18,6 +18,7 @@ __all__ = ["HANDLERS", "render_diff"]
 
 def _net_lines(change: NetDiff) -> list[str]:
     label = change.label
+    ends = "" if label == "graph" else "external "  # an ONNX graph's inputs and outputs
     lines = []
     for ref in change.removed:
         lines.append(f"- {label} %{ref.index} {ref.type} -> {', '.join(ref.outputs) or '()'}")
@@ -36,13 +37,13 @@ def _net_lines(change: NetDiff) -> list[str]:
         if op.engine is not None:
             lines.append(f"{where}: engine {op.engine[0]} -> {op.engine[1]}")
     for name in change.inputs_removed:
-        lines.append(f"- {label} external input {name}")
+        lines.append(f"- {label} {ends}input {name}")
     for name in change.inputs_added:
-        lines.append(f"+ {label} external input {name}")
+        lines.append(f"+ {label} {ends}input {name}")
     for name in change.outputs_removed:
-        lines.append(f"- {label} external output {name}")
+        lines.append(f"- {label} {ends}output {name}")
     for name in change.outputs_added:
-        lines.append(f"+ {label} external output {name}")
+        lines.append(f"+ {label} {ends}output {name}")
     for name, before, after in change.types_changed:
         lines.append(f"~ {label} type of {name}: {before} -> {after}")
     return lines
@@ -56,8 +57,8 @@ def render_diff(out: Output, change: ModelDiff) -> None:
     lines += _net_lines(change.predict)
     if change.init is not None:
         lines += _net_lines(change.init)
-    lines += [f"- param {name}" for name in change.params_removed]
-    lines += [f"+ param {name}" for name in change.params_added]
+    lines += [f"- {change.params_label} {name}" for name in change.params_removed]
+    lines += [f"+ {change.params_label} {name}" for name in change.params_added]
     if change.init_presence is not None:
         had = change.init_presence[0]
         lines.append(f"{'-' if had else '+'} init_net ({'removed' if had else 'added'})")
@@ -80,8 +81,8 @@ def render_diff(out: Output, change: ModelDiff) -> None:
     out.line(
         f"same structure{metadata}"
         if change.same
-        else f"predict_net: {len(p.removed)} removed, {len(p.added)} added, "
-        f"{len(p.changed)} changed ({renamed} renamed blobs); params: "
+        else f"{p.label}: {len(p.removed)} removed, {len(p.added)} added, "
+        f"{len(p.changed)} changed ({renamed} renamed blobs); {change.params_label}s: "
         f"{len(change.params_removed)} removed, {len(change.params_added)} added"
         + "".join(f"; {part}" for part in contract),
         level=0,
