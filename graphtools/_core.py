@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 __all__ = [
     "CAFFE2",
     "DIALECTS",
+    "MAIN_NET",
     "ONNX",
     "STEP_NET_OPS",
     "NetLike",
@@ -30,6 +31,8 @@ CAFFE2 = "caffe2"
 ONNX = "onnx"
 """The dialect of ONNX graphs."""
 DIALECTS = (CAFFE2, ONNX)
+MAIN_NET = {CAFFE2: "predict_net", ONNX: "graph"}
+"""What a model's main net is called in each dialect, for messages."""
 STEP_NET_OPS = frozenset({"RecurrentNetwork", "RecurrentNetworkGradient"})
 """Caffe2 ops holding step nets (arguments named ``*step_net``), which old frontends wrote as
 NetDef text in a string rather than as a nested NetDef."""

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from graphtools._core import MAIN_NET
 from graphtools.analysis.rename import RenamePlan, op_slot, plan_rename
 from graphtools.errors import IllegalRewriteError, NoProducerError, PreconditionError
 from graphtools.ir import Model, Net
@@ -216,7 +217,7 @@ class Rename(Pass):
             raise PreconditionError("rename needs a new name: to=NAME")
         if not 0 <= self.op < len(model.predict_net):
             raise PreconditionError(
-                f"rename: op #{self.op} does not exist (predict_net has "
+                f"rename: op #{self.op} does not exist (the {MAIN_NET[model.dialect]} has "
                 f"{len(model.predict_net)} ops)"
             )
 

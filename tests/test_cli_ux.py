@@ -126,6 +126,23 @@ def test_a_bad_seed_is_refused_as_usage(capsys: pytest.CaptureFixture[str], seed
         assert refused.value.code == 2 and "argument --seed" in err and "Traceback" not in err
 
 
+def test_a_file_that_is_no_model_is_named_for_what_it_is(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """An ONNX user passing feeds or an external-data file is not told about NetDefs only."""
+    np.savez(tmp_path / "feeds.npz", x=np.ones(3, np.float32))
+    np.save(tmp_path / "x.npy", np.ones(3, np.float32))
+    (tmp_path / "m.onnx.data").write_bytes(np.arange(64, dtype=np.float32).tobytes())
+    for name, fragment in [
+        ("feeds.npz", "this is a zip archive (an .npz of arrays, for exec --feeds or verify)"),
+        ("x.npy", "this is a numpy array file (.npy), not a model"),
+        ("m.onnx.data", "neither an ONNX model nor a binary Caffe2 NetDef"),
+    ]:
+        code, _, err = run_cli(capsys, "show", str(tmp_path / name))
+        assert code == 2
+        assert_one_error_line(err, name, fragment)
+
+
 def test_show_params_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "show", "--params", str(TINY))
     assert code == 0

@@ -24,7 +24,7 @@ from collections.abc import Hashable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from graphtools._core import ONNX
+from graphtools._core import CAFFE2, MAIN_NET, ONNX
 from graphtools.ir import Model, Net, Op
 from graphtools.printer import (
     argument_digest,
@@ -364,7 +364,8 @@ def _op_change(matcher: _Matcher, a_index: int, b_index: int) -> OpChange | None
 def diff_models(before: Model, after: Model) -> ModelDiff:
     """The structural diff of two models: predict_nets, init_nets and parameters."""
     onnx = before.dialect == after.dialect == ONNX
-    predict = diff_nets(before.predict_net, after.predict_net, "graph" if onnx else "predict_net")
+    label = MAIN_NET[ONNX if onnx else CAFFE2]
+    predict = diff_nets(before.predict_net, after.predict_net, label)
     init = None
     if before.init_net is not None and after.init_net is not None:
         init = diff_nets(before.init_net, after.init_net, "init_net")

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from rich.console import Console
 from rich.table import Table
 
+from graphtools._core import MAIN_NET
 from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file, model_files
 from graphtools.errors import SerdeError, UsageError
 from graphtools.ir import Model
@@ -467,7 +468,7 @@ def set_outputs(model: Model, names: Sequence[str]) -> None:
     for name in names:
         if name not in known:
             raise UsageError(
-                f"--outputs names {name!r}, which the predict_net never writes"
+                f"--outputs names {name!r}, which the {MAIN_NET[model.dialect]} never writes"
                 f"{did_you_mean(name, known)}"
             )
     net.set_external_outputs(names)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from graphtools._core import ONNX
+from graphtools._core import MAIN_NET, ONNX
 from graphtools.analysis.model_diff import ModelDiff, NetDiff, diff_models
 from graphtools.cli.common import Output, load_input
 from graphtools.cli.onnx_diff import add_initializer_changes
@@ -18,7 +18,7 @@ __all__ = ["HANDLERS", "render_diff"]
 
 def _net_lines(change: NetDiff) -> list[str]:
     label = change.label
-    ends = "" if label == "graph" else "external "  # an ONNX graph's inputs and outputs
+    ends = "" if label == MAIN_NET[ONNX] else "external "  # an ONNX graph's inputs and outputs
     lines = []
     for ref in change.removed:
         lines.append(f"- {label} %{ref.index} {ref.type} -> {', '.join(ref.outputs) or '()'}")

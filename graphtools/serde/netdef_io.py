@@ -130,7 +130,10 @@ def _parse_binary(data: bytes, path: str | Path | None) -> caffe2_pb2.NetDef:
             raise SerdeError(path, too_deep()) from exc
         what = identify_binary(data)
         reason = (
-            f"this is {what}" if what else f"not a binary NetDef (truncated or not protobuf: {exc})"
+            f"this is {what}"
+            if what
+            else "neither an ONNX model nor a binary Caffe2 NetDef (truncated, or not "
+            f"protobuf: {exc})"
         )
         raise SerdeError(path, reason) from exc
     problem = implausible_netdef(netdef)

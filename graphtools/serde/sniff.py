@@ -95,7 +95,17 @@ def identify_binary(data: bytes) -> str | None:
         pass
     if looks_like_onnx(data):
         return "an ONNX model (load it as ONNX, not as a Caffe2 NetDef)"
+    for magic, what in _NOT_MODELS:
+        if data.startswith(magic):
+            return what
     return None
+
+
+_NOT_MODELS = (
+    (b"PK\x03\x04", "a zip archive (an .npz of arrays, for exec --feeds or verify), not a model"),
+    (b"\x93NUMPY", "a numpy array file (.npy), not a model"),
+)
+"""Files people pass for a model by mistake, by their first bytes, and what to call them."""
 
 
 def looks_like_onnx(data: bytes) -> bool:
