@@ -236,6 +236,28 @@ def test_printer_prints_onnx_attributes(tmp_path: Path, capsys: pytest.CaptureFi
     assert "  type: y INT64[?]" in out
 
 
+def test_an_output_beside_its_input_says_it_keeps_the_input_data_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Written beside its input, a model keeps its tensors' locations: it reads the input's
+    data file, which run does not write again; the user is told to ship both."""
+    source = _mlp_in(tmp_path / "in", external=True)
+    target = source.parent / "clean.onnx"
+    code, out, err = run_cli(capsys, "run", str(source), "-p", "", "-o", str(target))
+    assert code == 0, err
+    assert "clean.onnx keeps weights in " + str(source.parent / "m.onnx.data") in out
+    # the default pipeline drops an unused weight: the data file would change, and is the input's
+    code, out, err = run_cli(capsys, "run", str(source), "-o", str(target))
+    assert code == 2
+    assert_one_error_line(err, "a file of the input model", "pass --external-data to give")
+    code, out, err = run_cli(capsys, "run", str(source), "-o", str(tmp_path / "o" / "c.onnx"))
+    assert code == 0 and "keeps weights" not in out  # its data file was written beside it
+    code, out, err = run_cli(
+        capsys, "run", str(source), "-o", str(source.parent / "e.onnx"), "--external-data"
+    )
+    assert code == 0 and "keeps weights" not in out
+
+
 def test_diff_says_which_op_writes_a_value_another_op_now_writes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -133,9 +134,12 @@ def _refuse_overwrite(files: list[tuple[Path, bytes]], inputs: list[Path]) -> No
         if resolved.is_file() and _same_bytes(resolved, data):
             continue
         if resolved in inputs_set:
+            data_file = (
+                ", pass --external-data to give this model a data file of its own" if index else ""
+            )
             raise UsageError(
                 f"refusing to overwrite {path}, a file of the input model; write to another "
-                "file or folder, or pass --in-place"
+                f"file or folder{data_file}, or pass --in-place"
             )
         if index and resolved.exists():
             raise UsageError(
@@ -143,6 +147,27 @@ def _refuse_overwrite(files: list[tuple[Path, bytes]], inputs: list[Path]) -> No
                 "data (another model's?); write to another folder, pass --external-data to "
                 "give this model a data file of its own, or --in-place"
             )
+
+
+def _data_not_written(
+    model: Model,
+    target: Path,
+    files: list[tuple[Path, bytes]],
+    written: list[Path],
+    external_data: bool,
+) -> list[Path]:
+    """The external data files the model written to ``target`` reads but this run did not
+    write: the input's, when the output lies beside it (its tensors keep their locations)."""
+    from graphtools.serde.onnx_codec import external_tensors  # not for run of a Caffe2 pair
+
+    data = {Path(os.path.normpath(path)) for path, _ in files[1:]}
+    if not external_data:
+        data.update(
+            Path(os.path.normpath(target.parent / tensor.external.location))  # type: ignore[attr-defined]
+            for _, _, tensor in external_tensors(model)
+        )
+    done = {Path(os.path.normpath(path)) for path in written}
+    return sorted(data - done)
 
 
 def _same_bytes(path: Path, data: bytes) -> bool:
@@ -256,6 +281,11 @@ def _run_model(
     for index, file in enumerate(written):
         what = f" (opsets {opsets}; IR {header_ir})" if index == 0 else " (external data)"
         out.line(f"wrote {file}{what}")
+    for file in _data_not_written(model, target, files, written, options.external_data):
+        out.line(
+            f"{target.name} keeps weights in {file}, already there (not written): ship both, "
+            "or use --external-data for a data file of its own"
+        )
     census_after = optimize_report.census(model, (len(data) for _, data in files))
     out.table(optimize_report.census_table(census, census_after))
     data: dict[str, Any] = {
