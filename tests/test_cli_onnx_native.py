@@ -1151,7 +1151,10 @@ def test_a_second_model_does_not_overwrite_the_data_file_of_the_first(
         str(out / "pruned.onnx"),
         "--external-data",
     )
-    assert code == 0 and (out / "pruned.onnx.data").exists()
+    assert code == 0 and (out / "weights.bin").read_bytes() == kept
+    written = onnx.load(str(out / "pruned.onnx"))  # its tiny tensors inline: no data file
+    assert [t.name for t in written.graph.initializer] == ["w", "b"]
+    assert not (out / "pruned.onnx.data").exists()
 
 
 def test_draw_qualifies_an_op_of_another_domain(

@@ -177,3 +177,39 @@ def test_a_constant_in_the_file_external_data_true_writes_is_refused(tmp_path: P
     (tmp_path / "other").mkdir()
     written = save_onnx_model(loaded, tmp_path / "other" / "m.onnx")
     np.testing.assert_array_equal(_outputs(written, X300)[0], _outputs(source, X300)[0])
+
+
+def test_external_data_true_keeps_small_tensors_inline_as_onnx_save_does(tmp_path: Path) -> None:
+    """A model saved with every tensor outside (``size_threshold=0``) comes back with its
+    tensors under the threshold inline, the others in the model's own data file, its outputs
+    unchanged: what ``onnx.save_model(..., size_threshold=1024)`` of the loaded model gives."""
+    nodes = [helper.make_node("Add", ["x", "b"], ["s"]), helper.make_node("Mul", ["s", "w"], ["y"])]
+    weights = [
+        numpy_helper.from_array(np.full(300, 0.5, np.float32), "w"),  # 1200 bytes
+        numpy_helper.from_array(np.linspace(0, 1, 300, dtype=np.float32)[:4], "small"),
+        numpy_helper.from_array(np.arange(300, dtype=np.float32), "b"),
+    ]
+    (tmp_path / "in").mkdir()
+    source = tmp_path / "in" / "m.onnx"
+    onnx.save(
+        _model(nodes, weights, 300),
+        source,
+        save_as_external_data=True,
+        location="m.bin",
+        size_threshold=0,
+    )
+    loaded = load_onnx_model(source)
+    target = tmp_path / "out" / "n.onnx"
+    target.parent.mkdir()
+    save_onnx_model(loaded, target, external_data=True)
+    written = onnx.load(str(target), load_external_data=False)
+    outside = {t.name for t in written.graph.initializer if t.data_location == TensorProto.EXTERNAL}
+    assert outside == {"w", "b"}
+    assert {entry.value for t in written.graph.initializer for entry in t.external_data} >= {
+        "n.onnx.data"
+    }
+    assert numpy_helper.to_array(
+        next(t for t in written.graph.initializer if t.name == "small")
+    ).tolist() == pytest.approx(np.linspace(0, 1, 300, dtype=np.float32)[:4].tolist())
+    expected = (X300["x"] + np.arange(300, dtype=np.float32)) * np.float32(0.5)
+    np.testing.assert_array_equal(_outputs(target, X300)[0], expected)

@@ -387,7 +387,9 @@ def _set_location(proto: onnx.TensorProto, location: str, offset: int, length: i
 
 
 class _AllExternal:
-    """Writes every initializer of at least ``threshold`` bytes into one data file."""
+    """Writes every initializer of at least ``threshold`` bytes into one data file, and the
+    smaller ones inline (as onnx's ``save_model`` with a ``size_threshold`` does: a model
+    saved with every tiny tensor outside, which onnxruntime may refuse, comes out loadable)."""
 
     def __init__(self, location: str, threshold: int) -> None:
         self.location = location
@@ -400,6 +402,10 @@ class _AllExternal:
         self.external += 1
         if tensor.nbytes < self.threshold or tensor.dtype == object:
             proto = tensor_to_proto(name, tensor)
+            if proto.data_location == onnx.TensorProto.EXTERNAL and tensor.dtype != object:
+                inline = onnx.numpy_helper.from_array(tensor.numpy(), name)
+                inline.doc_string = proto.doc_string
+                proto = inline
             if proto.data_location != onnx.TensorProto.EXTERNAL:
                 self.external -= 1
                 return proto
