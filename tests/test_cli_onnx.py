@@ -9,6 +9,7 @@ import onnx
 import pytest
 from conftest import assert_one_error_line, run_cli
 from onnx import TensorProto, helper, numpy_helper
+from onnx_check import graph_model
 
 from graphtools.cli.common import parse_shape_items, shapes_text
 from graphtools.executor import run_model
@@ -555,4 +556,28 @@ def test_import_onnx_writes_the_shapes_of_the_inputs_the_pipeline_left(
     assert run_cli(capsys, "import-onnx", str(source), "-o", str(pair), "-p", rename)[0] == 0
     assert "x" not in _case_file(pair)
     code, _, err = run_cli(capsys, "show", str(pair))
+    assert code == 0, err
+
+
+def test_import_onnx_refusing_an_op_says_how_the_onnx_pipeline_may_remove_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """torch's LSTM exports build their initial state with an Expand of constants, which has
+    no Caffe2 mapping; -p runs on the pair, too late: the error points at run -p optimize,
+    which folds it, and the pair converts then."""
+    state = helper.make_node("Expand", ["zero", "shape"], ["h"])
+    add = helper.make_node("Add", ["x", "h"], ["y"])
+    source = graph_model(
+        tmp_path / "m.onnx",
+        [state, add],
+        {"x": (TensorProto.FLOAT, [2, 3])},
+        {"y": (TensorProto.FLOAT, [2, 3])},
+        {"zero": np.zeros((1, 3), np.float32), "shape": np.array([2, 3], np.int64)},
+    )
+    code, _, err = run_cli(capsys, "import-onnx", str(source), "-o", str(tmp_path / "pair"))
+    assert code == 2
+    assert_one_error_line(err, "(Expand, opset 17): no Caffe2 mapping", f"run {source} -p optimize")
+    folded = tmp_path / "folded.onnx"
+    assert run_cli(capsys, "run", str(source), "-p", "optimize", "-o", str(folded))[0] == 0
+    code, _, err = run_cli(capsys, "import-onnx", str(folded), "-o", str(tmp_path / "pair"))
     assert code == 0, err

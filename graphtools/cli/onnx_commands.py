@@ -37,7 +37,12 @@ from graphtools.cli.common import (
     shapes_text,
 )
 from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file
-from graphtools.errors import InvalidNetError, PreconditionError, SerdeError
+from graphtools.errors import (
+    InvalidNetError,
+    PreconditionError,
+    SerdeError,
+    UnsupportedOpError,
+)
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager
 from graphtools.serde import save_model
@@ -457,8 +462,15 @@ def _cmd_import_onnx(options: argparse.Namespace) -> int:
 
     out = Output(options.verbosity, False)
     output_folder(options.output)
-    model = import_onnx(options.input)
     manager = PassManager.parse(options.pipeline, steps=options.steps)
+    try:
+        model = import_onnx(options.input)
+    except UnsupportedOpError as exc:
+        # -p runs on the pair; what the ONNX pipeline folds or fuses may not need a mapping
+        raise UnsupportedOpError(
+            f"{exc}; 'graphtools run {options.input} -p optimize -o OUT.onnx' folds constants "
+            "and fuses ops first, after which 'import-onnx OUT.onnx' may convert"
+        ) from exc
     report_records(out, manager, manager(model), False)
     for path in save_model(model, options.output, text=options.text):
         out.line(f"wrote {path}")
