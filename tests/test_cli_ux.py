@@ -576,6 +576,22 @@ def test_draw_dot_has_every_op_and_every_external_blob(
     assert 'label="%2 ' in sliced and 'label="%3 ' not in sliced
 
 
+def test_draw_writes_to_stdout_a_folder_or_a_gv_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``-o -`` pipes DOT (``| dot -Tsvg``), a folder gets the model's name, ``.gv`` is DOT."""
+    code, piped, err = run_cli(capsys, "draw", str(TINY), "-o", "-")
+    assert (code, err) == (0, "") and piped.startswith('digraph "tiny_export" {')
+    code, out, _ = run_cli(capsys, "draw", str(TINY), "-o", str(tmp_path))
+    assert code == 0 and out == f"wrote {tmp_path / 'tiny_export.dot'}\n"
+    assert (tmp_path / "tiny_export.dot").read_text() == piped
+    code, _, _ = run_cli(capsys, "draw", str(TINY), "-o", str(tmp_path / "t.gv"))
+    assert code == 0 and (tmp_path / "t.gv").read_text() == piped
+    code, _, err = run_cli(capsys, "draw", str(TINY), "-o", str(tmp_path / "t.txt"))
+    assert code == 2
+    assert_one_error_line(err, "must end in .dot (or .gv), .svg or .png", "-o - writes DOT")
+
+
 def test_draw_diff_colours_what_a_pipeline_changed(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

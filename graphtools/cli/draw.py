@@ -8,8 +8,10 @@ still works and the error says what to install.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,18 +50,37 @@ def render(dot_text: str, fmt: str) -> bytes:
     return done.stdout
 
 
+def _target(output: str, source: str) -> tuple[Path | None, str]:
+    """Where ``-o`` says to write and in which format: ``-`` is DOT on stdout, a folder gets
+    ``<model name>.dot``, ``.gv`` is DOT too."""
+    if output == "-":
+        return None, "dot"
+    target = Path(output)
+    if target.is_dir() or output.endswith(("/", os.sep)):
+        stem = Path(source.rstrip("/" + os.sep)).name
+        target = target / f"{stem.removesuffix('.onnx').removesuffix('.ONNX')}.dot"
+    fmt = target.suffix.lstrip(".").lower()
+    fmt = "dot" if fmt == "gv" else fmt
+    if fmt not in FORMATS:
+        raise UsageError(
+            f"-o {target}: the file name must end in .dot (or .gv), .svg or .png; -o - writes "
+            "DOT on stdout"
+        )
+    return target, fmt
+
+
 def _cmd_draw(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, False)
-    target = Path(options.output)
-    fmt = target.suffix.lstrip(".").lower()
-    if fmt not in FORMATS:
-        raise UsageError(f"-o {target}: the file name must end in .dot, .svg or .png")
+    target, fmt = _target(options.output, options.input)
     model = load_input(options.input, options.init, no_init=options.no_init, out=out)
     other = None
     if options.diff is not None:
         other = load_input(options.diff, options.diff_init, out=out)
     chosen = ops_of(options.ops, len(model.predict_net))
     text = model_to_dot(model, ops=chosen, diff_with=other)
+    if target is None:
+        sys.stdout.write(text)
+        return 0
     data = text.encode() if fmt == "dot" else render(text, fmt)
     out.line(f"wrote {atomic_write_bytes(target, data)}")
     return 0

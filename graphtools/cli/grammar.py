@@ -599,7 +599,11 @@ def _register_draw(
     )
     parser.add_argument("input", metavar="IN", help="model folder, predict_net file or ONNX model")
     parser.add_argument(
-        "-o", "--output", required=True, metavar="FILE", help="net.dot, net.svg or net.png"
+        "-o",
+        "--output",
+        required=True,
+        metavar="FILE",
+        help="net.dot (or .gv), net.svg or net.png; a folder (gets NAME.dot); - for DOT on stdout",
     )
     add_model_options(parser)
     parser.add_argument(
