@@ -223,6 +223,10 @@ def test_the_command_cuts_an_onnx_model(
     assert f"input {middle}: [2, 8, 8, 8]" in text and f"wrote {target}" in text
     onnx.checker.check_model(str(target))
     argv = ["extract", str(exported), "--inputs", "x", "--outputs", "y", "-o", str(tmp_path / "p")]
+    code, text, err = run_cli(capsys, *argv)  # a folder: the model keeps its file name
+    assert code == 0, err
+    assert f"wrote {tmp_path / 'p' / exported.name}" in text
+    argv = ["extract", str(TINY), "--inputs", "data", "--outputs", "prob", "-o", str(target)]
     code, _, err = run_cli(capsys, *argv)
     assert code == 2
-    assert_one_error_line(err, "MODEL.onnx with -o OUT.onnx")
+    assert_one_error_line(err, "a pair as a pair", "MODEL.onnx with -o OUT.onnx")

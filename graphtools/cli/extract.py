@@ -23,6 +23,7 @@ from graphtools.cli.common import (
     shapes_text,
     typing_shapes,
 )
+from graphtools.cli.onnx_files import is_onnx_file
 from graphtools.errors import SerdeError
 from graphtools.serde import model_output_paths, save_model
 from graphtools.serde.atomic import atomic_write_bytes
@@ -42,8 +43,18 @@ def _cmd_extract(options: argparse.Namespace) -> int:
     inputs = _names(options.inputs, "--inputs")
     outputs = _names(options.outputs, "--outputs")
     source, target = str(options.input), str(options.output)
-    if source.endswith(".onnx") or target.endswith(".onnx"):
+    if is_onnx_file(source):
+        if not target.lower().endswith(".onnx"):  # a folder: the model keeps its file name
+            name = Path(source).name
+            target = str(
+                Path(target) / (name if name.lower().endswith(".onnx") else name + ".onnx")
+            )
         return _extract_onnx(options, source, target, inputs, outputs, out)
+    if target.lower().endswith(".onnx"):
+        raise UsageError(
+            "extract writes an ONNX model as ONNX and a pair as a pair: give MODEL.onnx with "
+            "-o OUT.onnx, or a pair with -o OUTDIR"
+        )
     return _extract_pair(options, source, target, inputs, outputs, out)
 
 
@@ -99,11 +110,6 @@ def _extract_onnx(
     from graphtools.extract import extract_onnx
     from graphtools.onnx import save_onnx
 
-    if not (source.endswith(".onnx") and target.endswith(".onnx")):
-        raise UsageError(
-            "extract writes an ONNX model as ONNX and a pair as a pair: give MODEL.onnx with "
-            "-o OUT.onnx, or a pair with -o OUTDIR"
-        )
     if options.shapes or options.init or options.no_init or options.text:
         raise UsageError("--shapes, --init, --no-init and --text are for pairs, not ONNX models")
     if Path(target).resolve() == Path(source).resolve():

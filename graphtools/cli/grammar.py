@@ -653,7 +653,7 @@ def _register_extract(
         "(each at the value the last op writing it gives), with the parameters they read; "
         "outputs the inputs do not determine are refused by name.\n"
         "A pair is written into the folder -o OUTDIR with a shapes.txt of the new inputs; "
-        "an .onnx model (by onnx.utils.Extractor) to -o OUT.onnx.",
+        "an ONNX model (by onnx.utils.Extractor) to -o OUT.onnx, or into the folder -o OUTDIR.",
     )
     parser.add_argument("input", metavar="MODEL", help="model folder, predict_net file or .onnx")
     parser.add_argument(
