@@ -326,21 +326,31 @@ class _Attempt:
         return self.constant(op.inputs[position]) is None
 
     def _renamed_by_inference(self, op: Op, outputs: list[str]) -> bool:
-        """Whether an output keeps a batched input's batch axis under another symbol: where
-        an export dynamic already meets a value sized at run time (a transformer's residual
-        ``Add`` of the input and its attention, reshaped from computed shapes), inference
-        makes up a dim (``unk__5``) or none for what is the batch at run time. The axes are
-        aligned from the right, as broadcasting does; a reduction drops the axis or leaves
-        ``1``."""
-        for name in op.inputs:
+        """Whether a broadcasting op (``Add``, ``Where``) meets the batch with a dim sized at
+        run time and gives an output inference could only name anew: where an export dynamic
+        already adds its input to a value reshaped from computed shapes (a transformer's
+        residual ``Add`` of its attention), inference makes up a dim (``unk__5``), or none, for
+        what is the batch at run time. Axes align from the right, as broadcasting does; any
+        other op (a ``Concat`` or ``Slice`` along the batch) is checked as before."""
+        if not self.table.broadcasts(op):
+            return False
+        shapes = [self.shape(name) or () for name in op.inputs]
+        for position, (name, shape) in enumerate(zip(op.inputs, shapes, strict=True)):
             batch = self.batch_position(name)
             if batch is None:
                 continue
-            from_end = len(self.shape(name) or ()) - batch
+            from_end = len(shape) - batch
+            run_time = [
+                other[-from_end]
+                for index, other in enumerate(shapes)
+                if index != position and len(other) >= from_end
+            ]
+            if not any(_unsized(dim) and dim != self.symbol for dim in run_time):
+                continue
             for output in outputs:
-                shape = self.shape(output) or ()
-                if from_end <= len(shape) and not isinstance(shape[len(shape) - from_end], int):
-                    return True  # a name inference made up, or an unknown dim
+                out_shape = self.shape(output) or ()
+                if len(out_shape) >= from_end and _unsized(out_shape[-from_end]):
+                    return True
         return False
 
     def _folded_by_the_export(self, op: Op) -> bool:
@@ -836,3 +846,8 @@ def _batch_axes(model: Model, axis: int) -> dict[str, int]:
             continue
         found[name] = axis
     return found
+
+
+def _unsized(dim: Dim) -> bool:
+    """Whether a dim is known by a name or not at all (no size)."""
+    return not isinstance(dim, int)

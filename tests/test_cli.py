@@ -355,6 +355,12 @@ def test_a_folder_of_onnx_models_given_for_one_model_names_them(
     assert (code, err) == (0, "") and out.startswith("onnx model tiny_export: 15 nodes")
     code, out, err = run_cli(capsys, "diff", str(folder), str(model))
     assert (code, err) == (0, "")
+    ambiguous = tmp_path / "ambiguous"  # two predict_nets and an ONNX model: said, not guessed
+    shutil.copytree(TINY, ambiguous)
+    (ambiguous / "predict_net.pb").write_bytes(b"")
+    shutil.copy(model, ambiguous / "tiny.onnx")
+    code, _, err = run_cli(capsys, "show", str(ambiguous))
+    assert code == 2 and "onnx model" not in err
     shutil.copy(model, folder / "other.onnx")
     code, _, err = run_cli(capsys, "show", str(folder))
     assert code == 2

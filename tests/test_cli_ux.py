@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -133,8 +134,12 @@ def test_a_file_that_is_no_model_is_named_for_what_it_is(
     np.savez(tmp_path / "feeds.npz", x=np.ones(3, np.float32))
     np.save(tmp_path / "x.npy", np.ones(3, np.float32))
     (tmp_path / "m.onnx.data").write_bytes(np.arange(64, dtype=np.float32).tobytes())
+    with zipfile.ZipFile(tmp_path / "model.pt", "w") as checkpoint:  # as torch.save writes
+        checkpoint.writestr("model/data.pkl", b"\x80\x02}q\x00.")
+        checkpoint.writestr("model/version", b"3\n")
     for name, fragment in [
-        ("feeds.npz", "this is a zip archive (an .npz of arrays, for exec --feeds or verify)"),
+        ("feeds.npz", "this is an .npz of arrays (for exec --feeds or verify), not a model"),
+        ("model.pt", "this is a PyTorch checkpoint: export the model with torch.onnx.export"),
         ("x.npy", "this is a numpy array file (.npy), not a model"),
         ("m.onnx.data", "neither an ONNX model nor a binary Caffe2 NetDef"),
     ]:

@@ -355,3 +355,52 @@ def test_a_minus_one_dealing_rows_out_is_refused_and_a_view_of_batch_one_passes(
     target = _dynamic(view, tmp_path)
     assert _symbol_axes(target, "N") == ({"x": 0}, [0])
     assert_batch_polymorphic(target, "N", {"x": normal(1, 6)})
+
+
+def test_an_export_dynamic_already_is_still_refused_where_it_mixes_the_rows(
+    tmp_path: Path,
+) -> None:
+    """Inference names the batch anew after a ``Concat`` or a ``Slice`` along it as after a
+    residual ``Add``; only the broadcasting op passes the batch on: a softmax over the
+    concatenated rows is no batch of separate results, and stays refused."""
+    concat = [
+        helper.make_node("Concat", ["x", "c"], ["t"], axis=0),
+        helper.make_node("Softmax", ["t"], ["y"], axis=0),
+    ]
+    path = graph_model(
+        tmp_path / "cat.onnx",
+        concat,
+        {"x": (F, ["N", 4])},
+        {"y": (F, ["K", 4])},
+        {"c": np.zeros((1, 4), np.float32)},
+    )
+    with pytest.raises(PassError, match=r"\(Concat\) takes the batch N in and gives none out"):
+        PassManager.parse("make-dynamic-batch")(load_onnx_model(path))
+    # the residual Add of a value reshaped at run time (a transformer's attention) passes it
+    # on: inference, not following the target through Abs, names the Add's rows unk__2
+    residual = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Abs", ["s"], ["target"]),
+        helper.make_node("Reshape", ["x", "target"], ["r"]),
+        helper.make_node("Add", ["x", "r"], ["y"]),
+    ]
+    path = graph_model(tmp_path / "res.onnx", residual, {"x": (F, ["N", 4])}, {"y": (F, ["N", 4])})
+    (record,) = PassManager.parse("make-dynamic-batch", steps=1)(load_onnx_model(path))
+    assert record.stats["symbol"] == "N"
+
+
+def test_a_dead_head_does_not_keep_the_batch_from_being_made_dynamic(tmp_path: Path) -> None:
+    """``run --outputs y -p optimize --dynamic-batch``: the head that mixes the rows is dead
+    once the outputs are chosen; the pipeline removes it before the batch is made free."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["y"]),
+        helper.make_node("Softmax", ["x"], ["z"], axis=0),
+    ]
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, [1, 4])}, {"y": (F, [1, 4]), "z": (F, [1, 4])}
+    )
+    model = load_onnx_model(path)
+    model.predict_net.set_external_outputs(["y"])
+    run_stages(model, PassManager.parse("optimize"), dynamic_batch=True)
+    assert [op.type for op in model.predict_net] == ["Relu"]
+    assert model.predict_net.types["x"].shape == ("N", 4)

@@ -154,7 +154,7 @@ def test_saving_never_overwrites_another_models_data_file(tmp_path: Path) -> Non
     PassManager.parse("remove-unused-params")(pruned)
     with pytest.raises(SerdeError, match="overwrite this external data file"):
         save_onnx_model(pruned, tmp_path / "out" / "pruned.onnx")
-    save_onnx_model(pruned, tmp_path / "out" / "pruned.onnx", external_data=True)
+    save_onnx_model(pruned, tmp_path / "out" / "pruned.onnx", external_data=True, size_threshold=0)
     assert (tmp_path / "out" / "pruned.onnx.data").exists()
 
 

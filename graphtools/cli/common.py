@@ -242,10 +242,10 @@ def load_input(
             predict, found = find_model_files(source)
         except SerdeError:
             models = sorted(p for p in source.glob("*") if p.suffix.lower() == ".onnx")
+            if not models or any(source.glob("predict_net*")):
+                raise  # no ONNX model, or a pair the folder holds ambiguously: said as such
             if len(models) == 1 and models[0].is_file():
                 return load_onnx_file(models[0])  # the folder of one ONNX model is that model
-            if not models:
-                raise
             names = [model.name for model in models]
             shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
             raise UsageError(

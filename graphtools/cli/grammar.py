@@ -249,7 +249,9 @@ def add_export_options(parser: argparse.ArgumentParser) -> None:
         help="make the batch of the ONNX output symbolic (N), or name the node that pins it",
     )
     parser.add_argument(
-        "--external-data", action="store_true", help="write ONNX weights to MODEL.onnx.data"
+        "--external-data",
+        action="store_true",
+        help="write ONNX weights of 1 KB or more to MODEL.onnx.data (smaller ones inline)",
     )
     parser.add_argument(
         "--test-mode",

@@ -15,6 +15,7 @@ from typing import Any
 from rich.table import Table
 
 from graphtools.cli.common import new_table
+from graphtools.errors import PassError
 from graphtools.ir import Model, Net
 from graphtools.pass_infra import PassManager, PassRecord
 from graphtools.passes.convert_opset import ConvertOpset
@@ -38,24 +39,43 @@ def run_stages(
     dynamic_batch: bool = False,
     after_pass: Callable[[PassRecord, Model], None] | None = None,
 ) -> list[tuple[PassManager, list[PassRecord]]]:
-    """Run on ``model``, in order: ``convert-opset`` when an ``opset`` is asked for,
-    ``make-dynamic-batch`` with ``dynamic_batch``, the pipeline of ``manager``, and
-    ``make-dynamic-batch`` again; each manager with its records.
+    """Run on ``model``, in order: ``convert-opset`` when an ``opset`` is asked for, the
+    pipeline of ``manager``, ``make-dynamic-batch`` with ``dynamic_batch`` (after the
+    pipeline's fixpoint: the dead ends are gone and the targets folded to constants are what
+    it rewrites); each manager with its records. The two passes are idempotent: the second
+    round of their stage only confirms the fixpoint.
 
-    The batch is made symbolic before the pipeline runs: a pipeline run on the exported batch
-    may rewrite what holds only at that batch (two ops merged into a ``Reshape`` that moves a
-    batch of one past other axes), which no later pass can take back. The second
-    ``make-dynamic-batch`` checks that the pipeline kept the batch free (an export dynamic
-    already: nothing to do, unless a node pins it). Both passes are idempotent: the second
-    round of their stage only confirms the fixpoint."""
-    stages = []
-    if opset is not None:
-        stages.append(PassManager([ConvertOpset(opset=opset)], steps=2))
-    if dynamic_batch:
-        stages.append(PassManager([MakeDynamicBatch()], steps=2))
-    stages.append(manager)
-    if dynamic_batch:
-        stages.append(PassManager([MakeDynamicBatch()], steps=2))
+    When ``make-dynamic-batch`` refuses the pipeline's result, the run starts again from the
+    model as it came, with the batch made symbolic before the pipeline (and checked again
+    after it): a pipeline run on the exported batch may rewrite what holds at that batch only
+    (a Squeeze and a Transpose of an LSTM's output merged into a Reshape right at batch 1),
+    which no later pass can take back. If that refuses too, the first refusal is raised.
+    """
+    stages = [] if opset is None else [PassManager([ConvertOpset(opset=opset)], steps=2)]
+    if not dynamic_batch:
+        return _ran(model, [*stages, manager], after_pass)
+    start = model.snapshot()
+    try:
+        return _ran(model, [*stages, manager, _dynamic()], after_pass)
+    except PassError as refused:
+        if refused.pass_name != MakeDynamicBatch.name:
+            raise
+        model.restore(start)
+        try:
+            return _ran(model, [*stages, _dynamic(), manager, _dynamic()], after_pass)
+        except PassError:
+            raise refused from None
+
+
+def _dynamic() -> PassManager:
+    return PassManager([MakeDynamicBatch()], steps=2)
+
+
+def _ran(
+    model: Model,
+    stages: list[PassManager],
+    after_pass: Callable[[PassRecord, Model], None] | None,
+) -> list[tuple[PassManager, list[PassRecord]]]:
     return [(stage, stage(model, after_pass=after_pass)) for stage in stages]
 
 

@@ -236,6 +236,15 @@ class OnnxOpTable(OpTable):
 
         return combined_axes(op, position, rank, constant, self.opset() or 1)
 
+    def broadcasts(self, op: Op) -> bool:
+        """Whether ``op`` works element by element on its inputs broadcast against each other
+        (``Add``, ``Where``: ``graphtools.dialects.onnx_axes.broadcasts``)."""
+        if _domain(op) or (_domain(op), op.type) in self.functions:
+            return False
+        from graphtools.dialects.onnx_axes import broadcasts
+
+        return broadcasts(op.type, self.opset() or 1)
+
     def attribute_array(self, op: Op, name: str) -> np.ndarray | None:
         """The tensor attribute ``name`` of ``op`` as an array (``ConstantOfShape``'s and
         ``Constant``'s ``value``), ``None`` when it holds no tensor."""

@@ -12,12 +12,14 @@ the rows of a batch. ``None`` means the op is not known (another domain): anythi
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 
 import numpy as np
+import onnx
 
 from graphtools.ir import Op
 
-__all__ = ["combined_axes"]
+__all__ = ["broadcasts", "combined_axes"]
 
 Constant = Callable[[str], "np.ndarray | None"]
 """The value of a constant input by name (``None``: not a constant)."""
@@ -182,3 +184,16 @@ def combined_axes(
     elements; empty for ops that work element by element or keep each row apart."""
     rule = _RULES.get(op.type)
     return frozenset() if rule is None else rule(op, position, rank, constant, opset)
+
+
+@cache
+def broadcasts(op_type: str, opset: int) -> bool:
+    """Whether the default domain's ``op_type`` works element by element on inputs broadcast
+    against each other (its schema says "multidirectional (i.e., Numpy-style)
+    broadcasting"): an output element reads the elements at its own position of each input,
+    so each axis of the output is the axis of the inputs it is aligned with from the right."""
+    try:
+        schema = onnx.defs.get_schema(op_type, opset)
+    except onnx.defs.SchemaError:
+        return False
+    return "multidirectional" in (schema.doc or "").lower()

@@ -34,6 +34,7 @@ _CODE = re.compile(r"``(.+?)``")
 DIALECT_NAMES = {CAFFE2: "Caffe2", ONNX: "ONNX"}
 """How people write each dialect's name."""
 _OPTION = re.compile(r"^(\w+):\s*(.*)$")
+_SECTION = re.compile(r"^(Options|Stats|Raises|Example|Examples):")
 
 
 def plain_text(text: str) -> str:
@@ -95,8 +96,12 @@ def _default(field: dataclasses.Field[Any]) -> str:
 def _sections(doc: str) -> tuple[str, str, dict[str, str]]:
     """Summary, body without the ``Options:`` section, and each option's help."""
     lines = inspect.cleandoc(doc).splitlines() if doc.strip() else [""]
-    # The summary is the first paragraph, which may wrap over several lines.
-    first = next((i for i, line in enumerate(lines) if not line.strip()), len(lines))
+    # The summary is the first paragraph, which may wrap over several lines (and ends at a
+    # section a docstring begins without a blank line before it).
+    first = next(
+        (i for i, line in enumerate(lines) if not line.strip() or _SECTION.match(line.strip())),
+        len(lines),
+    )
     summary = " ".join(line.strip() for line in lines[:first])
     body: list[str] = []
     helps: dict[str, str] = {}

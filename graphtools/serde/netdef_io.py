@@ -132,8 +132,8 @@ def _parse_binary(data: bytes, path: str | Path | None) -> caffe2_pb2.NetDef:
         reason = (
             f"this is {what}"
             if what
-            else "neither an ONNX model nor a binary Caffe2 NetDef (truncated, or not "
-            f"protobuf: {exc})"
+            else "not a model: neither an ONNX model nor a binary Caffe2 NetDef (truncated, "
+            f"or not protobuf: {exc})"
         )
         raise SerdeError(path, reason) from exc
     problem = implausible_netdef(netdef)

@@ -95,17 +95,28 @@ def identify_binary(data: bytes) -> str | None:
         pass
     if looks_like_onnx(data):
         return "an ONNX model (load it as ONNX, not as a Caffe2 NetDef)"
-    for magic, what in _NOT_MODELS:
-        if data.startswith(magic):
-            return what
+    if data.startswith(b"\x93NUMPY"):
+        return "a numpy array file (.npy), not a model"
+    if data.startswith(b"PK\x03\x04"):
+        return _zip_archive(data)
     return None
 
 
-_NOT_MODELS = (
-    (b"PK\x03\x04", "a zip archive (an .npz of arrays, for exec --feeds or verify), not a model"),
-    (b"\x93NUMPY", "a numpy array file (.npy), not a model"),
-)
-"""Files people pass for a model by mistake, by their first bytes, and what to call them."""
+def _zip_archive(data: bytes) -> str:
+    """What a zip archive passed for a model holds: the arrays of an .npz, or a PyTorch
+    checkpoint (``torch.save`` writes a zip with a ``data.pkl``)."""
+    import io
+    import zipfile  # only on this error path: no start-up cost
+
+    try:
+        names = zipfile.ZipFile(io.BytesIO(data)).namelist()
+    except (zipfile.BadZipFile, ValueError):
+        names = []
+    if names and all(name.endswith(".npy") for name in names):
+        return "an .npz of arrays (for exec --feeds or verify), not a model"
+    if any(name.endswith("data.pkl") for name in names):
+        return "a PyTorch checkpoint: export the model with torch.onnx.export first"
+    return "a zip archive, not a model"
 
 
 def looks_like_onnx(data: bytes) -> bool:
