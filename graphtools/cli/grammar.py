@@ -14,7 +14,7 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from graphtools._core import DIALECTS
@@ -83,26 +83,25 @@ def attach_ops_values(argv: Sequence[str]) -> list[str]:
     return attached
 
 
-def _seed(value: str) -> int:
-    """``--seed N``: a random generator's seed, 0 or more (numpy refuses a negative one)."""
-    try:
-        seed = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if seed < 0:
-        raise argparse.ArgumentTypeError(f"{seed}: a seed is 0 or more")
-    return seed
+def _at_least(least: int, noun: str, too_small: str) -> Callable[[str], int]:
+    """An argparse type: a whole number of ``least`` or more, refused in the option's words."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not {noun}") from None
+        if number < least:
+            raise argparse.ArgumentTypeError(f"{number}: {too_small}")
+        return number
+
+    return parse
 
 
-def _jobs(value: str) -> int:
-    """``-j N``: how many models run at once, 1 or more."""
-    try:
-        jobs = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of processes") from None
-    if jobs < 1:
-        raise argparse.ArgumentTypeError(f"{jobs}: at least one process runs the models")
-    return jobs
+_seed = _at_least(0, "a whole number", "a seed is 0 or more")
+"""``--seed N``: a random generator's seed (numpy refuses a negative one)."""
+_jobs = _at_least(1, "a number of processes", "at least one process runs the models")
+"""``-j N``: how many models run at once."""
 
 
 def _version() -> str:
