@@ -33,11 +33,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from graphtools._core import ONNX
+from graphtools.errors import PreconditionError
 from graphtools.ir import Model, Net
+
+if TYPE_CHECKING:
+    from graphtools.testing import OutputDiff
 
 __all__ = [
     "GoldenChecker",
@@ -144,13 +149,52 @@ def assert_models_equivalent(
     seed: int = 0,
 ) -> None:
     """Fail unless both models compute the same outputs (``graphtools.testing``'s check);
-    without ``feeds``, inputs and missing parameters are made up as ``verify`` does."""
+    without ``feeds``, inputs and missing parameters are made up as ``verify`` does (an ONNX
+    model's inputs from their declared types, both models run on onnxruntime)."""
     from graphtools.feeds import synthesize
     from graphtools.testing import assert_models_equivalent as check
 
+    if ONNX in (before.dialect, after.dialect):
+        from graphtools.testing import format_diffs
+
+        diffs = _compare_onnx(before, after, feeds, rtol, atol, shapes or {}, seed)
+        if not all(d.ok for d in diffs):
+            raise AssertionError(
+                f"models differ (rtol={rtol}, atol={atol}):\n{format_diffs(diffs)}"
+            )
+        return
     if feeds is None:
         feeds = synthesize(before, shapes or {}, seed=seed).feeds
     check(before, after, feeds, rtol=rtol, atol=atol, seed=seed)
+
+
+def _compare_onnx(
+    before: Model,
+    after: Model,
+    feeds: Mapping[str, Any] | None,
+    rtol: float,
+    atol: float,
+    shapes: Mapping[str, Sequence[int]],
+    seed: int,
+) -> list[OutputDiff]:
+    """``compare_models`` of two ONNX models, on onnxruntime (as ``verify`` runs them)."""
+    from graphtools.onnx.runtime import run_model, seeded_inputs
+    from graphtools.testing import compare_outputs
+
+    if before.dialect != after.dialect:
+        raise PreconditionError(
+            f"cannot compare a {before.dialect} model with a {after.dialect} one here; "
+            "graphtools.onnx.compare_with_onnxruntime compares a pair with its ONNX export"
+        )
+    if feeds is None:
+        feeds = seeded_inputs(before, shapes, seed)[0]
+
+    def outputs(model: Model) -> dict[str, Any]:
+        held = model.predict_net.initializers
+        wanted = [n for n in model.predict_net.external_inputs if n not in held]
+        return run_model(model, {n: feeds[n] for n in wanted if n in feeds})
+
+    return compare_outputs(outputs(before), outputs(after), rtol=rtol, atol=atol)
 
 
 class GoldenChecker:

@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from graphtools._core import ONNX
 from graphtools.analysis.channels import plan_channels
-from graphtools.errors import InvalidNetError
+from graphtools.errors import InvalidNetError, PreconditionError
 from graphtools.executor import Int8Tensor, Workspace, run_model, run_net, run_op
 from graphtools.feeds import ParamMaker
 from graphtools.gradient_check import GradientCheck, check_gradients
@@ -250,7 +251,14 @@ def compare_models(
 
     Feeds default to ``make_feeds(before, shapes, seed)``; each model gets the feeds it
     declares as external inputs. An output present in only one model is a failed entry.
+    ONNX models are refused (``graphtools.pytest_plugin.assert_models_equivalent`` runs them).
     """
+    if ONNX in (before.dialect, after.dialect):
+        raise PreconditionError(
+            "compare_models runs Caffe2 pairs on the reference executor; compare ONNX models "
+            "on onnxruntime with graphtools.pytest_plugin.assert_models_equivalent (or "
+            "graphtools verify)"
+        )
     if feeds is None:
         feeds = make_feeds(before, shapes or {}, seed)
     out_before, out_after = run_both(before, after, feeds, seed)

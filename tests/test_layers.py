@@ -64,7 +64,7 @@ LAYERS: list[tuple[str, float, str]] = [
     ("graphtools.golden", 6, "golden files"),
     ("graphtools.testing", 6.1, "users' test helpers"),
     ("graphtools.onnx", 6.2, "the ONNX bridge: onnxruntime runs and comparisons"),
-    ("graphtools.pytest_plugin", 6.2, "the pytest plugin"),
+    ("graphtools.pytest_plugin", 6.3, "the pytest plugin (ONNX models compared on the bridge)"),
     ("graphtools.extract", 6.3, "sub-net extraction: Caffe2 pairs and ONNX models"),
     ("graphtools.cli", 7, "the command line, one module per command family"),
     ("graphtools.launch", 7.1, "the console script: signal handlers, then the command line"),

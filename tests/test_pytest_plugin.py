@@ -177,3 +177,33 @@ def test_load_model_and_golden_resolve_paths_alike_and_updates_are_listed(
     assert updated.returncode == 0
     assert f"golden files written (review the diff): 1\n  {golden}" in updated.stdout
     assert "golden files written" not in _pytest(tmp_path, "--update-goldens").stdout
+
+
+def test_assert_models_equivalent_runs_onnx_models_on_onnxruntime(tmp_path: Path) -> None:
+    """Two ONNX models whose weight differs are not equivalent (the Caffe2 executor's check
+    made the initializers up as missing parameters and passed); equal ones are."""
+    from onnx_check import graph_model
+
+    from graphtools.errors import PreconditionError
+    from graphtools.serde.onnx_io import load_onnx_model
+    from graphtools.testing import compare_models
+    from graphtools.values import ArrayTensor
+
+    path = graph_model(
+        tmp_path / "m.onnx",
+        [helper.make_node("Add", ["x", "b"], ["s"]), helper.make_node("Relu", ["s"], ["y"])],
+        {"x": (TensorProto.FLOAT, [2, 4])},
+        {"y": (TensorProto.FLOAT, [2, 4])},
+        {"b": np.arange(4, dtype=np.float32)},
+    )
+    before = load_onnx_model(path)
+    cleaned = before.copy()
+    PassManager.parse("default")(cleaned)
+    assert_models_equivalent(before, cleaned)
+    after = before.copy()
+    with after.predict_net.edit() as edit:
+        edit.set_initializer("b", ArrayTensor(np.full(4, 100.0, np.float32)))
+    with pytest.raises(AssertionError, match="models differ"):
+        assert_models_equivalent(before, after)
+    with pytest.raises(PreconditionError, match="onnxruntime"):
+        compare_models(before, after)
