@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 __all__ = [
     "CAFFE2",
     "DIALECTS",
+    "DIALECT_NAMES",
     "MAIN_NET",
     "ONNX",
     "STEP_NET_OPS",
@@ -33,6 +34,8 @@ ONNX = "onnx"
 DIALECTS = (CAFFE2, ONNX)
 MAIN_NET = {CAFFE2: "predict_net", ONNX: "graph"}
 """What a model's main net is called in each dialect, for messages."""
+DIALECT_NAMES = {CAFFE2: "Caffe2", ONNX: "ONNX"}
+"""How people write each dialect's name."""
 STEP_NET_OPS = frozenset({"RecurrentNetwork", "RecurrentNetworkGradient"})
 """Caffe2 ops holding step nets (arguments named ``*step_net``), which old frontends wrote as
 NetDef text in a string rather than as a nested NetDef."""

@@ -9,11 +9,11 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from graphtools._core import DIALECTS
+from graphtools._core import DIALECT_NAMES, DIALECTS
 from graphtools.cli.common import Output, did_you_mean, new_table
 from graphtools.errors import UsageError
 from graphtools.pass_infra import DEFAULT_PIPELINE, NAMED_PIPELINES, Pass, available_passes
-from graphtools.pass_infra.describe import DIALECT_NAMES, describe_pass
+from graphtools.pass_infra.describe import describe_pass
 
 __all__ = ["HANDLERS"]
 
@@ -55,8 +55,7 @@ def _cmd_list_passes(options: argparse.Namespace) -> int:
     out.table(table, level=0)
     out.line("", level=0)
     for name, specs in pipelines.items():
-        for dialect, spec in specs.items():
-            out.line(f"{name} on {DIALECT_NAMES[dialect]} models = {spec}", level=0)
+        _pipeline_lines(out, name, specs)
     out.line("'graphtools list-passes NAME' shows a pass's whole documentation", level=1)
     return 0
 
@@ -99,14 +98,19 @@ def _one_pass(out: Output, cls: type[Pass]) -> int:
     return 0
 
 
+def _pipeline_lines(out: Output, name: str, specs: dict[str, str]) -> None:
+    """``default on ONNX models = ...``: what a pipeline name runs, a line per dialect."""
+    for dialect, spec in specs.items():
+        out.line(f"{name} on {DIALECT_NAMES[dialect]} models = {spec}", level=0)
+
+
 def _one_pipeline(out: Output, name: str) -> int:
     """``list-passes default``: what a pipeline name runs, on each kind of model."""
     specs = NAMED_PIPELINES[name]
     if out.json_mode:
         out.json({"pipeline": name, "passes": specs})
         return 0
-    for dialect, spec in specs.items():
-        out.line(f"{name} on {DIALECT_NAMES[dialect]} models = {spec}", level=0)
+    _pipeline_lines(out, name, specs)
     out.line("'graphtools list-passes PASS' shows each pass's documentation", level=1)
     return 0
 

@@ -17,12 +17,11 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from graphtools._core import CAFFE2, ONNX
+from graphtools._core import DIALECT_NAMES
 from graphtools.pass_infra.base import Pass
 from graphtools.pass_infra.spec import pass_spec
 
 __all__ = [
-    "DIALECT_NAMES",
     "OptionInfo",
     "PassDescription",
     "describe_pass",
@@ -31,8 +30,6 @@ __all__ = [
 ]
 
 _CODE = re.compile(r"``(.+?)``")
-DIALECT_NAMES = {CAFFE2: "Caffe2", ONNX: "ONNX"}
-"""How people write each dialect's name."""
 _OPTION = re.compile(r"^(\w+):\s*(.*)$")
 _SECTION = re.compile(r"^(Options|Stats|Raises|Example|Examples):")
 
