@@ -44,7 +44,7 @@ from graphtools.pass_infra import PassManager
 from graphtools.printer import print_model, print_ssa_table
 from graphtools.proto import caffe2_pb2
 from graphtools.serde import load_model, load_model_dir, parse_netdef, save_model
-from graphtools.verify import verify
+from graphtools.wellformed import verify
 
 BENCH_DIR = Path(__file__).resolve().parent
 if str(BENCH_DIR) not in sys.path:

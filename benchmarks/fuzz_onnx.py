@@ -51,7 +51,7 @@ from graphtools.pass_infra import PassManager
 from graphtools.printer import print_model
 from graphtools.serde.onnx_codec import model_from_onnx_bytes, model_to_onnx_bytes
 from graphtools.serde.onnx_io import load_onnx_model
-from graphtools.verify import verify
+from graphtools.wellformed import verify
 
 BENCH_DIR = Path(__file__).resolve().parent
 if str(BENCH_DIR) not in sys.path:

@@ -55,13 +55,13 @@ if TYPE_CHECKING:
         get_undefined_blobs,
     )
     from graphtools.ssa_view import SSAView
-    from graphtools.verify import Finding, verify
+    from graphtools.wellformed import Finding, verify
 
 _EXPORTS = {
     "Argument": "graphtools.ir",
     "DEFAULT_PIPELINE": "graphtools.pass_infra",
     "DeviceOption": "graphtools.ir",
-    "Finding": "graphtools.verify",
+    "Finding": "graphtools.wellformed",
     "GraphToolsError": "graphtools.errors",
     "IllegalRewriteError": "graphtools.errors",
     "InvalidNetError": "graphtools.errors",
@@ -100,7 +100,7 @@ _EXPORTS = {
     "save_model": "graphtools.serde",
     "save_net": "graphtools.serde",
     "to_networkx": "graphtools.compat.graph",
-    "verify": "graphtools.verify",
+    "verify": "graphtools.wellformed",
 }
 """Public name -> the module defining it."""
 

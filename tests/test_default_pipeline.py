@@ -16,7 +16,7 @@ from graphtools.errors import SerdeError
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager
 from graphtools.serde import find_model_files, load_model
-from graphtools.verify import verify
+from graphtools.wellformed import verify
 
 
 def _real_files() -> list[Path]:

@@ -20,7 +20,7 @@ from graphtools.proto import caffe2_pb2
 from graphtools.serde import load_model
 from graphtools.serde.codec import net_from_netdef, net_to_netdef
 from graphtools.ssa import get_consumer_map, get_ssa
-from graphtools.verify import verify
+from graphtools.wellformed import verify
 
 TO_GPU, TO_CPU = "CopyCPUToGPU", "CopyGPUToCPU"
 

@@ -46,7 +46,7 @@ LAYERS: list[tuple[str, float, str]] = [
     ("graphtools.rewriter", 2.6, "Edit: the checked transaction on a net"),
     ("graphtools.ir", 2.7, "Model, Net, Op: the data model and snapshots"),
     ("graphtools.graph", 2.8, "graph views"),
-    ("graphtools.verify", 2.8, "well-formedness findings"),
+    ("graphtools.wellformed", 2.8, "well-formedness findings"),
     ("graphtools.printer", 2.8, "the canonical text dump"),
     ("graphtools.serde", 3, "files and codecs: the only code turning bytes into IR and back"),
     ("graphtools.analysis", 3.1, "functions over the IR that return data"),

@@ -18,7 +18,7 @@ from graphtools.pass_infra import PassManager
 from graphtools.passes.lower_recurrent import LowerRecurrentNetworks
 from graphtools.recurrent import recurrent_net
 from graphtools.serde import load_model
-from graphtools.verify import verify
+from graphtools.wellformed import verify
 
 DEMO = "breadbread1984-Caffe2-C-LSTM-demo/deploy_models"
 

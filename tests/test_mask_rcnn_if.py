@@ -13,7 +13,7 @@ from graphtools.executor import KERNELS, Workspace, run_net, run_op
 from graphtools.ir import Net
 from graphtools.serde import load_model
 from graphtools.testing import random_params
-from graphtools.verify import verify
+from graphtools.wellformed import verify
 
 DETECTION = {"GenerateProposals", "RoIAlign", "BBoxTransform", "BoxWithNMSLimit", "IsEmpty"}
 

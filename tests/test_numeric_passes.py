@@ -40,7 +40,7 @@ from graphtools.testing import (
     model_inputs,
     random_params,
 )
-from graphtools.verify import verify
+from graphtools.wellformed import verify
 
 RTOL, ATOL = 1e-4, 1e-5
 PIPELINES = [*DEFAULT_PIPELINE.split(","), "default"]

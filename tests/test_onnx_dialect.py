@@ -23,7 +23,7 @@ from graphtools.pass_infra import PassManager
 from graphtools.rewriter import Edit
 from graphtools.serde.onnx_io import load_onnx_model, onnx_model_files, save_onnx_model
 from graphtools.values import ArrayTensor, ValueType
-from graphtools.verify import REWRITTEN_VALUE, verify
+from graphtools.wellformed import REWRITTEN_VALUE, verify
 
 
 def _saved_equal(source: Path, target: Path) -> None:

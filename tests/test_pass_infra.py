@@ -615,7 +615,7 @@ def test_rollback_covers_nested_nets() -> None:
 def test_a_pipeline_reading_the_ssa_view_lets_verify_read_findings_off_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    verify_module = sys.modules["graphtools.verify"]  # the package exports the function
+    verify_module = sys.modules["graphtools.wellformed"]  # the package exports the function
     walked: list[str] = []
     walk = verify_module._check_flat_net
 

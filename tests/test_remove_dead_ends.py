@@ -21,7 +21,7 @@ from graphtools.passes.remove_dead_ends import RemoveDeadEnds
 from graphtools.proto import caffe2_pb2
 from graphtools.serde import load_net
 from graphtools.serde.codec import model_from_netdefs, net_to_netdef
-from graphtools.verify import verify
+from graphtools.wellformed import verify
 
 FIXTURES_REAL = SHARED_REAL
 

@@ -26,7 +26,7 @@ from graphtools.passes.remove_reshape_for_fc import RemoveReshapeForFC
 from graphtools.proto import caffe2_pb2
 from graphtools.serde import load_model
 from graphtools.serde.codec import model_from_netdefs, net_from_netdef, net_to_netdef
-from graphtools.verify import verify
+from graphtools.wellformed import verify
 
 PARAMS = {"idx": np.array(0), "minus_one": np.array([-1]), "w": np.ones((3, 8)), "b": np.zeros(3)}
 FLATTEN = [

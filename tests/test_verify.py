@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from graphtools.ir import Model, Net, Op
-from graphtools.verify import MISSING_OUTPUT, UNDEFINED_BLOB, Finding, verify
+from graphtools.wellformed import MISSING_OUTPUT, UNDEFINED_BLOB, Finding, verify
 
 
 def test_well_formed_net_has_no_findings() -> None:

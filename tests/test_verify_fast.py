@@ -23,7 +23,7 @@ from graphtools._core import CAFFE2, ONNX
 from graphtools.ir import Model, Net, Op
 from graphtools.serde.codec import model_from_netdefs
 from graphtools.values import ArrayTensor
-from graphtools.verify import MISSING_OUTPUT, REWRITTEN_VALUE, UNDEFINED_BLOB, Finding, verify
+from graphtools.wellformed import MISSING_OUTPUT, REWRITTEN_VALUE, UNDEFINED_BLOB, Finding, verify
 
 _SYNTH_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "synth.py"
 _spec = importlib.util.spec_from_file_location("synth", _SYNTH_PATH)

@@ -83,7 +83,7 @@ class OpTable(ABC):
 
     def check(self, model: Model) -> None:
         """Refuse ``model`` when the dialect's own checker does (``InvalidNetError`` saying
-        why); a dialect without one has nothing to add to ``graphtools.verify``."""
+        why); a dialect without one has nothing to add to ``graphtools.wellformed``."""
         del model
 
     def infer_all_types(self, model: Model) -> Mapping[str, ValueType]:

@@ -26,7 +26,7 @@ from graphtools.pass_infra.spec import (
     parse_pipeline,
     pass_spec,
 )
-from graphtools.verify import Finding, verify
+from graphtools.wellformed import Finding, verify
 
 __all__ = ["DEFAULT_STEPS", "PassManager", "PassRecord"]
 
