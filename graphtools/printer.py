@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from graphtools._core import MAIN_NET
 from graphtools.ir import Argument, DeviceOption, Model, Net, Op
 from graphtools.proto import caffe2_pb2
 from graphtools.values import Tensor, ValueType
@@ -372,7 +373,8 @@ def print_net(
 def print_model(
     model: Model, *, full: bool = False, max_chars: int | None = None, digests: bool = False
 ) -> str:
-    """The canonical dump of a model: its init_net (when present), then its predict_net.
+    """The canonical dump of a model: its init_net (when present), then its predict_net
+    (an ONNX model: its header, then its ``graph``).
 
     ``digests`` (for golden files): values the text shows in part (weights, tensors, cut
     lists) end with a digest of their content, so a changed weight changes the dump.
@@ -380,7 +382,7 @@ def print_model(
     parts = []
     if model.dialect == "onnx":
         parts.append(_model_line(model))
-    nets = [("init_net", model.init_net), ("predict_net", model.predict_net)]
+    nets = [("init_net", model.init_net), (MAIN_NET[model.dialect], model.predict_net)]
     for label, net in nets:
         if net is not None:
             parts.append(print_net(net, label, full=full, max_chars=max_chars, digests=digests))

@@ -172,7 +172,7 @@ def test_show_types_symbolic_dims_and_external_data(
         "%2 Relu(i@1) -> y@1 name='relu'",
     ]
     code, out, _ = run_cli(capsys, "show", str(source), "--full")
-    assert out.startswith("model ir_version=8 opsets=ai.onnx:17 producer='tests'\n")
+    assert out.startswith("model ir_version=8 opsets=ai.onnx:17 producer='tests'\nnet graph ")
     assert "  initializer: w FLOAT 4x3 in m.onnx.data" in out
     assert "  type: x FLOAT[N, 4]" in out
 

@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from graphtools._core import CAFFE2, DIALECT_NAMES
 from graphtools._gc import paused_gc
 from graphtools.analysis import (  # noqa: F401  (importing registers the rules)
     shape_rules_aten,
@@ -93,7 +94,12 @@ from graphtools.analysis.shape_types import (
     shape_rule,
     value_rule,
 )
-from graphtools.errors import GraphToolsError, InvalidNetError, UnsupportedOpError
+from graphtools.errors import (
+    GraphToolsError,
+    InvalidNetError,
+    PreconditionError,
+    UnsupportedOpError,
+)
 from graphtools.ir import Model, Net, Op
 from graphtools.ssa import VersionedBlob
 
@@ -393,7 +399,15 @@ def infer_shapes(
 
     Raises:
         InvalidNetError: an op's inputs contradict each other or its arguments.
+        PreconditionError: ``net`` is an ONNX graph (these are Caffe2's rules).
     """
+    if net.dialect != CAFFE2:
+        raise PreconditionError(
+            f"infer_shapes applies Caffe2's shape rules, and {net.name or 'this net'!r} is "
+            f"a net of the {DIALECT_NAMES[net.dialect]} dialect: its types come from onnx's "
+            "shape inference "
+            "(graphtools.dialects.op_table(model).infer_types(model))"
+        )
     given = {name: as_type(t) for name, t in (params or {}).items()}
     given.update((name, as_type(t)) for name, t in inputs.items())
     with paused_gc():
@@ -416,6 +430,7 @@ def infer_model_shapes(model: Model, inputs: Mapping[str, TypeLike]) -> ShapeInf
 
     Raises:
         InvalidNetError: as ``infer_shapes``, in either net.
+        PreconditionError: ``model`` is an ONNX model (see ``infer_shapes``).
     """
     params: dict[str, TensorType] = {}
     if model.init_net is not None:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from graphtools.errors import SerdeError
 from graphtools.ir import Model
 from graphtools.serde.netdef_io import is_stream, read_bytes
-from graphtools.serde.sniff import looks_like_onnx
+from graphtools.serde.sniff import ONNX_FIRST_BYTE, ONNX_SUFFIX, is_onnx_bytes
 from graphtools.values import ValueType
 
 if TYPE_CHECKING:
@@ -46,11 +46,6 @@ __all__ = [
     "output_files",
 ]
 
-ONNX_SUFFIX = ".onnx"
-_VARINT_FIELD_1 = 0x08
-"""The first byte of every ModelProto that onnx writes (``ir_version``, field 1); a NetDef
-never starts with it (binary: its name or ops; text: a printable character)."""
-
 
 def is_onnx_file(path: str | Path) -> bool:
     """Whether ``path`` names an ONNX model: by its suffix, else (for an existing file) by
@@ -63,7 +58,7 @@ def is_onnx_file(path: str | Path) -> bool:
             data = read_bytes(source)
         except SerdeError:
             return False  # the NetDef loader says why it cannot read it
-        return data[:1] == bytes([_VARINT_FIELD_1]) and looks_like_onnx(data)
+        return is_onnx_bytes(data)
     if not source.is_file():
         return False
     try:
@@ -71,7 +66,7 @@ def is_onnx_file(path: str | Path) -> bool:
             first = handle.read(1)
     except OSError:
         return False  # the NetDef loader says why it cannot read it
-    return first == bytes([_VARINT_FIELD_1]) and looks_like_onnx(read_bytes(source))
+    return first == bytes([ONNX_FIRST_BYTE]) and is_onnx_bytes(read_bytes(source))
 
 
 def load_onnx_file(path: str | Path, data: bytes | None = None) -> Model:

@@ -39,6 +39,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto
 
+from graphtools._core import ONNX
 from graphtools.analysis.ssa_names import renamed_for_export
 from graphtools.errors import GraphToolsError
 from graphtools.executor import Int8Tensor, Workspace, run_net, run_op
@@ -46,7 +47,7 @@ from graphtools.executor.kernels_fill import RANDOM_FILLS
 from graphtools.ir import Model, Op
 from graphtools.nested import names_in_nested_nets, nested_access
 from graphtools.onnx.external import ModelSource, load_onnx
-from graphtools.onnx.runtime import quiet_run, runtime_failure
+from graphtools.onnx.runtime import quiet_run, run_model, runtime_failure
 from graphtools.onnx.tie_order import TIE_ORDERED, align_tied_rows
 from graphtools.testing import OutputDiff, compare_outputs
 
@@ -275,6 +276,7 @@ def compare_with_onnxruntime(
 ) -> list[OutputDiff]:
     """Run onnxruntime on ``onnx_model`` and our executor on ``model``; compare the outputs
     (``per_output``: ``(rtol, atol)`` by name, as ``testing.compare_outputs`` takes them).
+    An ONNX-dialect ``model`` (an optimised copy of the export, say) runs on onnxruntime too.
 
     Int8 outputs are compared in quantization steps (``int8_steps``), outputs of random fills
     by distribution (see the module docstring); ``per_output`` gives ``(rtol, atol)`` for named
@@ -285,6 +287,10 @@ def compare_with_onnxruntime(
     """
     proto = load_onnx(onnx_model)
     graph_outputs = [o.name for o in proto.graph.output]
+    if model.dialect == ONNX:
+        reference = run_onnxruntime(proto, feeds)
+        ran = _matched(graph_outputs, model, run_model(model, feeds))
+        return _diffs(reference, ran, {}, rtol, atol, int8_steps, per_output)
     model = _as_exported(model)
     tied = [name for op in model.predict_net if op.type in TIE_ORDERED for name in op.outputs]
     reference = run_onnxruntime(_with_outputs(proto, tied), feeds)

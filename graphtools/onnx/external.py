@@ -13,8 +13,11 @@ from pathlib import Path
 import onnx
 from onnx import ModelProto, external_data_helper
 
+from graphtools._core import ONNX
 from graphtools.errors import SerdeError
+from graphtools.ir import Model
 from graphtools.serde.atomic import atomic_write_bytes, write_files
+from graphtools.serde.onnx_io import save_onnx_model
 
 __all__ = ["ModelSource", "load_onnx", "save_onnx"]
 
@@ -104,7 +107,7 @@ def _parse(data: bytes, path: Path | None) -> ModelProto:
 
 
 def save_onnx(
-    model: ModelProto,
+    model: ModelProto | Model,
     path: str | Path,
     *,
     external_data: bool = False,
@@ -112,6 +115,8 @@ def save_onnx(
 ) -> Path:
     """Write ``model`` to ``path``; with ``external_data`` tensors of at least
     ``size_threshold`` bytes go to ``<path>.data`` beside it (``model`` is not modified).
+    An ONNX-dialect ``Model`` (what ``load_model`` gives for an ``.onnx`` file) is written
+    by ``graphtools.serde.onnx_io.save_onnx_model``, its external data kept as loaded.
 
     The model and its data file are written as a unit (``graphtools.serde.atomic``): a failed
     or interrupted export leaves the old files as they were. Models over protobuf's 2 GB limit
@@ -120,6 +125,15 @@ def save_onnx(
     Raises:
         SerdeError: the model cannot be serialised, or the folder cannot be written.
     """
+    if isinstance(model, Model):
+        if model.dialect != ONNX:
+            raise SerdeError(
+                path,
+                f"this is a {model.dialect} model: export it to ONNX first (export_onnx)",
+            )
+        return save_onnx_model(
+            model, path, external_data=external_data, size_threshold=size_threshold
+        )
     path = Path(path)
     data_path = path.with_name(path.name + ".data")
     try:

@@ -28,6 +28,7 @@ from graphtools.serde.netdef_io import (
     parse_and_probe,
     read_bytes,
 )
+from graphtools.serde.sniff import ONNX_SUFFIX, is_onnx_bytes
 
 # Spellings seen in the wild, most specific first: predict_net.pb, squeeze_predict_net.pb,
 # mobilenet_pred_net.pb, mobileNetPredict.pb, model.pb (mask_rcnn_2go), and their inits.
@@ -45,14 +46,20 @@ _INIT_PATTERNS = (
 def load_model(
     predict_path: str | Path, init_path: str | Path | None = None, *, allow_empty: bool = False
 ) -> Model:
-    """Load a predict_net file and, optionally, its init_net file into a ``Model``.
+    """Load a predict_net file and, optionally, its init_net file into a ``Model``; an ONNX
+    model file given alone loads as an ONNX-dialect model (``onnx_io.load_onnx_model``).
 
     ``allow_empty`` lets an empty init_net file through (a few published nets ship one).
     """
+    data = read_bytes(predict_path)
+    if init_path is None and is_onnx_bytes(data):
+        from graphtools.serde.onnx_codec import model_from_onnx_bytes  # imports onnx
+
+        return model_from_onnx_bytes(data, Path(predict_path))
     init_net = init_text = None
     if init_path is not None:
         init_net, init_text = load_ir_net(init_path, allow_empty=allow_empty)
-    predict_net, was_text = load_ir_net(predict_path)
+    predict_net, was_text = _ir_net(data, predict_path)
     if init_net is not None and init_path is not None:
         _refuse_swapped(predict_net, init_net, Path(predict_path), Path(init_path))
     return Model(
@@ -89,7 +96,10 @@ def _refuse_swapped(predict: Net, init: Net, predict_path: Path, init_path: Path
 
 def load_ir_net(path: str | Path, *, allow_empty: bool = False) -> tuple[Net, bool]:
     """Load one NetDef file straight into the IR; returns ``(net, was_text)``."""
-    data = read_bytes(path)
+    return _ir_net(read_bytes(path), path, allow_empty=allow_empty)
+
+
+def _ir_net(data: bytes, path: str | Path, *, allow_empty: bool = False) -> tuple[Net, bool]:
     net = binary_net(data, path)
     if net is not None:
         return net, False
@@ -226,7 +236,9 @@ def check_output_folder(model: Model, directory: str | Path, *, text: bool | Non
 
 
 def save_model(model: Model, directory: str | Path, *, text: bool | None = None) -> list[Path]:
-    """Write ``predict_net`` and ``init_net`` into ``directory`` as one unit.
+    """Write ``predict_net`` and ``init_net`` into ``directory`` as one unit; an ONNX-dialect
+    model is one file, which ``directory`` names (``onnx_io.save_onnx_model``, its external
+    data beside it).
 
     Files are named ``predict_net``/``init_net`` with ``.pb`` for binary and ``.pbtxt`` for text;
     each keeps the format it was loaded in unless ``text`` asks for one. The folder is created
@@ -234,9 +246,18 @@ def save_model(model: Model, directory: str | Path, *, text: bool | None = None)
 
     Raises:
         SerdeError: the folder would be left ambiguous, is being written by another process
-            or cannot be written; the nets cannot be written so that they load again.
+            or cannot be written; the nets cannot be written so that they load again; an
+            ONNX model given a folder, or a Caffe2 pair given an ``.onnx`` path.
     """
     folder = Path(directory)
+    if model.dialect == ONNX:
+        return [_save_onnx(model, folder, text)]
+    if folder.suffix.lower() == ONNX_SUFFIX:
+        raise SerdeError(
+            folder,
+            "this names an ONNX file, but the model is a Caffe2 pair, which is written to a "
+            "folder: convert it first (graphtools.onnx.export_onnx; the CLI's export-onnx)",
+        )
     paths = model_output_paths(model, folder, text=text)
     data = _pair_bytes(model, paths, _formats(model, text))
     _refuse_ambiguous(folder, paths)
@@ -252,6 +273,20 @@ def save_model(model: Model, directory: str | Path, *, text: bool | None = None)
             with contextlib.suppress(OSError):
                 folder.rmdir()
         raise
+
+
+def _save_onnx(model: Model, path: Path, text: bool | None, *, replace_data: bool = False) -> Path:
+    """Write an ONNX-dialect model to the file ``path`` (binary: ONNX has no text format that
+    loads back)."""
+    if text:
+        raise SerdeError(path, "an ONNX model is written in its binary format only (text=True)")
+    if path.is_dir():
+        raise SerdeError(
+            path, f"an ONNX model is one file: name it (say {path / 'model.onnx'}), not a folder"
+        )
+    from graphtools.serde.onnx_io import save_onnx_model  # imports onnx
+
+    return save_onnx_model(model, path, replace_data=replace_data)
 
 
 def _renamed_for(path: Path, text: bool) -> Path:
@@ -277,6 +312,8 @@ def save_model_in_place(model: Model, *, text: bool | None = None) -> tuple[list
     """
     if model.predict_path is None:
         raise SerdeError(None, "the model was not loaded from a file: there is nothing to replace")
+    if model.dialect == ONNX:  # its data files too: they are the model's own
+        return [_save_onnx(model, model.predict_path, text, replace_data=True)], []
     if model.init_net is not None and model.init_path is None:
         raise SerdeError(
             model.predict_path, "the init_net was not loaded from a file: save the model elsewhere"

@@ -119,6 +119,20 @@ def _zip_archive(data: bytes) -> str:
     return "a zip archive, not a model"
 
 
+ONNX_SUFFIX = ".onnx"
+"""The suffix of an ONNX model file."""
+
+ONNX_FIRST_BYTE = 0x08
+"""The first byte of every ModelProto that onnx writes (``ir_version``, field 1); a NetDef
+never starts with it (binary: its name or ops; text: a printable character)."""
+
+
+def is_onnx_bytes(data: bytes) -> bool:
+    """Whether a file's ``data`` is a binary ONNX model (its first byte rules most files out
+    before anything is parsed)."""
+    return data[:1] == bytes([ONNX_FIRST_BYTE]) and looks_like_onnx(data)
+
+
 def looks_like_onnx(data: bytes) -> bool:
     """Whether ``data`` is a binary ONNX model: a ModelProto with an IR version and a graph.
 

@@ -1,0 +1,114 @@
+"""The public Python API takes an ONNX model wherever a new user hands one over: the package's
+``load_model``/``save_model``, ``graphtools.onnx``'s save and comparison, and the refusals
+where a Caffe2-only function would otherwise give a wrong answer."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import graphtools
+from graphtools.errors import PreconditionError, SerdeError
+from graphtools.serde.model_io import save_model_in_place
+
+
+def _write_model(path: Path, weight: float = 1.0) -> Path:
+    """x (2x3) -> Transpose -> Relu -> MatMul(w: 2x4) -> y (3x4): a Transpose whose shape
+    Caffe2's rules get wrong (they would keep 2x3), and a weight to change."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Transpose", ["x"], ["t"]),
+            helper.make_node("Relu", ["t"], ["r"]),
+            helper.make_node("MatMul", ["r", "w"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+        [numpy_helper.from_array(np.full((2, 4), weight, np.float32), "w")],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "models"
+FEEDS = {"x": np.arange(6, dtype=np.float32).reshape(2, 3) - 2.0}
+
+
+def test_load_model_loads_an_onnx_file_and_save_model_writes_it_back(tmp_path: Path) -> None:
+    source = _write_model(tmp_path / "m.onnx")
+    model = graphtools.load_model(source)
+    assert model.dialect == "onnx"
+    assert [op.type for op in model.predict_net] == ["Transpose", "Relu", "MatMul"]
+    written = graphtools.save_model(model, tmp_path / "out.onnx")
+    assert written == [tmp_path / "out.onnx"]
+    assert onnx.load(written[0]) == onnx.load(source)
+
+
+def test_save_model_refuses_a_folder_for_onnx_and_an_onnx_path_for_a_pair(
+    tmp_path: Path,
+) -> None:
+    model = graphtools.load_model(_write_model(tmp_path / "m.onnx"))
+    with pytest.raises(SerdeError, match="an ONNX model is one file"):
+        graphtools.save_model(model, tmp_path)
+    with pytest.raises(SerdeError, match="binary format only"):
+        graphtools.save_model(model, tmp_path / "t.onnx", text=True)
+    pair = graphtools.load_model_dir(FIXTURES / "tiny_export")
+    with pytest.raises(SerdeError, match="export_onnx"):
+        graphtools.save_model(pair, tmp_path / "pair.onnx")
+    assert not (tmp_path / "pair.onnx").exists()
+    assert not (tmp_path / "t.onnx").exists()
+
+
+def test_an_onnx_model_is_saved_in_place_over_its_file(tmp_path: Path) -> None:
+    source = _write_model(tmp_path / "m.onnx")
+    model = graphtools.load_model(source)
+    with model.predict_net.edit() as edit:
+        edit.remove(1)
+        edit.replace_all_uses_with(("r", 1), ("t", 1))
+    written, removed = save_model_in_place(model)
+    assert (written, removed) == ([source], [])
+    assert [n.op_type for n in onnx.load(source).graph.node] == ["Transpose", "MatMul"]
+
+
+def test_graphtools_onnx_save_onnx_takes_a_loaded_model(tmp_path: Path) -> None:
+    from graphtools.onnx import save_onnx
+
+    source = _write_model(tmp_path / "m.onnx")
+    save_onnx(graphtools.load_model(source), tmp_path / "copy.onnx")
+    assert onnx.load(tmp_path / "copy.onnx") == onnx.load(source)
+
+
+def test_caffe2_shape_rules_refuse_an_onnx_graph(tmp_path: Path) -> None:
+    from graphtools.analysis.shapes import infer_model_shapes
+    from graphtools.dialects import op_table
+
+    model = graphtools.load_model(_write_model(tmp_path / "m.onnx"))
+    with pytest.raises(PreconditionError, match=r"ONNX dialect.*infer_types"):
+        infer_model_shapes(model, {"x": (2, 3)})
+    assert op_table(model).infer_types(model)["t"].shape == (3, 2)  # what it points to
+
+
+def test_compare_with_onnxruntime_runs_an_onnx_dialect_model_on_onnxruntime(
+    tmp_path: Path,
+) -> None:
+    from graphtools.onnx import compare_with_onnxruntime
+
+    export = _write_model(tmp_path / "m.onnx")
+    same = graphtools.load_model(export)
+    other = graphtools.load_model(_write_model(tmp_path / "other.onnx", weight=2.0))
+    assert all(d.ok for d in compare_with_onnxruntime(export, same, FEEDS))
+    assert not any(d.ok for d in compare_with_onnxruntime(export, other, FEEDS))
+
+
+def test_graphtools_verify_stays_the_function_whatever_is_imported() -> None:
+    for module in pkgutil.walk_packages(graphtools.__path__, "graphtools."):
+        if not module.name.startswith(("graphtools.cli", "graphtools.launch", "graphtools.__main")):
+            importlib.import_module(module.name)
+    assert callable(graphtools.verify)
+    assert graphtools.verify(graphtools.Net([], name="n")) == []
