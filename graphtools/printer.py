@@ -130,7 +130,19 @@ def format_tensor_value(tensor: Tensor, *, where: bool = True) -> str:
         external = getattr(tensor, "external", None) if where else None
         return f"{elem} {dims}" + (f" in {external.location}" if external is not None else "")
     dims = "x".join(str(d) for d in tensor.shape) or "scalar"
-    return f"{tensor.dtype} {dims}"
+    return f"{_onnx_dtype_name(tensor.dtype)} {dims}"
+
+
+def _onnx_dtype_name(dtype: np.dtype[Any]) -> str:
+    """ONNX's name of a numpy dtype (``float32`` -> ``FLOAT``): an initializer an edit set
+    prints as the one loaded from a file (numpy's name for a dtype ONNX has none for)."""
+    import onnx  # loaded already: initializers are ONNX's
+
+    try:
+        code = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    except (KeyError, TypeError, ValueError):
+        return str(dtype)
+    return _onnx_elem_name(onnx.TensorProto(), code)
 
 
 def _format_float(value: float) -> str:

@@ -112,3 +112,21 @@ def test_graphtools_verify_stays_the_function_whatever_is_imported() -> None:
             importlib.import_module(module.name)
     assert callable(graphtools.verify)
     assert graphtools.verify(graphtools.Net([], name="n")) == []
+
+
+def test_a_written_model_is_told_onnx_by_its_content_and_dumps_as_before(tmp_path: Path) -> None:
+    """Our writer put the graph before the IR version, so a written model renamed from
+    ``.onnx`` was no longer recognised; an initializer an edit set printed as ``float32``
+    until the model was saved and loaded again (then ``FLOAT``)."""
+    from graphtools.values import ArrayTensor
+
+    model = graphtools.load_model(_write_model(tmp_path / "m.onnx"))
+    with model.predict_net.edit() as edit:
+        edit.set_initializer("extra", ArrayTensor(np.ones((2, 2), np.float32)))
+    before = graphtools.print_model(model)
+    assert "initializer: extra FLOAT 2x2" in before
+    graphtools.save_model(model, tmp_path / "written.bin")
+    assert (tmp_path / "written.bin").read_bytes()[:1] == b"\x08"  # ir_version, as onnx writes
+    again = graphtools.load_model(tmp_path / "written.bin")
+    assert again.dialect == "onnx"
+    assert graphtools.print_model(again) == before

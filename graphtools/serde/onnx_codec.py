@@ -928,11 +928,30 @@ def model_to_onnx_bytes(model: Model, write_tensor: TensorWriter = tensor_bytes)
             onnx.OperatorSetIdProto(domain=domain, version=version)
             for domain, version in model.opset_imports.items()
         )
-    lite = onnx_lite_pb2.ModelWithRawGraph.FromString(header.SerializeToString())
-    lite.graph = _graph_bytes(
-        model.predict_net, write_tensor, initializers_as_inputs=0 < header.ir_version < 4
+    graph = onnx_lite_pb2.ModelWithRawGraph(
+        graph=_graph_bytes(
+            model.predict_net, write_tensor, initializers_as_inputs=0 < header.ir_version < 4
+        )
     )
-    return bytes(lite.SerializeToString())
+    # In field order, as onnx writes a model: a file then starts with its IR version (field
+    # 1), which is how a file is told to be ONNX before it is parsed (serde.sniff).
+    first = onnx.ModelProto()
+    for name in _FIELDS_BEFORE_GRAPH:
+        if header.HasField(name):
+            setattr(first, name, getattr(header, name))
+            header.ClearField(name)
+    return first.SerializeToString() + graph.SerializeToString() + header.SerializeToString()
+
+
+_FIELDS_BEFORE_GRAPH = (
+    "ir_version",
+    "producer_name",
+    "producer_version",
+    "domain",
+    "model_version",
+    "doc_string",
+)
+"""The ModelProto fields numbered below ``graph`` (7), written before it."""
 
 
 def nets_of(net: Net) -> Iterable[Net]:
