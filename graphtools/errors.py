@@ -8,7 +8,8 @@ exit code 2.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 
@@ -222,3 +223,12 @@ class RecurrentLinkError(GraphToolsError, KeyError):
 
 class UsageError(GraphToolsError):
     """The command line asks for something that cannot be done (e.g. overwrite the input)."""
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'data'?)`` when a choice is close to ``name`` (the same but for case,
+    or a near spelling), else ``""``: for messages refusing an unknown name."""
+    listed = list(choices)
+    same = [choice for choice in listed if choice.lower() == name.lower()]
+    close = same or difflib.get_close_matches(name, listed, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""

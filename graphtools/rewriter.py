@@ -343,7 +343,9 @@ class Edit:
         moves = {blob[0]: name for blob, name in self._renames.items()}
         moves.update(renamed_outputs)
         initializers = _moved(net.initializers, moves, self._initializers, keep_old=False)
-        types = _moved(net.types, moves, self._types, keep_old=True)
+        # A renamed ONNX value frees its name (one value per name): a later value so named
+        # must not inherit its type. A Caffe2 name keeps its other versions, and their type.
+        types = _moved(net.types, moves, self._types, keep_old=net.dialect != ONNX)
         return initializers, types
 
     def _names_to_check(self) -> set[str]:

@@ -110,13 +110,30 @@ def _blob_names(net: Any) -> tuple[Sequence[str], Iterable[tuple[Sequence[str], 
     return net.external_inputs, ((op.inputs, op.outputs) for op in net)
 
 
+def _ssa_list(ssa: Sequence[OpSSA], function: str) -> Sequence[OpSSA]:
+    """``ssa`` itself, refused when it is a net: these helpers take ``get_ssa``'s list, as
+    Caffe2's and detectron2's do."""
+    if isinstance(ssa, caffe2_pb2.NetDef) or hasattr(ssa, "external_inputs"):
+        raise TypeError(
+            f"{function} takes the SSA list get_ssa(net) returns first, not a net: "
+            f"{function}(get_ssa(net)[0])"
+        )
+    return ssa
+
+
 def get_undefined_blobs(ssa: Sequence[OpSSA]) -> set[str]:
     """Names read at version 0 by any op ("used before defined"), as Caffe2 defines them."""
-    return {name for ins, _ in ssa for name, version in ins if version == 0}
+    return {
+        name
+        for ins, _ in _ssa_list(ssa, "get_undefined_blobs")
+        for name, version in ins
+        if version == 0
+    }
 
 
 def get_output_producers(ssa: Sequence[OpSSA]) -> dict[VersionedBlob, int]:
     """``{versioned output: index of the op producing it}`` (Caffe2's helper)."""
+    ssa = _ssa_list(ssa, "get_output_producers")
     return {blob: index for index, (_, outs) in enumerate(ssa) for blob in outs}
 
 
@@ -153,7 +170,7 @@ def get_producer_map(ssa: Sequence[OpSSA]) -> dict[VersionedBlob, tuple[int, int
     """
     producers: dict[VersionedBlob, tuple[int, int]] = {}
     with paused_gc():
-        for index, (_, outs) in enumerate(ssa):
+        for index, (_, outs) in enumerate(_ssa_list(ssa, "get_producer_map")):
             for position, blob in enumerate(outs):
                 producers[blob] = (index, position)
     return producers
@@ -166,7 +183,7 @@ def get_consumer_map(ssa: Sequence[OpSSA]) -> defaultdict[VersionedBlob, list[tu
     """
     consumers: defaultdict[VersionedBlob, list[tuple[int, int]]] = defaultdict(list)
     with paused_gc():
-        for index, (ins, _) in enumerate(ssa):
+        for index, (ins, _) in enumerate(_ssa_list(ssa, "get_consumer_map")):
             for position, blob in enumerate(ins):
                 consumers[blob].append((index, position))
     return consumers

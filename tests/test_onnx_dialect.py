@@ -344,6 +344,7 @@ def test_initializers_are_defined_and_types_follow_renames(tmp_path: Path) -> No
         edit.rename(("a", 1), "sum")
         edit.rename(("w", 0), "weight")
     assert net.types["sum"].shape == (2,)
+    assert "a" not in net.types  # the name is free: a later value "a" gets no stale type
     assert set(net.initializers) == {"weight"}
     assert net[0].inputs == ("x", "weight")
     assert verify(model) == []

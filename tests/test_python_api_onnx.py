@@ -130,3 +130,93 @@ def test_a_written_model_is_told_onnx_by_its_content_and_dumps_as_before(tmp_pat
     again = graphtools.load_model(tmp_path / "written.bin")
     assert again.dialect == "onnx"
     assert graphtools.print_model(again) == before
+
+
+def test_renamed_inputs_and_outputs_compare_by_position(tmp_path: Path) -> None:
+    """The rename pass keeps a model's callers working; the comparisons fed the renamed
+    model by the old names (a RuntimeFailure) and reported a renamed output as missing."""
+    from graphtools.onnx import compare_with_onnxruntime
+    from graphtools.pass_infra import PassManager
+    from graphtools.pytest_plugin import assert_models_equivalent
+
+    export = _write_model(tmp_path / "m.onnx")
+    before = graphtools.load_model(export)
+    renamed = before.copy()
+    PassManager.parse("rename{op=0,input=0,to=image},rename{op=2,output=0,to=logits}")(renamed)
+    assert renamed.predict_net.external_inputs[0] == "image"
+    assert list(renamed.predict_net.external_outputs) == ["logits"]
+    assert_models_equivalent(before, renamed)
+    assert [d.ok for d in compare_with_onnxruntime(export, renamed, FEEDS)] == [True]
+    other = graphtools.load_model(_write_model(tmp_path / "other.onnx", weight=2.0))
+    PassManager.parse("rename{op=0,input=0,to=image}")(other)
+    with pytest.raises(AssertionError, match="models differ"):
+        assert_models_equivalent(before, other)
+
+
+def test_a_shape_for_an_input_the_model_lacks_is_refused(tmp_path: Path) -> None:
+    from graphtools.errors import GraphToolsError
+    from graphtools.onnx.runtime import seeded_inputs
+
+    model = graphtools.load_model(_write_model(tmp_path / "m.onnx"))
+    with pytest.raises(GraphToolsError, match=r"'X', which is not an input.*did you mean 'x'"):
+        seeded_inputs(model, {"X": (2, 3)}, seed=0)
+
+
+def test_saving_an_onnx_model_creates_its_folder(tmp_path: Path) -> None:
+    model = graphtools.load_model(_write_model(tmp_path / "m.onnx"))
+    target = tmp_path / "a" / "b" / "model.onnx"
+    assert graphtools.save_model(model, target) == [target]
+    assert onnx.load(target) == onnx.load(tmp_path / "m.onnx")
+
+
+def test_caffe2_only_helpers_refuse_onnx_and_nets_by_name(tmp_path: Path) -> None:
+    """Each failed deep inside: protobuf's ValueError, an unpacking TypeError, the executor
+    asking for the initializers as missing feeds."""
+    from graphtools.executor import run_model
+
+    model = graphtools.load_model(_write_model(tmp_path / "m.onnx"))
+    with pytest.raises(SerdeError, match="ONNX model, not a NetDef"):
+        graphtools.save_net(model.predict_net, tmp_path / "net.pb")
+    with pytest.raises(PreconditionError, match=r"graphtools\.onnx\.runtime\.run_model"):
+        run_model(model, FEEDS)
+    pair = graphtools.load_model(FIXTURES / "tiny_export")  # a folder loads as load_model_dir
+    assert pair.init_net is not None
+    with pytest.raises(TypeError, match=r"get_producer_map\(get_ssa\(net\)\[0\]\)"):
+        graphtools.get_producer_map(pair.predict_net)
+    ssa, _ = graphtools.get_ssa(pair.predict_net)
+    assert graphtools.get_producer_map(ssa)
+
+
+def test_import_onnx_takes_a_loaded_model_and_leaves_it_as_it_was(tmp_path: Path) -> None:
+    from graphtools.onnx import import_onnx
+
+    model = graphtools.load_model(_write_model(tmp_path / "m.onnx"))
+    before = graphtools.print_model(model)
+    pair = import_onnx(model)
+    assert pair.dialect == "caffe2" and pair.init_net is not None
+    assert graphtools.print_model(model) == before
+    with pytest.raises(PreconditionError, match="takes an ONNX model"):
+        import_onnx(pair)
+
+
+def test_prepare_export_declares_the_outputs_to_export() -> None:
+    """The documented prepare_export -> export_onnx recipe refused a net declaring no
+    outputs ("nothing to export") even when ``outputs=`` named them."""
+    from graphtools.analysis.liveness import unread_outputs
+    from graphtools.errors import InvalidNetError
+    from graphtools.onnx import export_onnx, prepare_export
+
+    pair = graphtools.load_model(FIXTURES / "tiny_export")
+    with pair.predict_net.edit() as edit:
+        edit.set_external_outputs([])
+    unread = unread_outputs(pair.predict_net)
+    assert "prob" in unread and len(unread) > 1
+    prepared = prepare_export(pair)
+    assert list(prepared.model.predict_net.external_outputs) == unread
+    exported = export_onnx(prepared.model, value_info=prepared.value_info)
+    assert [o.name for o in exported.graph.output] == unread
+    chosen = prepare_export(pair, outputs=["conv1"])
+    assert list(chosen.model.predict_net.external_outputs) == ["conv1"]
+    assert list(pair.predict_net.external_outputs) == []  # the model given is left alone
+    with pytest.raises(InvalidNetError, match="'nope' is not a blob"):
+        prepare_export(pair, outputs=["nope"])

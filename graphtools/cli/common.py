@@ -13,7 +13,6 @@ file given alone gets the init_net beside it (``graphtools.serde.pairing``), sai
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import re
@@ -28,7 +27,7 @@ from rich.table import Table
 
 from graphtools._core import MAIN_NET
 from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file, model_files
-from graphtools.errors import SerdeError, UsageError
+from graphtools.errors import SerdeError, UsageError, did_you_mean
 from graphtools.ir import Model
 from graphtools.serde import find_model_files, load_model
 from graphtools.serde.netdef_io import TEXT_SUFFIXES, read_bytes
@@ -309,12 +308,6 @@ def output_folder(value: str) -> Path:
 
 
 # -- names and shapes ---------------------------------------------------------------------------
-
-
-def did_you_mean(name: str, choices: Iterable[str]) -> str:
-    """`` (did you mean 'data'?)`` when a choice is close to ``name``, else ``""``."""
-    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def parse_name_list(values: Sequence[str] | None) -> list[str]:

@@ -11,7 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from graphtools.errors import ExecutionError, GraphToolsError, InvalidNetError, UnsupportedOpError
+from graphtools._core import CAFFE2, DIALECT_NAMES
+from graphtools.errors import (
+    ExecutionError,
+    GraphToolsError,
+    InvalidNetError,
+    PreconditionError,
+    UnsupportedOpError,
+)
 from graphtools.executor.registry import KERNELS, OpContext
 from graphtools.executor.workspace import Int8Tensor, Workspace
 from graphtools.ir import Model, Net, Op
@@ -120,9 +127,24 @@ def run_op(op: Op, workspace: Workspace, *, index: int = 0, net: Net | None = No
 
 
 def run_net(net: Net, workspace: Workspace) -> None:
-    """Run every op of ``net`` in order over ``workspace`` (inputs must already be there)."""
+    """Run every op of ``net`` in order over ``workspace`` (inputs must already be there).
+
+    Raises:
+        PreconditionError: ``net`` is an ONNX graph (this executor runs Caffe2's ops).
+    """
+    _refuse_onnx(net)
     for index, op in enumerate(net):
         run_op(op, workspace, index=index, net=net)
+
+
+def _refuse_onnx(net: Net) -> None:
+    if net.dialect != CAFFE2:
+        raise PreconditionError(
+            f"the reference executor runs Caffe2 nets, and {describe_net(net, 'graph')} is "
+            f"{DIALECT_NAMES[net.dialect]}: run it on onnxruntime "
+            "(graphtools.onnx.runtime.run_model; compare models with "
+            "graphtools.onnx.compare_with_onnxruntime or the pytest plugin)"
+        )
 
 
 def _free_inputs(net: Net) -> list[str]:
@@ -159,11 +181,13 @@ def run_model(
         ``{external_output: value}`` in the predict_net's declared order.
 
     Raises:
+        PreconditionError: an ONNX model (see ``run_net``).
         InvalidNetError: a feed is neither an external input of the predict_net nor read
             by it, a blob the
             predict_net reads is neither fed nor produced by the init_net (checked before
             running), or an external output is never written.
     """
+    _refuse_onnx(model.predict_net)
     ws = Workspace(seed=seed) if workspace is None else workspace
     predict = model.predict_net
     described = describe_net(predict, "predict_net", model.predict_path)

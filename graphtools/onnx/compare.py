@@ -47,7 +47,7 @@ from graphtools.executor.kernels_fill import RANDOM_FILLS
 from graphtools.ir import Model, Op
 from graphtools.nested import names_in_nested_nets, nested_access
 from graphtools.onnx.external import ModelSource, load_onnx
-from graphtools.onnx.runtime import quiet_run, run_model, runtime_failure
+from graphtools.onnx.runtime import feeds_for, quiet_run, run_model, runtime_failure
 from graphtools.onnx.tie_order import TIE_ORDERED, align_tied_rows
 from graphtools.testing import OutputDiff, compare_outputs
 
@@ -289,7 +289,9 @@ def compare_with_onnxruntime(
     graph_outputs = [o.name for o in proto.graph.output]
     if model.dialect == ONNX:
         reference = run_onnxruntime(proto, feeds)
-        ran = _matched(graph_outputs, model, run_model(model, feeds))
+        held = {t.name for t in proto.graph.initializer}
+        fed = [i.name for i in proto.graph.input if i.name not in held]
+        ran = _matched(graph_outputs, model, run_model(model, feeds_for(model, feeds, fed)))
         return _diffs(reference, ran, {}, rtol, atol, int8_steps, per_output)
     model = _as_exported(model)
     tied = [name for op in model.predict_net if op.type in TIE_ORDERED for name in op.outputs]

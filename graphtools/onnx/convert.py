@@ -11,7 +11,8 @@ from pathlib import Path
 
 import onnx
 
-from graphtools.errors import SerdeError
+from graphtools._core import ONNX
+from graphtools.errors import PreconditionError, SerdeError
 from graphtools.ir import Model, Net
 from graphtools.onnx.external import ModelSource
 from graphtools.passes.convert_to_caffe2 import ConvertToCaffe2
@@ -90,13 +91,13 @@ def export_onnx(
     return onnx.ModelProto.FromString(model_to_onnx_bytes(work))
 
 
-def import_onnx(model_or_path: ModelSource, *, base_dir: str | Path | None = None) -> Model:
+def import_onnx(model_or_path: ModelSource | Model, *, base_dir: str | Path | None = None) -> Model:
     """Convert an ONNX model into a Caffe2 init_net/predict_net pair (the ``convert-to-caffe2``
     pass on the model as the ONNX codec loads it).
 
     Args:
-        model_or_path: a ModelProto (not modified), a path to an ``.onnx`` file or the file's
-            bytes.
+        model_or_path: a ModelProto or an ONNX-dialect ``Model`` (neither is modified), a
+            path to an ``.onnx`` file or the file's bytes.
         base_dir: folder the external data locations are relative to, for a ModelProto or
             bytes (a path uses its own folder); external data is read as it is converted.
 
@@ -109,7 +110,14 @@ def import_onnx(model_or_path: ModelSource, *, base_dir: str | Path | None = Non
             mapping (naming the node, op type, attribute and opset).
         SerdeError: the file or its external data cannot be read.
     """
-    model = _loaded(model_or_path, base_dir)
+    if isinstance(model_or_path, Model):
+        if model_or_path.dialect != ONNX:
+            raise PreconditionError(
+                f"import_onnx takes an ONNX model, not a {model_or_path.dialect} one"
+            )
+        model = model_or_path.copy()
+    else:
+        model = _loaded(model_or_path, base_dir)
     ConvertToCaffe2()(model)
     return model
 

@@ -17,12 +17,15 @@ from typing import Any
 
 import numpy as np
 
+from graphtools.analysis.liveness import unread_outputs
 from graphtools.convert.caffe2_to_onnx.nn import net_in_test_mode
 from graphtools.convert.dtypes import onnx_dtype_of_numpy
 from graphtools.convert.fills import fill_op, int8_fill_op
+from graphtools.errors import InvalidNetError
 from graphtools.executor import Int8Tensor
 from graphtools.feeds import Synthesis, synthesize
 from graphtools.ir import Model, Net
+from graphtools.printer import describe_net
 
 __all__ = ["PreparedExport", "feed_types", "prepare_export", "with_made_up_params"]
 
@@ -100,15 +103,40 @@ def prepare_export(
     without an init_net); ``test_mode``: the pair's inference form (``is_test=1`` where an op
     has it, as ``export_onnx(test_mode=True)`` exports it).
 
+    The prepared model declares the outputs to export: ``outputs``, else those the
+    predict_net declares, else the blobs it writes and never reads (as ``export-onnx``).
+
     Raises:
         InvalidNetError: a parameter nothing provides while ``random_params`` is false, or an
-            input whose shape cannot be guessed (from ``synthesize``).
+            input whose shape cannot be guessed (from ``synthesize``); an output the
+            predict_net never writes.
     """
     if test_mode:
         model = Model(net_in_test_mode(model.predict_net), model.init_net)
+    model = _with_outputs(model, outputs)
     synthesis = synthesize(model, shapes, seed=seed, random_params=random_params, outputs=outputs)
     feeds = {made.name: synthesis.feeds[made.name] for made in synthesis.inputs}
     value_info, quantization = feed_types(feeds)
     return PreparedExport(
         with_made_up_params(model, synthesis), feeds, value_info, quantization, synthesis
     )
+
+
+def _with_outputs(model: Model, outputs: Sequence[str] | None) -> Model:
+    """``model``, or a copy whose predict_net declares the outputs to export (see
+    ``prepare_export``)."""
+    net = model.predict_net
+    declared = list(net.external_outputs)
+    wanted = list(outputs) if outputs else declared or unread_outputs(net)
+    if wanted == declared:
+        return model
+    written = {name for op in net for name in op.outputs}
+    for name in wanted:
+        if name not in written:
+            raise InvalidNetError(
+                f"output {name!r} is not a blob {describe_net(net, 'predict_net')} writes"
+            )
+    copy = net.copy()
+    with copy.edit() as edit:
+        edit.set_external_outputs(wanted)
+    return Model(copy, model.init_net)

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from graphtools._core import ONNX
-from graphtools.errors import GraphToolsError, SerdeError
+from graphtools.errors import GraphToolsError, SerdeError, did_you_mean
 from graphtools.feeds import MadeInput
 from graphtools.ir import Model
 from graphtools.serde.onnx_codec import external_tensors, model_to_onnx_bytes
@@ -38,6 +38,7 @@ __all__ = [
     "MAX_MADE_BYTES",
     "InputSpec",
     "RuntimeFailure",
+    "feeds_for",
     "graph_inputs",
     "numpy_dtype",
     "quiet_run",
@@ -226,6 +227,16 @@ def graph_inputs(model: Model) -> list[InputSpec]:
     ]
 
 
+def feeds_for(model: Model, feeds: Mapping[str, Any], fed_inputs: Sequence[str]) -> dict[str, Any]:
+    """``feeds`` for another model whose inputs are ``fed_inputs``, keyed for ``model``: by
+    position when the input names differ but their count does not (inputs renamed, as the
+    model's callers still feed them in order), else as they are."""
+    inputs = [spec.name for spec in graph_inputs(model)]
+    if set(inputs) == set(fed_inputs) or len(inputs) != len(fed_inputs):
+        return dict(feeds)
+    return {new: feeds[old] for old, new in zip(fed_inputs, inputs, strict=True) if old in feeds}
+
+
 def numpy_dtype(elem_type: int) -> np.dtype[Any] | None:
     """The numpy dtype of an ONNX element type (``None`` when numpy has none)."""
     import onnx
@@ -245,12 +256,22 @@ def seeded_inputs(
 
     Raises:
         GraphToolsError: an input whose type says too little (no element type, an unknown
-            rank without ``shapes``) or is not a tensor.
+            rank without ``shapes``) or is not a tensor; ``shapes`` naming a value that is
+            not an input the model is fed.
     """
+    specs = graph_inputs(model)
+    names = [spec.name for spec in specs]
+    for name in shapes:
+        if name not in names:
+            raise GraphToolsError(
+                f"a shape is given for {name!r}, which is not an input of the model"
+                f"{did_you_mean(name, names)}; "
+                f"its inputs are: {', '.join(names) or 'none'}"
+            )
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
     made: list[MadeInput] = []
-    for spec in graph_inputs(model):
+    for spec in specs:
         value_type = spec.type
         if value_type is None or value_type.kind != "tensor":
             kind = "no declared type" if value_type is None else f"a {value_type.kind} type"
@@ -285,13 +306,13 @@ def _shape(
         if declared is not None:
             if len(declared) != len(given):
                 raise GraphToolsError(
-                    f"--shapes gives input {name!r} {len(given)} dims; the model declares "
+                    f"the shape given for input {name!r} has {len(given)} dims; the model declares "
                     f"{len(declared)} ({_dims(declared)})"
                 )
             for position, (want, got) in enumerate(zip(declared, given, strict=True)):
                 if isinstance(want, int) and want != got:
                     raise GraphToolsError(
-                        f"--shapes gives input {name!r} size {got} at dim {position}; the "
+                        f"the shape given for input {name!r} has size {got} at dim {position}; the "
                         f"model declares {want} ({_dims(declared)})"
                     )
         return given, "given", "--shapes"

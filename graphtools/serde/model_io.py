@@ -47,10 +47,13 @@ def load_model(
     predict_path: str | Path, init_path: str | Path | None = None, *, allow_empty: bool = False
 ) -> Model:
     """Load a predict_net file and, optionally, its init_net file into a ``Model``; an ONNX
-    model file given alone loads as an ONNX-dialect model (``onnx_io.load_onnx_model``).
+    model file given alone loads as an ONNX-dialect model (``onnx_io.load_onnx_model``), a
+    model folder given alone as ``load_model_dir`` loads it.
 
     ``allow_empty`` lets an empty init_net file through (a few published nets ship one).
     """
+    if init_path is None and Path(predict_path).is_dir():
+        return load_model_dir(predict_path, allow_empty=allow_empty)
     data = read_bytes(predict_path)
     if init_path is None and is_onnx_bytes(data):
         from graphtools.serde.onnx_codec import model_from_onnx_bytes  # imports onnx
@@ -277,7 +280,7 @@ def save_model(model: Model, directory: str | Path, *, text: bool | None = None)
 
 def _save_onnx(model: Model, path: Path, text: bool | None, *, replace_data: bool = False) -> Path:
     """Write an ONNX-dialect model to the file ``path`` (binary: ONNX has no text format that
-    loads back)."""
+    loads back), creating its folder as a pair's is created."""
     if text:
         raise SerdeError(path, "an ONNX model is written in its binary format only (text=True)")
     if path.is_dir():
@@ -286,7 +289,19 @@ def _save_onnx(model: Model, path: Path, text: bool | None, *, replace_data: boo
         )
     from graphtools.serde.onnx_io import save_onnx_model  # imports onnx
 
-    return save_onnx_model(model, path, replace_data=replace_data)
+    folder = path.parent
+    created = not folder.exists()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SerdeError(folder, f"cannot create output folder: {exc.strerror or exc}") from exc
+    try:
+        return save_onnx_model(model, path, replace_data=replace_data)
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
 
 
 def _renamed_for(path: Path, text: bool) -> Path:

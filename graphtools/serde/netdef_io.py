@@ -16,6 +16,7 @@ from pathlib import Path
 
 from google.protobuf import message, text_format
 
+from graphtools._core import CAFFE2, DIALECT_NAMES
 from graphtools.errors import SerdeError
 from graphtools.ir import Net
 from graphtools.proto import caffe2_pb2, netdef_lite_pb2
@@ -198,8 +199,15 @@ def netdef_bytes(
     Raises:
         SerdeError: the loader would refuse the result (nets nested deeper than
             ``check.MAX_NESTING``, a bad step net) or a name cannot be encoded (a lone
-            surrogate); ``path`` names the file meant in the message.
+            surrogate); ``path`` names the file meant in the message; ``net`` is an ONNX
+            graph.
     """
+    if isinstance(net, Net) and net.dialect != CAFFE2:
+        raise SerdeError(
+            path,
+            f"this is a graph of an {DIALECT_NAMES[net.dialect]} model, not a NetDef: save "
+            "the model (graphtools.save_model(model, 'out.onnx'))",
+        )
     try:
         if text:
             netdef = net_to_netdef(net) if isinstance(net, Net) else net

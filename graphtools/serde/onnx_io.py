@@ -93,7 +93,8 @@ def save_onnx_model(
                     f"writing {path.name} would overwrite this external data file, which holds "
                     "other data (another model's, written from the same export?); write to "
                     "another folder, or save with its tensors in a file of its own "
-                    "(external_data=True; the CLI's --external-data)",
+                    "(save_onnx_model or graphtools.onnx.save_onnx with external_data=True; "
+                    "the CLI's --external-data)",
                 )
     write_onnx_files(files)
     return path
