@@ -58,12 +58,14 @@ from graphtools.analysis.scopes import NameSource, model_names, scopes
 from graphtools.dialects import op_table
 from graphtools.errors import PipelineSpecError, PreconditionError
 from graphtools.ir import Model, Net, Op
+from graphtools.nested import names_in_nested_nets
 from graphtools.pass_infra import Pass, PassResult, register_pass
 from graphtools.passes.fold_constants import FoldConstants
 from graphtools.values import ArrayTensor, Dim, Tensor, ValueType
 
 if TYPE_CHECKING:
     from graphtools.dialects.onnx import OnnxOpTable
+    from graphtools.rewriter import Edit
 
 __all__ = ["MakeDynamicBatch"]
 
@@ -125,6 +127,8 @@ class _Attempt:
         self.types: Mapping[str, ValueType] = {}
         self.constants = self._constants()
         self._pending: dict[str, np.ndarray] = {}
+        self._made: dict[tuple[str, tuple[int, ...]], str] = {}  # new int64 constants by value
+        self._displaced: set[str] = set()  # initializers a rewrite stopped some op reading
 
     def _fresh_symbol(self, symbol: str) -> str:
         used = {
@@ -202,6 +206,7 @@ class _Attempt:
             )
         if not self.already or rewrites:
             self._declare_outputs()
+        self._drop_displaced()
         return stats
 
     def _declare_symbol(self) -> None:
@@ -456,7 +461,6 @@ class _Attempt:
             entries[position] = -1
         else:
             return False
-        name = self.names.fresh(f"{op.inputs[1]}_batch")
         shape: list[Dim] = [
             self.symbol if i == position else (data[i] if entry == 0 else entry)
             for i, entry in enumerate(entries)
@@ -464,7 +468,7 @@ class _Attempt:
         declare = entries[position] == -1 and _undeclared(net, op.outputs[0])
         elem_type = self.elem_type(op.inputs[0])
         with net.edit() as edit:
-            edit.set_initializer(name, ArrayTensor(np.asarray(entries, np.int64)))
+            name = self._shape_constant(edit, op.inputs[1], entries)
             edit.set_op(index, op.replace(inputs=[op.inputs[0], name, *op.inputs[2:]]))
             if declare and elem_type and all(isinstance(d, int | str) for d in shape):
                 edit.set_type(op.outputs[0], ValueType(elem_type, tuple(shape)))
@@ -618,13 +622,32 @@ class _Attempt:
         return True
 
     def _set_constant(self, net: Net, index: int, op: Op, slot: int, entries: list[int]) -> bool:
-        name = self.names.fresh(f"{op.inputs[slot]}_batch")
         inputs = list(op.inputs)
-        inputs[slot] = name
         with net.edit() as edit:
-            edit.set_initializer(name, ArrayTensor(np.asarray(entries, np.int64)))
+            inputs[slot] = self._shape_constant(edit, op.inputs[slot], entries)
             edit.set_op(index, op.replace(inputs=inputs))
         return True
+
+    def _shape_constant(self, edit: Edit, replaced: str, entries: list[int]) -> str:
+        """The name of an int64 constant holding ``entries``, to read instead of ``replaced``:
+        the one this attempt made already for the same value and name, else a new one."""
+        self._displaced.add(replaced)
+        key = (replaced, tuple(entries))
+        name = self._made.get(key)
+        if name is None:
+            name = self._made[key] = self.names.fresh(f"{replaced}_batch")
+            edit.set_initializer(name, ArrayTensor(np.asarray(entries, np.int64)))
+        return name
+
+    def _drop_displaced(self) -> None:
+        """Drop the initializers the rewrites left unread (their ops read new constants)."""
+        read = {name for op in self.net for name in op.inputs}
+        read |= names_in_nested_nets(self.net) | set(self.net.external_outputs)
+        unread = [n for n in self._displaced if n in self.net.initializers and n not in read]
+        if unread:
+            with self.net.edit() as edit:
+                for name in sorted(unread):
+                    edit.set_initializer(name, None)
 
     def _fix_maker_inputs(self, net: Net, op: Op) -> bool:
         """A node that cannot be typed because a batch-free input made for the exported batch

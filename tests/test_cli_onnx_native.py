@@ -236,26 +236,36 @@ def test_printer_prints_onnx_attributes(tmp_path: Path, capsys: pytest.CaptureFi
     assert "  type: y INT64[?]" in out
 
 
-def test_an_output_beside_its_input_says_it_keeps_the_input_data_file(
+def test_an_output_beside_its_input_gets_a_data_file_of_its_own(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Written beside its input, a model keeps its tensors' locations: it reads the input's
-    data file, which run does not write again; the user is told to ship both."""
+    """Written beside its input, a model read the input's data file: a later ``--in-place``
+    run of the input rewrote that file and broke the output (onnxruntime: offset beyond the
+    file). The output now gets ``<output>.data``, and the input's files stay as they were."""
+    import onnxruntime as ort
+
     source = _mlp_in(tmp_path / "in", external=True)
+    data_file = source.parent / "m.onnx.data"
+    original = data_file.read_bytes()
     target = source.parent / "clean.onnx"
-    code, out, err = run_cli(capsys, "run", str(source), "-p", "", "-o", str(target))
+    code, _, err = run_cli(capsys, "run", str(source), "-o", str(target))
     assert code == 0, err
-    assert "clean.onnx keeps weights in " + str(source.parent / "m.onnx.data") in out
-    # the default pipeline drops an unused weight: the data file would change, and is the input's
-    code, out, err = run_cli(capsys, "run", str(source), "-o", str(target))
-    assert code == 2
-    assert_one_error_line(err, "a file of the input model", "pass --external-data to give")
-    code, out, err = run_cli(capsys, "run", str(source), "-o", str(tmp_path / "o" / "c.onnx"))
-    assert code == 0 and "keeps weights" not in out  # its data file was written beside it
-    code, out, err = run_cli(
-        capsys, "run", str(source), "-o", str(source.parent / "e.onnx"), "--external-data"
-    )
-    assert code == 0 and "keeps weights" not in out
+    assert "clean.onnx gets its own external data file" in err
+    written = onnx.load(str(target), load_external_data=False)
+    locations = {
+        entry.value
+        for tensor in written.graph.initializer
+        for entry in tensor.external_data
+        if entry.key == "location"
+    }
+    assert "m.onnx.data" not in locations  # small tensors inline, as --external-data writes
+    assert data_file.read_bytes() == original
+    code, _, err = run_cli(capsys, "run", str(source), "-p", "optimize", "--in-place")
+    assert code == 0, err
+    onnx.checker.check_model(str(target), full_check=True)
+    ort.InferenceSession(str(target), providers=["CPUExecutionProvider"])
+    code, _, err = run_cli(capsys, "run", str(source), "-o", str(tmp_path / "o" / "c.onnx"))
+    assert code == 0 and "its own external data" not in err  # its data file was written beside it
 
 
 def test_diff_says_which_op_writes_a_value_another_op_now_writes(
@@ -446,18 +456,19 @@ def test_run_never_overwrites_the_input_unless_asked(
     code, _, err = run_cli(capsys, "run", str(source), "-o", str(source))
     assert code == 2
     assert_one_error_line(err, "refusing to overwrite the input")
-    # another file in the same folder would rewrite the input's data file (a tensor is gone)
-    code, _, err = run_cli(capsys, "run", str(source), "-o", str(tmp_path / "other.onnx"))
-    assert code == 2
-    assert_one_error_line(err, "refusing to overwrite", "m.onnx.data", "--in-place")
-    assert data.read_bytes() == original
-    assert not (tmp_path / "other.onnx").exists()
-    # unchanged data may be shared: -p "" writes only the model file
-    assert run_cli(capsys, "run", str(source), "-p", "", "-o", str(tmp_path / "same.onnx"))[0] == 0
+    # another file in the same folder (a tensor gone, or none) does not touch the input's
+    # data file, nor read it: it writes its own
+    for name, pipeline in (("other.onnx", "default"), ("same.onnx", "")):
+        code, _, err = run_cli(
+            capsys, "run", str(source), "-p", pipeline, "-o", str(tmp_path / name)
+        )
+        assert code == 0, err
+        assert data.read_bytes() == original
     code, out, _ = run_cli(capsys, "run", str(source), "--in-place")
     assert code == 0 and f"wrote {source}" in out
     assert [n.op_type for n in onnx.load(str(source)).graph.node] == ["MatMul", "Relu"]
     assert data.read_bytes() != original
+    onnx.checker.check_model(str(tmp_path / "same.onnx"), full_check=True)  # still whole
 
 
 def test_run_options_on_onnx(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -404,3 +404,27 @@ def test_a_dead_head_does_not_keep_the_batch_from_being_made_dynamic(tmp_path: P
     run_stages(model, PassManager.parse("optimize"), dynamic_batch=True)
     assert [op.type for op in model.predict_net] == ["Relu"]
     assert model.predict_net.types["x"].shape == ("N", 4)
+
+
+def test_rewritten_shapes_leave_no_unused_or_duplicate_initializer(tmp_path: Path) -> None:
+    """A GRU export's two Reshapes of one target came out reading two equal new constants,
+    with the old target kept unread (onnxruntime warns about it)."""
+    nodes = [
+        helper.make_node("Reshape", ["x", "target"], ["a"]),
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Reshape", ["r", "target"], ["b"]),
+        helper.make_node("Add", ["a", "b"], ["y"]),
+    ]
+    path = graph_model(
+        tmp_path / "m.onnx",
+        nodes,
+        {"x": (F, [1, 8, 1, 1])},
+        {"y": (F, [1, 8])},
+        {"target": np.array([1, 8], np.int64)},
+    )
+    written = onnx.load(str(_dynamic(path, tmp_path)))
+    assert [t.name for t in written.graph.initializer] == ["target_batch"]
+    assert [n.input[1] for n in written.graph.node if n.op_type == "Reshape"] == [
+        "target_batch"
+    ] * 2
+    assert_batch_polymorphic(tmp_path / "dyn_m.onnx", "N", {"x": normal(1, 8, 1, 1)})

@@ -149,6 +149,18 @@ def _refuse_overwrite(files: list[tuple[Path, bytes]], inputs: list[Path]) -> No
             )
 
 
+def _inputs_data_read(model: Model, target: Path, inputs: list[Path]) -> list[Path]:
+    """The input's external data files the model written to ``target`` would read, its
+    tensors keeping their locations (the output lies beside its input)."""
+    from graphtools.serde.onnx_codec import external_tensors  # not for run of a Caffe2 pair
+
+    read = {
+        (target.parent / tensor.external.location).resolve()  # type: ignore[attr-defined]
+        for _, _, tensor in external_tensors(model)
+    }
+    return sorted(read.intersection(inputs))
+
+
 def _data_not_written(
     model: Model,
     target: Path,
@@ -270,7 +282,15 @@ def _run_model(
             "input back as ONNX: end the pipeline with convert-to-onnx (import-onnx writes a "
             "pair)"
         )
-    files = output_files(model, target, external_data=options.external_data)
+    external_data = options.external_data
+    shared = [] if options.in_place or external_data else _inputs_data_read(model, target, inputs)
+    if shared:  # the output would read the input's data file: it gets a file of its own
+        external_data = True
+        out.note(
+            f"{target.name} gets its own external data file: the one it would share, "
+            f"{shared[0]}, stays the input's (a later --in-place run would change it)"
+        )
+    files = output_files(model, target, external_data=external_data)
     if not options.in_place:
         _refuse_overwrite(files, inputs)
     input_problem = input_check.problem()
@@ -281,7 +301,7 @@ def _run_model(
     for index, file in enumerate(written):
         what = f" (opsets {opsets}; IR {header_ir})" if index == 0 else " (external data)"
         out.line(f"wrote {file}{what}")
-    for file in _data_not_written(model, target, files, written, options.external_data):
+    for file in _data_not_written(model, target, files, written, external_data):
         out.line(
             f"{target.name} keeps weights in {file}, already there (not written): ship both, "
             "or use --external-data for a data file of its own"
