@@ -2,9 +2,11 @@
 size in, or refuse naming the node that pins it.
 
 The batch axis of each graph input is axis 0 (axis 1 when a recurrent op reads the input with
-its sequence on axis 0, as ``nn.LSTM`` exports by default), or what the ``inputs`` option says
-(``x=1``). Inputs whose dim there is the first input's (or already symbolic) get the symbol:
-the one an input already has there, else ``symbol``. Then ONNX shape inference with data
+its sequence on axis 0, as ``nn.LSTM`` exports by default; when axis 0 is refused, the inputs
+whose axis 1 has the first input's size are tried on axis 1, as a batch-first recurrent net's
+initial states ``[layers, batch, hidden]`` are), or what the ``inputs`` option says
+(``x=1``); a refusal shows how to give them. Inputs whose dim there is the first input's (or
+already symbolic) get the symbol: the one an input already has there, else ``symbol``. Then ONNX shape inference with data
 propagation (the declared shapes of other values set aside) follows the symbol through every
 graph, bodies included, and each node reading a batched value is checked, in order:
 
@@ -827,6 +829,7 @@ class MakeDynamicBatch(Pass):
             return PassResult(model, False, {"symbol": "", "rewrites": 0})
         FoldConstants()(model)  # targets, sizes and pads computed from constants become constants
         first: _Refused | None = None
+        mixed = None if self.inputs else _mixed_batch_axes(model)
         while trials:
             axes = trials.pop(0)
             state = model.snapshot()
@@ -838,12 +841,16 @@ class MakeDynamicBatch(Pass):
                 first = first or refusal
                 if refusal.pin.kind == "sequence" and not self.inputs and not trials:
                     trials = [axes_1] if (axes_1 := _batch_axes(model, 1)) else []
+                if mixed is not None and mixed != axes:  # recurrent states batched on axis 1
+                    trials.append(mixed)
+                    mixed = None
                 continue
             if attempt.already and not stats["rewrites"]:
                 model.restore(state)  # dynamic already, nothing pinned: left as exported
             return PassResult(model, model.revision != before, stats)
         assert first is not None
-        raise PreconditionError(f"cannot make the batch dynamic: {first}")
+        hint = "" if self.inputs else f"; {_axes_hint(model)}"
+        raise PreconditionError(f"cannot make the batch dynamic: {first}{hint}")
 
 
 def _batch_axes(model: Model, axis: int) -> dict[str, int]:
@@ -869,6 +876,37 @@ def _batch_axes(model: Model, axis: int) -> dict[str, int]:
             continue
         found[name] = axis
     return found
+
+
+def _mixed_batch_axes(model: Model) -> dict[str, int] | None:
+    """The graph inputs batched on axis 0 as the first one is, and those whose axis 1 has
+    that size instead (a recurrent net's initial states, [layers, batch, hidden], beside a
+    batch-first input); ``None`` when no input is of the second kind."""
+    first = _batch_axes(model, 0)
+    net = model.predict_net
+    size = next((net.types[name].shape[0] for name in first), None)  # type: ignore[index]
+    if not isinstance(size, int):
+        return None
+    found = dict(first)
+    for name in net.external_inputs:
+        value_type = net.types.get(name)
+        if name in found or name in net.initializers or value_type is None:
+            continue
+        shape = value_type.shape
+        if value_type.kind == "tensor" and shape is not None and shape[1:2] == (size,):
+            found[name] = 1
+    return found if len(found) > len(first) else None
+
+
+def _axes_hint(model: Model) -> str:
+    """How to name each input's batch axis, with the inputs of this model."""
+    net = model.predict_net
+    inputs = [n for n in net.external_inputs if n not in net.initializers][:4]
+    items = ";".join(f"{name}=0" for name in inputs) or "x=0"
+    return (
+        "if an input holds its batch on another axis, name each one's, as in "
+        f"-p 'make-dynamic-batch{{inputs={items}}}' with the right axes"
+    )
 
 
 def _unsized(dim: Dim) -> bool:

@@ -175,6 +175,11 @@ def test_show_types_symbolic_dims_and_external_data(
     assert out.startswith("model ir_version=8 opsets=ai.onnx:17 producer='tests'\nnet graph ")
     assert "  initializer: w FLOAT 4x3 in m.onnx.data" in out
     assert "  type: x FLOAT[N, 4]" in out
+    code, out, _ = run_cli(capsys, "show", str(source), "--full", "--ops", "1:3")
+    assert out.splitlines() == [  # --full with --ops: those ops (it printed the whole dump)
+        "%1 Identity(m@1) -> i@1 name='id'",
+        "%2 Relu(i@1) -> y@1 name='relu'",
+    ]
 
 
 def test_show_prints_names_and_types_as_they_are(
@@ -820,6 +825,28 @@ def test_verify_onnx_with_onnxruntime(tmp_path: Path, capsys: pytest.CaptureFixt
     assert_one_error_line(err, "size 7 at dim 1", "declares 4")
 
 
+def test_verify_against_shifted_outputs_says_so_and_labels_its_histogram(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Recorded outputs off by 0.1: --bisect said nothing (exit 1), the histogram labelled
+    every bin [0.1, 0.1), and -p "" was reported as 'pipeline :'."""
+    source = _mlp(tmp_path / "m.onnx")
+    recorded = tmp_path / "r.npz"
+    assert run_cli(capsys, "verify", str(source), "--save-outputs", str(recorded))[0] == 0
+    arrays = dict(np.load(recorded))
+    arrays = {k: v + np.float32(0.1) if k.startswith("outputs/") else v for k, v in arrays.items()}
+    shifted = tmp_path / "shifted.npz"
+    np.savez(shifted, **arrays)
+    args = ("verify", str(source), "--load-outputs", str(shifted), "--bisect", "-v")
+    code, out, err = run_cli(capsys, *args)
+    assert code == 1
+    assert "differs from the loaded outputs before any pass ran" in err
+    bins = [line.split(")")[0] for line in out.splitlines() if line.startswith("  [")]
+    assert len(bins) == 10 and len(set(bins)) == 10
+    code, out, _ = run_cli(capsys, "verify", str(source), "-p", "")
+    assert code == 0 and "pipeline (no passes): outputs equal" in out
+
+
 def test_verify_compares_half_precision_outputs_at_half_precision(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -1298,3 +1325,16 @@ def test_strings_ending_in_nul_are_refused_by_name_not_cut() -> None:
 
     with pytest.raises(UsageError, match="'s' holds strings ending in NUL"):
         npz_bytes({"s": np.array([b"a\x00", b"b"], dtype=object)})
+
+
+def test_show_says_when_an_external_data_file_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """show listed the data file and exited 0 without a word; run and verify then failed."""
+    source = _mlp_in(tmp_path / "in", external=True)
+    (source.parent / "m.onnx.data").unlink()
+    code, _, err = run_cli(capsys, "show", str(source))
+    assert code == 0
+    assert "external data file m.onnx.data is not beside the model" in err
+    code, out, _ = run_cli(capsys, "show", str(source), "--json")
+    assert json.loads(out)["missing_external_data"] == ["m.onnx.data"]

@@ -428,3 +428,41 @@ def test_rewritten_shapes_leave_no_unused_or_duplicate_initializer(tmp_path: Pat
         "target_batch"
     ] * 2
     assert_batch_polymorphic(tmp_path / "dyn_m.onnx", "N", {"x": normal(1, 8, 1, 1)})
+
+
+def test_recurrent_states_batched_on_axis_1_beside_a_batch_first_input(tmp_path: Path) -> None:
+    """A batch-first LSTM fed its initial states ``h``, ``c`` ``[layers, batch, hidden]``:
+    axis 0 of every input was tried, refused at the LSTM's state, and the refusal did not
+    say how to name the axes. The states are now tried on axis 1."""
+    hidden, features = 4, 3
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["xs"], perm=[1, 0, 2]),
+        helper.make_node("LSTM", ["xs", "W", "R", "B", "", "h", "c"], ["y"], hidden_size=hidden),
+    ]
+    weights = {
+        "W": normal(1, 4 * hidden, features),
+        "R": normal(1, 4 * hidden, hidden),
+        "B": normal(1, 8 * hidden),
+    }
+    path = graph_model(
+        tmp_path / "m.onnx",
+        nodes,
+        {"x": (F, [2, 5, features]), "h": (F, [1, 2, hidden]), "c": (F, [1, 2, hidden])},
+        {"y": (F, [5, 1, 2, hidden])},
+        weights,
+    )
+    target = _dynamic(path, tmp_path)
+    assert _symbol_axes(target, "N")[0] == {"x": 0, "h": 1, "c": 1}
+    feeds = {"x": normal(1, 5, features), "h": normal(1, 1, hidden), "c": normal(1, 1, hidden)}
+    assert_batch_polymorphic(target, "N", feeds)
+    # a node mixing the rows is still refused, now saying how to name the axes
+    mixing = [*nodes, helper.make_node("Softmax", ["y"], ["z"], axis=2)]
+    mixed = graph_model(
+        tmp_path / "mix.onnx",
+        mixing,
+        {"x": (F, [2, 5, features]), "h": (F, [1, 2, hidden]), "c": (F, [1, 2, hidden])},
+        {"z": (F, [5, 1, 2, hidden])},
+        weights,
+    )
+    with pytest.raises(PassError, match=r"make-dynamic-batch\{inputs=x=0;h=0;c=0\}"):
+        PassManager.parse("make-dynamic-batch")(load_onnx_model(mixed))

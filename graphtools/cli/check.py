@@ -340,9 +340,20 @@ def _histogram(out: Output, d: OutputDiff) -> None:
         return
     out.line(f"|difference| histogram of {d.name} ({d.size} values):")
     top = max(counts) or 1
+    labels = _edge_labels(edges)
     for i, count in enumerate(counts):
         bar = "#" * round(30 * count / top)
-        out.line(f"  [{edges[i]:.3g}, {edges[i + 1]:.3g}) {count:>8} {bar}")
+        out.line(f"  [{labels[i]}, {labels[i + 1]}) {count:>8} {bar}")
+
+
+def _edge_labels(edges: Sequence[float]) -> list[str]:
+    """The bins' edges in the fewest significant digits (3 at least) that tell them apart:
+    differences all near one value (a shifted output) have edges close together."""
+    for digits in range(3, 18):
+        labels = [f"{edge:.{digits}g}" for edge in edges]
+        if len(set(labels)) == len(set(edges)):
+            return labels
+    return [repr(edge) for edge in edges]
 
 
 def render(out: Output, report: VerifyReport) -> None:
@@ -353,7 +364,8 @@ def render(out: Output, report: VerifyReport) -> None:
     for note in report.notes:
         out.note(note)
     verdict = "outputs equal" if report.verdict == "equal" else "outputs differ"
-    out.line(f"pipeline {report.pipeline}: {verdict} ({report.tolerance})", level=0)
+    pipeline = report.pipeline or "(no passes)"
+    out.line(f"pipeline {pipeline}: {verdict} ({report.tolerance})", level=0)
     out.table(diff_table(report.diffs))
     for d in report.diffs:
         if not d.ok or out.verbosity >= 2:

@@ -343,7 +343,11 @@ def _register_inspect(
         action="store_true",
         help="list the parameters (the init_net's, the ONNX initializers)",
     )
-    show.add_argument("--full", action="store_true", help="the whole canonical dump, nothing cut")
+    show.add_argument(
+        "--full",
+        action="store_true",
+        help="the whole canonical dump, nothing cut (with --ops: those ops, values not cut)",
+    )
     show.add_argument(
         "--shapes",
         action="append",

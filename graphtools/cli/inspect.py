@@ -188,14 +188,14 @@ def _cmd_show(options: argparse.Namespace) -> int:
 
 def _show_one(out: Output, options: argparse.Namespace, path: str, model: Model) -> Any:
     onnx = model.dialect == ONNX
-    if options.full:
+    dumps = options.ops is not None or options.params
+    if options.full and not dumps:  # with --ops: the chosen ops, values not cut
         out.line(print_model(model, full=True).rstrip("\n"), level=0)
         return {"path": path, "dump": print_model(model, full=True)}
-    dumps = options.ops is not None or options.params
     data: dict[str, Any] = {"path": path}
     if options.ops is not None:
         chosen = ops_of(options.ops, len(model.predict_net))
-        for line in _ops_text(model.predict_net, chosen, False):
+        for line in _ops_text(model.predict_net, chosen, options.full):
             out.line(line, level=0)
         data["ops"] = _ops_data(model.predict_net, chosen)
     if options.params:

@@ -60,11 +60,14 @@ def onnx_summary(model: Model, path: str) -> dict[str, Any]:
     held = net.initializers
     nbytes = 0
     files: dict[str, None] = {}
+    missing: dict[str, None] = {}
     for tensor in held.values():
         nbytes += tensor.nbytes if tensor.dtype.kind not in "OUSV" else 0
         external = getattr(tensor, "external", None)
         if external is not None:
             files[external.location] = None
+            if not external.path.is_file():
+                missing[external.location] = None
     nested: list[dict[str, Any]] = []
     _nested(net, "", nested)
     functions = getattr(header, "functions", ())
@@ -95,6 +98,7 @@ def onnx_summary(model: Model, path: str) -> dict[str, Any]:
         "initializer_values": sum(t.size for t in held.values()),
         "initializer_bytes": nbytes,
         "external_data": list(files),
+        "missing_external_data": list(missing),
         "functions": [
             {"domain": f.domain, "name": f.name, "nodes": len(f.node)} for f in functions
         ],
@@ -140,6 +144,11 @@ def print_onnx_summary(out: Output, data: dict[str, Any]) -> None:
             f"initializers: {data['initializers']}, {_human(data['initializer_values'])} "
             f"values, {_human(data['initializer_bytes'])}B{where}"
         )
+        for location in data["missing_external_data"]:
+            out.note(
+                f"the external data file {location} is not beside the model: its weights "
+                "cannot be read (run, verify and exec refuse it); put it next to the model"
+            )
     else:
         out.line("initializers: none")
     types = new_table("op type", "count")

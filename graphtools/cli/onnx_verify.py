@@ -174,9 +174,18 @@ def verify_onnx_model(
         result.notes.append("no pass changed the model: its outputs are the original's")
     result.diffs = compare_outputs(reference, out_after, **tolerances)
     differ = not all(d.ok for d in result.diffs)
-    if differ and settings["bisect"] and loaded is None:
-        result.bisected = True
-        result.bisect = _bisect(model, manager, feeds, reference, names, tolerances)
+    if differ and settings["bisect"]:
+        unchanged = loaded is None or all(
+            d.ok for d in compare_outputs(reference, _run(model, feeds, names), **tolerances)
+        )
+        if unchanged:
+            result.bisected = True
+            result.bisect = _bisect(model, manager, feeds, reference, names, tolerances)
+        else:
+            result.notes.append(
+                "bisect: the model differs from the loaded outputs before any pass ran, so "
+                "no pass is to blame (were they recorded from another model or inputs?)"
+            )
     return result
 
 
