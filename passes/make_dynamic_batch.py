@@ -6,9 +6,10 @@ its sequence on axis 0, as ``nn.LSTM`` exports by default; when axis 0 is refuse
 whose axis 1 has the first input's size are tried on axis 1, as a batch-first recurrent net's
 initial states ``[layers, batch, hidden]`` are), or what the ``inputs`` option says
 (``x=1``); a refusal shows how to give them. Inputs whose dim there is the first input's (or
-already symbolic) get the symbol: the one an input already has there, else ``symbol``. Then ONNX shape inference with data
-propagation (the declared shapes of other values set aside) follows the symbol through every
-graph, bodies included, and each node reading a batched value is checked, in order:
+already symbolic) get the symbol: the one an input already has there, else ``symbol``. Then
+ONNX shape inference with data propagation (the declared shapes of other values set aside)
+follows the symbol through every graph, bodies included, and each node reading a batched
+value is checked, in order:
 
 * it must be one the op table knows, and it must not combine elements along the batch axis
   while keeping it (``Softmax`` over it, a training-mode ``BatchNormalization``, an ``LSTM``
