@@ -581,3 +581,32 @@ def test_import_onnx_refusing_an_op_says_how_the_onnx_pipeline_may_remove_it(
     assert run_cli(capsys, "run", str(source), "-p", "optimize", "-o", str(folded))[0] == 0
     code, _, err = run_cli(capsys, "import-onnx", str(folded), "-o", str(tmp_path / "pair"))
     assert code == 0, err
+
+
+def test_import_onnx_advises_optimize_only_when_it_would_convert(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The refusal said 'run -p optimize first, after which import-onnx may convert' for
+    every op, even one optimize can never remove (and for a model optimized already)."""
+    f = TensorProto.FLOAT
+    kept = graph_model(
+        tmp_path / "hardswish.onnx",
+        [helper.make_node("HardSwish", ["x"], ["y"])],
+        {"x": (f, [1, 4])},
+        {"y": (f, [1, 4])},
+        {},
+    )
+    code, _, err = run_cli(capsys, "import-onnx", str(kept), "-o", str(tmp_path / "a"))
+    assert code == 2 and "HardSwish" in err and "-p optimize" not in err
+    folded = graph_model(  # the HardSwish reads constants only: optimize folds it away
+        tmp_path / "folded.onnx",
+        [
+            helper.make_node("HardSwish", ["c"], ["h"]),
+            helper.make_node("Add", ["x", "h"], ["y"]),
+        ],
+        {"x": (f, [1, 4])},
+        {"y": (f, [1, 4])},
+        {"c": np.ones((1, 4), np.float32)},
+    )
+    code, _, err = run_cli(capsys, "import-onnx", str(folded), "-o", str(tmp_path / "b"))
+    assert code == 2 and "-p optimize -o OUT.onnx' folds or fuses it away" in err

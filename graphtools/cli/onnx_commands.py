@@ -38,6 +38,7 @@ from graphtools.cli.common import (
 )
 from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file
 from graphtools.errors import (
+    GraphToolsError,
     InvalidNetError,
     PreconditionError,
     SerdeError,
@@ -457,6 +458,20 @@ def _check_graph_inputs(path: str, feeds: Mapping[str, Any]) -> None:
         )
 
 
+def _converts_once_optimized(path: str) -> bool:
+    """Whether the ONNX ``optimize`` pipeline leaves ``path`` in a form import converts (it
+    folds constant sub-graphs and fuses ops the Caffe2 side has no mapping for)."""
+    from graphtools.onnx import import_onnx
+
+    try:
+        model = load_onnx_file(path)
+        PassManager.parse("optimize")(model)
+        import_onnx(model)
+    except GraphToolsError:
+        return False
+    return True
+
+
 def _cmd_import_onnx(options: argparse.Namespace) -> int:
     from graphtools.onnx import import_onnx
 
@@ -467,9 +482,11 @@ def _cmd_import_onnx(options: argparse.Namespace) -> int:
         model = import_onnx(options.input)
     except UnsupportedOpError as exc:
         # -p runs on the pair; what the ONNX pipeline folds or fuses may not need a mapping
+        if not _converts_once_optimized(options.input):
+            raise
         raise UnsupportedOpError(
-            f"{exc}; 'graphtools run {options.input} -p optimize -o OUT.onnx' folds constants "
-            "and fuses ops first, after which 'import-onnx OUT.onnx' may convert"
+            f"{exc}; 'graphtools run {options.input} -p optimize -o OUT.onnx' folds or fuses "
+            "it away, after which 'import-onnx OUT.onnx' converts the model"
         ) from exc
     report_records(out, manager, manager(model), False)
     for path in save_model(model, options.output, text=options.text):
