@@ -182,6 +182,13 @@ def _data_not_written(
     return sorted(data - done)
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def _same_bytes(path: Path, data: bytes) -> bool:
     try:
         return path.stat().st_size == len(data) and path.read_bytes() == data
@@ -301,12 +308,14 @@ def _run_model(
     for index, file in enumerate(written):
         what = f" (opsets {opsets}; IR {header_ir})" if index == 0 else " (external data)"
         out.line(f"wrote {file}{what}")
-    for file in _data_not_written(model, target, files, written, external_data):
+    kept = _data_not_written(model, target, files, written, external_data)
+    for file in kept:
         out.line(
             f"{target.name} keeps weights in {file}, already there (not written): ship both, "
             "or use --external-data for a data file of its own"
         )
-    census_after = optimize_report.census(model, (len(data) for _, data in files))
+    sizes = [len(data) for _, data in files] + [_size(file) for file in kept]
+    census_after = optimize_report.census(model, sizes)
     out.table(optimize_report.census_table(census, census_after))
     data: dict[str, Any] = {
         "model": path,
