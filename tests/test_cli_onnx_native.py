@@ -1350,3 +1350,29 @@ def test_run_counts_the_data_files_it_leaves_as_they_are_in_the_sizes(
     assert code == 0, err
     sizes = json.loads(out)["census"]["bytes"]
     assert sizes["before"] == sizes["after"] > (source.parent / "m.onnx").stat().st_size
+
+
+def test_files_written_into_missing_folders_get_them_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """run made its output folder; draw -o, exec -o and verify --save-outputs failed on a
+    missing one, exec and verify only after all their work."""
+    source = _mlp(tmp_path / "m.onnx")
+    np.savez(tmp_path / "f.npz", x=np.ones((2, 4), np.float32))
+    commands = [
+        ["draw", str(source), "-o", str(tmp_path / "a" / "b" / "m.dot")],
+        [
+            "exec",
+            str(source),
+            "--feeds",
+            str(tmp_path / "f.npz"),
+            "-o",
+            str(tmp_path / "c" / "o.npz"),
+        ],
+        ["verify", str(source), "--save-outputs", str(tmp_path / "d" / "r.npz")],
+    ]
+    for argv in commands:
+        code, _, err = run_cli(capsys, *argv)
+        assert code == 0, err
+    for written in ("a/b/m.dot", "c/o.npz", "d/r.npz"):
+        assert (tmp_path / written).is_file()

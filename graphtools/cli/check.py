@@ -33,6 +33,7 @@ from graphtools.cli.common import (
     diff_table,
     load_input,
     new_table,
+    output_file,
     parse_name_list,
     read_shapes,
     record_data,
@@ -413,6 +414,8 @@ def _cmd_verify(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, options.json)
     refuse_dump_in_json(options)
     settings = _settings(options)
+    if options.save_outputs:
+        output_file(options.save_outputs)
     if options.onnx is not None:
         return onnx_commands.verify_onnx(options, settings, out)
     if options.per_blob or options.test_mode:

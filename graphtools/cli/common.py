@@ -49,6 +49,7 @@ __all__ = [
     "load_input",
     "model_input_names",
     "new_table",
+    "output_file",
     "output_folder",
     "parse_name_list",
     "parse_shape_items",
@@ -288,6 +289,21 @@ def refuse_overwriting_input(model: Model, targets: Iterable[Path], instead: str
     for target in targets:
         if Path(target).resolve() in inputs:
             raise UsageError(f"refusing to overwrite the input {target}; {instead}")
+
+
+def output_file(value: str) -> Path:
+    """The file an option names to write (``draw -o``, ``exec -o``, ``--save-outputs``), its
+    folder made now, before any work, as ``run -o`` makes its folder.
+
+    Raises:
+        UsageError: the folder cannot be made.
+    """
+    path = Path(value)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot make the folder of {value}: {exc.strerror or exc}") from exc
+    return path
 
 
 def output_folder(value: str) -> Path:

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from graphtools.cli.common import Output, UsageError, load_input
+from graphtools.cli.common import Output, UsageError, load_input, output_file
 from graphtools.cli.inspect import ops_of
 from graphtools.dot import model_to_dot
 from graphtools.serde.atomic import atomic_write_bytes
@@ -72,6 +72,8 @@ def _target(output: str, source: str) -> tuple[Path | None, str]:
 def _cmd_draw(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, False)
     target, fmt = _target(options.output, options.input)
+    if str(target) != "-":
+        output_file(str(target))
     model = load_input(options.input, options.init, no_init=options.no_init, out=out)
     other = None
     if options.diff is not None:

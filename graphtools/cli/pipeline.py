@@ -25,6 +25,7 @@ from graphtools.cli.common import (
     check_input_names,
     did_you_mean,
     load_input,
+    output_file,
     output_folder,
     parse_name_list,
     record_data,
@@ -358,6 +359,7 @@ def feeds_of(arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
 
 def _cmd_exec(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, False)
+    output_file(options.output)
     model = load_input(options.input, options.init, no_init=options.no_init, out=out)
     onnx = model.dialect == ONNX
     outputs = parse_name_list(options.outputs)
