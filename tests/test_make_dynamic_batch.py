@@ -444,13 +444,8 @@ def test_recurrent_states_batched_on_axis_1_beside_a_batch_first_input(tmp_path:
         "R": normal(1, 4 * hidden, hidden),
         "B": normal(1, 8 * hidden),
     }
-    path = graph_model(
-        tmp_path / "m.onnx",
-        nodes,
-        {"x": (F, [2, 5, features]), "h": (F, [1, 2, hidden]), "c": (F, [1, 2, hidden])},
-        {"y": (F, [5, 1, 2, hidden])},
-        weights,
-    )
+    inputs = {"x": (F, [2, 5, features]), "h": (F, [1, 2, hidden]), "c": (F, [1, 2, hidden])}
+    path = graph_model(tmp_path / "m.onnx", nodes, inputs, {"y": (F, [5, 1, 2, hidden])}, weights)
     target = _dynamic(path, tmp_path)
     assert _symbol_axes(target, "N")[0] == {"x": 0, "h": 1, "c": 1}
     feeds = {"x": normal(1, 5, features), "h": normal(1, 1, hidden), "c": normal(1, 1, hidden)}
@@ -458,11 +453,7 @@ def test_recurrent_states_batched_on_axis_1_beside_a_batch_first_input(tmp_path:
     # a node mixing the rows is still refused, now saying how to name the axes
     mixing = [*nodes, helper.make_node("Softmax", ["y"], ["z"], axis=2)]
     mixed = graph_model(
-        tmp_path / "mix.onnx",
-        mixing,
-        {"x": (F, [2, 5, features]), "h": (F, [1, 2, hidden]), "c": (F, [1, 2, hidden])},
-        {"z": (F, [5, 1, 2, hidden])},
-        weights,
+        tmp_path / "mix.onnx", mixing, inputs, {"z": (F, [5, 1, 2, hidden])}, weights
     )
     with pytest.raises(PassError, match=r"make-dynamic-batch\{inputs=x=0;h=0;c=0\}"):
         PassManager.parse("make-dynamic-batch")(load_onnx_model(mixed))

@@ -12,7 +12,6 @@ reads the input and the output (see ``graphtools.cli.onnx_files``).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +43,7 @@ from graphtools.cli.onnx_files import (
 from graphtools.errors import SerdeError
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager, PassRecord
+from graphtools.serde.atomic import folder_for_write
 from graphtools.serde.pairing import ModelRef
 
 __all__ = [
@@ -201,19 +201,8 @@ def _write(files: list[tuple[Path, bytes]]) -> list[Path]:
     write fails and it was made for it)."""
     from graphtools.serde.onnx_io import write_onnx_files
 
-    folder = files[0][0].parent
-    created = not folder.exists()
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SerdeError(folder, f"cannot create the folder: {exc.strerror or exc}") from exc
-    try:
+    with folder_for_write(files[0][0].parent):
         return write_onnx_files(files)
-    except BaseException:
-        if created:
-            with contextlib.suppress(OSError):
-                folder.rmdir()
-        raise
 
 
 def _checked(

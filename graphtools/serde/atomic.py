@@ -47,6 +47,7 @@ __all__ = [
     "LOCK_NAME",
     "TEMP_SUFFIX",
     "atomic_write_bytes",
+    "folder_for_write",
     "recover_interrupted_write",
     "write_files",
 ]
@@ -63,6 +64,28 @@ TEMP_SUFFIX = ".graphtools-tmp"
 _HELD_SIGNALS = frozenset(
     s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None
 )
+
+
+@contextlib.contextmanager
+def folder_for_write(folder: Path) -> Iterator[None]:
+    """Make ``folder`` (and its parents) for the write inside the block; a folder made here
+    is removed again when the block fails, so a failed write leaves no empty folder behind.
+
+    Raises:
+        SerdeError: the folder cannot be made.
+    """
+    created = not folder.exists()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SerdeError(folder, f"cannot create output folder: {exc.strerror or exc}") from exc
+    try:
+        yield
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:

@@ -11,7 +11,6 @@ Replacing a file in place in the other format renames it (``predict_net.pbtxt`` 
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 from graphtools._core import ONNX
 from graphtools.errors import SerdeError
 from graphtools.ir import Model, Net
-from graphtools.serde.atomic import recover_interrupted_write, write_files
+from graphtools.serde.atomic import folder_for_write, recover_interrupted_write, write_files
 from graphtools.serde.codec import net_from_netdef
 from graphtools.serde.netdef_io import (
     TEXT_SUFFIXES,
@@ -264,18 +263,8 @@ def save_model(model: Model, directory: str | Path, *, text: bool | None = None)
     paths = model_output_paths(model, folder, text=text)
     data = _pair_bytes(model, paths, _formats(model, text))
     _refuse_ambiguous(folder, paths)
-    created = not folder.exists()
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SerdeError(folder, f"cannot create output folder: {exc.strerror or exc}") from exc
-    try:
+    with folder_for_write(folder):
         return write_files(list(zip(paths, data, strict=True)))
-    except BaseException:
-        if created:
-            with contextlib.suppress(OSError):
-                folder.rmdir()
-        raise
 
 
 def _save_onnx(model: Model, path: Path, text: bool | None, *, replace_data: bool = False) -> Path:
@@ -289,19 +278,8 @@ def _save_onnx(model: Model, path: Path, text: bool | None, *, replace_data: boo
         )
     from graphtools.serde.onnx_io import save_onnx_model  # imports onnx
 
-    folder = path.parent
-    created = not folder.exists()
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SerdeError(folder, f"cannot create output folder: {exc.strerror or exc}") from exc
-    try:
+    with folder_for_write(path.parent):
         return save_onnx_model(model, path, replace_data=replace_data)
-    except BaseException:
-        if created:
-            with contextlib.suppress(OSError):
-                folder.rmdir()
-        raise
 
 
 def _renamed_for(path: Path, text: bool) -> Path:
