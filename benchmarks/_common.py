@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -29,6 +30,22 @@ if str(BENCH_DIR) not in sys.path:
     sys.path.insert(0, str(BENCH_DIR))
 
 from synth import make_synthetic_pair, write_pair  # noqa: E402
+
+
+def with_bytecode(folder: Path) -> dict[str, str]:
+    """This process's environment, with bytecode written to and read from ``folder``
+    whatever ``PYTHONDONTWRITEBYTECODE`` says: an installed package has its bytecode, so a
+    fresh child must not be timed compiling the modules it imports on first use."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(folder)
+    return env
+
+
+def children_use_bytecode(folder: Path) -> None:
+    """Let every child process this one starts from now on keep its bytecode in ``folder``
+    (``with_bytecode``); the first child compiles, the others time the code alone."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(folder)
 
 
 def best_of(repeats: int, step: Callable[[], Any]) -> float:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from _common import format_table
+from _common import format_table, with_bytecode
 from synth_onnx import make_synthetic_onnx, write_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,13 +59,6 @@ def fastest(command: Sequence[str], repeats: int, env: dict[str, str]) -> float:
         if run:
             best = min(best, elapsed)
     return best
-
-
-def with_bytecode(folder: Path) -> dict[str, str]:
-    """This process's environment, with bytecode written to and read from ``folder``."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(folder)
-    return env
 
 
 def ml_dtypes_import_seconds(env: dict[str, str]) -> tuple[str, float]:
