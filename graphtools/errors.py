@@ -8,7 +8,6 @@ exit code 2.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -228,6 +227,8 @@ class UsageError(GraphToolsError):
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
     """`` (did you mean 'data'?)`` when a choice is close to ``name`` (the same but for case,
     or a near spelling), else ``""``: for messages refusing an unknown name."""
+    import difflib  # on an error path only: every command imports this module at start
+
     listed = list(choices)
     same = [choice for choice in listed if choice.lower() == name.lower()]
     close = same or difflib.get_close_matches(name, listed, n=1, cutoff=0.6)
