@@ -646,6 +646,7 @@ class _Attempt:
         """Drop the initializers the rewrites left unread (their ops read new constants)."""
         read = {name for op in self.net for name in op.inputs}
         read |= names_in_nested_nets(self.net) | set(self.net.external_outputs)
+        read |= set(self.net.external_inputs)  # an initializer a caller may feed stays
         unread = [n for n in self._displaced if n in self.net.initializers and n not in read]
         if unread:
             with self.net.edit() as edit:
