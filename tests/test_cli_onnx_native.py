@@ -692,6 +692,17 @@ def test_a_model_read_from_a_pipe_is_read_once(tmp_path: Path, name: str) -> Non
     onnx.checker.check_model(str(target), full_check=True)
 
 
+def test_a_piped_model_whose_data_is_elsewhere_is_refused_by_name(tmp_path: Path) -> None:
+    """``run <(cat m.onnx)``: the data file was looked for in /dev/fd, and the error named
+    /dev/fd/m.onnx.data with nothing about the pipe."""
+    source = _mlp_in(tmp_path / "in", external=True)
+    (tmp_path / "p").mkdir()
+    pipe = tmp_path / "p" / "fd"
+    done = _piped(source, pipe, "run", str(pipe), "-o", str(tmp_path / "out.onnx"))
+    assert done.returncode == 2
+    assert_one_error_line(done.stderr, "read from a pipe", "m.onnx.data", "give the model file")
+
+
 @pytest.mark.parametrize("command", ["show", "verify"])
 def test_show_and_verify_read_a_pipe_without_a_suffix(tmp_path: Path, command: str) -> None:
     done = _piped(_mlp(tmp_path / "m.onnx"), tmp_path / "fd", command, str(tmp_path / "fd"))

@@ -74,16 +74,28 @@ def load_onnx_file(path: str | Path, data: bytes | None = None) -> Model:
     bytes, when they were read already (from a pipe, which reads once).
 
     Raises:
-        SerdeError: the file cannot be read, is empty or is not a valid ONNX model.
+        SerdeError: the file cannot be read, is empty or is not a valid ONNX model; a model
+            read from a pipe keeps external data that is not beside the pipe.
     """
-    from graphtools.serde.onnx_codec import model_from_onnx_bytes
+    from graphtools.serde.onnx_codec import external_tensors, model_from_onnx_bytes
 
     source = Path(path)
+    piped = is_stream(source)
     if data is None:
         data = read_bytes(source)
     if not data.strip():
         raise SerdeError(source, "the file is empty; an ONNX model file must hold a model")
-    return model_from_onnx_bytes(data, source)
+    model = model_from_onnx_bytes(data, source)
+    if piped:  # its external data is looked for beside the pipe (/dev/fd for <(...))
+        for _, name, tensor in external_tensors(model):
+            location = tensor.external.location  # type: ignore[attr-defined]
+            if not (source.parent / location).is_file():
+                raise SerdeError(
+                    source,
+                    f"read from a pipe, the model keeps initializer {name!r} in {location}, "
+                    f"which is not in {source.parent}: give the model file's path instead",
+                )
+    return model
 
 
 def model_files(model: Model) -> list[Path]:
