@@ -106,11 +106,15 @@ def run_batch(
             while waiting or running:
                 while waiting and len(running) < max(jobs, 1):
                     index, ref = waiting.pop()
-                    started = _Worker.start(context, index, worker, ref, settings)
-                    running[started.reader] = started
+                    # Tracked before it starts: an interrupt that waited out the start
+                    # (blocked meanwhile) must find it, or it would run on untold.
+                    starting = _Worker.create(context, index, worker, ref, settings)
+                    running[starting.reader] = starting
+                    starting.start()
                 for reader in wait(list(running)):
-                    done = running.pop(reader)
+                    done = running[reader]
                     results[done.index] = done.result()
+                    del running[reader]  # only now: an interrupt in result() still kills it
                     progress.update(task, advance=1, description=refs[done.index].name)
     except BaseException:  # Ctrl-C, SIGTERM: nothing more is started, nothing more written
         for left in running.values():
@@ -127,19 +131,24 @@ class _Worker:
     ref: ModelRef
     process: Any
     reader: Any
+    writer: Any
 
     @classmethod
-    def start(
+    def create(
         cls, context: Any, index: int, worker: Worker, ref: ModelRef, settings: dict[str, Any]
     ) -> _Worker:
+        """The worker's process and pipe, not started yet."""
         reader, writer = context.Pipe(duplex=False)
         process = context.Process(
             target=_work, args=(worker, ref, settings, writer), name=f"graphtools-{ref.name}"
         )
+        return cls(index, ref, process, reader, writer)
+
+    def start(self) -> None:
+        """Start the process; this end of the pipe keeps only its reader."""
         with _interrupts_ignored():
-            process.start()
-        writer.close()
-        return cls(index, ref, process, reader)
+            self.process.start()
+        self.writer.close()
 
     def result(self) -> BatchResult:
         """The model's result (an error result when the process died without one)."""
@@ -159,9 +168,11 @@ class _Worker:
 
     def kill(self) -> None:
         """SIGKILL: the process runs no Python on its way out, so it prints nothing."""
-        self.process.kill()
-        self.process.join()
+        if self.process.pid is not None:  # None: interrupted before it started
+            self.process.kill()
+            self.process.join()
         self.reader.close()
+        self.writer.close()
 
 
 def _work(worker: Worker, ref: ModelRef, settings: dict[str, Any], writer: Any) -> None:
@@ -176,7 +187,10 @@ def _work(worker: Worker, ref: ModelRef, settings: dict[str, Any], writer: Any) 
             2,
             error=f"internal error: {type(exc).__name__}: {exc}",
         )
-    writer.send(result)
+    try:
+        writer.send(result)
+    except BrokenPipeError:  # the batch itself was killed: nobody is left to tell
+        return
     writer.close()
 
 
