@@ -814,10 +814,9 @@ def test_a_worker_that_dies_is_that_models_error_and_the_batch_goes_on(tmp_path:
     assert [r.name for r in run_batch(refs, _echo_worker, {}, 2, out)] == ["a", "b", "c"]
 
 
-def _late_writing_worker(ref: Any, settings: Any) -> BatchResult:
-    """A worker that writes its model's marker file a second after it starts."""
-    time.sleep(1.0)
-    Path(ref.path).write_text("written")
+def _sleeping_worker(ref: Any, settings: Any) -> BatchResult:
+    """A worker still at work long after the test ends, unless it is killed."""
+    time.sleep(60)
     return BatchResult(ref.name, str(ref.path), "ok", 0)
 
 
@@ -827,6 +826,7 @@ def test_an_interrupt_during_a_workers_start_kills_that_worker_too(
     """A Ctrl-C that came while a worker was starting (SIGINT is held back then) is raised
     just after the start: that worker was not yet tracked, so it ran on, wrote its model
     after the interrupt and printed a BrokenPipe traceback sending its result."""
+    import multiprocessing
     import multiprocessing.context
 
     from graphtools.cli.batch import run_batch
@@ -840,12 +840,12 @@ def test_an_interrupt_during_a_workers_start_kills_that_worker_too(
         raise KeyboardInterrupt  # where the held-back SIGINT is raised
 
     monkeypatch.setattr(spawn, "start", start_then_interrupt)
-    marker = tmp_path / "a"
     with pytest.raises(KeyboardInterrupt):
-        run_batch([ModelRef(marker, None, "a")], _late_writing_worker, {}, 1, Output(1, False))
-    monkeypatch.setattr(spawn, "start", original_start)
-    time.sleep(2.0)  # twice the worker's delay: it would have written by now
-    assert not marker.exists()
+        run_batch([ModelRef(tmp_path / "a", None, "a")], _sleeping_worker, {}, 1, Output(1, False))
+    left = [child for child in multiprocessing.active_children() if child.name == "graphtools-a"]
+    for child in left:  # not to leave it behind when the test fails
+        child.kill()
+    assert left == []
 
 
 def test_a_batch_writing_inside_its_input_folder_does_not_run_its_own_results(
