@@ -14,7 +14,9 @@ it, so no run is timed compiling a module it imports on first use):
 * ``onnx-ir``: ``onnx_ir.load`` + ``RemoveUnusedNodesPass`` + ``onnx_ir.save``, the peer users
   pick for this job, and its ratio to ``pb``.
 
-Every size keeps the fastest of ``--repeats`` runs; then the growth t(largest) / t(previous).
+Every size keeps the fastest of ``--repeats`` runs; then the growth t(largest) / t(previous),
+with each run's CPU time split into user and system and its page faults: on a virtual machine
+the system time of faulting fresh memory in grows faster than the size, for every mode.
 
     python benchmarks/bench_onnx.py
     python benchmarks/bench_onnx.py --sizes 10000,100000 --repeats 1
@@ -37,7 +39,13 @@ BENCH_DIR = Path(__file__).resolve().parent
 if str(BENCH_DIR) not in sys.path:
     sys.path.insert(0, str(BENCH_DIR))
 
-from _common import children_use_bytecode  # noqa: E402
+from _common import (  # noqa: E402
+    children_use_bytecode,
+    cpu_cells,
+    cpu_since,
+    cpu_usage,
+    growth_of,
+)
 from synth_onnx import make_synthetic_onnx, write_model  # noqa: E402
 
 MODES = ("pb", "graphtools", "onnx-ir")
@@ -48,17 +56,17 @@ def _child(mode: str, source: Path, target: Path, pipeline: str = "default") -> 
     if mode == "pb":
         import onnx
 
-        start = time.perf_counter()
+        usage, start = cpu_usage(), time.perf_counter()
         model = onnx.load(str(source))
         data = model.SerializeToString()
         target.write_bytes(data)
-        return {"total": time.perf_counter() - start}
+        return {"total": time.perf_counter() - start, **cpu_since(usage)}
     if mode == "graphtools":
         from graphtools.pass_infra import PassManager
         from graphtools.serde.onnx_io import load_onnx_model, save_onnx_model
 
         manager = PassManager.parse(pipeline)
-        start = time.perf_counter()
+        usage, start = cpu_usage(), time.perf_counter()
         loaded = load_onnx_model(source)
         after_load = time.perf_counter()
         records = manager(loaded)
@@ -72,6 +80,7 @@ def _child(mode: str, source: Path, target: Path, pipeline: str = "default") -> 
             "save": end - after_pipeline,
             "nodes": len(loaded.predict_net),
             "rounds": max((r.round for r in records), default=0),
+            **cpu_since(usage),
         }
         for record in records:
             parts[record.name] = parts.get(record.name, 0.0) + record.seconds
@@ -79,11 +88,12 @@ def _child(mode: str, source: Path, target: Path, pipeline: str = "default") -> 
     import onnx_ir
     from onnx_ir.passes.common import RemoveUnusedNodesPass
 
-    start = time.perf_counter()
+    usage, start = cpu_usage(), time.perf_counter()
     model_ir = onnx_ir.load(str(source))
     RemoveUnusedNodesPass()(model_ir)
     onnx_ir.save(model_ir, str(target))
-    return {"total": time.perf_counter() - start, "nodes": len(model_ir.graph)}
+    end = time.perf_counter()
+    return {"total": end - start, "nodes": len(model_ir.graph), **cpu_since(usage)}
 
 
 def _run(mode: str, source: Path, target: Path, pipeline: str) -> dict[str, Any]:
@@ -179,6 +189,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             peer = row["onnx-ir"]
             cells += [f"{peer['total']:.3f}s", f"{peer['total'] / pb:.1f}x", f"{peer['nodes']:,}"]
         print(" | ".join(cells))
+    print("CPU time (user+system) and page faults of those runs:")
+    for size in sizes:
+        print(f"  {size:,}: " + "; ".join(f"{m} {cpu_cells(results[size][m])}" for m in modes))
     if len(sizes) > 1:
         small, large = sizes[-2], sizes[-1]
         growth = results[large]["graphtools"]["total"] / results[small]["graphtools"]["total"]
@@ -188,6 +201,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"\ngrowth {small:,} -> {large:,} nodes: x{growth:.1f} for x{large / small:.0f} "
             f"nodes; ratio to pb {ratio_small:.1f}x -> {ratio_large:.1f}x"
         )
+        for kind in ("user", "system"):
+            print(
+                f"{kind} time growth: "
+                + ", ".join(
+                    f"{mode} {growth_of(results[small][mode][kind], results[large][mode][kind])}"
+                    for mode in modes
+                )
+            )
         passes = [k for k in results[large]["graphtools"] if "-" in k]
         print(
             "pipeline parts at the largest size: "

@@ -46,8 +46,12 @@ import upstream_naive
 from _common import (
     best_of,
     children_use_bytecode,
+    cpu_cells,
+    cpu_since,
+    cpu_usage,
     format_table,
     generate,
+    growth_of,
     load_model,
     parse,
     peak_memory,
@@ -151,11 +155,11 @@ def _best_graphtools_run(
     return best["parts"], report
 
 
-def _pb_time(spec: str, predict_path: Path, init_path: Path, repeats: int) -> float:
-    """The fastest of ``repeats`` fresh-process parse+serialise runs of both files."""
-    return min(
-        _child_measure("pb", spec, predict_path, init_path)["seconds"] for _ in range(repeats)
-    )
+def _pb_run(spec: str, predict_path: Path, init_path: Path, repeats: int) -> dict[str, float]:
+    """The fastest of ``repeats`` fresh-process parse+serialise runs of both files: its
+    seconds and ``cpu_since`` figures."""
+    runs = [_child_measure("pb", spec, predict_path, init_path) for _ in range(repeats)]
+    return min(runs, key=lambda run: float(run["seconds"]))
 
 
 def _child_main(kind: str, spec: str, predict_path: Path, init_path: Path) -> None:
@@ -163,13 +167,16 @@ def _child_main(kind: str, spec: str, predict_path: Path, init_path: Path) -> No
     gc.collect()
     if kind == "pb":
         data = [predict_path.read_bytes(), init_path.read_bytes()]
-        start = time.perf_counter()
+        usage, start = cpu_usage(), time.perf_counter()
         saved = [parse(blob).SerializeToString() for blob in data]
-        print(json.dumps({"seconds": time.perf_counter() - start}))
+        seconds = time.perf_counter() - start
+        print(json.dumps({"seconds": seconds, **cpu_since(usage)}))
         del saved
         return
     manager, _ = build_pipeline(spec)
+    usage = cpu_usage()
     parts, report = _graphtools_run(manager, predict_path, init_path)
+    report["cpu"] = cpu_since(usage)
     report["left"] = dict(report["left"])
     print(json.dumps({"parts": parts, "report": report}))
 
@@ -239,8 +246,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         runs: dict[int, tuple[float, dict[str, float], dict[str, Any]]] = {}
         for size in sorted({*sizes, *naive_sizes}):
             repeats = options.repeats
-            pb = _pb_time(options.pipeline, *paths[size], repeats)
+            pb_run = _pb_run(options.pipeline, *paths[size], repeats)
+            pb = pb_run["seconds"]
             parts, report = _best_graphtools_run(options.pipeline, *paths[size], repeats)
+            report["pb_cpu"] = pb_run
             runs[size] = (pb, parts, report)
             print(f"{size:>9,} ops: pb {_secs(pb)}, graphtools {_secs(parts['total'])}", flush=True)
 
@@ -263,6 +272,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             )
         print(format_table(headers, rows))
         print("(pipeline = the manager's whole run: the passes plus its verify and checks)")
+        print("CPU time (user+system) and page faults of those runs:")
+        for size in sizes:
+            report = runs[size][2]
+            print(
+                f"  {size:,}: pb {cpu_cells(report['pb_cpu'])}; "
+                f"graphtools {cpu_cells(report['cpu'])}"
+            )
         if len(sizes) > 1:
             small, large = sizes[-2], sizes[-1]
             ratio = runs[large][1]["total"] / runs[small][1]["total"]
@@ -271,6 +287,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f"\nScaling t({large:,}) / t({small:,}): graphtools {ratio:.1f}, pb {pb_ratio:.1f} "
                 f"({large / small:g}x the ops)"
             )
+            for kind in ("user", "system"):
+                ours = [runs[size][2]["cpu"][kind] for size in (small, large)]
+                theirs = [runs[size][2]["pb_cpu"][kind] for size in (small, large)]
+                print(f"{kind} time growth: graphtools {growth_of(*ours)}, pb {growth_of(*theirs)}")
 
         _compare_naive(options, sizes[0], naive_sizes, paths, runs)
 
