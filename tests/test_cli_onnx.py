@@ -137,6 +137,15 @@ def test_export_onnx_guesses_shapes_and_says_so(
     assert "input x: float32[1, 3, 4, 4] (guessed:" in out and target.exists()
     (graph_input,) = onnx.load(str(target)).graph.input
     assert [d.dim_value for d in graph_input.type.tensor_type.shape.dim] == [1, 3, 4, 4]
+    # The model is fixed at the guess (onnxruntime refuses real images): said as a warning.
+    assert (
+        "warning: the ONNX model takes its inputs only at the shapes guessed here (x=1x3x4x4)"
+        in err
+    )
+    code, _, err = run_cli(
+        capsys, "export-onnx", str(pair_dir), "-o", str(target), "--shapes", "x=1x3x4x4"
+    )
+    assert code == 0 and "warning" not in err, err
 
 
 def _pair_without_weights(folder: Path) -> Path:
@@ -301,6 +310,11 @@ def test_export_onnx_replaces_an_init_net_placeholder_by_a_graph_input(
         capsys, "verify", "--onnx", str(target), str(folder), "--shapes", "data=1x3x8x8"
     )
     assert code == 0 and "outputs equal" in out, out + err
+    # Without --shapes the placeholder's shape is the ONNX model's input's, not a guess
+    # (8x8 is no size the guess tries: onnxruntime refused the guessed one).
+    code, out, err = run_cli(capsys, "verify", "--onnx", str(target), str(folder))
+    assert code == 0 and "outputs equal" in out, out + err
+    assert f"input 'data': shape [1, 3, 8, 8] from {target}" in err
 
 
 def test_export_onnx_makes_the_init_nets_im_info_a_graph_input(

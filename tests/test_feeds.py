@@ -57,7 +57,10 @@ def test_indices_and_lengths_fit_the_rows_they_index() -> None:
     assert lengths.dtype == np.int32 and int(lengths.sum()) == 7
     assert idx.dtype == np.int64 and idx.min() >= 0 and idx.max() < 7
     origins = {m.name: m.origin for m in made.inputs}
-    assert origins == {"data": "given", "lengths": "role", "idx": "role"}
+    # How many indices is a guess --shapes could have given; the lengths follow the rows.
+    assert origins == {"data": "given", "lengths": "role", "idx": "guessed"}
+    shaped = synthesize(Model(net), {"data": (7, 3), "idx": (2, 2)})
+    assert {m.name: m.origin for m in shaped.inputs}["idx"] == "role"  # "the shape given"
 
 
 def test_indices_take_the_shape_given_and_lengths_follow_them() -> None:

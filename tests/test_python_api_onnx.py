@@ -220,3 +220,33 @@ def test_prepare_export_declares_the_outputs_to_export() -> None:
     assert list(pair.predict_net.external_outputs) == []  # the model given is left alone
     with pytest.raises(InvalidNetError, match="'nope' is not a blob"):
         prepare_export(pair, outputs=["nope"])
+
+
+def test_export_arguments_of_the_wrong_form_are_refused_by_name() -> None:
+    """A shape given where ``(elem type, shape)`` belongs raised 'too many values to unpack',
+    an unknown element type a KeyError from onnx, a negative dim numpy's error; a shape for a
+    misspelt input was ignored and the real input guessed instead; a net declaring no
+    outputs did not say how to declare them."""
+    from graphtools.errors import InvalidArgumentError, InvalidNetError
+    from graphtools.onnx import export_onnx, prepare_export
+
+    pair = graphtools.load_model(FIXTURES / "tiny_export")
+    (data,) = [n for n in pair.predict_net.external_inputs if n == "data"]
+    shape = prepare_export(pair).value_info[data][1]
+    for wrong, message in [
+        (tuple(shape), r"give \(onnx elem_type, shape\)"),
+        ((99, shape), "element type 99, which onnx does not know"),
+        ((TensorProto.FLOAT, [1, -3]), r"has shape \[1, -3\]: each dim is a size"),
+    ]:
+        with pytest.raises(InvalidArgumentError, match=message):
+            export_onnx(pair, value_info={data: wrong})
+    exported = export_onnx(pair, value_info={data: (TensorProto.FLOAT, np.asarray(shape))})
+    assert [d.dim_value for d in exported.graph.input[0].type.tensor_type.shape.dim] == shape
+    with pytest.raises(InvalidArgumentError, match=r"'Data', which is not an input.*'data'"):
+        prepare_export(pair, {"Data": shape})
+    with pytest.raises(InvalidArgumentError, match=r"is \[1, 3, -32, 32\]: give sizes"):
+        prepare_export(pair, {data: (1, 3, -32, 32)})
+    with pair.predict_net.edit() as edit:
+        edit.set_external_outputs([])
+    with pytest.raises(InvalidNetError, match=r"prepare_export\(model, outputs=\[...\]\)"):
+        export_onnx(pair, value_info={data: (TensorProto.FLOAT, shape)})

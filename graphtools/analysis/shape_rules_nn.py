@@ -317,6 +317,13 @@ def _pad_image(op: Op, inputs: list[TensorType]) -> list[TensorType]:
         return [x]
     nd = len(xs) - 2
     _, _, _, pads = window_args(op, nd)
+    if op.arg("mode", b"constant") == b"reflect":  # reflected once: each pad below the dim
+        for i, size in enumerate(xs[2:]):
+            if isinstance(size, int) and max(pads[i], pads[nd + i]) >= size:
+                raise ValueError(
+                    f"reflect pads of {max(pads[i], pads[nd + i])} need a spatial dim of at "
+                    f"least {max(pads[i], pads[nd + i]) + 1}, got {size}"
+                )
     spatial = [_plus(s, pads[i] + pads[nd + i]) for i, s in enumerate(xs[2:])]
     return [with_shape(x, from_nchw((xs[0], xs[1], *spatial), layout))]
 

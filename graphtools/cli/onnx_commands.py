@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from graphtools._core import ONNX
 from graphtools.analysis.liveness import unread_outputs
@@ -119,14 +119,20 @@ def _shapes_from_onnx(
     data, _ = model_input_names(model)
     if not made_up:
         _refuse_missing_weights(model, data, shapes)
-    missing = [
-        name for name in data if name not in shapes and name in model.predict_net.external_inputs
+    declared = set(model.predict_net.external_inputs)
+    missing = [name for name in data if name not in shapes and name in declared]
+    onnx_graph = load_onnx_file(onnx_path).predict_net
+    # An init_net placeholder of a data input is a graph input of the export: its shape too.
+    missing += [
+        name
+        for name in onnx_graph.external_inputs
+        if name in declared
+        and name not in shapes
+        and name not in onnx_graph.initializers
+        and name not in missing
     ]
     notes: list[str] = []
-    if not missing:
-        return shapes, notes
-    onnx_model = load_onnx_file(onnx_path)
-    types = onnx_model.predict_net.types
+    types = onnx_graph.types
     for name in missing:
         value_type = types.get(name)
         if value_type is None or value_type.shape is None:
@@ -276,7 +282,9 @@ def _prepared(
     except InvalidNetError as exc:
         if "--random-params" in str(exc):
             raise UsageError(f"the weights are missing: {exc}") from exc
-        raise
+        _raise_with_guess(exc)
+    except GraphToolsError as exc:
+        _raise_with_guess(exc)
     synthesis = prepared.synthesis
     if export and not options.random_params and synthesis.params:
         hint = "" if shapes else " (or, if they are right, give the input shapes: --shapes)"
@@ -288,6 +296,9 @@ def _prepared(
         dims = ", ".join(map(str, made.shape))
         reason = where if made.reason == "--shapes" else made.reason
         out.line(f"input {made.name}: {made.dtype}[{dims}] ({made.origin}: {reason})")
+    guessed = [made for made in synthesis.inputs if made.origin == "guessed"]
+    if export and guessed:
+        _warn_guessed_shapes(guessed, path, options.dynamic_batch, out)
     for name, fill in synthesis.placeholders.items():
         out.note(f"input {name!r}: a graph input instead of the init_net's placeholder ({fill})")
     for skipped in synthesis.skipped_ops:
@@ -303,6 +314,27 @@ def _prepared(
             "that nothing provides (--random-params)"
         )
     return prepared
+
+
+def _warn_guessed_shapes(guessed: Sequence[Any], path: str, free_batch: bool, out: Output) -> None:
+    """An exported model takes its inputs only at the shapes it was exported with: a guessed
+    one (say 28x28 for an ImageNet net) would make it refuse real inputs."""
+    listed = ",".join(f"{made.name}={'x'.join(map(str, made.shape))}" for made in guessed)
+    batch = "" if free_batch else "; --dynamic-batch frees the batch"
+    out.warn(
+        f"the ONNX model takes its inputs only at the shapes guessed here ({listed}), and "
+        f"onnxruntime refuses any other: give the shapes it is used at with --shapes (or in "
+        f"{shapes_file(path)}){batch}"
+    )
+
+
+def _raise_with_guess(exc: GraphToolsError) -> NoReturn:
+    """Raise ``exc`` again, as a usage error naming ``--shapes`` when the inputs it ran on
+    were guessed (the note ``synthesize`` adds then): the guess may be what failed."""
+    guessed = [note for note in getattr(exc, "__notes__", []) if "guessed" in note]
+    if guessed:
+        raise UsageError(f"{exc}; {guessed[0]}") from exc
+    raise exc
 
 
 def _missing_weights(model: Model, synthesis: Any) -> str:

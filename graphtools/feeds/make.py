@@ -140,10 +140,14 @@ def _make(
     name = op.inputs[position]
     role = ROLES.get((op.type, position))
     if role is not None:
-        given = state.shapes.get(name) if (op.type, position) in SHAPED_ROLES else None
+        shapeable = (op.type, position) in SHAPED_ROLES
+        given = state.shapes.get(name) if shapeable else None
         value = role[0](RoleContext(op, name, ws, state.rng, need, state.image, given))
         shaped = ", the shape given" if given is not None else ""
-        state.remember(name, value, "role", f"{role[1]} of op #{index} ({op.type}){shaped}")
+        # A shape --shapes could have given and did not is a guess, said as one (an error
+        # then names the option).
+        origin = "guessed" if shapeable and given is None else "role"
+        state.remember(name, value, origin, f"{role[1]} of op #{index} ({op.type}){shaped}")
         return value
     where = f"op #{index} ({op.type})" + (f" in net {net.name!r}" if net.name else "")
     if position >= 1:

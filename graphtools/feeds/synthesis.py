@@ -9,10 +9,11 @@ error is the one reported when no walk gets through.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from numbers import Integral
 from typing import Any
 
 from graphtools.analysis.input_shapes import GENERIC_SHAPES, IMAGE_SIZES
-from graphtools.errors import GraphToolsError, InvalidNetError
+from graphtools.errors import GraphToolsError, InvalidArgumentError, InvalidNetError, did_you_mean
 from graphtools.feeds.report import Synthesis
 from graphtools.feeds.state import Attempt, Retry, WalkState
 from graphtools.feeds.walk import collect_outputs, feed_data, run_init, run_predict
@@ -53,6 +54,7 @@ def synthesize(
         InvalidNetError: a blob cannot be made (a parameter when ``random_params`` is off).
         UnsupportedOpError / ExecutionError: as ``run_op``; the note names guessed shapes.
     """
+    _check_shapes(model, shapes or {})
     attempt = Attempt()
     first: GraphToolsError | None = None
 
@@ -87,6 +89,26 @@ def synthesize(
             f"(the last: {_asked(outcome)}); give the input shapes with --shapes"
         )
     return outcome
+
+
+def _check_shapes(model: Model, shapes: Mapping[str, Sequence[int]]) -> None:
+    """Refuse a shape for a blob the predict_net does not take in (a misspelt input would
+    otherwise be guessed silently) and a shape that is not sizes."""
+    from graphtools.analysis.input_shapes import first_readers
+
+    net = model.predict_net
+    inputs = net.external_input_set() | first_readers(net).keys()
+    for name, shape in shapes.items():
+        if name not in inputs:
+            listed = ", ".join(sorted(inputs)[:8]) + (", ..." if len(inputs) > 8 else "")
+            raise InvalidArgumentError(
+                f"a shape is given for {name!r}, which is not an input of the predict_net"
+                f"{did_you_mean(name, inputs)}; its inputs are: {listed or 'none'}"
+            )
+        if not all(isinstance(d, Integral) and d >= 0 for d in shape):
+            raise InvalidArgumentError(
+                f"the shape given for {name!r} is {list(shape)}: give sizes (0 or more)"
+            )
 
 
 def _asked(retry: Retry) -> str:

@@ -7,12 +7,14 @@ encodes with the ONNX codec; an import on the model as the ONNX codec loads it."
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from numbers import Integral
 from pathlib import Path
+from typing import Any
 
 import onnx
 
 from graphtools._core import ONNX
-from graphtools.errors import PreconditionError, SerdeError
+from graphtools.errors import InvalidArgumentError, PreconditionError, SerdeError
 from graphtools.ir import Model, Net
 from graphtools.onnx.external import ModelSource
 from graphtools.passes.convert_to_caffe2 import ConvertToCaffe2
@@ -28,11 +30,40 @@ ValueInfo = Mapping[str, tuple[int, Sequence[int | str | None] | None]]
 
 
 def declare_types(net: Net, value_info: ValueInfo) -> None:
-    """Declare the types ``value_info`` gives in ``net.types`` (where a conversion reads them)."""
+    """Declare the types ``value_info`` gives in ``net.types`` (where a conversion reads them).
+
+    Raises:
+        InvalidArgumentError: an entry that is not ``(onnx elem_type, shape)`` (a shape alone,
+            an element type onnx does not know, a negative dim).
+    """
+    types = {name: _value_type(name, entry) for name, entry in value_info.items()}
     with net.edit() as edit:
-        for name, (elem_type, shape) in value_info.items():
-            dims = None if shape is None else tuple(shape)
-            edit.set_type(name, ValueType(int(elem_type), dims))
+        for name, value_type in types.items():
+            edit.set_type(name, value_type)
+
+
+def _value_type(name: str, entry: Any) -> ValueType:
+    """``value_info[name]`` checked: ``(elem type, shape or None)``."""
+    example = f"value_info={{{name!r}: (onnx.TensorProto.FLOAT, [1, 3, 224, 224])}}"
+    if not isinstance(entry, tuple | list) or len(entry) != 2:
+        raise InvalidArgumentError(
+            f"value_info[{name!r}] is {entry!r}: give (onnx elem_type, shape), e.g. {example}"
+        )
+    elem_type, shape = entry
+    if not isinstance(elem_type, Integral) or elem_type not in onnx.TensorProto.DataType.values():
+        raise InvalidArgumentError(
+            f"value_info[{name!r}] has element type {elem_type!r}, which onnx does not know: "
+            f"give an onnx.TensorProto data type, e.g. {example}"
+        )
+    if shape is None:
+        return ValueType(int(elem_type), None)
+    dims = tuple(int(d) if isinstance(d, Integral) else d for d in shape)
+    if not all(isinstance(d, str) or d is None or (isinstance(d, int) and d >= 0) for d in dims):
+        raise InvalidArgumentError(
+            f"value_info[{name!r}] has shape {list(dims)}: each dim is a size (0 or more), a "
+            "name (a free dim) or None"
+        )
+    return ValueType(int(elem_type), dims)
 
 
 def export_onnx(

@@ -458,7 +458,11 @@ def _prepare(model: Model, options: ExportOptions) -> _Prepared:
         )
     outputs = list(net.external_outputs)
     if not outputs:
-        raise InvalidNetError(f"net {net.name!r} declares no external outputs: nothing to export")
+        raise InvalidNetError(
+            f"net {net.name!r} declares no external outputs: nothing to export (declare them: "
+            "prepare_export(model, outputs=[...]) or net.set_external_outputs; export-onnx "
+            "takes the blobs nothing reads, or --outputs)"
+        )
     return _Prepared(net, params, quant, inputs, outputs, types, rewritten, nested_names)
 
 
