@@ -22,7 +22,7 @@ from conftest import FIXTURES, assert_one_error_line, publish_passes, run_cli
 from test_cli_verify import BreakRelu
 
 from graphtools.analysis.model_diff import diff_models
-from graphtools.cli import build_parser
+from graphtools.cli import build_parser, main
 from graphtools.cli.batch import BatchResult, exit_code, render_batch
 from graphtools.cli.common import Output
 from graphtools.ir import Model, Net, Op
@@ -861,3 +861,14 @@ def test_a_batch_writing_inside_its_input_folder_does_not_run_its_own_results(
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines()[-1] == "2 ok"
     assert sorted(p.name for p in (models / "optimized").iterdir()) == ["a", "b"]
+
+
+def test_an_unknown_option_shows_the_commands_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse's top-level parser reported it with the top-level usage, which lists no
+    option of the command."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["show", str(TINY), "--bogus"])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: graphtools show ") and "[--params]" in err
+    assert err.splitlines()[-1] == "graphtools show: error: unrecognized arguments: --bogus"

@@ -30,7 +30,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
-from graphtools.cli.grammar import attach_ops_values, build_parser
+from graphtools.cli.grammar import attach_ops_values, build_parser, command_parser
 from graphtools.errors import GraphToolsError, UsageError
 from graphtools.interrupt import (
     INTERRUPTED_EXIT_CODE,
@@ -116,7 +116,13 @@ def _stopping_signal(exc: BaseException) -> int | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``graphtools`` console script; returns the exit code."""
     parser = build_parser()
-    options = parser.parse_args(attach_ops_values(sys.argv[1:] if argv is None else argv))
+    options, unknown = parser.parse_known_args(
+        attach_ops_values(sys.argv[1:] if argv is None else argv)
+    )
+    if unknown:  # the command's own usage, which lists the options it takes
+        command_parser(parser, options.command).error(
+            f"unrecognized arguments: {' '.join(unknown)}"
+        )
     options.verbosity = 1 + options.verbose - options.quiet
     stdout = sys.stdout
     guarded = not isinstance(stdout, _PipeGuard)

@@ -29,6 +29,7 @@ __all__ = [
     "add_verify_options",
     "attach_ops_values",
     "build_parser",
+    "command_parser",
     "shapes_option",
 ]
 
@@ -229,19 +230,29 @@ def add_pipeline_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The parser of ``command`` (``parser`` itself when it has no such command)."""
+    for action in parser._actions:  # argparse keeps its subparsers nowhere public
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            found: argparse.ArgumentParser = action.choices[command]
+            return found
+    return parser
+
+
 def add_json(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="write the result as JSON on stdout")
 
 
-def add_export_options(parser: argparse.ArgumentParser) -> None:
-    """``--opset``, ``--dynamic-batch``, ``--external-data`` and ``--test-mode``."""
-    parser.add_argument(
-        "--opset",
-        type=int,
-        default=None,
-        help="opset of the ONNX output: an ONNX model keeps its own unless given (onnx's "
-        "version converter), a Caffe2 pair is exported at 17 unless given",
+def add_export_options(parser: argparse.ArgumentParser, *, pairs_only: bool = False) -> None:
+    """``--opset``, ``--dynamic-batch``, ``--external-data`` and ``--test-mode``;
+    ``pairs_only``: the command takes Caffe2 pairs alone (``export-onnx``)."""
+    opset_help = (
+        "opset of the ONNX model (default 17)"
+        if pairs_only
+        else "opset of the ONNX output: an ONNX model keeps its own unless given (onnx's "
+        "version converter), a Caffe2 pair is exported at 17 unless given"
     )
+    parser.add_argument("--opset", type=int, default=None, help=opset_help)
     parser.add_argument(
         "--dynamic-batch",
         action="store_true",
@@ -737,7 +748,7 @@ def _register_onnx_commands(
         "else guessed and said so)",
     )
     add_input_options(exporting)
-    add_export_options(exporting)
+    add_export_options(exporting, pairs_only=True)
     exporting.set_defaults(handler_module="onnx_commands")
 
 

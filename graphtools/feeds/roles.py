@@ -253,7 +253,11 @@ def _indicator(ctx: RoleContext) -> np.ndarray:
     return marks
 
 
-@_role(("ConstantFill", "GaussianFill", "UniformFill", "XavierFill", "MSRAFill"), 0, "")
+@_role(
+    ("ConstantFill", "GaussianFill", "UniformFill", "XavierFill", "MSRAFill"),
+    0,
+    "the output's shape (its values with input_as_shape, else its own shape)",
+)
 def _fill_input(ctx: RoleContext) -> np.ndarray:
     if ctx.op.arg("input_as_shape", 0):
         return np.asarray([2, 3], np.int64)

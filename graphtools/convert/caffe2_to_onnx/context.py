@@ -439,8 +439,8 @@ class ExportContext:
         rank = self.rank(name)
         if rank is None:
             raise self.refuse(
-                f"needs the rank of {name!r} ({why}); give value_info for the "
-                "inputs so shapes can be inferred"
+                f"needs the rank of {name!r} ({why}); give the inputs' shapes so that it can "
+                "be inferred (--shapes; export_onnx's value_info)"
             )
         return rank
 
