@@ -832,8 +832,10 @@ class MakeDynamicBatch(Pass):
         FoldConstants()(model)  # targets, sizes and pads computed from constants become constants
         first: _Refused | None = None
         mixed = None if self.inputs else _mixed_batch_axes(model)
+        tried: list[dict[str, int]] = []  # each choice once: two sequence ops may refuse both
         while trials:
             axes = trials.pop(0)
+            tried.append(axes)
             state = model.snapshot()
             attempt = _Attempt(model, table, axes, self.symbol)
             try:
@@ -841,11 +843,10 @@ class MakeDynamicBatch(Pass):
             except _Refused as refusal:
                 model.restore(state)
                 first = first or refusal
-                if refusal.pin.kind == "sequence" and not self.inputs and not trials:
-                    trials = [axes_1] if (axes_1 := _batch_axes(model, 1)) else []
-                if mixed is not None and mixed != axes:  # recurrent states batched on axis 1
-                    trials.append(mixed)
-                    mixed = None
+                more = [mixed]  # recurrent states batched on axis 1
+                if refusal.pin.kind == "sequence" and not self.inputs:
+                    more.insert(0, _batch_axes(model, 1))
+                trials += [m for m in more if m and m not in tried and m not in trials]
                 continue
             if attempt.already and not stats["rewrites"]:
                 model.restore(state)  # dynamic already, nothing pinned: left as exported

@@ -457,3 +457,33 @@ def test_recurrent_states_batched_on_axis_1_beside_a_batch_first_input(tmp_path:
     )
     with pytest.raises(PassError, match=r"make-dynamic-batch\{inputs=x=0;h=0;c=0\}"):
         PassManager.parse("make-dynamic-batch")(load_onnx_model(mixed))
+
+
+def test_a_net_two_sequence_ops_pin_on_both_axes_is_refused_not_looped_on(
+    tmp_path: Path,
+) -> None:
+    """A batch-first LSTM feeding a GRU that reads its batch as time (torch's batch_first
+    LSTM into a seq-first GRU): axis 0 is refused at the GRU, axis 1 at the LSTM, and the
+    pass tried axis 1 again for ever."""
+    hidden, features = 4, 3
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["xs"], perm=[1, 0, 2]),
+        helper.make_node("LSTM", ["xs", "W", "R", "B"], ["y"], hidden_size=hidden),
+        helper.make_node("Squeeze", ["y", "one"], ["ys"]),
+        helper.make_node("Transpose", ["ys"], ["yb"], perm=[1, 0, 2]),
+        helper.make_node("GRU", ["yb", "GW", "GR", "GB"], ["z"], hidden_size=2),
+    ]
+    weights = {
+        "W": normal(1, 4 * hidden, features),
+        "R": normal(1, 4 * hidden, hidden),
+        "B": normal(1, 8 * hidden),
+        "GW": normal(1, 6, hidden),
+        "GR": normal(1, 6, 2),
+        "GB": normal(1, 12),
+        "one": np.asarray([1], np.int64),
+    }
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, [2, 5, features])}, {"z": (F, [2, 1, 5, 2])}, weights
+    )
+    with pytest.raises(PassError, match="cannot make the batch dynamic"):
+        PassManager.parse("make-dynamic-batch")(load_onnx_model(path))
