@@ -502,3 +502,41 @@ def test_convert_opset_keeps_metadata_and_value_info_and_raises_the_ir_version(
     assert {p.key: p.value for p in relu.metadata_props} == {"pkg.torch.stack": "relu@m.py:3"}
     assert {p.key: p.value for p in converted.graph.input[0].metadata_props} == {"origin": "image"}
     assert not converted.graph.value_info
+
+
+def _with_function(path: Path, body_op: onnx.NodeProto, opset: int) -> Path:
+    """A model whose graph calls a local function ``local::F`` of one node ``body_op``."""
+    function = helper.make_function(
+        "local", "F", ["a"], ["b"], [body_op], [helper.make_opsetid("", opset)]
+    )
+    graph = helper.make_graph(
+        [helper.make_node("F", ["x"], ["y"], domain="local")],
+        "g",
+        [helper.make_tensor_value_info("x", F, [2, 3])],
+        [helper.make_tensor_value_info("y", F, None)],
+    )
+    opsets = [helper.make_opsetid("", opset), helper.make_opsetid("local", 1)]
+    onnx.save(helper.make_model(graph, opset_imports=opsets, functions=[function]), path)
+    return path
+
+
+def test_convert_opset_keeps_local_functions_or_refuses_them_by_name(tmp_path: Path) -> None:
+    """onnx's converter drops the model's functions: the converted model called an op
+    nobody defines, and was written with exit 0. A function whose ops read the same at both
+    opsets is kept at its own; one whose ops changed is refused, saying how to go on."""
+    path = _with_function(tmp_path / "m.onnx", helper.make_node("Relu", ["a"], ["b"]), 17)
+    model = load_onnx_model(path)
+    PassManager.parse("convert-opset{opset=18}")(model)
+    target = tmp_path / "c.onnx"
+    save_onnx_model(model, target)
+    converted = onnx.load(str(target))
+    onnx.checker.check_model(converted, full_check=True)
+    assert [f.name for f in converted.functions] == ["F"]
+    x = normal(2, 3)
+    np.testing.assert_array_equal(run(target, {"x": x})[0], np.maximum(x, 0))
+    changed = helper.make_node("ReduceSum", ["a"], ["b"], axes=[1])  # axes: an input from 13
+    path = _with_function(tmp_path / "r.onnx", changed, 12)
+    model = load_onnx_model(path)
+    with pytest.raises(PassError, match=r"does not convert local functions.*inline_local"):
+        PassManager.parse("convert-opset{opset=13}")(model)
+    assert model.opset_imports[""] == 12

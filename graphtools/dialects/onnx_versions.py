@@ -2,7 +2,9 @@
 
 The model is written to bytes as it is (external data stays where it lies), converted by
 ``onnx.version_converter.convert_version``, and read back; the converter's adapters are the
-only knowledge of how an op changes between opsets, none of ours.
+only knowledge of how an op changes between opsets, none of ours. What the converter drops
+is put back: local functions (kept at their own opset when onnx's checker accepts them so),
+node and value metadata.
 """
 
 from __future__ import annotations
@@ -39,10 +41,35 @@ def convert_opset(model: Model, opset: int) -> Model:
                 f"{opset}: {text}"
             ) from exc
     _keep_what_the_converter_drops(proto, converted)
+    _keep_functions(proto, converted, current, opset)
     base = None if model.predict_path is None else model.predict_path.parent
     loaded = model_from_onnx_bytes(converted.SerializeToString(), base_dir=base)
     loaded.predict_path = model.predict_path
     return loaded
+
+
+def _keep_functions(
+    source: onnx.ModelProto, converted: onnx.ModelProto, current: int | None, opset: int
+) -> None:
+    """The model's local functions, which onnx's converter drops (their nodes would then be
+    unknown ops), put back as they were: a function keeps its own opset imports, which ONNX
+    allows when its ops read the same in both versions, as onnx's checker then says.
+
+    Raises:
+        UnsupportedOpError: a function uses an op that differs between the two opsets.
+    """
+    if not source.functions:
+        return
+    converted.functions.extend(source.functions)
+    try:
+        onnx.checker.check_model(converted)
+    except onnx.checker.ValidationError as exc:
+        text = " ".join(str(exc).split())[:300]
+        raise UnsupportedOpError(
+            f"onnx's version converter does not convert local functions, and this model's "
+            f"do not read the same at opset {opset} as at {current}: {text}; inline them "
+            "first (onnx.inliner.inline_local_functions) or keep the opset"
+        ) from exc
 
 
 def _keep_what_the_converter_drops(source: onnx.ModelProto, converted: onnx.ModelProto) -> None:
