@@ -17,7 +17,8 @@ batch stays dynamic (onnxsim#526); ``allowzero`` goes when the target holds no o
 value bigger than ``max_bytes`` and than the constants it was computed from (a
 ``ConstantOfShape`` or ``Expand`` blowing a scalar up) is not folded, so a fold never makes the
 file bigger by more than that; graph outputs stay computed, and so do values that are no
-tensors (sequences). Caffe2 models:
+tensors (sequences). A ``DequantizeLinear`` of a constant stays too: it is how a quantized
+(QDQ) model stores an integer weight for the back-ends that run it as such. Caffe2 models:
 
 Exporters compute shapes at run time: ``x.view(x.size(0), -1)`` becomes
 ``Shape -> Gather -> Unsqueeze -> Concat -> Reshape``. Two rewrites remove such chains:

@@ -540,3 +540,31 @@ def test_convert_opset_keeps_local_functions_or_refuses_them_by_name(tmp_path: P
     with pytest.raises(PassError, match=r"does not convert local functions.*inline_local"):
         PassManager.parse("convert-opset{opset=13}")(model)
     assert model.opset_imports[""] == 12
+
+
+def test_a_quantized_weight_stays_quantized(tmp_path: Path) -> None:
+    """``optimize`` folded the ``DequantizeLinear`` of a QDQ model's int8 weight into a float
+    initializer: the integer weight a back-end runs was gone, though the outputs matched."""
+    weight = np.arange(-12, 12, dtype=np.int8).reshape(4, 6)
+    nodes = [
+        helper.make_node("DequantizeLinear", ["w_q", "w_scale", "w_zero"], ["w"]),
+        helper.make_node("MatMul", ["x", "w"], ["y"]),
+    ]
+    constants = {
+        "w_q": weight,
+        "w_scale": np.asarray(0.05, np.float32),
+        "w_zero": np.asarray(0, np.int8),
+    }
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, [2, 4])}, {"y": (F, [2, 6])}, constants
+    )
+    model = load_onnx_model(path)
+    PassManager.parse("optimize")(model)
+    target = tmp_path / "o.onnx"
+    save_onnx_model(model, target)
+    optimized = onnx.load(str(target))
+    assert [n.op_type for n in optimized.graph.node] == ["DequantizeLinear", "MatMul"]
+    stored = {t.name: t.data_type for t in optimized.graph.initializer}
+    assert stored["w_q"] == TensorProto.INT8
+    x = normal(2, 4)
+    np.testing.assert_allclose(run(target, {"x": x})[0], run(path, {"x": x})[0])

@@ -44,6 +44,10 @@ _NONDETERMINISTIC = frozenset(
     }
 )
 """Standard ops whose outputs are not a function of their inputs: never folded."""
+_QUANTIZED_FORMAT = frozenset({"DequantizeLinear"})
+"""Ops never folded although they could be: a ``DequantizeLinear`` of a constant is how a
+quantized (QDQ) model stores an integer weight, which back-ends (TensorRT, onnxruntime's
+quantized kernels) read as such; folded, the model would carry a float copy instead."""
 _BODIES = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": ("body",)}
 _TYPE = operator.attrgetter("type")
 
@@ -144,7 +148,9 @@ class OnnxOpTable(OpTable):
         return [(name, net) for name, net in op.nested_nets() if name in names]
 
     def foldable(self, op: Op, net: Net) -> bool:
-        if _domain(op) or op.type in _NONDETERMINISTIC or op.has_nested_nets():
+        if _domain(op) or op.type in _NONDETERMINISTIC or op.type in _QUANTIZED_FORMAT:
+            return False
+        if op.has_nested_nets():
             return False
         if op.type == "Dropout":  # random in training mode
             return self.passes_through(op, net)
