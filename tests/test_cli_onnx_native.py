@@ -906,6 +906,22 @@ def test_verify_bisect_names_the_pass_that_changed_the_outputs(
     assert code == 1 and json.loads(out)["bisect"]["pass"] == "retype-relu"
 
 
+def test_a_pipeline_result_onnxruntime_refuses_is_said_to_be_the_pipelines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model given ran; the one the pipeline made of it did not load: the error named
+    the given file as the model onnxruntime could not load."""
+    _publish_retype(monkeypatch)
+    source = _mlp(tmp_path / "m.onnx")
+    code, _, err = run_cli(capsys, "verify", str(source), "-p", "retype-relu{to=NoSuchOp}")
+    assert code == 2
+    assert_one_error_line(
+        err,
+        "onnxruntime cannot load the model the pipeline made of it",
+        "(passes that changed it: retype-relu)",
+    )
+
+
 def test_onnxruntime_failures_are_one_error_line_naming_the_node(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -80,6 +80,31 @@ def _run_after(
     return {name: values[found] for name, found in mapping.items()}
 
 
+def _run_rewritten(
+    before: Model,
+    after: Model,
+    feeds: Mapping[str, Any],
+    names: Sequence[str],
+    records: Sequence[Any],
+) -> dict[str, np.ndarray]:
+    """``_run_after``, a failure of onnxruntime said to be on the pipeline's result (the
+    model given ran), naming the passes that changed it."""
+    from graphtools.onnx.runtime import RuntimeFailure
+
+    try:
+        return _run_after(before, after, feeds, names)
+    except RuntimeFailure as exc:
+        changed = ", ".join(dict.fromkeys(r.name for r in records if r.modified)) or "none"
+        raise RuntimeFailure(
+            exc.path,
+            exc.stage,
+            f"{exc.reason} (passes that changed it: {changed})",
+            exc.node,
+            exc.op_type,
+            subject="the model the pipeline made of it",
+        ) from exc
+
+
 def _shapes(model: Model, items: Sequence[str] | None) -> dict[str, tuple[int, ...]]:
     shapes = parse_shape_items(items or (), "--shapes")
     inputs = list(model.predict_net.external_inputs)
@@ -168,7 +193,7 @@ def verify_onnx_model(
     result.records = manager(after, after_pass=after_pass)
     result.ops_after = sum(len(net) for net in after.nets())
     if loaded is not None or any(record.modified for record in result.records):
-        out_after = _run_after(model, after, feeds, names)
+        out_after = _run_rewritten(model, after, feeds, names, result.records)
     else:
         out_after = dict(reference)
         result.notes.append("no pass changed the model: its outputs are the original's")

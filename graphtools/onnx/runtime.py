@@ -63,15 +63,23 @@ class RuntimeFailure(GraphToolsError):
 
     Attributes:
         path: the model's file (``None`` for a model made in memory).
+        stage: what onnxruntime was asked to do: ``load`` or ``run``.
         node: the node onnxruntime names (its name, else ``None``).
         op_type: that node's op type, when onnxruntime says.
         reason: onnxruntime's message, first line, without its status prefix.
     """
 
     def __init__(
-        self, path: Path | None, stage: str, reason: str, node: str | None, op_type: str | None
+        self,
+        path: Path | None,
+        stage: str,
+        reason: str,
+        node: str | None,
+        op_type: str | None,
+        subject: str = "the model",
     ) -> None:
         self.path = path
+        self.stage = stage
         self.node = node
         self.op_type = op_type
         self.reason = reason
@@ -80,7 +88,7 @@ class RuntimeFailure(GraphToolsError):
         if node is not None or op_type is not None:
             at = f" at node {node!r}" if node else " at a node"
             at += f" ({op_type})" if op_type else ""
-        super().__init__(f"{where}onnxruntime cannot {stage} the model{at}: {reason}")
+        super().__init__(f"{where}onnxruntime cannot {stage} {subject}{at}: {reason}")
 
 
 def runtime_failure(exc: BaseException, path: Path | None, stage: str) -> RuntimeFailure:
