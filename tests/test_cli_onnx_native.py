@@ -922,6 +922,22 @@ def test_a_pipeline_result_onnxruntime_refuses_is_said_to_be_the_pipelines(
     )
 
 
+def test_a_feed_of_another_element_type_is_refused_naming_the_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """onnxruntime's own message ("Unexpected input data type") named neither the input nor
+    the file."""
+    source = _mlp(tmp_path / "m.onnx")
+    feeds = tmp_path / "half.npz"
+    np.savez(feeds, x=np.ones((2, 4), np.float16))
+    out = tmp_path / "out.npz"
+    code, _, err = run_cli(capsys, "exec", str(source), "--feeds", str(feeds), "-o", str(out))
+    assert code == 2
+    assert_one_error_line(
+        err, str(source), "input 'x' is fed float16 values, and the model takes float32"
+    )
+
+
 def test_onnxruntime_failures_are_one_error_line_naming_the_node(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

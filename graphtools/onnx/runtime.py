@@ -172,6 +172,7 @@ def run_model(
             raise runtime_failure(exc, model.predict_path, "load") from exc
         taken = {i.name for i in session.get_inputs()}
         arrays = {name: np.asarray(value) for name, value in feeds.items() if name in taken}
+        _check_feed_types(model, arrays)
         try:
             values = session.run(wanted, arrays, quiet_run(ort))
         except Exception as exc:  # onnxruntime raises its own exception types
@@ -180,6 +181,26 @@ def run_model(
         name: _as_array(name, value, model.predict_path)
         for name, value in zip(wanted, values, strict=True)
     }
+
+
+def _check_feed_types(model: Model, arrays: Mapping[str, np.ndarray]) -> None:
+    """Refuse a feed whose element type is not its input's, naming the input: onnxruntime's
+    own message names neither it nor the file."""
+    for spec in graph_inputs(model):
+        value = arrays.get(spec.name)
+        if value is None or spec.type is None or spec.type.kind != "tensor":
+            continue
+        wanted = numpy_dtype(spec.type.elem_type)
+        if wanted is None or wanted.kind == "O" or value.dtype == wanted:
+            continue
+        raise RuntimeFailure(
+            model.predict_path,
+            "run",
+            f"input {spec.name!r} is fed {value.dtype} values, and the model takes {wanted}: "
+            "cast the values (or feed the ones it was recorded with)",
+            None,
+            None,
+        )
 
 
 def _as_array(name: str, value: Any, path: Path | None) -> np.ndarray:
@@ -191,7 +212,8 @@ def _as_array(name: str, value: Any, path: Path | None) -> np.ndarray:
             path,
             "run",
             f"its output {name!r} is a sequence of tensors of different shapes, which "
-            "graphtools does not compare or save (choose tensor outputs with --outputs)",
+            "graphtools does not compare or save (choose tensor outputs: the CLI's "
+            "--outputs, run_model's outputs=)",
             None,
             None,
         ) from exc
