@@ -1419,3 +1419,25 @@ def test_files_written_into_missing_folders_get_them_made(
         assert code == 0, err
     for written in ("a/b/m.dot", "c/o.npz", "d/r.npz"):
         assert (tmp_path / written).is_file()
+
+
+def test_show_counts_the_bytes_of_bfloat16_initializers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """numpy calls ml_dtypes' bfloat16 a void kind, which show skipped as if it were
+    strings: 4 values, 0 bytes."""
+    weight = helper.make_tensor("w", TensorProto.BFLOAT16, [4], [1.0, 2.0, 3.0, 4.0])
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["w"], ["y"], to=TensorProto.FLOAT)],
+        "g",
+        [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        [weight],
+    )
+    source = _save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "b.onnx"
+    )
+    code, out, _ = run_cli(capsys, "show", str(source), "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert (data["initializer_values"], data["initializer_bytes"]) == (4, 8)

@@ -456,8 +456,8 @@ def _register_pipeline(
     run.add_argument("--json", action="store_true", help="write the result as JSON on stdout")
     shapes_option(
         run,
-        "input shapes for an .onnx output, comma-separated or repeated "
-        "(default: the .onnx input's, else shapes.txt beside the model)",
+        "input shapes of a Caffe2 pair written as .onnx, comma-separated or repeated "
+        "(default: shapes.txt beside the model; an ONNX input is typed already)",
     )
     add_export_options(run)
     fmt = run.add_mutually_exclusive_group()

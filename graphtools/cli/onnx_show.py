@@ -62,7 +62,7 @@ def onnx_summary(model: Model, path: str) -> dict[str, Any]:
     files: dict[str, None] = {}
     missing: dict[str, None] = {}
     for tensor in held.values():
-        nbytes += tensor.nbytes if tensor.dtype.kind not in "OUSV" else 0
+        nbytes += tensor.nbytes if tensor.dtype.kind not in "OUS" else 0  # not strings
         external = getattr(tensor, "external", None)
         if external is not None:
             files[external.location] = None
