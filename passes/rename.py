@@ -140,26 +140,31 @@ def rename_model_input(
     ssa, _ = get_ssa(predict, dict(init_versions))
     blob = op_slot(ssa, op_id, input_id, outputs=False)
     op_label = f"input #{input_id} of op #{op_id} ({predict[op_id].type})"
+    from_init = init is not None and init_versions.get(blob[0]) == blob[1]
     if from_producer:
         producer = next(
             ((i, outs.index(blob)) for i, (_, outs) in enumerate(ssa) if blob in outs), None
         )
-        if producer is None:
+        if producer is not None:
+            return rename_model_output(model, producer[0], producer[1], new_name)
+        if from_init:
             raise NoProducerError(
-                f"cannot rename {blob} ({op_label}) from its producer: no predict_net op "
-                f"produces it; it probably comes from the init_net or is an input of the net"
+                f"cannot rename {blob} ({op_label}) from its producer: the init_net writes "
+                "it, and from_producer renames within the predict_net; rename it in both "
+                "nets with rename_versioned_blob"
             )
-        return rename_model_output(model, producer[0], producer[1], new_name)
+        # An input of the net: renamed with every read of it, as its producer's would be.
+        return rename_versioned_blob(predict, blob, new_name)
     readers = [i for i, (ins, _) in enumerate(ssa) if blob in ins]
     if len(readers) > 1:
         others = ", ".join(f"#{i} ({predict[i].type})" for i in readers if i != op_id)
         produced = any(blob in outs for _, outs in ssa)
-        hint = (
-            "use rename_op_output on its producer, or from_producer=True"
-            if produced
-            else "no op produces it (an input of the net or a param): rename every read with "
-            "rename_versioned_blob or the rename pass"
-        )
+        if produced:
+            hint = "use rename_op_output on its producer, or from_producer=True"
+        elif from_init:
+            hint = "the init_net writes it: rename it in both nets with rename_versioned_blob"
+        else:
+            hint = "it is an input of the net: from_producer=True renames it and every read"
         raise IllegalRewriteError(
             f"input {blob[0]!r} ({op_label}, version {blob[1]}) is also read by ops {others}; "
             f"{hint}"
@@ -196,7 +201,8 @@ class Rename(Pass):
         input: the input slot to rename (as ``rename_op_input``), or -1.
         output: the output slot to rename (as ``rename_op_output``), or -1.
         to: the new name.
-        from_producer: with ``input``, rename through the producer (every reader).
+        from_producer: with ``input``, rename the value everywhere: through its producer
+            (every reader), or, for an input of the net, the input and every reader.
     """
 
     name: ClassVar[str] = "rename"

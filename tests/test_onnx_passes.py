@@ -278,6 +278,27 @@ def test_fold_constants_folds_a_shape_chain_and_keeps_its_size_guard(tmp_path: P
     assert target.stat().st_size < 2000
 
 
+def test_rename_from_producer_renames_a_graph_input_read_twice(tmp_path: Path) -> None:
+    """A graph input two nodes read could not be renamed at all: the refusal pointed back to
+    the rename pass itself, and from_producer said, in Caffe2's words, that the init_net
+    probably wrote it."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "x"], ["y"])]
+    path = _model(tmp_path, nodes)
+    model = load_onnx_model(path)
+    with pytest.raises(PassError, match="an input of the net: from_producer=True renames it"):
+        PassManager.parse("rename{op=0,input=0,to=image}")(model)
+    PassManager.parse("rename{op=0,input=0,to=image,from_producer=true}")(model)
+    target = tmp_path / "renamed.onnx"
+    save_onnx_model(model, target)
+    result = onnx.load(str(target))
+    onnx.checker.check_model(result, full_check=True)
+    assert [i.name for i in result.graph.input] == ["image"]
+    assert [list(n.input) for n in result.graph.node] == [["image"], ["r", "image"]]
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    got = onnxruntime.InferenceSession(str(target)).run(None, {"image": x})[0]
+    np.testing.assert_allclose(got, np.maximum(x, 0) + x)
+
+
 def test_a_caffe2_only_pass_refuses_an_onnx_model_by_name(tmp_path: Path) -> None:
     path = _model(tmp_path, [helper.make_node("Relu", ["x"], ["y"])])
     model = load_onnx_model(path)

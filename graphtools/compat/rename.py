@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from graphtools.compat._convert import run_pass, to_ir, write_back
+from graphtools.errors import NoProducerError
 from graphtools.ir import Model
 from graphtools.proto import caffe2_pb2
 
@@ -45,8 +46,28 @@ def rename_op_input(
     """
     model = Model(to_ir(predict_net), None if init_net is None else to_ir(init_net))
     _check_op(model, op_id)
+    if from_producer:
+        _refuse_without_producer(model, op_id, input_id)
     options = {"op": op_id, "input": input_id, "to": new_name, "from_producer": from_producer}
     if run_pass("rename", model, **options).modified:
         write_back(predict_net, model.predict_net)
         if model.init_net is not None:
             write_back(init_net, model.init_net)
+
+
+def _refuse_without_producer(model: Model, op_id: int, input_id: int) -> None:
+    """detectron2 raises for an input no predict_net op produces, a net input included (the
+    ``rename`` pass renames that one with every read of it)."""
+    from graphtools.analysis.rename import op_slot
+
+    net = model.predict_net
+    ssa = net.ssa().ssa
+    if not 0 <= input_id < len(net[op_id].inputs):
+        return  # the pass says what is wrong with the slot
+    blob = op_slot(ssa, op_id, input_id, outputs=False)
+    if not any(blob in outs for _, outs in ssa):
+        raise NoProducerError(
+            f"cannot rename {blob} (input #{input_id} of op #{op_id} ({net[op_id].type})) "
+            "from its producer: no predict_net op produces it; it probably comes from the "
+            "init_net or is an input of the net"
+        )
