@@ -250,3 +250,52 @@ def test_export_arguments_of_the_wrong_form_are_refused_by_name() -> None:
         edit.set_external_outputs([])
     with pytest.raises(InvalidNetError, match=r"prepare_export\(model, outputs=\[...\]\)"):
         export_onnx(pair, value_info={data: (TensorProto.FLOAT, shape)})
+
+
+def _counting_loop(path: Path, body_op: str) -> Path:
+    """y = x combined (``body_op``: Add, Sub) with each iteration number of an n-trip Loop."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Cast", ["i"], ["i_f"], to=TensorProto.FLOAT),
+            helper.make_node(body_op, ["acc_in", "i_f"], ["acc_out"]),
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, [2]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [2]),
+        ],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["n", "", "x"], ["y"], body=body)],
+        "g",
+        [
+            helper.make_tensor_value_info("n", TensorProto.INT64, []),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_a_loops_made_up_trip_count_runs_its_body_past_the_first_iteration(
+    tmp_path: Path,
+) -> None:
+    """Made-up integers are 0 or 1: a Loop ran its body once at most, with iteration number
+    0, so a body adding it and one subtracting it compared equal."""
+    from graphtools.onnx.runtime import TRIP_COUNT, seeded_inputs
+    from graphtools.pytest_plugin import assert_models_equivalent
+
+    adding = graphtools.load_model(_counting_loop(tmp_path / "add.onnx", "Add"))
+    feeds, made = seeded_inputs(adding, {}, seed=0)
+    assert int(feeds["n"]) == TRIP_COUNT > 2
+    assert "a Loop's trip count" in next(m.reason for m in made if m.name == "n")
+    subtracting = graphtools.load_model(_counting_loop(tmp_path / "sub.onnx", "Sub"))
+    with pytest.raises(AssertionError, match="models differ"):
+        assert_models_equivalent(adding, subtracting)

@@ -36,6 +36,7 @@ from graphtools.values import ValueType
 
 __all__ = [
     "MAX_MADE_BYTES",
+    "TRIP_COUNT",
     "InputSpec",
     "RuntimeFailure",
     "feeds_for",
@@ -267,6 +268,10 @@ def feeds_for(model: Model, feeds: Mapping[str, Any], fed_inputs: Sequence[str])
     return {new: feeds[old] for old, new in zip(fed_inputs, inputs, strict=True) if old in feeds}
 
 
+TRIP_COUNT = 3
+"""The value made up for an input a ``Loop`` reads as its trip count."""
+
+
 def numpy_dtype(elem_type: int) -> np.dtype[Any] | None:
     """The numpy dtype of an ONNX element type (``None`` when numpy has none)."""
     import onnx
@@ -282,7 +287,8 @@ def seeded_inputs(
 ) -> tuple[dict[str, np.ndarray], list[MadeInput]]:
     """Seeded values for the graph inputs, from their declared types; ``shapes`` gives whole
     shapes by input name. Floats are standard normal, integers 0 or 1 (safe as indices and
-    sizes), booleans either, strings ``"a"``.
+    sizes), booleans either, strings ``"a"``; a ``Loop``'s trip count is 3 (with 0 or 1 a
+    body computing from its iteration number is never checked past its first).
 
     Raises:
         GraphToolsError: an input whose type says too little (no element type, an unknown
@@ -301,6 +307,7 @@ def seeded_inputs(
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
     made: list[MadeInput] = []
+    counts = {op.inputs[0] for op in model.predict_net if op.type == "Loop" and op.inputs}
     for spec in specs:
         value_type = spec.type
         if value_type is None or value_type.kind != "tensor":
@@ -323,6 +330,9 @@ def seeded_inputs(
                 "much to make up; give a smaller shape with --shapes"
             )
         feeds[spec.name] = _values(rng, dtype, shape)
+        if spec.name in counts and dtype.kind in "iu":
+            feeds[spec.name] = np.full(shape, TRIP_COUNT, dtype)
+            reason += f"; {TRIP_COUNT}, a Loop's trip count"
         made.append(MadeInput(spec.name, shape, str(dtype), origin, reason))
     return feeds, made
 
