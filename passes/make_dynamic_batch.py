@@ -852,7 +852,13 @@ class MakeDynamicBatch(Pass):
                 model.restore(state)  # dynamic already, nothing pinned: left as exported
             return PassResult(model, model.revision != before, stats)
         assert first is not None
-        hint = "" if self.inputs else f"; {_axes_hint(model)}"
+        if first.pin.kind == "unknown":  # no choice of axes gets through such an op
+            hint = (
+                "; make the batch dynamic on the model before the step that brought that op "
+                "in (a quantizer's, an optimizer's), where every op is standard"
+            )
+        else:
+            hint = "" if self.inputs else f"; {_axes_hint(model)}"
         raise PreconditionError(f"cannot make the batch dynamic: {first}{hint}")
 
 

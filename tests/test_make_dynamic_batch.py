@@ -487,3 +487,27 @@ def test_a_net_two_sequence_ops_pin_on_both_axes_is_refused_not_looped_on(
     )
     with pytest.raises(PassError, match="cannot make the batch dynamic"):
         PassManager.parse("make-dynamic-batch")(load_onnx_model(path))
+
+
+def test_an_op_of_another_domain_is_refused_saying_where_to_free_the_batch(
+    tmp_path: Path,
+) -> None:
+    """A contrib op (a quantizer's QGemm) pins nothing we can see through: the refusal
+    suggested naming the inputs' axes, which changes nothing for it."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Mystery", ["r"], ["y"], domain="com.example"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, [2, 3])],
+        [helper.make_tensor_value_info("y", F, [2, 3])],
+    )
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)]
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=opsets), path)
+    with pytest.raises(PassError, match=r"Mystery.*is not a standard op") as refused:
+        PassManager.parse("make-dynamic-batch")(load_onnx_model(path))
+    assert "before the step that brought that op in" in str(refused.value)
+    assert "inputs=" not in str(refused.value)
