@@ -18,6 +18,7 @@ import numpy as np
 
 from graphtools._core import ONNX
 from graphtools.analysis.channels import plan_channels
+from graphtools.analysis.liveness import unread_outputs
 from graphtools.errors import InvalidNetError, PreconditionError
 from graphtools.executor import Int8Tensor, Workspace, run_model, run_net, run_op
 from graphtools.feeds import ParamMaker
@@ -31,10 +32,12 @@ __all__ = [
     "GradientCheck",
     "OutputDiff",
     "assert_models_equivalent",
+    "assert_no_difference",
     "bisect_pipeline",
     "check_gradients",
     "compare_models",
     "compare_outputs",
+    "declaring_outputs",
     "first_diverging_pass",
     "format_diffs",
     "make_feeds",
@@ -261,8 +264,23 @@ def compare_models(
         )
     if feeds is None:
         feeds = make_feeds(before, shapes or {}, seed)
+    before = declaring_outputs(before)
+    after = declaring_outputs(after, before)
     out_before, out_after = run_both(before, after, feeds, seed)
     return compare_outputs(out_before, out_after, rtol=rtol, atol=atol)
+
+
+def declaring_outputs(model: Model, like: Model | None = None) -> Model:
+    """``model``, or a copy whose predict_net declares the outputs to compare when it declares
+    none: ``like``'s (a model compared with it), else the blobs it writes and never reads,
+    as ``graphtools verify`` compares them (without any, a comparison compared nothing)."""
+    if model.predict_net.external_outputs:
+        return model
+    names = list(like.predict_net.external_outputs) if like is not None else []
+    copy = model.copy()
+    with copy.predict_net.edit() as edit:
+        edit.set_external_outputs(names or unread_outputs(model.predict_net))
+    return copy
 
 
 def run_both(
@@ -503,6 +521,17 @@ def assert_models_equivalent(
             shape or dtype, or exists in only one model.
     """
     diffs = compare_models(before, after, feeds, rtol=rtol, atol=atol, shapes=shapes, seed=seed)
+    assert_no_difference(diffs, rtol, atol)
+
+
+def assert_no_difference(diffs: Sequence[OutputDiff], rtol: float, atol: float) -> None:
+    """Fail with the table of ``diffs`` unless every output matches, and when nothing was
+    compared (a check of no output would pass whatever the models compute)."""
+    if not diffs:
+        raise AssertionError(
+            "no output was compared: the models declare none and write none that nothing "
+            "reads; declare the outputs to compare (predict_net.edit().set_external_outputs)"
+        )
     if not all(d.ok for d in diffs):
         raise AssertionError(f"models differ (rtol={rtol}, atol={atol}):\n{format_diffs(diffs)}")
 

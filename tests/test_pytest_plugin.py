@@ -207,3 +207,57 @@ def test_assert_models_equivalent_runs_onnx_models_on_onnxruntime(tmp_path: Path
         assert_models_equivalent(before, after)
     with pytest.raises(PreconditionError, match="onnxruntime"):
         compare_models(before, after)
+
+
+def test_a_net_declaring_no_outputs_is_compared_on_the_blobs_nothing_reads() -> None:
+    """A predict_net declaring no outputs was compared on nothing, and every check of it
+    passed (a Softmax turned Sigmoid included); a comparison of no output is a failure."""
+    from graphtools.testing import assert_models_equivalent as testing_check
+    from graphtools.testing import assert_no_difference
+
+    model = load_model_dir(TINY)
+    with model.predict_net.edit() as edit:
+        edit.set_external_outputs([])
+    broken = model.copy()
+    net = broken.predict_net
+    index = next(i for i, op in enumerate(net) if op.type == "Softmax")
+    net.replace_op(index, net[index].replace(type="Sigmoid"))
+    with pytest.raises(AssertionError, match="models differ"):
+        assert_models_equivalent(model, broken)
+    data = next(iter(load_model_dir(TINY).predict_net.external_inputs))
+    with pytest.raises(AssertionError, match="models differ"):
+        testing_check(model, broken, shapes={data: (1, 1, 6, 6)})
+    assert_models_equivalent(model, model.copy())
+    with pytest.raises(AssertionError, match="no output was compared"):
+        assert_no_difference([], 1e-5, 1e-6)
+
+
+def test_an_init_net_op_that_cannot_run_is_left_out_as_verify_does(tmp_path: Path) -> None:
+    """A Load from a database not shipped failed the check with the executor's error, where
+    verify leaves the op out and makes its blobs up; a misspelt feed is named."""
+    from graphtools.errors import PreconditionError
+
+    model = load_model_dir(TINY)
+    assert model.init_net is not None
+    param = next(iter(model.init_net)).outputs[0]
+    load = Op("Load", [], [param], args={"db": "nowhere.db", "db_type": "minidb"})
+    with model.init_net.edit() as edit:
+        edit.set_op(0, load)
+    cleaned = model.copy()
+    PassManager.parse("default")(cleaned)
+    assert_models_equivalent(model, cleaned)
+    with pytest.raises(PreconditionError, match=r"'dta', which is no input.*'data'"):
+        assert_models_equivalent(model, cleaned, feeds={"dta": np.ones((1, 1, 6, 6))})
+
+
+@pytest.mark.parametrize("value", ["false", "No", "off", "0", ""])
+def test_the_update_variable_set_to_a_no_leaves_goldens_alone(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GRAPHTOOLS_UPDATE_GOLDENS=false rewrote every golden file."""
+    from graphtools.pytest_plugin import updating_goldens
+
+    monkeypatch.setenv("GRAPHTOOLS_UPDATE_GOLDENS", value)
+    assert not updating_goldens()
+    monkeypatch.setenv("GRAPHTOOLS_UPDATE_GOLDENS", "1")
+    assert updating_goldens()
