@@ -805,3 +805,16 @@ def test_a_user_pass_whose_annotations_cannot_be_resolved_still_runs() -> None:
     model = Model(Net([Op("Relu", ["x"], ["y"])], ["x"], ["y"]))
     (record,) = PassManager([tagged], steps=1)(model)
     assert not record.modified
+
+
+def test_a_failed_pass_says_the_passes_before_it_keep_their_changes() -> None:
+    """The note said 'the model was rolled back' while the identity removed by the pass
+    before stayed removed: a script that caught the error and saved got it half-processed."""
+    net = Net([Op("Identity", ["x"], ["i"]), Op("Relu", ["i"], ["y"])], ["x"], ["y"])
+    model = Model(net)
+    with pytest.raises(PassError) as failed:
+        PassManager.parse("remove-identity-ops,rename{op=9,output=0,to=z}")(model)
+    assert [op.type for op in model.predict_net] == ["Relu"]  # the first pass's change stays
+    (note,) = [n for n in failed.value.__notes__ if "rolled back" in n]
+    assert "rolled back to its state before this pass" in note
+    assert "the changes of the passes run before it (remove-identity-ops) stay" in note

@@ -349,17 +349,31 @@ class PassManager:
                 str(exc) if isinstance(exc, GraphToolsError) else f"{type(exc).__name__}: {exc}"
             )
             error = PassError(item.name, previous, reason)
-            error.add_note(f"in round {round_} of pipeline {self}; the model was rolled back")
+            error.add_note(_rolled_back(self, round_, previous))
             raise error from exc
         if record is None or failure is not None:
             assert failure is not None  # _call_checked gives a record or a failure
             model.restore(state)
             error = PassError(item.name, previous, failure.reason)
-            error.add_note(f"in round {round_} of pipeline {self}; the model was rolled back")
+            error.add_note(_rolled_back(self, round_, previous))
             if failure.details:
                 error.add_note(failure.details)
             raise error
         return record, {_finding_key(f) for f in after}
+
+
+def _rolled_back(manager: PassManager, round_: int, previous: Sequence[str]) -> str:
+    """Where a failed pass left the model: as it was before that pass, so the passes run
+    before it keep their (checked) changes."""
+    kept = (
+        f"; the changes of the passes run before it ({', '.join(dict.fromkeys(previous))}) stay"
+        if previous
+        else ""
+    )
+    return (
+        f"in round {round_} of pipeline {manager}; the model was rolled back to its state "
+        f"before this pass{kept} (to keep the original, run the pipeline on a copy)"
+    )
 
 
 def _expanded(passes: tuple[Pass, ...], dialect: str) -> tuple[Pass, ...]:
