@@ -1441,3 +1441,25 @@ def test_show_counts_the_bytes_of_bfloat16_initializers(
     assert code == 0
     data = json.loads(out)
     assert (data["initializer_values"], data["initializer_bytes"]) == (4, 8)
+
+
+def test_verify_says_equal_proves_nothing_when_every_output_is_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A detector that finds nothing in made-up data gives empty outputs: verify called a
+    broken model equal on 0 values compared, without a word."""
+    graph = helper.make_graph(
+        [helper.make_node("Slice", ["x", "zero", "zero"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [0])],
+        [numpy_helper.from_array(np.array([0], np.int64), "zero")],
+    )
+    source = _save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "e.onnx"
+    )
+    code, out, err = run_cli(capsys, "verify", str(source), "-p", "")
+    assert code == 0 and "outputs equal" in out
+    assert "every output compared is empty on these inputs (0 values)" in err
+    code, out, err = run_cli(capsys, "verify", str(_mlp(tmp_path / "m.onnx")), "-p", "")
+    assert code == 0 and "every output compared is empty" not in err

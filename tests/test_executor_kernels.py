@@ -431,29 +431,30 @@ def test_pad_image_matches_onnx(mode: str, layout: str) -> None:
     check(Case(op, {"x": x}, nodes, consts))
 
 
-def test_pad_image_reflect_refuses_pads_past_the_edge_as_onnx_and_the_shape_rule_do() -> None:
-    """Caffe2 reflects once and ONNX's Pad refuses a reflect pad of the dim or more: numpy
-    reflected again, so the executor ran (and an export was written for) sizes onnxruntime
-    then refused, with values nothing else computes."""
+def test_pad_image_reflect_past_the_edge_reflects_again_as_caffe2_and_no_further() -> None:
+    """Caffe2 reflects at the near edge, then at the far one (``min(h, 2 * H - h - 2)``):
+    a pad of 3 on 3 rows reads rows 1, 2, 1; a pad past ``2 * (H - 1)`` reads outside the
+    image there, and is refused, by the shape rule too. (ONNX's Pad reflects once: the
+    export refuses a pad of the dim or more.)"""
     from graphtools.analysis.shapes import infer_shapes
     from graphtools.errors import InvalidNetError
     from graphtools.ir import Net
 
-    pads = {"pad_t": 3, "pad_b": 0, "pad_l": 0, "pad_r": 0}
-    op = Op("PadImage", ["x"], ["y"], args={**pads, "mode": "reflect"})
-    with pytest.raises(ExecutionError, match="reflect pads of 3 need an input dim of at least 4"):
-        run_caffe2(op, {"x": randn(1, 1, 3, 5)})
-    consts = {"pads": np.asarray([0, 0, 3, 0, 0, 0, 0, 0], np.int64)}
-    with pytest.raises(Exception, match="pre-pad"):  # onnxruntime's own refusal
-        run_onnx(
-            [node("Pad", ["x", "pads"], ["y"], mode="reflect")],
-            {"x": randn(1, 1, 3, 5)},
-            ["y"],
-            consts,
-        )
-    with pytest.raises(InvalidNetError, match="reflect pads of 3 need a spatial dim of at least 4"):
-        infer_shapes(Net([op], ["x"], ["y"]), {"x": (1, 1, 3, 5)})
-    assert np.asarray(run_caffe2(op, {"x": randn(1, 1, 4, 5)})[0]).shape == (1, 1, 7, 5)
+    x = randn(1, 1, 3, 5)
+    op = Op(
+        "PadImage",
+        ["x"],
+        ["y"],
+        args={"pad_t": 3, "pad_b": 0, "pad_l": 0, "pad_r": 0, "mode": "reflect"},
+    )
+    y = np.asarray(run_caffe2(op, {"x": x})[0])
+    np.testing.assert_array_equal(y[:, :, :3], x[:, :, [1, 2, 1]])
+    np.testing.assert_array_equal(y[:, :, 3:], x)
+    far = op.replace(args={"pad_t": 5, "pad_b": 0, "pad_l": 0, "pad_r": 0, "mode": "reflect"})
+    with pytest.raises(ExecutionError, match="reflect pads of 5 need an input dim of at least 4"):
+        run_caffe2(far, {"x": x})
+    with pytest.raises(InvalidNetError, match="reflect pads of 5 need a spatial dim of at least 4"):
+        infer_shapes(Net([far], ["x"], ["y"]), {"x": (1, 1, 3, 5)})
 
 
 # -- math --------------------------------------------------------------------------------------

@@ -130,3 +130,19 @@ def test_concat_split_info(args: dict[str, Any]) -> None:
     if args["axis"] == -1:
         feeds["b"] = RNG.standard_normal((2, 3, 2)).astype(np.float32)
     round_trip(pair([op], list(feeds), ["y", "split"], {}), feeds)
+
+
+def test_pad_image_reflect_exports_while_onnx_reflects_once() -> None:
+    """Caffe2 reflects again at the far edge, ONNX's Pad only once: a reflect pad of the dim
+    or more was exported into a model onnxruntime refused to run; it is refused, and one
+    below the dim exports and computes the same."""
+    op = Op(
+        "PadImage",
+        ["x"],
+        ["y"],
+        args={"pad_t": 2, "pad_l": 1, "pad_b": 0, "pad_r": 3, "mode": "reflect"},
+    )
+    x = np.random.default_rng(5).standard_normal((1, 2, 4, 5)).astype(np.float32)
+    round_trip(pair([op], ["x"], ["y"], {}), {"x": x})
+    with pytest.raises(UnsupportedOpError, match=r"reflect pads of 3 on a spatial dim of 3"):
+        export_onnx(pair([op], ["x"], ["y"], {}), value_info={"x": (1, [1, 2, 3, 3])})

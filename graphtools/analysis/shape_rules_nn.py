@@ -317,12 +317,13 @@ def _pad_image(op: Op, inputs: list[TensorType]) -> list[TensorType]:
         return [x]
     nd = len(xs) - 2
     _, _, _, pads = window_args(op, nd)
-    if op.arg("mode", b"constant") == b"reflect":  # reflected once: each pad below the dim
+    if op.arg("mode", b"constant") == b"reflect":  # reflected at both edges at most
         for i, size in enumerate(xs[2:]):
-            if isinstance(size, int) and max(pads[i], pads[nd + i]) >= size:
+            pad = max(pads[i], pads[nd + i])
+            if isinstance(size, int) and pad > 2 * (size - 1):
                 raise ValueError(
-                    f"reflect pads of {max(pads[i], pads[nd + i])} need a spatial dim of at "
-                    f"least {max(pads[i], pads[nd + i]) + 1}, got {size}"
+                    f"reflect pads of {pad} need a spatial dim of at least {(pad + 1) // 2 + 1}, "
+                    f"got {size}"
                 )
     spatial = [_plus(s, pads[i] + pads[nd + i]) for i, s in enumerate(xs[2:])]
     return [with_shape(x, from_nchw((xs[0], xs[1], *spatial), layout))]

@@ -244,6 +244,7 @@ def verify_one(
     report.diffs = compare_outputs(synthesis.outputs, out_after, **tolerances)
     report.tolerance = f"rtol={rtol:g}, atol={atol:g}, seed={settings['seed']}"
     report.verdict = "equal" if all(d.ok for d in report.diffs) else "differ"
+    report.notes += _vacuous(report.diffs)
     if settings["save_outputs"]:
         _save(Path(settings["save_outputs"]), synthesis)
     if report.verdict == "differ" and settings["bisect"] and loaded is None:
@@ -252,6 +253,18 @@ def verify_one(
         )
         report.bisect = _bisect_data(found)
     return report
+
+
+def _vacuous(diffs: Sequence[OutputDiff]) -> list[str]:
+    """A note when every output compared is empty (a detector finding nothing in made-up
+    data): 'equal' then compared no value, whatever the models compute."""
+    if not diffs or any(d.size for d in diffs) or not all(d.ok for d in diffs):
+        return []
+    return [
+        "every output compared is empty on these inputs (0 values), so 'equal' proves "
+        "nothing here: compare on inputs that give values (--load-outputs with recorded "
+        "ones, or other --shapes)"
+    ]
 
 
 def _tolerance_settings(settings: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
@@ -289,6 +302,7 @@ def _verify_onnx(
         "onnxruntime"
     )
     report.verdict = "equal" if all(d.ok for d in report.diffs) else "differ"
+    report.notes += _vacuous(report.diffs)
     if settings["save_outputs"]:
         atomic_write_bytes(Path(settings["save_outputs"]), npz_bytes(saved_arrays(found)))
     if found.bisected:

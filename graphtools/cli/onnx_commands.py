@@ -560,14 +560,23 @@ def _cmd_export_onnx(options: argparse.Namespace) -> int:
         shapes, _ = read_shapes(model, options.input, options.shapes)
         _refuse_missing_weights(model, model_input_names(model)[0], shapes)
     prepared = _prepared(model, options.input, options, out, export=True)
-    _export(
-        prepared.model,
-        options,
-        prepared.value_info,
-        out,
-        prepared.quantization,
-        prepared.feeds,
-    )
+    try:
+        _export(
+            prepared.model,
+            options,
+            prepared.value_info,
+            out,
+            prepared.quantization,
+            prepared.feeds,
+        )
+    except UnsupportedOpError as exc:  # an export refused at the shapes guessed: say so
+        guessed = [m for m in prepared.synthesis.inputs if m.origin == "guessed"]
+        if not guessed:
+            raise
+        listed = ", ".join(f"{m.name}={'x'.join(map(str, m.shape))}" for m in guessed)
+        raise UsageError(
+            f"{exc}; input shapes were guessed ({listed}); give them with --shapes"
+        ) from exc
     return 0
 
 

@@ -314,13 +314,14 @@ def _pad_image(op: Op, inputs: list[Any]) -> list[Any]:
         raise ValueError(f"unknown PadImage mode {op.arg('mode')!r}")
     width = [(0, 0), (0, 0), *zip(pads[:nd], pads[nd:], strict=True)]
     if mode == "reflect":
-        # Caffe2 reflects once (an index past the far edge reads outside the image), as
-        # ONNX's Pad allows; numpy would reflect again and make up values.
+        # Caffe2 reflects at the near edge, then at the far one (min(h, 2 * H - h - 2)), as
+        # numpy does up to a pad of 2 * (H - 1); past that it reads outside the image.
         for axis, (before, after) in enumerate(width[2:], start=2):
-            if max(before, after) >= x.shape[axis]:
+            if max(before, after) > 2 * (x.shape[axis] - 1):
                 raise ValueError(
                     f"PadImage reflect pads of {max(before, after)} need an input dim of at "
-                    f"least {max(before, after) + 1}, got {x.shape[axis]} (dim {axis}, NCHW)"
+                    f"least {(max(before, after) + 1) // 2 + 1}, got {x.shape[axis]} (dim {axis}, "
+                    "NCHW)"
                 )
     if mode == "constant":
         y = np.pad(x, width, constant_values=float(op.arg("value", 0.0)))

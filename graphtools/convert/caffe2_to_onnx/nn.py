@@ -313,6 +313,16 @@ def _pad_image(cx: ExportContext, op: Op) -> None:
     _, _, _, pads = window_args(op, 2)
     mode = op.arg("mode", b"constant")
     mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    info = cx.info(op.inputs[0])
+    if mode == "reflect" and info is not None and info.shape is not None:
+        spatial = (max(pads[0], pads[2]), max(pads[1], pads[3]))
+        for size, pad in zip(info.shape[2:], spatial, strict=False):
+            if isinstance(size, int) and pad >= size:
+                raise cx.refuse(
+                    f"reflect pads of {pad} on a spatial dim of {size}: ONNX's Pad reflects "
+                    "once (pads below the dim), Caffe2 again at the far edge; export at a "
+                    "larger input size"
+                )
     inputs = [
         op.inputs[0],
         cx.const(
