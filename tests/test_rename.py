@@ -160,7 +160,9 @@ def test_rename_op_input_refuses_when_other_ops_read_it() -> None:
     assert "rename_op_output on its producer" in str(info.value)
     assert net.SerializeToString() == before
     shared = netdef([("Sigmoid", ["a"], ["s"]), ("Tanh", ["a"], ["t"])], ["a"], ["s", "t"])
-    with pytest.raises(IllegalRewriteError, match="an input of the net: from_producer=True renames"):
+    with pytest.raises(
+        IllegalRewriteError, match="an input of the net: from_producer=True renames"
+    ):
         rename_op_input(shared, caffe2_pb2.NetDef(), 0, 0, "y")
 
 
@@ -409,3 +411,19 @@ def test_random_input_renames_match_upstream_when_accepted(spec: Any, data: st.D
 def ssa_input(ops: Any, ins: list[str], op_id: int, input_id: int) -> tuple[str, int]:
     ssa, _ = get_ssa(netdef(ops, ins, []))
     return ssa[op_id][0][input_id]
+
+
+def test_a_negative_op_index_counts_from_the_end_as_in_detectron2() -> None:
+    """detectron2 indexes the SSA list with op_id: -1 is the last op (a ported script's "the
+    output op"); it was refused as an op that does not exist."""
+    net = netdef([("Relu", ["a"], ["x"]), ("Sigmoid", ["x"], ["out"])], ["a"], ["out"])
+    rename_op_output(net, -1, 0, "probs")
+    assert shape(net) == (
+        (("Relu", ("a",), ("x",)), ("Sigmoid", ("x",), ("probs",))),
+        ("a",),
+        ("probs",),
+    )
+    rename_op_input(net, caffe2_pb2.NetDef(), -1, 0, "hidden")
+    assert shape(net)[0][0] == ("Relu", ("a",), ("hidden",))
+    with pytest.raises(IndexError, match="op #-3 does not exist"):
+        rename_op_output(net, -3, 0, "z")

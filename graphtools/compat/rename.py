@@ -10,11 +10,13 @@ from graphtools.proto import caffe2_pb2
 __all__ = ["rename_op_input", "rename_op_output"]
 
 
-def _check_op(model: Model, op_id: int) -> None:
-    """detectron2 indexes ``predict_net.op[op_id]``: a bad index is an ``IndexError``."""
+def _check_op(model: Model, op_id: int) -> int:
+    """``op_id`` as an index from the start: detectron2 indexes a list with it, so ``-1``
+    is the last op and a bad index an ``IndexError``."""
     size = len(model.predict_net)
-    if not 0 <= op_id < size:
+    if not -size <= op_id < size:
         raise IndexError(f"op #{op_id} does not exist: the net has {size} ops")
+    return op_id % size
 
 
 def rename_op_output(
@@ -25,7 +27,7 @@ def rename_op_output(
     Refuses (``IllegalRewriteError``) renames that collide with another value of ``new_name``.
     """
     model = Model(to_ir(predict_net))
-    _check_op(model, op_id)
+    op_id = _check_op(model, op_id)
     if run_pass("rename", model, op=op_id, output=output_id, to=new_name).modified:
         write_back(predict_net, model.predict_net)
 
@@ -45,7 +47,7 @@ def rename_op_input(
     ``NotImplementedError`` as before), plus the collision check of the ``rename`` pass.
     """
     model = Model(to_ir(predict_net), None if init_net is None else to_ir(init_net))
-    _check_op(model, op_id)
+    op_id = _check_op(model, op_id)
     if from_producer:
         _refuse_without_producer(model, op_id, input_id)
     options = {"op": op_id, "input": input_id, "to": new_name, "from_producer": from_producer}

@@ -100,7 +100,8 @@ def _load(op: Op, inputs: list[Any], ctx: OpContext) -> list[Any]:
         raise SerdeError(
             path.resolve(),
             f"Load reads blobs {list(op.outputs)} from this {db_type or 'DB'} database, "
-            "which does not exist; ship the DB beside the model or replace Load with fills",
+            "which does not exist (a relative path is read from the working directory, as "
+            "Caffe2 reads it); run from where the DB lies, or replace Load with fills",
         )
     if db_type != "minidb":
         raise UnsupportedOpError(f"Load from a {db_type!r} DB is not supported (only minidb)")
