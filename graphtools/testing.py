@@ -195,7 +195,11 @@ def _diff(name: str, before: Any, after: Any, rtol: float, atol: float) -> Outpu
     histogram: tuple[tuple[int, ...], tuple[float, ...]] = ((), ())
     if finite.size:
         try:
-            counts, edges = np.histogram(finite, bins=_BINS)
+            # |differences| all equal (all 0, say): numpy centres its bins on the value, and
+            # the bins of an absolute value would start below 0
+            low, top = float(finite.min()), float(finite.max())
+            span = (low, top) if top > low else (0.0, top or 1.0)
+            counts, edges = np.histogram(finite, bins=_BINS, range=span)
             histogram = (tuple(int(c) for c in counts), tuple(float(e) for e in edges))
         except ValueError:  # one value too large for bins of its spread (2**64 - 1, say)
             histogram = ((finite.size,), (float(finite.min()), float(finite.max())))

@@ -269,3 +269,15 @@ def test_a_zero_within_atol_has_no_infinite_relative_error_and_atol_may_be_infin
     ints = {"i": np.int64([1, 2**62])}, {"i": np.int64([5, 0])}
     assert compare_outputs(*ints, atol=float("inf"))[0].ok
     assert not compare_outputs(*ints, atol=float("nan"))[0].ok
+
+
+def test_the_histogram_of_equal_differences_starts_at_zero() -> None:
+    """With every |difference| 0, numpy centred its bins on 0: bins of an absolute value
+    from -0.5 (verify -v printed them); spread differences keep their own range."""
+    from graphtools.testing import compare_outputs
+
+    same = compare_outputs({"y": np.ones(4)}, {"y": np.ones(4)})[0]
+    counts, edges = same.histogram
+    assert edges[0] == 0.0 and edges[-1] == 1.0 and counts[0] == 4
+    spread = compare_outputs({"y": np.ones(4)}, {"y": np.array([3.0, 3.5, 3.0, 3.0])})[0]
+    assert (spread.histogram[1][0], spread.histogram[1][-1]) == (2.0, 2.5)
