@@ -818,3 +818,16 @@ def test_a_failed_pass_says_the_passes_before_it_keep_their_changes() -> None:
     (note,) = [n for n in failed.value.__notes__ if "rolled back" in n]
     assert "rolled back to its state before this pass" in note
     assert "the changes of the passes run before it (remove-identity-ops) stay" in note
+
+
+def test_a_list_of_names_given_in_python_is_taken_as_the_tuple_of_them() -> None:
+    """``RemoveIdentityOps(types=["StopGradient"])`` failed: 'expects tuple, got list' (the
+    pass list documents the option as a list of str); a lone string is still refused."""
+    from graphtools.passes import RemoveIdentityOps
+
+    net = Net([Op("StopGradient", ["x"], ["y"]), Op("Relu", ["y"], ["z"])], ["x"], ["z"])
+    model = Model(net)
+    PassManager([RemoveIdentityOps(types=["StopGradient"])])(model)  # type: ignore[arg-type]
+    assert [op.type for op in model.predict_net] == ["Relu"]
+    with pytest.raises(PassError, match="option types of pass 'remove-identity-ops' expects"):
+        PassManager([RemoveIdentityOps(types="StopGradient")])(model)  # type: ignore[arg-type]

@@ -156,13 +156,19 @@ def _fits(annotation: Any, value: Any) -> bool:
 
 def check_option_types(item: Pass) -> None:
     """Refuse a pass built in Python with an option of the wrong type (``Rename(op="1")``),
-    naming it, before it fails inside the pass (a spec's options are converted already).
+    naming it, before it fails inside the pass (a spec's options are converted already); a
+    list of names given for a tuple of them is taken as that tuple.
 
     Raises:
         PipelineSpecError: the first option whose value does not fit its annotation.
     """
     for option, annotation in _option_types(type(item)).items():
         value = getattr(item, option)
+        if isinstance(value, list) and _fits(annotation, tuple(value)):
+            # a list where a tuple of names is due (types=["Dropout"]): the same names; the
+            # pass is frozen, and a hashable option keeps it so
+            object.__setattr__(item, option, tuple(value))
+            continue
         if not _fits(annotation, value):
             name = getattr(annotation, "__name__", str(annotation))
             raise PipelineSpecError(
