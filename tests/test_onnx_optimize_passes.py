@@ -474,6 +474,17 @@ def test_convert_opset_uses_the_version_converter_and_refuses_by_name(tmp_path: 
     assert model.opset_imports[""] == 20
 
 
+def _converted(path: Path, opset: int, target: Path) -> onnx.ModelProto:
+    """The model at ``path`` taken to ``opset`` by ``convert-opset``, written to ``target``
+    and read back, checked by onnx's full checker."""
+    model = load_onnx_model(path)
+    PassManager.parse(f"convert-opset{{opset={opset}}}")(model)
+    save_onnx_model(model, target)
+    converted = onnx.load(str(target))
+    onnx.checker.check_model(converted, full_check=True)
+    return converted
+
+
 def test_convert_opset_keeps_metadata_and_value_info_and_raises_the_ir_version(
     tmp_path: Path,
 ) -> None:
@@ -491,12 +502,7 @@ def test_convert_opset_keeps_metadata_and_value_info_and_raises_the_ir_version(
     helper.set_metadata_props(proto.graph.node[0], {"pkg.torch.stack": "relu@m.py:3"})
     helper.set_metadata_props(proto.graph.input[0], {"origin": "image"})
     onnx.save(proto, str(path))
-    model = load_onnx_model(path)
-    PassManager.parse("convert-opset{opset=21}")(model)
-    target = tmp_path / "c.onnx"
-    save_onnx_model(model, target)
-    converted = onnx.load(str(target))
-    onnx.checker.check_model(converted, full_check=True)
+    converted = _converted(path, 21, tmp_path / "c.onnx")
     assert converted.ir_version >= 10
     relu = next(n for n in converted.graph.node if n.name == "relu")
     assert {p.key: p.value for p in relu.metadata_props} == {"pkg.torch.stack": "relu@m.py:3"}
@@ -525,12 +531,8 @@ def test_convert_opset_keeps_local_functions_or_refuses_them_by_name(tmp_path: P
     nobody defines, and was written with exit 0. A function whose ops read the same at both
     opsets is kept at its own; one whose ops changed is refused, saying how to go on."""
     path = _with_function(tmp_path / "m.onnx", helper.make_node("Relu", ["a"], ["b"]), 17)
-    model = load_onnx_model(path)
-    PassManager.parse("convert-opset{opset=18}")(model)
     target = tmp_path / "c.onnx"
-    save_onnx_model(model, target)
-    converted = onnx.load(str(target))
-    onnx.checker.check_model(converted, full_check=True)
+    converted = _converted(path, 18, target)
     assert [f.name for f in converted.functions] == ["F"]
     x = normal(2, 3)
     np.testing.assert_array_equal(run(target, {"x": x})[0], np.maximum(x, 0))

@@ -78,12 +78,18 @@ def test_a_users_suite_writes_checks_and_updates_goldens(tmp_path: Path) -> None
     assert "--update-goldens" in _pytest(tmp_path, "--help").stdout
 
 
-def test_assertions_fail_on_what_differs(tmp_path: Path) -> None:
-    model = load_model_dir(TINY)
+def _retyped(model: Model, old: str, new: str) -> Model:
+    """A copy of ``model`` whose first ``old`` op of the predict_net is a ``new`` one."""
     broken = model.copy()
     net = broken.predict_net
-    index = next(i for i, op in enumerate(net) if op.type == "Relu")
-    net.replace_op(index, net[index].replace(type="Sigmoid"))
+    index = next(i for i, op in enumerate(net) if op.type == old)
+    net.replace_op(index, net[index].replace(type=new))
+    return broken
+
+
+def test_assertions_fail_on_what_differs(tmp_path: Path) -> None:
+    model = load_model_dir(TINY)
+    broken = _retyped(model, "Relu", "Sigmoid")
     with pytest.raises(AssertionError, match="models differ"):
         assert_models_equivalent(model, broken)
     cleaned = model.copy()
@@ -218,10 +224,7 @@ def test_a_net_declaring_no_outputs_is_compared_on_the_blobs_nothing_reads() -> 
     model = load_model_dir(TINY)
     with model.predict_net.edit() as edit:
         edit.set_external_outputs([])
-    broken = model.copy()
-    net = broken.predict_net
-    index = next(i for i, op in enumerate(net) if op.type == "Softmax")
-    net.replace_op(index, net[index].replace(type="Sigmoid"))
+    broken = _retyped(model, "Softmax", "Sigmoid")
     with pytest.raises(AssertionError, match="models differ"):
         assert_models_equivalent(model, broken)
     data = next(iter(load_model_dir(TINY).predict_net.external_inputs))
