@@ -31,6 +31,7 @@ Example::
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GoldenChecker",
+    "MadeUpParameters",
     "assert_matches_golden",
     "assert_models_equivalent",
     "assert_net_matches_golden",
@@ -166,6 +168,14 @@ def assert_models_equivalent(
     if feeds is None:
         synthesis = synthesize(before, shapes or {}, seed=seed)
         feeds = synthesis.feeds
+        if synthesis.params:
+            warnings.warn(
+                f"made up {len(synthesis.params)} parameters that nothing provides (no "
+                "init_net, an init_net op that cannot run here, or blobs it lacks): the "
+                "check is about the rewrite, not the weights",
+                MadeUpParameters,
+                stacklevel=2,
+            )
         # An init_net op that cannot run here (a Load from a database not shipped) is left
         # out of both, its blobs made up, as verify does.
         skipped = [(s.type, s.outputs) for s in synthesis.skipped_ops if s.net == "init_net"]
@@ -174,6 +184,10 @@ def assert_models_equivalent(
         _refuse_unknown_feeds(before, feeds)
     diffs = compare_models(before, after, feeds, rtol=rtol, atol=atol, seed=seed)
     assert_no_difference(diffs, rtol, atol)
+
+
+class MadeUpParameters(UserWarning):
+    """``assert_models_equivalent`` ran a pair on parameters it made up."""
 
 
 def _without_init_ops(model: Model, skipped: Sequence[tuple[str, tuple[str, ...]]]) -> Model:

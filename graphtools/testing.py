@@ -75,12 +75,16 @@ def _read_before_written(net: Net) -> list[str]:
 def make_feeds(
     model: Model, shapes: Mapping[str, Sequence[int]], seed: int = 0
 ) -> dict[str, np.ndarray]:
-    """Standard-normal float32 feeds for every input of ``model`` (see ``model_inputs``).
+    """Standard-normal float32 feeds for every input of ``model`` (see ``model_inputs``),
+    and for a declared input the init_net fills when ``shapes`` gives it one (a placeholder
+    the exporter wrote so that the blob exists: a feed replaces it).
 
     Raises:
         InvalidNetError: an input has no entry in ``shapes``.
     """
     names = model_inputs(model)
+    declared = set(model.predict_net.external_inputs)
+    names += [name for name in shapes if name in declared and name not in names]
     missing = [name for name in names if name not in shapes]
     if missing:
         raise InvalidNetError(f"no shape given for model inputs {missing}; pass them in shapes")

@@ -239,6 +239,7 @@ def test_an_init_net_op_that_cannot_run_is_left_out_as_verify_does(tmp_path: Pat
     """A Load from a database not shipped failed the check with the executor's error, where
     verify leaves the op out and makes its blobs up; a misspelt feed is named."""
     from graphtools.errors import PreconditionError
+    from graphtools.pytest_plugin import MadeUpParameters
 
     model = load_model_dir(TINY)
     assert model.init_net is not None
@@ -248,7 +249,8 @@ def test_an_init_net_op_that_cannot_run_is_left_out_as_verify_does(tmp_path: Pat
         edit.set_op(0, load)
     cleaned = model.copy()
     PassManager.parse("default")(cleaned)
-    assert_models_equivalent(model, cleaned)
+    with pytest.warns(MadeUpParameters, match="an init_net op that cannot run here"):
+        assert_models_equivalent(model, cleaned)
     with pytest.raises(PreconditionError, match=r"'dta', which is no input.*'data'"):
         assert_models_equivalent(model, cleaned, feeds={"dta": np.ones((1, 1, 6, 6))})
 
@@ -264,3 +266,14 @@ def test_the_update_variable_set_to_a_no_leaves_goldens_alone(
     assert not updating_goldens()
     monkeypatch.setenv("GRAPHTOOLS_UPDATE_GOLDENS", "1")
     assert updating_goldens()
+
+
+def test_a_check_on_made_up_parameters_says_so(tmp_path: Path) -> None:
+    """A pair without its init_net passed on made-up weights without a word (verify notes
+    it): the plugin warns."""
+    from graphtools.ir import Net
+    from graphtools.pytest_plugin import MadeUpParameters
+
+    alone = Model(Net([Op("FC", ["x", "w", "b"], ["y"])], ["x", "w", "b"], ["y"]))
+    with pytest.warns(MadeUpParameters, match="made up 2 parameters that nothing provides"):
+        assert_models_equivalent(alone, alone.copy(), shapes={"x": (2, 4)})

@@ -281,3 +281,21 @@ def test_the_histogram_of_equal_differences_starts_at_zero() -> None:
     assert edges[0] == 0.0 and edges[-1] == 1.0 and counts[0] == 4
     spread = compare_outputs({"y": np.ones(4)}, {"y": np.array([3.0, 3.5, 3.0, 3.0])})[0]
     assert (spread.histogram[1][0], spread.histogram[1][-1]) == (2.0, 2.5)
+
+
+def test_a_shape_given_for_an_init_net_placeholder_feeds_it() -> None:
+    """The init_net fills ``data`` with a one-element placeholder: a shape given for it was
+    ignored (the input counted as a parameter), and the Conv ran on the placeholder."""
+    from graphtools.testing import assert_models_equivalent, make_feeds
+
+    w = np.random.default_rng(0).standard_normal((2, 3, 3, 3)).astype(np.float32)
+    init = Net(
+        [
+            Op("ConstantFill", [], ["data"], args={"shape": [1], "value": 0.0}),
+            Op("GivenTensorFill", [], ["w"], args={"shape": list(w.shape), "values": w.ravel()}),
+        ]
+    )
+    predict = Net([Op("Conv", ["data", "w"], ["y"], args={"kernel": 3})], ["data", "w"], ["y"])
+    model = Model(predict, init)
+    assert make_feeds(model, {"data": (1, 3, 5, 5)})["data"].shape == (1, 3, 5, 5)
+    assert_models_equivalent(model, model.copy(), shapes={"data": (1, 3, 5, 5)})
