@@ -262,6 +262,7 @@ def _prepared(
     weights are missing (no init_net, a ``Load`` from a missing database, a blob nothing
     fills) or do not fit the net is refused, naming the option. ``shapes``: input shapes the
     caller found (else ``--shapes`` and ``shapes.txt``)."""
+    from graphtools.feeds.report import guessed_shapes
     from graphtools.onnx.export_feeds import prepare_export
 
     names = _outputs(model, options.outputs, out)
@@ -296,7 +297,7 @@ def _prepared(
         dims = ", ".join(map(str, made.shape))
         reason = where if made.reason == "--shapes" else made.reason
         out.line(f"input {made.name}: {made.dtype}[{dims}] ({made.origin}: {reason})")
-    guessed = [made for made in synthesis.inputs if made.origin == "guessed"]
+    guessed = guessed_shapes(synthesis.inputs)
     if export and guessed:
         _warn_guessed_shapes(guessed, path, options.dynamic_batch, out)
     for name, fill in synthesis.placeholders.items():
@@ -316,10 +317,9 @@ def _prepared(
     return prepared
 
 
-def _warn_guessed_shapes(guessed: Sequence[Any], path: str, free_batch: bool, out: Output) -> None:
+def _warn_guessed_shapes(listed: str, path: str, free_batch: bool, out: Output) -> None:
     """An exported model takes its inputs only at the shapes it was exported with: a guessed
     one (say 28x28 for an ImageNet net) would make it refuse real inputs."""
-    listed = ",".join(f"{made.name}={'x'.join(map(str, made.shape))}" for made in guessed)
     batch = "" if free_batch else "; --dynamic-batch frees the batch"
     out.warn(
         f"the ONNX model takes its inputs only at the shapes guessed here ({listed}), and "
@@ -570,13 +570,12 @@ def _cmd_export_onnx(options: argparse.Namespace) -> int:
             prepared.feeds,
         )
     except UnsupportedOpError as exc:  # an export refused at the shapes guessed: say so
-        guessed = [m for m in prepared.synthesis.inputs if m.origin == "guessed"]
-        if not guessed:
+        from graphtools.feeds.report import guessed_note
+
+        note = guessed_note(prepared.synthesis.inputs)
+        if note is None:
             raise
-        listed = ", ".join(f"{m.name}={'x'.join(map(str, m.shape))}" for m in guessed)
-        raise UsageError(
-            f"{exc}; input shapes were guessed ({listed}); give them with --shapes"
-        ) from exc
+        raise UsageError(f"{exc}; {note}") from exc
     return 0
 
 

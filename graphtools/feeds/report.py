@@ -3,11 +3,12 @@ data is read with."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any
 
-__all__ = ["MadeInput", "SkippedOp", "Synthesis"]
+__all__ = ["MadeInput", "SkippedOp", "Synthesis", "guessed_note", "guessed_shapes"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,22 @@ class MadeInput:
     dtype: str
     origin: str
     reason: str
+
+
+def guessed_shapes(inputs: Sequence[MadeInput]) -> str:
+    """``name=1x3x28x28, ...`` of the inputs whose shape was guessed (empty when none)."""
+    return ", ".join(
+        f"{made.name}={'x'.join(map(str, made.shape))}"
+        for made in inputs
+        if made.origin == "guessed"
+    )
+
+
+def guessed_note(inputs: Sequence[MadeInput]) -> str | None:
+    """What to add to an error met on these inputs when some shapes were guessed (the guess
+    may be what failed), else ``None``."""
+    listed = guessed_shapes(inputs)
+    return f"input shapes were guessed ({listed}); give them with --shapes" if listed else None
 
 
 @dataclass(frozen=True)

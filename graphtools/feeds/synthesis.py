@@ -14,7 +14,7 @@ from typing import Any
 
 from graphtools.analysis.input_shapes import GENERIC_SHAPES, IMAGE_SIZES
 from graphtools.errors import GraphToolsError, InvalidArgumentError, InvalidNetError, did_you_mean
-from graphtools.feeds.report import Synthesis
+from graphtools.feeds.report import Synthesis, guessed_note
 from graphtools.feeds.state import Attempt, Retry, WalkState
 from graphtools.feeds.walk import collect_outputs, feed_data, run_init, run_predict
 from graphtools.ir import Model
@@ -124,10 +124,9 @@ def _finish(state: WalkState, model: Model, outputs: Sequence[str] | None) -> Sy
     try:
         retry = run_predict(state)
     except GraphToolsError as exc:
-        guessed = [made for made in state.result.inputs if made.origin == "guessed"]
-        if guessed:
-            listed = ", ".join(f"{m.name}={'x'.join(map(str, m.shape))}" for m in guessed)
-            exc.add_note(f"input shapes were guessed ({listed}); give them with --shapes")
+        note = guessed_note(state.result.inputs)
+        if note is not None:
+            exc.add_note(note)
         raise
     if retry is not None:
         return retry
