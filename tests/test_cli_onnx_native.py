@@ -836,6 +836,61 @@ def test_verify_onnx_with_onnxruntime(tmp_path: Path, capsys: pytest.CaptureFixt
     assert_one_error_line(err, "size 7 at dim 1", "declares 4")
 
 
+def _embedding(path: Path) -> Path:
+    """ids[n] (int64) -> Gather of a 10x4 table -> Identity -> y[n, 4]: made-up ids are 0
+    or 1, so only one's own ids reach the other rows."""
+    table = numpy_helper.from_array(np.arange(40, dtype=np.float32).reshape(10, 4), "table")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Gather", ["table", "ids"], ["rows"]),
+            helper.make_node("Identity", ["rows"], ["y"]),
+        ],
+        "embedding",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["n"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])],
+        [table],
+    )
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def test_verify_feeds_runs_onnxruntime_on_the_given_arrays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """verify --feeds on an ONNX model: both runs take the user's token ids (rows 7, 9, 3 of
+    the table come out), reported as given; arrays that do not fit are refused by name."""
+    source = _embedding(tmp_path / "m.onnx")
+    feeds, saved = tmp_path / "ids.npz", tmp_path / "saved.npz"
+    np.savez(feeds, ids=np.array([7, 9, 3], np.int64))
+    code, out, err = run_cli(
+        capsys, "verify", str(source), "--feeds", str(feeds), "--save-outputs", str(saved)
+    )
+    assert code == 0, err
+    assert "input ids: int64[3] (given: --feeds)" in out and "outputs equal" in out
+    with np.load(saved) as recorded:
+        table = np.arange(40, dtype=np.float32).reshape(10, 4)
+        np.testing.assert_array_equal(recorded["outputs/y"], table[[7, 9, 3]])
+    refusals = {
+        "int32": (np.array([7], np.int32), "fed int32 values, and the model takes int64"),
+        "rank": (np.array([[7]], np.int64), "has 2 dims; the model declares 1"),
+    }
+    for case, (values, message) in refusals.items():
+        np.savez(tmp_path / f"{case}.npz", ids=values)
+        code, _, err = run_cli(
+            capsys, "verify", str(source), "--feeds", str(tmp_path / f"{case}.npz")
+        )
+        assert code == 2, case
+        assert_one_error_line(err, "'ids'", message)
+    np.savez(tmp_path / "misspelt.npz", idz=np.array([7], np.int64))
+    code, _, err = run_cli(capsys, "verify", str(source), "--feeds", str(tmp_path / "misspelt.npz"))
+    assert code == 2
+    assert_one_error_line(err, "'idz', which is not an input of the model (did you mean 'ids'?)")
+    code, _, err = run_cli(
+        capsys, "verify", str(source), "--feeds", str(feeds), "--shapes", "ids=3"
+    )
+    assert code == 2
+    assert_one_error_line(err, "'ids' is given both a shape and values")
+
+
 def test_verify_against_shifted_outputs_says_so_and_labels_its_histogram(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

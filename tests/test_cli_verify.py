@@ -459,3 +459,50 @@ def test_verify_bisect_of_a_net_declaring_no_outputs_names_the_pass(
     code, out, _ = run_cli(capsys, "verify", str(pair), "-p", "break-relu", "--bisect")
     assert code == 1 and "outputs differ" in out
     assert "first pass that changed the outputs: break-relu (round 1)\n" in out
+
+
+def test_verify_feeds_runs_both_models_on_the_given_arrays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """verify --feeds: the original and the pipeline's result run on the user's own arrays
+    (not made-up ones), as the saved inputs and outputs show: the outputs are exec's on the
+    same file."""
+    feeds = tmp_path / "feeds.npz"
+    data = np.linspace(-1, 1, 36, dtype=np.float32).reshape(1, 1, 6, 6)
+    np.savez(feeds, data=data)
+    saved = tmp_path / "saved.npz"
+    code, out, err = run_cli(
+        capsys, "verify", str(TINY), "--feeds", str(feeds), "--save-outputs", str(saved)
+    )
+    assert code == 0, err
+    assert "input data: float32[1, 1, 6, 6] (given: --feeds)" in out
+    code, _, err = run_cli(
+        capsys, "exec", str(TINY), "--feeds", str(feeds), "-o", str(tmp_path / "exec.npz")
+    )
+    assert code == 0, err
+    with np.load(saved) as recorded, np.load(tmp_path / "exec.npz") as executed:
+        np.testing.assert_array_equal(recorded["inputs/data"], data)
+        np.testing.assert_array_equal(recorded["outputs/prob"], executed["prob"])
+
+
+def test_verify_feeds_refuses_what_it_cannot_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A misspelt input name in the file is refused with the right name suggested (it would
+    be fed to nothing while the real input was made up), and --feeds takes one model and no
+    --load-outputs."""
+    misspelt = tmp_path / "misspelt.npz"
+    np.savez(misspelt, dta=np.ones((1, 1, 6, 6), np.float32))
+    code, _, err = run_cli(capsys, "verify", str(TINY), "--feeds", str(misspelt))
+    assert code == 2
+    assert_one_error_line(err)
+    assert "'dta', which is not an input of the predict_net (did you mean 'data'?)" in err
+    with pytest.raises(SystemExit) as refused:  # argparse's refusal: usage, then error
+        run_cli(
+            capsys, "verify", str(TINY), "--feeds", str(misspelt), "--load-outputs", str(misspelt)
+        )
+    assert refused.value.code == 2
+    assert "--load-outputs: not allowed with argument --feeds" in capsys.readouterr().err
+    code, _, err = run_cli(capsys, "verify", str(TINY), str(TINY), "--feeds", str(misspelt))
+    assert code == 2
+    assert "--feeds" in err and "take one model" in err

@@ -6,6 +6,7 @@ are made up, seeded and reported; an init_net op that cannot run here, a ``Load`
 missing database, is left out and its blobs made up, said so). The pipeline's result runs on
 the same data; every output is compared with its own tolerance (``--rtol 1e-3 prob:1e-2``),
 with max/mean absolute and relative error, the mismatch count and a histogram of the errors.
+``--feeds`` gives input arrays of one's own (inputs it lacks are still made up).
 ``--save-outputs`` keeps the data and the outputs in an ``.npz`` file; ``--load-outputs``
 compares against such a file instead of running the original.
 
@@ -202,6 +203,7 @@ def verify_one(
             synthesis = synthesize(
                 model,
                 shapes,
+                values=given_feeds(settings),
                 seed=settings["seed"],
                 random_params=settings["random_params"],
                 outputs=names,
@@ -213,8 +215,9 @@ def verify_one(
         if guessed:
             raise UsageError(f"{exc}; {guessed[0]}") from exc
         raise
+    named = {"--shapes": where, "fed values": "--feeds"}  # where the CLI's user gave them
     report.inputs = [
-        MadeInput(i.name, i.shape, i.dtype, i.origin, where if i.reason == "--shapes" else i.reason)
+        MadeInput(i.name, i.shape, i.dtype, i.origin, named.get(i.reason, i.reason))
         for i in synthesis.inputs
     ]
     report.params = synthesis.params
@@ -262,9 +265,17 @@ def _vacuous(diffs: Sequence[OutputDiff]) -> list[str]:
         return []
     return [
         "every output compared is empty on these inputs (0 values), so 'equal' proves "
-        "nothing here: compare on inputs that give values (--load-outputs with recorded "
-        "ones, or other --shapes)"
+        "nothing here: compare on inputs that give values (--feeds with recorded ones, "
+        "or other --shapes)"
     ]
+
+
+def given_feeds(settings: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The arrays of the ``--feeds`` file by input name (a ``--save-outputs`` file gives its
+    inputs), ``None`` without one."""
+    if not settings.get("feeds"):
+        return None
+    return feeds_of(load_npz(Path(settings["feeds"]), "feeds"))
 
 
 def _tolerance_settings(settings: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
@@ -290,7 +301,9 @@ def _verify_onnx(
     after_pass = (
         printer_after_pass(out) if out is not None and settings["print_after_each"] else None
     )
-    found = verify_onnx_model(model, settings, loaded, tolerances, after_pass)
+    found = verify_onnx_model(
+        model, settings, loaded, tolerances, after_pass, given=given_feeds(settings)
+    )
     report.inputs = found.inputs
     report.notes = found.notes
     report.outputs_compared = found.outputs_compared
@@ -418,6 +431,7 @@ def _settings(options: argparse.Namespace) -> dict[str, Any]:
         "outputs": parse_name_list(options.outputs),
         "save_outputs": options.save_outputs,
         "load_outputs": options.load_outputs,
+        "feeds": options.feeds,
         "bisect": options.bisect,
         "no_init": options.no_init,
         "print_after_each": options.print_after_each,
@@ -436,9 +450,11 @@ def _cmd_verify(options: argparse.Namespace) -> int:
         raise UsageError("--per-blob and --test-mode are options of verify --onnx")
     PassManager.parse(options.pipeline, steps=options.steps)  # a bad spec fails before any run
     if len(options.inputs) > 1 or is_collection(options.inputs[0]):
-        if options.init or options.save_outputs or options.load_outputs or options.print_after_each:
+        one_model = (options.init, options.save_outputs, options.load_outputs, options.feeds)
+        if any(one_model) or options.print_after_each:
             raise UsageError(
-                "--init, --save-outputs, --load-outputs and --print-after-each take one model"
+                "--init, --save-outputs, --load-outputs, --feeds and --print-after-each take one "
+                "model"
             )
         refs = discover_models(options.inputs)
         results = batch.run_batch(refs, verify_worker, settings, options.jobs, out)

@@ -47,8 +47,9 @@ predict_net-only model lacks are made up, seeded and reported; an init_net op th
 here (a Load from a missing database) is left out and its blobs made up, said so. The
 pipeline's result runs on the same data; every output is compared with its own tolerance
 (--rtol 1e-3,prob:1e-2): max/mean absolute and relative error, mismatches, and a histogram of
-the errors when they differ. --save-outputs keeps the data and the outputs in an .npz file;
---load-outputs compares against such a file instead of running the original.
+the errors when they differ. --feeds runs both on your own input arrays (real token ids, an
+image) instead. --save-outputs keeps the data and the outputs in an .npz file; --load-outputs
+compares against such a file instead of running the original.
 
 Exit codes: 0 outputs equal, 1 outputs differ, 2 bad input or error. Several models (several
 paths, a folder of models) run one process each, -j at a time."""
@@ -577,10 +578,17 @@ def _register_check(
     check.add_argument(
         "--save-outputs", metavar="FILE.npz", help="save the data fed and the original outputs"
     )
-    check.add_argument(
+    recorded = check.add_mutually_exclusive_group()
+    recorded.add_argument(
         "--load-outputs",
         metavar="FILE.npz",
         help="compare against a --save-outputs file instead of running the original",
+    )
+    recorded.add_argument(
+        "--feeds",
+        metavar="FEEDS.npz",
+        help="run both models on these input arrays by name (numpy.savez(path, data=x), or a "
+        "--save-outputs file); inputs it lacks are made up",
     )
     check.add_argument(
         "--bisect", action="store_true", help="on a mismatch, name the first pass that caused it"

@@ -368,10 +368,11 @@ def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: O
 
     if len(options.inputs) != 1:
         raise UsageError("verify --onnx takes one model")
-    if options.save_outputs or options.load_outputs:
+    if options.save_outputs or options.load_outputs or options.feeds:
         raise UsageError(
-            "--save-outputs and --load-outputs record a pipeline's reference run; verify --onnx "
-            "compares two models on the inputs it makes (exec either with --feeds to keep a run)"
+            "--save-outputs, --load-outputs and --feeds belong to a pipeline's reference run; "
+            "verify --onnx compares two models on the inputs it makes (exec either with --feeds "
+            "to run it on your own)"
         )
     path = options.inputs[0]
     model = load_input(path, options.init, no_init=options.no_init, out=out)

@@ -1,9 +1,10 @@
 """``verify`` on an ONNX model: onnxruntime runs the model before and after the pipeline on
 the same inputs, and every graph output is compared.
 
-The inputs are made from the graph inputs' declared types (``graphtools.onnx.runtime``:
-``--shapes`` gives whole shapes, a symbolic or unknown dim is otherwise 1, said so), or are
-those of a ``--save-outputs`` file given to ``--load-outputs`` (whose outputs are then the
+The inputs are made from the graph inputs'
+declared types (``graphtools.onnx.runtime``: ``--shapes`` gives whole shapes, a symbolic or
+unknown dim is otherwise 1, said so; ``--feeds`` gives arrays of one's own, fed as they are), or
+are those of a ``--save-outputs`` file given to ``--load-outputs`` (whose outputs are then the
 reference). ``--bisect`` reruns the pipeline pass by pass and names the first pass after which
 onnxruntime's outputs differ. Tolerances, statistics and the report are ``verify``'s
 (``graphtools.cli.check`` renders them).
@@ -156,10 +157,12 @@ def verify_onnx_model(
     loaded: Mapping[str, np.ndarray] | None,
     tolerances: Mapping[str, Any],
     after_pass: Callable[[PassRecord, Model], None] | None = None,
+    *,
+    given: Mapping[str, Any] | None = None,
 ) -> OnnxVerification:
     """Verify the pipeline of ``settings`` on ``model`` with onnxruntime (see the module
     docstring); ``loaded`` is a ``--load-outputs`` file's arrays, ``tolerances`` the keyword
-    arguments of ``compare_outputs``.
+    arguments of ``compare_outputs``, ``given`` the ``--feeds`` arrays by input name.
 
     Raises:
         UsageError: an option does not fit the model (a shape, an output, a loaded file).
@@ -177,7 +180,9 @@ def verify_onnx_model(
     manager = PassManager.parse(settings["pipeline"], steps=settings["steps"])
     if loaded is None:
         try:
-            feeds, made = seeded_inputs(model, _shapes(model, settings["shapes"]), settings["seed"])
+            feeds, made = seeded_inputs(
+                model, _shapes(model, settings["shapes"]), settings["seed"], given=given
+            )
         except UsageError:
             raise
         except GraphToolsError as exc:

@@ -54,7 +54,7 @@ def synthesize(
         InvalidNetError: a blob cannot be made (a parameter when ``random_params`` is off).
         UnsupportedOpError / ExecutionError: as ``run_op``; the note names guessed shapes.
     """
-    _check_shapes(model, shapes or {})
+    _check_inputs(model, shapes or {}, values or {})
     attempt = Attempt()
     first: GraphToolsError | None = None
 
@@ -91,20 +91,25 @@ def synthesize(
     return outcome
 
 
-def _check_shapes(model: Model, shapes: Mapping[str, Sequence[int]]) -> None:
-    """Refuse a shape for a blob the predict_net does not take in (a misspelt input would
-    otherwise be guessed silently) and a shape that is not sizes."""
+def _check_inputs(
+    model: Model, shapes: Mapping[str, Sequence[int]], values: Mapping[str, Any]
+) -> None:
+    """Refuse a shape or values for a blob the predict_net does not take in (a misspelt
+    input would otherwise be guessed silently, and its values fed to nothing) and a shape that
+    is not sizes."""
     from graphtools.analysis.input_shapes import first_readers
 
     net = model.predict_net
     inputs = net.external_input_set() | first_readers(net).keys()
+    listed = ", ".join(sorted(inputs)[:8]) + (", ..." if len(inputs) > 8 else "")
+    for what, named in (("a shape is", shapes), ("values are", values)):
+        for name in named:
+            if name not in inputs:
+                raise InvalidArgumentError(
+                    f"{what} given for {name!r}, which is not an input of the predict_net"
+                    f"{did_you_mean(name, inputs)}; its inputs are: {listed or 'none'}"
+                )
     for name, shape in shapes.items():
-        if name not in inputs:
-            listed = ", ".join(sorted(inputs)[:8]) + (", ..." if len(inputs) > 8 else "")
-            raise InvalidArgumentError(
-                f"a shape is given for {name!r}, which is not an input of the predict_net"
-                f"{did_you_mean(name, inputs)}; its inputs are: {listed or 'none'}"
-            )
         if not all(isinstance(d, Integral) and d >= 0 for d in shape):
             raise InvalidArgumentError(
                 f"the shape given for {name!r} is {list(shape)}: give sizes (0 or more)"

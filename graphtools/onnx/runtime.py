@@ -283,38 +283,57 @@ def numpy_dtype(elem_type: int) -> np.dtype[Any] | None:
 
 
 def seeded_inputs(
-    model: Model, shapes: Mapping[str, Sequence[int]], seed: int
+    model: Model,
+    shapes: Mapping[str, Sequence[int]],
+    seed: int,
+    *,
+    given: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, np.ndarray], list[MadeInput]]:
     """Seeded values for the graph inputs, from their declared types; ``shapes`` gives whole
-    shapes by input name. Floats are standard normal, integers 0 or 1 (safe as indices and
-    sizes), booleans either, strings ``"a"``; a ``Loop``'s trip count is 3 (with 0 or 1 a
-    body computing from its iteration number is never checked past its first).
+    shapes by input name, ``given`` arrays fed as they are (their shapes checked against the
+    declared ones; the element type is checked when the model runs). Floats are standard
+    normal, integers 0 or 1 (safe as indices and sizes), booleans either, strings ``"a"``; a
+    ``Loop``'s trip count is 3 (with 0 or 1 a body computing from its iteration number is
+    never checked past its first).
 
     Raises:
         GraphToolsError: an input whose type says too little (no element type, an unknown
-            rank without ``shapes``) or is not a tensor; ``shapes`` naming a value that is
-            not an input the model is fed.
+            rank without ``shapes``) or is not a tensor; ``shapes`` or ``given`` naming a value
+            that is not an input the model is fed, or both naming one; a given array whose
+            shape is not the declared one.
     """
+    given = given or {}
     specs = graph_inputs(model)
     names = [spec.name for spec in specs]
-    for name in shapes:
-        if name not in names:
-            raise GraphToolsError(
-                f"a shape is given for {name!r}, which is not an input of the model"
-                f"{did_you_mean(name, names)}; "
-                f"its inputs are: {', '.join(names) or 'none'}"
-            )
+    for what, named in (("a shape is", shapes), ("values are", given)):
+        for name in named:
+            if name not in names:
+                raise GraphToolsError(
+                    f"{what} given for {name!r}, which is not an input of the model"
+                    f"{did_you_mean(name, names)}; "
+                    f"its inputs are: {', '.join(names) or 'none'}"
+                )
+    both = [name for name in given if name in shapes]
+    if both:
+        raise GraphToolsError(f"input {both[0]!r} is given both a shape and values: give one")
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
     made: list[MadeInput] = []
     counts = {op.inputs[0] for op in model.predict_net if op.type == "Loop" and op.inputs}
     for spec in specs:
         value_type = spec.type
+        if spec.name in given:
+            value = np.asarray(given[spec.name])
+            if value_type is not None and value_type.kind == "tensor":
+                _shape(spec.name, value_type, {spec.name: value.shape})
+            feeds[spec.name] = value
+            made.append(MadeInput(spec.name, value.shape, str(value.dtype), "given", "--feeds"))
+            continue
         if value_type is None or value_type.kind != "tensor":
             kind = "no declared type" if value_type is None else f"a {value_type.kind} type"
             raise GraphToolsError(
                 f"input {spec.name!r} has {kind}: values cannot be made up for it; feed "
-                "recorded data instead (--load-outputs)"
+                "recorded data instead (--feeds)"
             )
         dtype = numpy_dtype(value_type.elem_type)
         if dtype is None or value_type.elem_type == 0:
