@@ -69,6 +69,34 @@ def test_show_files_pair_with_the_init_net_beside_them(capsys: pytest.CaptureFix
     assert f"\n\n# {TINY / 'init_net.pbtxt'}\nnet tiny_export_init: 8 ops" in out
 
 
+def test_a_predict_net_beside_an_init_net_in_two_formats_asks_which(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """predict_net.pb beside init_net.pb and init_net.pbtxt: no init_net is taken silently (the
+    model was written without its parameters, exit 0); the user names one or none. The folder
+    as a batch runs its two predict_nets, each asking the same, and never an init_net."""
+    model = tmp_path / "m"
+    shutil.copytree(TINY, model)
+    assert (
+        run_cli(capsys, "run", str(TINY), "--binary", "-p", "", "-o", str(tmp_path / "b"))[0] == 0
+    )
+    for name in ("predict_net.pb", "init_net.pb"):
+        shutil.copy(tmp_path / "b" / name, model / name)
+    predict = model / "predict_net.pb"
+    code, _, err = run_cli(capsys, "run", str(predict), "-o", str(tmp_path / "out"))
+    assert code == 2
+    assert_one_error_line(err, "two init_nets fit predict_net.pb", "init_net.pb and init_net.pbtxt")
+    assert not (tmp_path / "out").exists()
+    chosen = ("--init", str(model / "init_net.pb"))
+    code, _, err = run_cli(capsys, "run", str(predict), *chosen, "-o", str(tmp_path / "out"))
+    assert code == 0, err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["init_net.pb", "predict_net.pb"]
+    assert run_cli(capsys, "show", "--no-init", str(predict))[0] == 0
+    code, out, _ = run_cli(capsys, "run", str(model), "-o", str(tmp_path / "batch"))
+    assert code == 2
+    assert "predict_net_pb" in out and "predict_net_pbtxt" in out and "init_net" not in out
+
+
 def test_ssa_table_is_aligned(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "ssa", str(TINY))
     assert (code, err) == (0, "")

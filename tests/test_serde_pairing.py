@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from graphtools.errors import SerdeError
-from graphtools.serde.pairing import discover_models, find_init_beside
+from graphtools.serde.pairing import discover_models, find_init_beside, inits_in_two_formats
 
 
 def _touch(folder: Path, *names: str) -> None:
@@ -39,6 +39,25 @@ def test_no_partner_ambiguity_or_an_init_file_itself(tmp_path: Path) -> None:
     assert find_init_beside(tmp_path / "squeeze_predict_net.pb") is None
     assert find_init_beside(tmp_path / "predict_net.pb") is None  # two spellings: ask
     assert find_init_beside(tmp_path / "init_net.pb") is None
+    both = [tmp_path / "init_net.pb", tmp_path / "init_net.pbtxt"]
+    assert inits_in_two_formats(tmp_path / "predict_net.pb") == both
+    assert inits_in_two_formats(tmp_path / "squeeze_predict_net.pb") == []
+    assert inits_in_two_formats(tmp_path / "init_net.pb") == []
+
+
+def test_a_folder_of_both_formats_runs_no_init_net_as_a_model(tmp_path: Path) -> None:
+    """A folder holding a pair in both formats (predict_net and init_net, .pb and .pbtxt) is
+    ambiguous as one model; as a batch it holds the two predict_nets, never an init_net run
+    as if it were a model."""
+    _touch(tmp_path, "predict_net.pb", "predict_net.pbtxt", "init_net.pb", "init_net.pbtxt")
+    _touch(tmp_path, "orphan_init_net.pbtxt", "glow.pbtxt", "glow_init.pbtxt")
+    refs = discover_models([tmp_path])
+    found = {(r.path.name, r.init and r.init.name) for r in refs}
+    assert found == {
+        ("predict_net.pb", None),
+        ("predict_net.pbtxt", None),
+        ("glow.pbtxt", "glow_init.pbtxt"),
+    }
 
 
 def test_discovery_finds_model_folders_and_loose_pairs(tmp_path: Path) -> None:

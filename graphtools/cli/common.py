@@ -31,7 +31,7 @@ from graphtools.errors import SerdeError, UsageError, did_you_mean
 from graphtools.ir import Model
 from graphtools.serde import find_model_files, load_model
 from graphtools.serde.netdef_io import TEXT_SUFFIXES, read_bytes
-from graphtools.serde.pairing import find_init_beside
+from graphtools.serde.pairing import find_init_beside, inits_in_two_formats
 
 if TYPE_CHECKING:  # types only: show and friends import neither the passes nor the executor
     from graphtools.pass_infra import PassManager, PassRecord
@@ -262,6 +262,12 @@ def load_input(
             found = Path(init)
         elif not no_init:
             found = find_init_beside(source)
+            both = inits_in_two_formats(source)
+            if both:
+                raise UsageError(
+                    f"two init_nets fit {source.name}: {both[0].name} and {both[1].name}; name "
+                    f"one with {init_option} FILE, or --no-init to load it without parameters"
+                )
             if found is not None and out is not None:
                 out.note(
                     f"init_net {found} found beside {source.name} "

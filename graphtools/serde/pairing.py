@@ -9,8 +9,8 @@ files finds none (the caller then says so and asks for ``--init``).
 
 ``discover_models`` expands folders for batch runs: a model folder (``find_model_files``
 succeeds) is one model; any other folder yields its model sub-folders, every NetDef-named
-file in it that is not the init partner of another (each with its partner) and every ``.onnx``
-file (alone: an ONNX model has no partner), recursively.
+file in it that is neither the init partner of another nor named as an init_net (each with its
+partner) and every ``.onnx`` file (alone: an ONNX model has no partner), recursively.
 """
 
 from __future__ import annotations
@@ -25,7 +25,13 @@ from pathlib import Path
 from graphtools.errors import SerdeError
 from graphtools.serde.model_io import find_model_files
 
-__all__ = ["ModelRef", "discover_models", "find_init_beside", "init_candidates"]
+__all__ = [
+    "ModelRef",
+    "discover_models",
+    "find_init_beside",
+    "init_candidates",
+    "inits_in_two_formats",
+]
 
 _EXTENSIONS = (".pb", ".pbtxt")
 _ONNX = ".onnx"
@@ -70,6 +76,20 @@ def find_init_beside(predict: str | Path) -> Path | None:
             other = candidate.with_suffix(".pbtxt" if candidate.suffix == ".pb" else ".pb")
             return None if other.is_file() else candidate
     return None
+
+
+def inits_in_two_formats(predict: str | Path) -> list[Path]:
+    """The two files of the init_net name ``find_init_beside`` stops at because it exists in
+    both formats (``init_net.pb`` and ``init_net.pbtxt``), ``[]`` when it found one or none: the
+    caller asks which (``--init``) rather than load ``predict`` without parameters."""
+    path = Path(predict)
+    if _INIT_NAME.search(path.stem) or path.suffix.lower() == _ONNX:
+        return []
+    for candidate in init_candidates(path):
+        if candidate.is_file():
+            other = candidate.with_suffix(".pbtxt" if candidate.suffix == ".pb" else ".pb")
+            return sorted((candidate, other)) if other.is_file() else []
+    return []
 
 
 @dataclass(frozen=True)
@@ -134,8 +154,9 @@ def discover_models(paths: Iterable[str | Path]) -> list[ModelRef]:
 
 def _walk(folder: Path, seen: set[Path]) -> list[tuple[Path, Path | None]]:
     """The models under a folder that is not a model folder itself: its model sub-folders,
-    and its NetDef-named files that are not another's init_net, each with its partner
-    (``.onnx`` in any case). A folder met again through a link (``seen``) is skipped."""
+    and its NetDef-named files that are neither another's init_net nor named as one (an init_net
+    whose partner is ambiguous is no model to run), each with its partner (``.onnx`` in any
+    case). A folder met again through a link (``seen``) is skipped."""
     real = folder.resolve()
     if real in seen:
         return []
@@ -143,7 +164,11 @@ def _walk(folder: Path, seen: set[Path]) -> list[tuple[Path, Path | None]]:
     found: list[tuple[Path, Path | None]] = []
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in _EXTENSIONS)
     partners = {find_init_beside(p) for p in files} - {None}
-    found += [(p, find_init_beside(p)) for p in files if p not in partners]
+    found += [
+        (p, find_init_beside(p))
+        for p in files
+        if p not in partners and not _INIT_NAME.search(p.stem)
+    ]
     found += [
         (p, None) for p in sorted(folder.iterdir()) if p.is_file() and p.suffix.lower() == _ONNX
     ]
