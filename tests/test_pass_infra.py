@@ -347,15 +347,16 @@ def test_verify_runs_once_per_round_that_changed_the_model(monkeypatch: pytest.M
 
 
 def test_findings_present_before_the_pass_are_tolerated(monkeypatch: pytest.MonkeyPatch) -> None:
-    from graphtools.pass_infra import manager as pass_infra
+    from graphtools.pass_infra import findings, manager
 
     checked: list[int] = []
-    real_verify = pass_infra.verify
-    monkeypatch.setattr(
-        pass_infra,
-        "verify",
-        lambda model: checked.append(len(model.predict_net)) or real_verify(model),
-    )
+    real_verify = manager.verify
+    for module in (manager, findings):
+        monkeypatch.setattr(
+            module,
+            "verify",
+            lambda model: checked.append(len(model.predict_net)) or real_verify(model),
+        )
     model = _model()
     model.predict_net.replace_op(3, Op("Add", ["b", "undeclared"], ["y"]))
     size = len(model.predict_net)
@@ -548,6 +549,42 @@ def test_register_pass_refuses_a_taken_name() -> None:
         register_pass(Impostor)
 
 
+def test_register_pass_refuses_what_no_pipeline_could_run() -> None:
+    """A built-in's name (which left every later parse failing), a name a spec cannot write
+    or a named pipeline's, and a class that is no Pass dataclass are refused at once; the
+    registry is as it was after each refusal."""
+
+    @dataclass(frozen=True)
+    class ShadowsRename(Pass):
+        name: ClassVar[str] = "rename"
+
+    @dataclass(frozen=True)
+    class Spaced(Pass):
+        name: ClassVar[str] = "two words"
+
+    @dataclass(frozen=True)
+    class Default(Pass):
+        name: ClassVar[str] = "default"
+
+    refusals = [
+        (ShadowsRename, "'rename' is taken by graphtools.passes.rename.Rename"),
+        (Spaced, "a pipeline spec cannot name"),
+        (Default, "a pipeline spec cannot name"),
+        (PassResult, "takes a Pass dataclass"),
+    ]
+    for cls, message in refusals:
+        with pytest.raises(PipelineSpecError, match=message):
+            register_pass(cls)  # type: ignore[type-var]
+    assert PassManager.parse("rename{op=0,input=0,to=x},default").passes[0].name == "rename"
+
+
+def test_manager_takes_any_iterable_of_passes() -> None:
+    """A generator of passes is run, not read once by the type check and dropped."""
+    manager = PassManager(p for p in [PeelOne()])
+    assert manager.passes == (PeelOne(),)
+    assert manager(_model())[0].name == "test-peel-one"
+
+
 @dataclass(frozen=True)
 class PluginPass(Pass):
     name: ClassVar[str] = "test-plugin"
@@ -687,7 +724,21 @@ def test_calling_a_pass_refuses_an_interface_change_it_does_not_declare() -> Non
     with pytest.raises(PassError, match="external inputs or outputs"):
         Scripted(new_outputs=("z",))(model)
     assert list(model.predict_net.external_outputs) == ["y"]
-    assert Renamer(new_outputs=("z",))(model).modified
+    assert Renamer(new_outputs=("b",))(model).modified
+
+
+def test_calling_a_pass_refuses_a_result_verify_finds_broken() -> None:
+    """A pass called by hand is held to verify as in a PassManager: an op reading a value
+    nothing defines (or an output nothing writes) is a new finding, the pass fails naming it,
+    and the model is as it was."""
+    model = _model()
+    before = model.copy()
+    with pytest.raises(PassError, match=r"reads 'nowhere'.*undefined-blob"):
+        Scripted(undefine=True)(model)
+    assert model.predict_net.same_as(before.predict_net)
+    with pytest.raises(PassError, match="external output 'z' is never produced"):
+        Renamer(new_outputs=("z",))(model)
+    assert model.predict_net.same_as(before.predict_net)
 
 
 def test_calling_a_pass_returns_its_result() -> None:

@@ -101,6 +101,16 @@ def find_identity_ops(
         found = [i for i in found if all(map(view.readers, view.output_keys(i)))]
         if not found:
             return IdentityRemoval(frozenset(), (), ())
+    if not net.external_inputs and net.external_outputs:
+        # A net declaring no inputs takes the blobs it reads before writing as its inputs:
+        # an identity reading one the net also outputs keeps it an input (without a reader,
+        # verify would call that output never produced).
+        declared = set(net.external_outputs)
+        found = [
+            i for i in found if not (net[i].inputs[0] in declared and view.inputs_of(i)[0][1] == 0)
+        ]
+        if not found:
+            return IdentityRemoval(frozenset(), (), ())
     nested = names_in_nested_nets(net)
     reads, outputs, plain = view.pass_through_keys(found)
     if nested:

@@ -3,8 +3,9 @@
 A pass is a small frozen dataclass: its fields are its options, ``name`` is its kebab-case
 pipeline name, and ``call(model)`` rewrites the model in place and reports what it did.
 Calling the pass object (``RemoveDeadEnds()(model)``) runs ``requires``, ``call``, the result
-check and ``ensures``, and restores the model when any of them fails: a pass run by hand gets
-the same checks as one run by a ``PassManager``.
+check, ``ensures`` and ``verify`` (a finding the model did not have fails it), and restores the
+model when any of them fails: a pass run by hand gets the same checks as one run by a
+``PassManager``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any, ClassVar
 from graphtools._core import DIALECTS
 from graphtools.errors import PassError, PipelineSpecError, PreconditionError
 from graphtools.ir import Model
+from graphtools.pass_infra.findings import CheckFailure, FindingsBefore, new_findings
+from graphtools.wellformed import verify
 
 __all__ = ["CheckFailure", "Pass", "PassResult", "check_result", "interface", "run_checked"]
 
@@ -88,12 +91,16 @@ class Pass:
             PreconditionError / PostconditionError: from ``requires`` / ``ensures``.
             PassError: ``call`` broke the pass contract (no ``PassResult`` for this model, a
                 ``modified`` flag that disagrees with the model's revision, or a changed
-                interface without ``changes_interface``).
+                interface without ``changes_interface``), or ``verify`` finds a problem in
+                the result that the model did not have (a value read but never defined).
             Whatever ``call`` raised, unchanged.
         """
         state = model.snapshot()
+        before = FindingsBefore(model)
         try:
             result, failure = run_checked(self, model)
+            if failure is None and result.modified:
+                failure = new_findings(verify(model), before)
             if failure is not None:
                 error = PassError(self.name, [], failure.reason)
                 if failure.details:
@@ -103,14 +110,6 @@ class Pass:
             model.restore(state)
             raise
         return result
-
-
-@dataclass(frozen=True)
-class CheckFailure:
-    """A broken pass contract: a one-line ``reason`` and optional multi-line ``details``."""
-
-    reason: str
-    details: str = ""
 
 
 Interface = tuple[tuple[str, ...], tuple[str, ...]]

@@ -9,16 +9,22 @@ it in a ``PassError``.
 from __future__ import annotations
 
 import logging
-import re
 import time
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from graphtools._gc import paused_gc
 from graphtools.errors import GraphToolsError, InvalidArgumentError, PassError, PipelineSpecError
 from graphtools.ir import Model
-from graphtools.pass_infra.base import CheckFailure, Pass, run_checked
+from graphtools.pass_infra.base import Pass, run_checked
+from graphtools.pass_infra.findings import (
+    CheckFailure,
+    FindingsBefore,
+    Known,
+    finding_key,
+    new_findings,
+)
 from graphtools.pass_infra.registry import available_passes
 from graphtools.pass_infra.spec import (
     DefaultPipeline,
@@ -70,15 +76,6 @@ def _op_counts(model: Model) -> tuple[int, int]:
     return len(model.predict_net), 0 if model.init_net is None else len(model.init_net)
 
 
-def _finding_key(finding: Finding) -> tuple[str, str, str]:
-    # Op indices shift when a pass removes or inserts ops; a finding is "the same" when the
-    # same kind of problem concerns the same blob in the same (nested) net.
-    return (finding.kind, _OP_INDEX.sub("op[", finding.net), finding.blob)
-
-
-_OP_INDEX = re.compile(r"op\[\d+:")
-
-
 class PassManager:
     """Runs passes in order over a model, round after round until none modifies it.
 
@@ -104,7 +101,8 @@ class PassManager:
         records = manager(model)
     """
 
-    def __init__(self, passes: Sequence[Pass], steps: int = DEFAULT_STEPS) -> None:
+    def __init__(self, passes: Iterable[Pass], steps: int = DEFAULT_STEPS) -> None:
+        passes = tuple(passes)  # an iterator is read once
         for item in passes:
             if not isinstance(item, Pass):
                 raise PipelineSpecError(
@@ -113,7 +111,7 @@ class PassManager:
                 )
         if steps < 1:
             raise PipelineSpecError(f"steps must be at least 1, got {steps}")
-        self.passes: tuple[Pass, ...] = tuple(passes)
+        self.passes: tuple[Pass, ...] = passes
         self.steps = steps
 
     @classmethod
@@ -182,7 +180,7 @@ class PassManager:
     def _convert(self, item: Pass, model: Model, records: list[PassRecord]) -> PassRecord:
         """Run a pass that changes the model's dialect once, checked and verified (a finding
         the model did not have before is refused); the passes after it see its result."""
-        findings = {_finding_key(f) for f in verify(model)}
+        findings = {finding_key(f) for f in verify(model)}
         record, _ = self._run_one(item, model, 1, records, findings)
         if self._after_pass is not None:
             self._after_pass(record, model)
@@ -192,7 +190,7 @@ class PassManager:
         """Run ``self._active`` over ``model`` to a fixpoint, appending to ``records``."""
         if any(item.reads_ssa for item in self._active):
             model.predict_net.ssa()  # built now, read by the passes
-        findings: _Known = _FindingsBefore(model)
+        findings: Known = FindingsBefore(model)
         # Pipeline positions of the idempotent passes with nothing to do: each ran, and no
         # change since may have given it work.
         settled: set[int] = set()
@@ -212,7 +210,7 @@ class PassManager:
                 # pass at fault and name it (raises PassError); if the replay succeeds (a pass
                 # that behaves differently when run again), its checked result stands.
                 settled = settled_before
-                if isinstance(findings, _FindingsBefore):
+                if isinstance(findings, FindingsBefore):
                     findings.work_out()  # here, not inside the checks of the replay's first pass
                 changed, findings_after = self._round(
                     model, round_, records, settled, findings, strict=True
@@ -250,10 +248,10 @@ class PassManager:
         round_: int,
         records: list[PassRecord],
         settled: set[int],
-        findings: _Known,
+        findings: Known,
         *,
         strict: bool,
-    ) -> tuple[bool, _Known]:
+    ) -> tuple[bool, Known]:
         """One round; returns whether it changed the model and the findings after it.
 
         Fast (``strict=False``): each pass's own promises are checked after it and ``verify``,
@@ -282,9 +280,9 @@ class PassManager:
             after = verify(model)
         except Exception as exc:
             raise _RoundFailed from exc
-        if _check_findings(after, findings) is not None:
+        if new_findings(after, findings) is not None:
             raise _RoundFailed
-        return True, {_finding_key(f) for f in after}
+        return True, {finding_key(f) for f in after}
 
     def _run_unverified(self, item: Pass, model: Model, round_: int) -> PassRecord:
         """``_call_checked`` for a fast round: any failure becomes ``_RoundFailed``."""
@@ -330,8 +328,8 @@ class PassManager:
         model: Model,
         round_: int,
         records: list[PassRecord],
-        findings: _Known,
-    ) -> tuple[PassRecord, _Known]:
+        findings: Known,
+    ) -> tuple[PassRecord, Known]:
         previous = [record.name for record in records]
         state = model.snapshot()
         after: list[Finding] = []
@@ -340,7 +338,7 @@ class PassManager:
             record, failure = self._call_checked(item, model, round_)
             if failure is None:
                 after = verify(model)
-                failure = _check_findings(after, findings)
+                failure = new_findings(after, findings)
         except BaseException as exc:
             model.restore(state)
             if not isinstance(exc, Exception):
@@ -359,7 +357,7 @@ class PassManager:
             if failure.details:
                 error.add_note(failure.details)
             raise error
-        return record, {_finding_key(f) for f in after}
+        return record, {finding_key(f) for f in after}
 
 
 def _rolled_back(manager: PassManager, round_: int, previous: Sequence[str]) -> str:
@@ -403,46 +401,3 @@ def _segments(passes: Sequence[Pass]) -> list[tuple[Pass, ...]]:
 
 class _RoundFailed(Exception):
     """A check failed during a fast round: the manager replays the round strictly."""
-
-
-_Known = Container[tuple[str, str, str]]
-"""Verify findings a model may keep (``_finding_key`` of each): those it had before."""
-
-
-class _FindingsBefore:
-    """The verify findings of a model as it was when this was made, worked out on the first
-    question: a pipeline's result is held to them, and a result with no finding asks none
-    (checking the model before the pipeline costs as much as checking it after). Holds a
-    copy of the model (which shares its ops) until then, and checks it as the model would
-    have been checked: through the SSA view when the model had one built."""
-
-    __slots__ = ("_keys", "_model", "_with_view")
-
-    def __init__(self, model: Model) -> None:
-        self._model: Model | None = model.copy()
-        self._with_view = model.predict_net.ssa_is_cheap()
-        self._keys: set[tuple[str, str, str]] | None = None
-
-    def work_out(self) -> set[tuple[str, str, str]]:
-        """The findings' keys (verifying the copy the first time)."""
-        if self._keys is None:
-            assert self._model is not None
-            if self._with_view:
-                self._model.predict_net.ssa()
-            self._keys = {_finding_key(f) for f in verify(self._model)}
-            self._model = None
-        return self._keys
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.work_out()
-
-
-def _check_findings(after: list[Finding], before: _Known) -> CheckFailure | None:
-    new = [finding for finding in after if _finding_key(finding) not in before]
-    if not new:
-        return None
-    more = f" (and {len(new) - 1} more)" if len(new) > 1 else ""
-    return CheckFailure(
-        f"verify found a new problem: {new[0]}{more}",
-        "new verify findings:\n" + "\n".join(f"  {finding}" for finding in new),
-    )

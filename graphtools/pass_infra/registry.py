@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from graphtools.errors import PipelineSpecError
 from graphtools.pass_infra.base import Pass
+from graphtools.pass_infra.spec import NAMED_PIPELINES
 
 __all__ = ["ENTRY_POINT_GROUP", "available_passes", "get_pass", "register_pass"]
 
@@ -30,15 +31,40 @@ def register_pass(cls: type[_P]) -> type[_P]:
     For passes defined in a script or a test; a package publishes its passes as entry points
     instead (group ``graphtools.passes``), which needs no import to find them.
     """
-    if not cls.name:
+    if not (isinstance(cls, type) and issubclass(cls, Pass) and dataclasses.is_dataclass(cls)):
+        raise PipelineSpecError(
+            f"register_pass takes a Pass dataclass (@dataclass(frozen=True) on a subclass of "
+            f"graphtools.pass_infra.Pass), not {cls!r}"
+        )
+    name = cls.name
+    if not name:
         raise PipelineSpecError(f"pass class {cls.__name__} has no pipeline name")
-    existing = _REGISTRY.get(cls.name)
+    if not all(char.isalnum() or char in "-_." for char in name) or name in NAMED_PIPELINES:
+        raise PipelineSpecError(
+            f"pass class {cls.__name__} is named {name!r}, which a pipeline spec cannot name: "
+            "use letters, digits, '-', '_' and '.', and not "
+            + " or ".join(map(repr, NAMED_PIPELINES))
+        )
+    existing = _REGISTRY.get(name) or _entry_point_pass(name, unless=cls)
     if existing is not None and existing is not cls:
         raise PipelineSpecError(
-            f"pass name {cls.name!r} is taken by {existing.__module__}.{existing.__qualname__}"
+            f"pass name {name!r} is taken by {existing.__module__}.{existing.__qualname__}"
         )
-    _REGISTRY[cls.name] = cls
+    _REGISTRY[name] = cls
     return cls
+
+
+def _entry_point_pass(name: str, unless: type[Pass] | None = None) -> type[Pass] | None:
+    """The pass an entry point publishes as ``name``, loading only that entry point; not
+    loaded when it names ``unless`` (a published pass registering itself as its module is
+    imported: loading the entry point would import that module again)."""
+    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP, name=name):
+        if unless is not None and entry_point.value == f"{unless.__module__}:{unless.__qualname__}":
+            return unless
+        cls = entry_point.load()
+        if isinstance(cls, type) and issubclass(cls, Pass) and cls.name == name:
+            return cls
+    return None
 
 
 def _entry_point_passes() -> dict[str, type[Pass]]:
@@ -89,11 +115,7 @@ def available_passes() -> dict[str, type[Pass]]:
 def get_pass(name: str) -> type[Pass]:
     """The pass class called ``name``, loading only the entry points of that name (so one
     pass can be fetched without importing every plugin installed)."""
-    found = _REGISTRY.get(name)
-    if found is not None:
-        return found
-    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP, name=name):
-        cls = entry_point.load()
-        if isinstance(cls, type) and issubclass(cls, Pass) and cls.name == name:
-            return cls
-    raise PipelineSpecError(f"no pass is called {name!r}")
+    found = _REGISTRY.get(name) or _entry_point_pass(name)
+    if found is None:
+        raise PipelineSpecError(f"no pass is called {name!r}")
+    return found
