@@ -100,7 +100,13 @@ class NetLike(Protocol):
 
 
 def as_names(value: Iterable[str], what: str) -> tuple[str, ...]:
-    """``value`` as a tuple of blob names; a bare string is refused, not split into letters."""
+    """``value`` as a tuple of blob names; a bare string is refused, not split into letters,
+    and so is an item that is not a string (``None``, a number), which would otherwise fail
+    only when the net is written."""
     if isinstance(value, str | bytes):
         raise TypeError(f"{what} must be a list of blob names, not the string {value!r}")
-    return tuple(value)
+    names = tuple(value)
+    if not all(isinstance(name, str) for name in names):
+        position, bad = next((i, n) for i, n in enumerate(names) if not isinstance(n, str))
+        raise TypeError(f"{what} must be blob names (strings): item {position} is {bad!r}")
+    return names

@@ -16,6 +16,7 @@ re-serialises byte for byte.
 from __future__ import annotations
 
 import operator
+import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from itertools import chain
@@ -27,10 +28,11 @@ import numpy as np
 
 from graphtools._core import CAFFE2, DIALECTS, STEP_NET_OPS, as_names, is_text_step_net
 from graphtools._gc import paused_gc
+from graphtools.errors import IllegalRewriteError
 from graphtools.layout import Layout
 from graphtools.oplist import OpList
 from graphtools.rewriter import Edit, affected_names
-from graphtools.ssa import Use, VersionedBlob
+from graphtools.ssa import Use, VersionedBlob, as_blob
 from graphtools.ssa_view import SSAView
 from graphtools.usedef import Overlay
 from graphtools.values import Tensor, ValueType
@@ -38,6 +40,8 @@ from graphtools.values import Tensor, ValueType
 _MISSING: Any = object()
 _T = TypeVar("_T")
 _UNCHANGED: frozenset[str] = frozenset()
+_OPEN_EDIT = "open-edit"
+"""The memo entry holding a weak reference to the edit ``Net.edit`` opened last."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -928,13 +932,13 @@ class Net:
     def producer(self, blob: VersionedBlob) -> int | None:
         """Index of the op writing ``blob`` (``(name, version)`` as ``ssa()`` numbers them);
         ``None`` for version 0 (a net input) or a version no op writes."""
-        return self._usedef().producer(blob)
+        return self._usedef().producer(as_blob(blob, "blob"))
 
     def uses(self, blob: VersionedBlob) -> list[Use]:
         """Every read of exactly ``blob`` by a top-level op: ``Use(op, position)`` in op and
         input order (reads inside nested nets are not uses: see ``Use``). After an edit this
         costs what the edit touched, not a rebuild."""
-        return self._usedef().uses(blob)
+        return self._usedef().uses(as_blob(blob, "blob"))
 
     def edit(self) -> Edit:
         """Open one transaction: ``with net.edit() as e: e.remove(3); ...``.
@@ -943,8 +947,22 @@ class Net:
         it opens; nothing changes until the ``with`` block ends without an exception, then
         everything is checked and applied at once (or nothing is, and ``IllegalRewriteError``
         says why). ``e.changed`` then tells whether the net changed. See ``Edit``.
+
+        Raises:
+            IllegalRewriteError: an edit of this net is open still (one transaction at a time:
+                the inner one's changes would stand while the outer one then fails).
         """
-        return Edit(self)
+        held = self._current(_OPEN_EDIT)
+        if held is not None:
+            other = held()
+            if other is not None and other.is_open:
+                raise IllegalRewriteError(
+                    "an edit of this net is open already: make every change through it (or "
+                    "commit it first)"
+                )
+        edit = Edit(self)
+        self._memo[_OPEN_EDIT] = (self.revision, weakref.ref(edit))
+        return edit
 
     def _current(self, key: str) -> Any:
         entry = self._memo.get(key)

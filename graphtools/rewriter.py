@@ -15,19 +15,20 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from itertools import chain
-from numbers import Integral
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol, TypeVar
+
+import numpy as np
 
 from graphtools._core import ONNX, NetLike, OpLike, as_names
 from graphtools._gc import paused_gc
 from graphtools.errors import IllegalRewriteError, InvalidArgumentError
 from graphtools.layout import Layout
 from graphtools.nested import NestedAccess, nested_access, nested_accesses
-from graphtools.ssa import NO_VALUE, Use, VersionedBlob
+from graphtools.ssa import NO_VALUE, Use, VersionedBlob, as_blob
 from graphtools.ssa_view import SSAView
 from graphtools.usedef import NameIndex, NameScan, Overlay, UseDef
-from graphtools.values import Tensor, ValueType
+from graphtools.values import ArrayTensor, Tensor, ValueType
 
 _V = TypeVar("_V")
 
@@ -131,6 +132,11 @@ class Edit:
         self.changed = False
         self._open = True
 
+    @property
+    def is_open(self) -> bool:
+        """Whether changes can still be recorded (not committed, not abandoned)."""
+        return self._open
+
     def __enter__(self) -> Edit:
         return self
 
@@ -158,7 +164,9 @@ class Edit:
     def _index(self, index: int, what: str, *, end_ok: bool = False) -> int:
         self._still_open()
         size = len(self._net)
-        if not isinstance(index, int) or not 0 <= index < size + end_ok:
+        if not isinstance(index, int):
+            raise InvalidArgumentError(f"{what}: an op index is an int, not {index!r}")
+        if not 0 <= index < size + end_ok:
             raise IndexError(f"{what}: op index {index} out of range for a net of {size} ops")
         return index
 
@@ -193,7 +201,7 @@ class Edit:
     def replace_all_uses_with(self, old: VersionedBlob, new: VersionedBlob) -> None:
         """Make every read of ``old`` read ``new`` (see the class docstring)."""
         self._still_open()
-        self._rewires.append((_as_blob(old, "old"), _as_blob(new, "new")))
+        self._rewires.append((as_blob(old, "old"), as_blob(new, "new")))
 
     def rename(self, blob: VersionedBlob, name: str) -> None:
         """Give the value ``blob`` the name ``name``: its producer writes ``name`` instead, every
@@ -201,7 +209,7 @@ class Edit:
         version) it is. Combined with ``replace_all_uses_with(old, blob)``, ``old``'s readers
         read ``name`` too."""
         self._still_open()
-        blob = _as_blob(blob, "blob")
+        blob = as_blob(blob, "blob")
         if not isinstance(name, str) or name == NO_VALUE:
             raise IllegalRewriteError(
                 f"cannot rename {blob} to {name!r}: a value's name is a non-empty string "
@@ -209,7 +217,8 @@ class Edit:
             )
         if blob in self._renames:
             raise IllegalRewriteError(f"{blob} is renamed twice in one edit")
-        self._renames[blob] = name
+        if name != blob[0]:  # its own name: nothing to do (changed stays False)
+            self._renames[blob] = name
 
     def set_external_inputs(self, names: Iterable[str]) -> None:
         """Replace the declared external inputs."""
@@ -223,9 +232,8 @@ class Edit:
         """Make the value ``blob`` a constant the net holds under its name (see the class
         docstring); the op writing ``blob`` must be removed in the same edit."""
         self._still_open()
-        if not isinstance(tensor, Tensor):
-            raise TypeError(f"the constant for {blob} must be a graphtools.values.Tensor")
-        blob = _as_blob(blob, "blob")
+        tensor = _as_tensor(tensor, f"the constant for {blob}")
+        blob = as_blob(blob, "blob")
         if blob in self._constants:
             raise IllegalRewriteError(f"{blob} is replaced by a constant twice in one edit")
         self._constants[blob] = tensor
@@ -233,13 +241,18 @@ class Edit:
     def set_initializer(self, name: str, tensor: Tensor | None) -> None:
         """Make ``name`` a constant of the net holding ``tensor`` (``None``: no longer one)."""
         self._still_open()
-        if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"initializer {name!r} must be a graphtools.values.Tensor")
-        self._initializers[name] = tensor
+        self._initializers[name] = (
+            None if tensor is None else _as_tensor(tensor, f"initializer {name!r}")
+        )
 
     def set_type(self, name: str, value_type: ValueType | None) -> None:
         """Declare the type of value ``name`` (``None``: drop the declaration)."""
         self._still_open()
+        if value_type is not None and not isinstance(value_type, ValueType):
+            raise TypeError(
+                f"the type of {name!r} must be a graphtools.values.ValueType (e.g. "
+                f"ValueType(TensorProto.FLOAT, (2, 4))) or None, not {value_type!r}"
+            )
         self._types[name] = value_type
 
     # -- committing -----------------------------------------------------------------------------
@@ -705,17 +718,15 @@ def _refuse_renamed_inputs_taken(
             )
 
 
-def _as_blob(value: object, what: str) -> VersionedBlob:
-    """``value`` as a ``(name, version)`` pair, or a clear refusal: a plain name (``"x"``)
-    is the usual slip, and would otherwise fail deep inside as an ``IndexError``."""
-    if isinstance(value, tuple | list) and len(value) == 2:
-        name, version = value
-        whole = isinstance(version, Integral) and not isinstance(version, bool)
-        if isinstance(name, str) and whole and version >= 0:
-            return (name, int(version))
-    raise InvalidArgumentError(
-        f"{what}={value!r} is not a versioned blob: give (name, version), as uses() and the "
-        "SSA view name values, e.g. ('x', 1)"
+def _as_tensor(value: Tensor | np.ndarray, what: str) -> Tensor:
+    """A ``Tensor`` as it is, a numpy array as an ``ArrayTensor`` of it."""
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, np.ndarray):
+        return ArrayTensor(value)
+    raise TypeError(
+        f"{what} must be a numpy array or a graphtools.values.Tensor (ArrayTensor(array)), "
+        f"not {type(value).__name__}"
     )
 
 

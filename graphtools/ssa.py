@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from numbers import Integral
 from typing import Any, NamedTuple
 
 from graphtools._core import NetLike
 from graphtools._gc import paused_gc
+from graphtools.errors import InvalidArgumentError
 from graphtools.proto import caffe2_pb2
 
 VersionedBlob = tuple[str, int]
@@ -48,6 +50,7 @@ __all__ = [
     "OpSSA",
     "Use",
     "VersionedBlob",
+    "as_blob",
     "get_consumer_map",
     "get_op_ids_in_path",
     "get_output_producers",
@@ -55,6 +58,25 @@ __all__ = [
     "get_ssa",
     "get_undefined_blobs",
 ]
+
+
+def as_blob(value: object, what: str) -> VersionedBlob:
+    """``value`` as a ``(name, version)`` pair, or a clear refusal: a plain name (``"x"``)
+    is the usual slip, and would otherwise fail deep inside as an ``IndexError``. Cheap for
+    a well-formed pair (lookups in passes' loops go through it)."""
+    if type(value) is tuple and len(value) == 2:
+        name, version = value
+        if type(name) is str and type(version) is int and version >= 0:
+            return value
+    if isinstance(value, tuple | list) and len(value) == 2:
+        name, version = value
+        whole = isinstance(version, Integral) and not isinstance(version, bool)
+        if isinstance(name, str) and whole and version >= 0:
+            return (name, int(version))
+    raise InvalidArgumentError(
+        f"{what}={value!r} is not a versioned blob: give (name, version), as uses() and the "
+        "SSA view name values, e.g. ('x', 1)"
+    )
 
 
 def get_ssa(

@@ -37,7 +37,15 @@ import numpy as np
 from graphtools._core import NetLike, OpLike
 from graphtools._gc import paused_gc
 from graphtools.layout import Layout
-from graphtools.ssa import NO_VALUE, OpSSA, Use, VersionedBlob, get_consumer_map, get_producer_map
+from graphtools.ssa import (
+    NO_VALUE,
+    OpSSA,
+    Use,
+    VersionedBlob,
+    as_blob,
+    get_consumer_map,
+    get_producer_map,
+)
 
 __all__ = ["SSAView"]
 
@@ -894,7 +902,7 @@ class SSAView:
 
     def uses(self, blob: VersionedBlob) -> list[Use]:
         """Every read of exactly ``blob``, as ``Use(op, position)``, in op and input order."""
-        key = self.key(blob)
+        key = self.key(as_blob(blob, "blob"))
         return [] if key is None else [Use(op, position) for op, position in self.readers(key)]
 
     def next_write(self, key: int) -> int | None:
@@ -1074,12 +1082,12 @@ class SSAView:
 
     def producer(self, blob: VersionedBlob) -> int | None:
         """Index of the op writing ``blob``, or ``None`` (external input, undeclared, v0)."""
-        key = self.key(blob)
+        key = self.key(as_blob(blob, "blob"))
         return None if key is None else self.producer_of(key)
 
     def consumer_ops(self, blob: VersionedBlob) -> list[int]:
         """Indices of the ops reading ``blob``, in op order, each once."""
-        key = self.key(blob)
+        key = self.key(as_blob(blob, "blob"))
         if key is None:
             return []
         return list(dict.fromkeys(index for index, _ in self.readers(key)))

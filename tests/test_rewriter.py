@@ -660,6 +660,70 @@ def test_a_blob_that_is_no_pair_or_no_value_is_refused_by_name() -> None:
     assert net[3].inputs == ("b", "b")
 
 
+def test_use_def_queries_refuse_a_plain_name() -> None:
+    """net.producer('conv1') answered None and net.uses('conv1') [] (a silently wrong
+    answer), the view's consumer_ops('ab') an IndexError: each names the slip now."""
+    net = _net()
+    view = net.ssa()
+    for query in (net.producer, net.uses, view.producer, view.uses, view.consumer_ops):
+        with pytest.raises(InvalidArgumentError, match=r"blob='a' is not a versioned blob"):
+            query("a")  # type: ignore[arg-type]
+    assert net.producer(("a", 1)) == 0 and net.uses(("a", 1)) == [Use(1, 0)]
+
+
+def test_edit_slips_are_refused_when_made() -> None:
+    """What used to fail later, deep inside or when the net was written: an op index given as
+    a string, a value type that is not a ValueType, an op naming a blob None; a numpy array is
+    a constant as an ArrayTensor of it; renaming a value to its own name changes nothing."""
+    from graphtools.values import ArrayTensor
+
+    net = _net()
+    with (
+        pytest.raises(InvalidArgumentError, match="an op index is an int, not '0'"),
+        net.edit() as e,
+    ):
+        e.remove("0")  # type: ignore[arg-type]
+    with (
+        pytest.raises(TypeError, match=r"must be a graphtools\.values\.ValueType"),
+        net.edit() as e,
+    ):
+        e.set_type("a", "float[2,4]")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"inputs must be blob names \(strings\): item 0 is None"):
+        Op("Relu", [None], ["y"])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match=r"outputs must be blob names .*item 1 is 1"):
+        Op("Relu", ["x"], ["y", 1])  # type: ignore[list-item]
+    with (
+        pytest.raises(TypeError, match=r"a numpy array or a graphtools\.values\.Tensor"),
+        net.edit() as e,
+    ):
+        e.set_initializer("w", [1.0, 2.0])  # type: ignore[arg-type]
+    revision = net.revision
+    with net.edit() as edit:
+        edit.rename(("a", 1), "a")
+    assert not edit.changed and net.revision == revision
+    with net.edit() as edit:
+        edit.set_initializer("w", np.ones(2, np.float32))
+    assert isinstance(net.initializers["w"], ArrayTensor)
+    np.testing.assert_array_equal(net.initializers["w"].numpy(), np.ones(2, np.float32))
+
+
+def test_a_second_edit_of_a_net_is_refused_while_one_is_open() -> None:
+    """The inner edit committed, then the outer one failed (the net had changed): the inner
+    change stood, half of what the code meant. The inner one is refused when opened; after
+    the outer one commits (or fails), a new edit opens."""
+    net = _net()
+    before = serialize_net(net)
+    refused = pytest.raises(IllegalRewriteError, match="an edit of this net is open already")
+    with refused, net.edit() as outer:
+        outer.remove(3)
+        with net.edit():
+            pass
+    assert serialize_net(net) == before
+    with net.edit() as edit:
+        edit.replace_all_uses_with(("c", 1), ("b", 1))
+    assert edit.changed and net[3].inputs == ("b", "b")
+
+
 @pytest.mark.parametrize("bulk", [False, True], ids=["few", "bulk"])
 def test_a_rewire_of_a_value_the_net_does_not_have_is_refused_in_bulk_too(bulk: bool) -> None:
     """Among 64 or more rewires (found in the view's arrays at once) a rewire of nothing was
