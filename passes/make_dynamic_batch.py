@@ -322,7 +322,30 @@ class _Attempt:
                 "lost",
                 f"takes the batch {self.symbol} in and gives none out ({shapes}){hint}",
             )
-        return self._states(net, index, op)
+        return self._gemm_bias(net, index, op) or self._states(net, index, op)
+
+    def _gemm_bias(self, net: Net, index: int, op: Op) -> _Pin | None:
+        """A ``Gemm`` whose bias ``C`` has as many rows as the exported batch: inference sizes
+        the output from ``A`` and ``B`` alone, and at another batch ``C`` cannot broadcast to
+        it (a per-row bias, which ``fuse-matmul-add`` makes of an ``Add`` that pinned the batch
+        already)."""
+        if op.type != "Gemm" or op.domain not in (None, "", "ai.onnx") or len(op.inputs) < 3:
+            return None
+        outputs = [name for name in op.outputs if name]
+        out_shape = self.shape(outputs[0]) if outputs else None
+        held = self.constant(op.inputs[2])
+        bias = self.shape(op.inputs[2]) if held is None else held.shape
+        if not out_shape or out_shape[0] != self.symbol or bias is None or len(bias) != 2:
+            return None
+        if bias[0] in (1, self.symbol):
+            return None
+        return _Pin(
+            net,
+            index,
+            "lost",
+            f"adds a bias {op.inputs[2]!r} of shape {list(bias)}, one row per row of the "
+            f"exported batch: at another batch it cannot broadcast to the output",
+        )
 
     def _computed_size(self, op: Op) -> bool:
         """Whether ``op`` sizes its output by a value computed at run time (a ``Reshape``

@@ -196,6 +196,32 @@ def test_a_reshape_moving_the_batch_behind_other_elements_is_refused(tmp_path: P
     assert model.predict_net.same_as(before.predict_net)
 
 
+def test_a_gemm_bias_with_a_row_per_exported_row_is_refused(tmp_path: Path) -> None:
+    """``x @ w + b`` with ``b`` of shape [4, 1] pins the batch at 4; fuse-matmul-add makes it
+    a Gemm whose bias inference never compares with the batch, and the model was written
+    with batch N, failing at any other. Refused naming the Gemm; a bias per column passes."""
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["m"]),
+        helper.make_node("Add", ["m", "b"], ["y"]),
+    ]
+
+    def model(bias: np.ndarray, name: str) -> Path:
+        weights = {"w": normal(5, 3), "b": bias}
+        return graph_model(tmp_path / name, nodes, {"x": (F, [4, 5])}, {"y": (F, [4, 3])}, weights)
+
+    per_row = load_onnx_model(model(normal(4, 1), "rows.onnx"))
+    with pytest.raises(PassError, match=r"\(Gemm\) adds a bias 'b' of shape \[4, 1\]"):
+        PassManager.parse("optimize,make-dynamic-batch")(per_row)
+    # optimize's (checked) rewrite stays; the batch stays the exported one
+    assert [op.type for op in per_row.predict_net] == ["Gemm"]
+    assert per_row.predict_net.types["x"].shape == (4, 5)
+    per_column = _dynamic(
+        model(normal(1, 3), "columns.onnx"), tmp_path, "optimize,make-dynamic-batch"
+    )
+    assert [op.op_type for op in onnx.load(per_column).graph.node] == ["Gemm"]
+    assert_batch_polymorphic(per_column, "N", {"x": normal(4, 5)})
+
+
 def test_a_recurrent_state_made_for_one_batch_is_expanded(tmp_path: Path) -> None:
     hidden = 3
     nodes = [helper.make_node("GRU", ["x", "w", "r", "", "", "h0"], ["y"], hidden_size=hidden)]
