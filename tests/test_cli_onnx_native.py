@@ -891,6 +891,73 @@ def test_verify_feeds_runs_onnxruntime_on_the_given_arrays(
     assert_one_error_line(err, "'ids' is given both a shape and values")
 
 
+def test_a_folder_of_one_onnx_model_is_that_model_for_run_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """run refused the folder of one ONNX model ("several models are written to a folder")
+    and, with an .onnx output, took it for a Caffe2 pair, where show, verify and exec take it
+    as that model; a folder of two stays a batch."""
+    folder = tmp_path / "one"
+    folder.mkdir()
+    _embedding(folder / "m.onnx")
+    code, _, err = run_cli(capsys, "run", str(folder), "-o", str(tmp_path / "out.onnx"))
+    assert code == 0, err
+    assert [n.op_type for n in onnx.load(tmp_path / "out.onnx").graph.node] == ["Gather"]
+    code, _, err = run_cli(capsys, "verify", str(folder), "--save-outputs", str(tmp_path / "s.npz"))
+    assert code == 0, err
+    shutil.copy(folder / "m.onnx", folder / "n.onnx")
+    code, _, err = run_cli(capsys, "run", str(folder), "-o", str(tmp_path / "batch"))
+    assert code == 0, err
+    assert sorted(p.name for p in (tmp_path / "batch").iterdir()) == ["m", "n"]
+
+
+def test_in_place_leaves_a_shared_data_file_readable_by_the_other_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """a.onnx and b.onnx read one data file; run a.onnx --in-place dropped a's unused
+    initializer and compacted the file, and b.onnx then failed to load (its offsets gone).
+    The file is left as it is: b still runs as before, a runs as its pipeline made it."""
+    folder = tmp_path / "m"
+    a = _mlp_in(folder, external=True)
+    b = folder / "b.onnx"
+    onnx.save(onnx.load(str(a), load_external_data=False), str(b))  # the same data file
+    data = folder / "m.onnx.data"
+    before = data.read_bytes()
+    feeds = {"x": np.ones((2, 4), np.float32)}
+    reference = run_model(load_onnx_model(b), feeds)
+    code, _, err = run_cli(capsys, "run", str(a), "--in-place")
+    assert code == 0, err
+    assert "unused" not in {
+        t.name for t in onnx.load(str(a), load_external_data=False).graph.initializer
+    }
+    assert data.read_bytes() == before
+    for model in (a, b):
+        np.testing.assert_array_equal(run_model(load_onnx_model(model), feeds)["y"], reference["y"])
+
+
+def test_in_place_refuses_a_symbolic_link(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--in-place on current.onnx -> v3.onnx replaced the link with a file and left v3.onnx
+    as it was: refused, naming the file it points to; both stay as they were."""
+    real = _embedding(tmp_path / "v3.onnx")
+    link = tmp_path / "current.onnx"
+    link.symlink_to(real.name)
+    before = real.read_bytes()
+    code, _, err = run_cli(capsys, "run", str(link), "--in-place")
+    assert code == 2
+    assert_one_error_line(err, "is a symbolic link", str(real), "run on the file it points to")
+    assert link.is_symlink() and real.read_bytes() == before
+    pair = tmp_path / "pair"
+    shutil.copytree(TINY, pair)
+    (pair / "predict_net.pbtxt").rename(pair / "v1.pbtxt")
+    (pair / "predict_net.pbtxt").symlink_to("v1.pbtxt")
+    code, _, err = run_cli(capsys, "run", str(pair), "--in-place")
+    assert code == 2
+    assert_one_error_line(err, "predict_net.pbtxt is a symbolic link")
+    assert (pair / "predict_net.pbtxt").is_symlink()
+
+
 def test_verify_against_shifted_outputs_says_so_and_labels_its_histogram(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from graphtools._core import MAIN_NET
-from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file, model_files
+from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file, model_files, one_onnx_model
 from graphtools.errors import SerdeError, UsageError, did_you_mean
 from graphtools.ir import Model
 from graphtools.serde import find_model_files, load_model
@@ -244,8 +244,9 @@ def load_input(
             models = sorted(p for p in source.glob("*") if p.suffix.lower() == ".onnx")
             if not models or any(source.glob("predict_net*")):
                 raise  # no ONNX model, or a pair the folder holds ambiguously: said as such
-            if len(models) == 1 and models[0].is_file():
-                return load_onnx_file(models[0])  # the folder of one ONNX model is that model
+            single = one_onnx_model(source)
+            if single is not None:
+                return load_onnx_file(single)  # the folder of one ONNX model is that model
             names = [model.name for model in models]
             shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
             raise UsageError(
@@ -277,6 +278,19 @@ def load_input(
     if found is not None and _check_not_empty(found, "init_net") and out is not None:
         out.warn(f"init_net {found} is empty: the model gets no parameters from it")
     return load_model(predict, found, allow_empty=True)
+
+
+def refuse_links_in_place(paths: Iterable[Path]) -> None:
+    """Refuse ``--in-place`` on a model file that is a symbolic link: the atomic write would
+    replace the link with a file and leave the file it points to as it was (a
+    ``current.onnx -> v3.onnx`` set-up would silently stop pointing at the versions)."""
+    for path in paths:
+        if path.is_symlink():
+            raise UsageError(
+                f"{path} is a symbolic link (to {path.resolve()}): --in-place would replace "
+                "the link with a file and leave that one as it was; run on the file it points "
+                "to, or write elsewhere with -o"
+            )
 
 
 def refuse_dump_in_json(options: Any) -> None:

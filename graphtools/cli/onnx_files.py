@@ -47,6 +47,27 @@ __all__ = [
 ]
 
 
+_MODEL_SUFFIXES = frozenset({ONNX_SUFFIX, ".pb", ".pbtxt"})
+
+
+def one_onnx_model(folder: Path) -> Path | None:
+    """The ONNX model a folder stands for: its one ``.onnx`` file, when nothing else in it
+    could be a model (no NetDef file, no sub-folder holding a model file; a sub-folder of
+    external data is fine); ``None`` otherwise. Every command takes such a folder as that
+    model, and only a folder of several models as a batch."""
+    models: list[Path] = []
+    for entry in folder.iterdir():
+        suffix = entry.suffix.lower()
+        if entry.is_dir():
+            if any(p.suffix.lower() in _MODEL_SUFFIXES for p in entry.rglob("*")):
+                return None
+        elif suffix == ONNX_SUFFIX:
+            models.append(entry)
+        elif suffix in _MODEL_SUFFIXES:
+            return None
+    return models[0] if len(models) == 1 else None
+
+
 def is_onnx_file(path: str | Path) -> bool:
     """Whether ``path`` names an ONNX model: by its suffix, else (for an existing file) by
     its content."""

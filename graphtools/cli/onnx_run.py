@@ -26,6 +26,7 @@ from graphtools.cli.common import (
     did_you_mean,
     parse_name_list,
     record_data,
+    refuse_links_in_place,
     report_records,
     set_outputs,
 )
@@ -112,6 +113,7 @@ def _target(source: Path, options: argparse.Namespace) -> Path:
     if options.in_place:
         if options.output is not None:
             raise UsageError("give -o or --in-place, not both")
+        refuse_links_in_place([source])
         return source
     if options.output is None:
         raise UsageError(

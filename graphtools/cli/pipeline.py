@@ -30,11 +30,12 @@ from graphtools.cli.common import (
     parse_name_list,
     record_data,
     refuse_dump_in_json,
+    refuse_links_in_place,
     report_records,
     set_outputs,
 )
 from graphtools.cli.diff import render_diff
-from graphtools.cli.onnx_files import is_onnx_file
+from graphtools.cli.onnx_files import is_onnx_file, one_onnx_model
 from graphtools.cli.onnx_run import (
     check_run_options,
     exec_onnx,
@@ -100,6 +101,7 @@ def _output_plan(model: Model, options: argparse.Namespace) -> Path | None:
     if options.in_place:
         if options.output is not None:
             raise UsageError("give -o or --in-place, not both")
+        refuse_links_in_place([p for p in (model.predict_path, model.init_path) if p])
         return None
     if options.output is None:
         raise UsageError(
@@ -152,6 +154,11 @@ def _cmd_run(options: argparse.Namespace) -> int:
     refuse_dump_in_json(options)
     if len(options.inputs) > 1 or is_collection(options.inputs[0]):
         return _run_batch(options, out)
+    source = Path(options.inputs[0])
+    if source.is_dir() and not options.init:
+        found = one_onnx_model(source)
+        if found is not None:
+            options.inputs = [str(found)]  # the folder of one ONNX model is that model
     if is_onnx_file(options.inputs[0]):
         printer = printer_after_pass(out) if options.print_after_each else None
         return run_onnx_model(options, out, printer)
@@ -195,7 +202,9 @@ def _cmd_run(options: argparse.Namespace) -> int:
 
 
 def is_collection(path: str) -> bool:
-    """A folder that is not itself a model folder (a batch of models)."""
+    """A folder that is not itself a model: neither a model folder (a Caffe2 pair) nor the
+    folder of one ONNX model and nothing else a model could be (``load_input`` takes such a
+    folder as that model: so does every command)."""
     from graphtools.serde import find_model_files
 
     source = Path(path)
@@ -204,7 +213,7 @@ def is_collection(path: str) -> bool:
     try:
         find_model_files(source)
     except SerdeError:
-        return True
+        return one_onnx_model(source) is None
     return False
 
 

@@ -7,10 +7,13 @@ model, unchanged, is copied as it is (same locations, offsets and lengths, so an
 keeps its layout); one that lost tensors is written again with only those kept, unless
 tensors the IR does not hold as initializers lie in it too (a Constant's value, a sparse
 initializer's parts, a function's tensors): then it is copied whole, as is a file only those
-point into. Locations are one file however spelled (``w.bin``, ``./w.bin``). With
-``external_data=True`` every initializer of at least ``size_threshold`` bytes goes to
-``<model file>.data`` instead. A location that would lie outside the output's folder is never
-written; a model over protobuf's 2 GB limit is refused with what to do.
+point into. A model written over itself never rewrites the data file it reads: another model
+may read the same file (two models cut from one export), so the tensors it dropped leave
+their bytes there and the others keep their offsets. Locations are one file however spelled
+(``w.bin``, ``./w.bin``). With ``external_data=True`` every initializer of at least
+``size_threshold`` bytes goes to ``<model file>.data`` instead. A location that would lie
+outside the output's folder is never written; a model over protobuf's 2 GB limit is refused
+with what to do.
 """
 
 from __future__ import annotations
@@ -259,8 +262,9 @@ def _kept_external(
         file = files[key]
         target = folder / file.location
         unique = {id(t): t for t in tensors}
-        if len(unique) == file.count or os.path.normpath(file.location) in pinned:
-            if target.resolve() != file.path.resolve():
+        over_itself = target.resolve() == file.path.resolve()
+        if len(unique) == file.count or over_itself or os.path.normpath(file.location) in pinned:
+            if not over_itself:
                 data = read_bytes(file.path)
                 _check_extents(file, list(unique.values()), len(data))
                 written.append((target, data))
