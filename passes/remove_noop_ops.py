@@ -12,7 +12,11 @@ An op is a no-op when, on the types shape inference gives and the constants it r
   (start 0, step 1, end past the dim), ``Expand`` to a shape its input already broadcasts to
   without growing, ``Concat`` of one input;
 * ``MaxPool``/``AveragePool`` whose windows are single elements (kernel, strides 1, no pads,
-  one output).
+  one output);
+* ``Add``/``Sub`` of a constant of zeros and ``Mul``/``Div`` by a constant of ones, given as
+  the second input, that broadcasts to the first without growing it (a GroupNorm's default
+  zero bias in a dynamo export). Exact, but for ``-0.0 + 0.0``, which is ``+0.0`` (equal;
+  onnxsim and onnxoptimizer drop these too).
 
 Each goes as ``remove-identity-ops`` drops an identity (``graphtools.analysis.identities``):
 its readers read its input, and a graph output keeps its name. An op returning a value of an
@@ -69,6 +73,10 @@ _NOOP_TYPES = frozenset(
         "Concat",
         "MaxPool",
         "AveragePool",
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
     }
 )
 _RECURRENT_DEFAULTS = {"LSTM": (3, 5, 6), "GRU": (3, 5), "RNN": (3, 5)}
@@ -200,6 +208,37 @@ class _NoopCheck:
 
     _maxpool = _pool
     _averagepool = _pool
+
+    def _neutral(self, op: Op, neutral: int) -> bool:
+        """Whether ``op`` combines its first input with a constant of ``neutral`` elements
+        that broadcasts to it without growing its shape (or changing its element type)."""
+        if len(op.inputs) != 2 or not op.inputs[1]:
+            return False
+        constant = self.array(op.inputs[1])
+        if constant is None or constant.size > 1 << 20 or not np.all(constant == neutral):
+            return False
+        if constant.ndim == 0:
+            return True
+        shape = self.shape(op.inputs[0])
+        if shape is None or constant.ndim > len(shape):
+            return False
+        aligned = shape[len(shape) - constant.ndim :]
+        return all(
+            size == 1 or (isinstance(dim, int) and size == dim)
+            for size, dim in zip(constant.shape, aligned, strict=True)
+        )
+
+    def _add(self, op: Op) -> bool:
+        return self._neutral(op, 0)
+
+    def _sub(self, op: Op) -> bool:
+        return self._neutral(op, 0)
+
+    def _mul(self, op: Op) -> bool:
+        return self._neutral(op, 1)
+
+    def _div(self, op: Op) -> bool:
+        return self._neutral(op, 1)
 
 
 _KEEPS_ZEROS = frozenset(

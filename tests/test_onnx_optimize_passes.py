@@ -367,6 +367,35 @@ def test_ops_that_change_something_stay(tmp_path: Path) -> None:
     assert types(model) == ["Transpose", "Cast", "Slice", "Expand"]
 
 
+def test_arithmetic_by_a_neutral_constant_goes_unless_it_broadcasts_wider(tmp_path: Path) -> None:
+    """x + 0, x - 0, x * 1, x / 1 (a dynamo GroupNorm's default zero bias kept an Add that
+    onnxsim drops) go when the constant broadcasts to x without growing it; a constant that
+    widens x, that is not neutral, or that is first (0 - x) stays."""
+    nodes = [
+        helper.make_node("Add", ["x", "zeros_c11"], ["a"]),
+        helper.make_node("Sub", ["a", "zero"], ["b"]),
+        helper.make_node("Mul", ["b", "ones_4"], ["c"]),
+        helper.make_node("Div", ["c", "one"], ["d"]),
+        helper.make_node("Add", ["d", "zeros_wide"], ["e"]),  # [N,3,4] + [2,1,1,1]: rank 4, wider
+        helper.make_node("Mul", ["e", "twos"], ["f"]),
+        helper.make_node("Sub", ["zero", "f"], ["y"]),
+    ]
+    weights = {
+        "zeros_c11": np.zeros((3, 1), np.float32),
+        "zero": np.zeros((), np.float32),
+        "ones_4": np.ones(4, np.float32),
+        "one": np.ones((1, 1, 1), np.float32),
+        "zeros_wide": np.zeros((2, 1, 1, 1), np.float32),
+        "twos": np.full((4,), 2.0, np.float32),
+    }
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, ["N", 3, 4])}, {"y": (F, None)}, weights
+    )
+    model, _ = rewritten(path, "remove-noop-ops", {"x": normal(2, 3, 4)}, tmp_path)
+    assert types(model) == ["Add", "Mul", "Sub"]
+    assert model.predict_net[0].inputs == ("x", "zeros_wide")
+
+
 @pytest.mark.parametrize("sliced", [False, True], ids=["zeros", "a-slice-of-zeros"])
 def test_zero_initial_states_of_a_recurrent_op_are_left_out(tmp_path: Path, sliced: bool) -> None:
     """The legacy exporter's zero state, and one layer's slice of it (a 2-layer LSTM)."""
