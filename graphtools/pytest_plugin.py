@@ -31,7 +31,6 @@ Example::
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,12 +46,23 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GoldenChecker",
-    "MadeUpParameters",
+    "MadeUpParameters",  # noqa: F822 (given by __getattr__, from graphtools.testing)
     "assert_matches_golden",
     "assert_models_equivalent",
     "assert_net_matches_golden",
     "updating_goldens",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # ``MadeUpParameters`` lives with the check in graphtools.testing, imported on first use
+    # so that loading the plugin (every pytest run of a user) stays light.
+    if name == "MadeUpParameters":
+        from graphtools.testing import MadeUpParameters
+
+        return MadeUpParameters
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _ENV = "GRAPHTOOLS_UPDATE_GOLDENS"
 _STATE: dict[str, bool] = {"update": False}
@@ -155,71 +165,17 @@ def assert_models_equivalent(
     shapes: Mapping[str, Sequence[int]] | None = None,
     seed: int = 0,
 ) -> None:
-    """Fail unless both models compute the same outputs (``graphtools.testing``'s check);
-    without ``feeds``, inputs and missing parameters are made up as ``verify`` does (an ONNX
-    model's inputs from their declared types, both models run on onnxruntime)."""
-    from graphtools.feeds import synthesize
-    from graphtools.testing import assert_no_difference, compare_models
+    """Fail unless both models compute the same outputs: a Caffe2 pair as
+    ``graphtools.testing.assert_models_equivalent`` checks it (on the reference executor), an
+    ONNX model on onnxruntime, its inputs made up from their declared types without
+    ``feeds``."""
+    from graphtools import testing
 
-    if ONNX in (before.dialect, after.dialect):
-        diffs = _compare_onnx(before, after, feeds, rtol, atol, shapes or {}, seed)
-        assert_no_difference(diffs, rtol, atol)
+    if ONNX not in (before.dialect, after.dialect):
+        testing.assert_models_equivalent(before, after, feeds, rtol, atol, shapes, seed)
         return
-    if feeds is None:
-        synthesis = synthesize(before, shapes or {}, seed=seed)
-        feeds = synthesis.feeds
-        if synthesis.params:
-            warnings.warn(
-                f"made up {len(synthesis.params)} parameters that nothing provides (no "
-                "init_net, an init_net op that cannot run here, or blobs it lacks): the "
-                "check is about the rewrite, not the weights",
-                MadeUpParameters,
-                stacklevel=2,
-            )
-        # An init_net op that cannot run here (a Load from a database not shipped) is left
-        # out of both, its blobs made up, as verify does.
-        skipped = [(s.type, s.outputs) for s in synthesis.skipped_ops if s.net == "init_net"]
-        before, after = _without_init_ops(before, skipped), _without_init_ops(after, skipped)
-    else:
-        _refuse_unknown_feeds(before, feeds)
-    diffs = compare_models(before, after, feeds, rtol=rtol, atol=atol, seed=seed)
-    assert_no_difference(diffs, rtol, atol)
-
-
-class MadeUpParameters(UserWarning):
-    """``assert_models_equivalent`` ran a pair on parameters it made up."""
-
-
-def _without_init_ops(model: Model, skipped: Sequence[tuple[str, tuple[str, ...]]]) -> Model:
-    """``model`` without the init_net ops of ``skipped`` (by type and outputs: a pipeline may
-    have moved them)."""
-    init = model.init_net
-    if not skipped or init is None:
-        return model
-    wanted = set(skipped)
-    indices = [i for i, op in enumerate(init) if (op.type, tuple(op.outputs)) in wanted]
-    if not indices:
-        return model
-    copy = model.copy()
-    assert copy.init_net is not None
-    copy.init_net.remove_ops(indices)
-    return copy
-
-
-def _refuse_unknown_feeds(model: Model, feeds: Mapping[str, Any]) -> None:
-    """A feed for no input of the model (a misspelt name) is an error, not dropped."""
-    from graphtools.analysis.input_shapes import first_readers
-    from graphtools.errors import did_you_mean
-
-    net = model.predict_net
-    known = net.external_input_set() | first_readers(net).keys()
-    if model.init_net is not None:
-        known |= {name for op in model.init_net for name in op.outputs}
-    for name in feeds:
-        if name not in known:
-            raise PreconditionError(
-                f"feeds name {name!r}, which is no input of the model{did_you_mean(name, known)}"
-            )
+    diffs = _compare_onnx(before, after, feeds, rtol, atol, shapes or {}, seed)
+    testing.assert_no_difference(diffs, rtol, atol)
 
 
 def _compare_onnx(

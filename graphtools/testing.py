@@ -9,6 +9,7 @@ nets shipped without their weights, ``random_params`` makes a consistent set of 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from math import prod
@@ -19,9 +20,9 @@ import numpy as np
 from graphtools._core import ONNX
 from graphtools.analysis.channels import plan_channels
 from graphtools.analysis.liveness import unread_outputs
-from graphtools.errors import InvalidNetError, PreconditionError
+from graphtools.errors import InvalidNetError, PreconditionError, did_you_mean
 from graphtools.executor import Int8Tensor, Workspace, run_model, run_net, run_op
-from graphtools.feeds import ParamMaker
+from graphtools.feeds import ParamMaker, Synthesis, synthesize
 from graphtools.gradient_check import GradientCheck, check_gradients
 from graphtools.ir import Model, Net
 from graphtools.pass_infra import PassManager
@@ -513,6 +514,10 @@ def format_diffs(diffs: Sequence[OutputDiff]) -> str:
     )
 
 
+class MadeUpParameters(UserWarning):
+    """``assert_models_equivalent`` ran a pair on parameters it made up."""
+
+
 def assert_models_equivalent(
     before: Model,
     after: Model,
@@ -522,14 +527,83 @@ def assert_models_equivalent(
     shapes: Mapping[str, Sequence[int]] | None = None,
     seed: int = 0,
 ) -> None:
-    """Fail with a table of per-output differences unless both models compute the same outputs.
+    """Fail with a table of per-output differences unless both Caffe2 pairs compute the same
+    outputs on the reference executor (ONNX models: ``graphtools.pytest_plugin``'s function of
+    this name, on onnxruntime).
+
+    Without ``feeds``, inputs and missing parameters are made up as ``verify`` makes them
+    (``graphtools.feeds.synthesize``: input roles and element types, ``shapes`` winning over
+    guesses and init_net placeholders); an init_net op that cannot run here (a ``Load`` from a
+    database not shipped) is left out of both, its blobs made up. Parameters made up, or
+    replaced because the made-up inputs do not fit them, raise a ``MadeUpParameters`` warning.
 
     Raises:
         AssertionError: an output differs beyond ``atol + rtol * |before|``, or has a different
-            shape or dtype, or exists in only one model.
+            shape or dtype, or exists in only one model; or nothing was compared.
+        PreconditionError: ``feeds`` names no input of the model.
     """
-    diffs = compare_models(before, after, feeds, rtol=rtol, atol=atol, shapes=shapes, seed=seed)
+    if feeds is None:
+        synthesis = synthesize(before, shapes or {}, seed=seed)
+        feeds = synthesis.feeds
+        _warn_made_up(synthesis)
+        skipped = [(s.type, s.outputs) for s in synthesis.skipped_ops if s.net == "init_net"]
+        before, after = _without_init_ops(before, skipped), _without_init_ops(after, skipped)
+    else:
+        _refuse_unknown_feeds(before, feeds)
+    diffs = compare_models(before, after, feeds, rtol=rtol, atol=atol, seed=seed)
     assert_no_difference(diffs, rtol, atol)
+
+
+def _warn_made_up(synthesis: Synthesis) -> None:
+    """The ``MadeUpParameters`` warning of a synthesis that made up or replaced parameters,
+    saying which and why (a guessed input shape that the real weights do not fit, say)."""
+    reasons = []
+    made = [name for name in synthesis.params if name not in synthesis.replaced]
+    if made:
+        reasons.append(
+            f"made up {len(made)} parameters that nothing provides (no init_net, an init_net "
+            "op that cannot run here, or blobs it lacks)"
+        )
+    for name, why in synthesis.replaced.items():
+        reasons.append(f"replaced the init_net's {name!r} by a made-up one: {why}")
+    if reasons:
+        warnings.warn(
+            "; ".join(reasons) + ": the check is about the rewrite, not the weights (give the "
+            "input shapes the weights fit with shapes=)",
+            MadeUpParameters,
+            stacklevel=3,
+        )
+
+
+def _without_init_ops(model: Model, skipped: Sequence[tuple[str, tuple[str, ...]]]) -> Model:
+    """``model`` without the init_net ops of ``skipped`` (by type and outputs: a pipeline may
+    have moved them)."""
+    init = model.init_net
+    if not skipped or init is None:
+        return model
+    wanted = set(skipped)
+    indices = [i for i, op in enumerate(init) if (op.type, tuple(op.outputs)) in wanted]
+    if not indices:
+        return model
+    copy = model.copy()
+    assert copy.init_net is not None
+    copy.init_net.remove_ops(indices)
+    return copy
+
+
+def _refuse_unknown_feeds(model: Model, feeds: Mapping[str, Any]) -> None:
+    """A feed for no input of the model (a misspelt name) is an error, not dropped."""
+    from graphtools.analysis.input_shapes import first_readers
+
+    net = model.predict_net
+    known = net.external_input_set() | first_readers(net).keys()
+    if model.init_net is not None:
+        known |= {name for op in model.init_net for name in op.outputs}
+    for name in feeds:
+        if name not in known:
+            raise PreconditionError(
+                f"feeds name {name!r}, which is no input of the model{did_you_mean(name, known)}"
+            )
 
 
 def assert_no_difference(diffs: Sequence[OutputDiff], rtol: float, atol: float) -> None:

@@ -7,6 +7,7 @@ import importlib.metadata
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -277,3 +278,48 @@ def test_a_check_on_made_up_parameters_says_so(tmp_path: Path) -> None:
     alone = Model(Net([Op("FC", ["x", "w", "b"], ["y"])], ["x", "w", "b"], ["y"]))
     with pytest.warns(MadeUpParameters, match="made up 2 parameters that nothing provides"):
         assert_models_equivalent(alone, alone.copy(), shapes={"x": (2, 4)})
+
+
+def test_real_weights_replaced_for_a_guessed_shape_are_named_in_the_warning() -> None:
+    """The init_net fills s and b ([4]), and the guessed input [2, 3, 4, 5] does not fit
+    them: they were replaced by made-up ones, and the warning said they were parameters
+    'nothing provides'. It names them and why; with shapes they fit, no warning."""
+    from graphtools.ir import Net
+    from graphtools.pytest_plugin import MadeUpParameters
+
+    predict = Net(
+        [
+            Op("Relu", ["x"], ["r"]),
+            Op("Mul", ["r", "s"], ["m"], args={"broadcast": 1}),
+            Op("Add", ["m", "b"], ["y"], args={"broadcast": 1}),
+        ],
+        ["x", "s", "b"],
+        ["y"],
+    )
+    fills = [
+        Op("GivenTensorFill", [], [name], args={"shape": [4], "values": [1.0, 2.0, 3.0, 4.0]})
+        for name in ("s", "b")
+    ]
+    model = Model(predict, Net(fills, [], ["s", "b"]))
+    with pytest.warns(MadeUpParameters, match=r"replaced the init_net's 's' by a made-up one"):
+        assert_models_equivalent(model, model.copy())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_models_equivalent(model, model.copy(), shapes={"x": (2, 4)})
+
+
+def test_the_python_check_of_a_pair_makes_inputs_as_verify_does() -> None:
+    """graphtools.testing.assert_models_equivalent fed the stylizer's uint8 BGRA input as
+    float32 of one element (its init_net placeholder) and failed inside the executor, where
+    the plugin's function of the same name passed: one check now, verify's inputs."""
+    from conftest import SHARED_REAL
+
+    from graphtools.testing import assert_models_equivalent as python_check
+
+    crayon = SHARED_REAL / "caffe2-models" / "style_transfer" / "crayon"
+    if not crayon.is_dir():
+        pytest.skip(f"no real fixtures at {SHARED_REAL}")
+    model = load_model_dir(crayon)
+    cleaned = model.copy()
+    PassManager.parse("default")(cleaned)
+    python_check(model, cleaned, shapes={"data_int8_bgra": (1, 32, 32, 4)})
