@@ -7,7 +7,12 @@ builds a pipeline from the passes ``available_passes`` finds, and runs it to a f
 
 from graphtools.errors import PipelineSpecError
 from graphtools.pass_infra.base import Pass, PassResult
-from graphtools.pass_infra.manager import DEFAULT_STEPS, PassManager, PassRecord
+from graphtools.pass_infra.manager import (
+    DEFAULT_STEPS,
+    NoFixpointWarning,
+    PassManager,
+    PassRecord,
+)
 from graphtools.pass_infra.registry import ENTRY_POINT_GROUP, available_passes, register_pass
 from graphtools.pass_infra.spec import (
     DEFAULT_PIPELINE,
@@ -28,6 +33,7 @@ __all__ = [
     "NAMED_PIPELINES",
     "OPTIMIZE_PIPELINES",
     "DefaultPipeline",
+    "NoFixpointWarning",
     "OptimizePipeline",
     "Pass",
     "PassManager",

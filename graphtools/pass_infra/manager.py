@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +75,11 @@ class PassRecord:
 def _op_counts(model: Model) -> tuple[int, int]:
     """Top-level ops of the predict_net and of the init_net (0 without one)."""
     return len(model.predict_net), 0 if model.init_net is None else len(model.init_net)
+
+
+class NoFixpointWarning(UserWarning):
+    """A pipeline stopped at its round limit while its last round still changed the model
+    (the CLI says so in its own words)."""
 
 
 class PassManager:
@@ -218,8 +224,11 @@ class PassManager:
             findings = findings_after
             if not changed:
                 return records
-        logger.info(
-            "pipeline %s stopped after %d rounds without reaching a fixpoint", self, self.steps
+        warnings.warn(
+            f"pipeline {self} did not reach a fixpoint in {self.steps} rounds (the last round "
+            "still changed the model): raise steps, or look for passes undoing each other",
+            NoFixpointWarning,
+            stacklevel=3,
         )
         return records
 
