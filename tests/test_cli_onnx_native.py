@@ -891,6 +891,36 @@ def test_verify_feeds_runs_onnxruntime_on_the_given_arrays(
     assert_one_error_line(err, "'ids' is given both a shape and values")
 
 
+def test_a_size_given_for_a_symbolic_dim_holds_for_every_input_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """a and b both [N, 4], joined by a Concat: --shapes a=5x4 (or a's --feeds) left b at
+    1x4, and onnxruntime refused the original model; b takes N=5 now, said so, and two sizes
+    for N are refused."""
+    graph = helper.make_graph(
+        [helper.make_node("Concat", ["a", "b"], ["y"], axis=1)],
+        "cat",
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 4]),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, ["N", 4]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])],
+    )
+    source = _save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "m.onnx"
+    )
+    code, out, err = run_cli(capsys, "verify", str(source), "--shapes", "a=5x4")
+    assert code == 0, err
+    assert "input b: float32[5, 4] (declared: dim 0 ('N') 5, as given for 'a')" in out
+    np.savez(tmp_path / "a.npz", a=np.ones((3, 4), np.float32))
+    code, out, err = run_cli(capsys, "verify", str(source), "--feeds", str(tmp_path / "a.npz"))
+    assert code == 0, err
+    assert "input b: float32[3, 4]" in out
+    code, _, err = run_cli(capsys, "verify", str(source), "--shapes", "a=5x4,b=3x4")
+    assert code == 2
+    assert_one_error_line(err, "'a' and 'b' are given 5 and 3 for the dim the model names 'N'")
+
+
 def test_a_folder_of_one_onnx_model_is_that_model_for_run_too(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -316,6 +316,7 @@ def seeded_inputs(
     both = [name for name in given if name in shapes]
     if both:
         raise GraphToolsError(f"input {both[0]!r} is given both a shape and values: give one")
+    sizes = _symbol_sizes(specs, shapes, given)
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
     made: list[MadeInput] = []
@@ -325,7 +326,7 @@ def seeded_inputs(
         if spec.name in given:
             value = np.asarray(given[spec.name])
             if value_type is not None and value_type.kind == "tensor":
-                _shape(spec.name, value_type, {spec.name: value.shape})
+                _shape(spec.name, value_type, {spec.name: value.shape}, sizes)
             feeds[spec.name] = value
             made.append(MadeInput(spec.name, value.shape, str(value.dtype), "given", "--feeds"))
             continue
@@ -341,7 +342,7 @@ def seeded_inputs(
                 f"input {spec.name!r} has element type {value_type.elem_type}, which numpy "
                 "cannot hold: values cannot be made up for it"
             )
-        shape, origin, reason = _shape(spec.name, value_type, shapes)
+        shape, origin, reason = _shape(spec.name, value_type, shapes, sizes)
         size = math.prod(shape) * max(dtype.itemsize, 1)
         if size > MAX_MADE_BYTES:
             raise GraphToolsError(
@@ -356,8 +357,42 @@ def seeded_inputs(
     return feeds, made
 
 
+def _symbol_sizes(
+    specs: Sequence[Any], shapes: Mapping[str, Sequence[int]], given: Mapping[str, Any]
+) -> dict[str, tuple[int, str]]:
+    """``{symbolic dim: (size, the input whose given shape or values say so)}``: an input
+    made up takes a size given for the same symbol of another (``a`` and ``b`` both
+    ``[N, 4]``, ``--shapes a=5x4``: ``b`` is ``5x4``, not ``1x4``, which a ``Concat`` of the
+    two refuses). Two inputs giving one symbol two sizes are refused: the model says they
+    are one size."""
+    sizes: dict[str, tuple[int, str]] = {}
+    for spec in specs:
+        declared = spec.type.shape if spec.type is not None else None
+        if spec.name in shapes:
+            sized = tuple(int(d) for d in shapes[spec.name])
+        elif spec.name in given:
+            sized = tuple(np.shape(given[spec.name]))
+        else:
+            continue
+        if declared is None or len(declared) != len(sized):
+            continue  # the checks of _shape say what is wrong
+        for symbol, size in zip(declared, sized, strict=True):
+            if not isinstance(symbol, str) or not symbol:
+                continue
+            known = sizes.setdefault(symbol, (size, spec.name))
+            if known[0] != size:
+                raise GraphToolsError(
+                    f"inputs {known[1]!r} and {spec.name!r} are given {known[0]} and {size} for "
+                    f"the dim the model names {symbol!r} in both: give one size"
+                )
+    return sizes
+
+
 def _shape(
-    name: str, value_type: ValueType, shapes: Mapping[str, Sequence[int]]
+    name: str,
+    value_type: ValueType,
+    shapes: Mapping[str, Sequence[int]],
+    sizes: Mapping[str, tuple[int, str]],
 ) -> tuple[tuple[int, ...], str, str]:
     if name in shapes:
         given = tuple(int(d) for d in shapes[name])
@@ -381,12 +416,22 @@ def _shape(
             f"input {name!r} has no declared shape (unknown rank): give it with --shapes "
             f"{name}=1x3x224x224"
         )
-    free = [(i, d) for i, d in enumerate(declared) if not isinstance(d, int) or d < 0]
-    shape = tuple(d if isinstance(d, int) and d >= 0 else 1 for d in declared)
-    if not free:
-        return shape, "declared", "the model's type"
-    said = ", ".join(f"dim {i} ({d!r})" if d else f"dim {i} (unknown)" for i, d in free)
-    return shape, "declared", f"{said} taken as 1; --shapes {name}=... for others"
+    bound = [(i, d) for i, d in enumerate(declared) if isinstance(d, str) and d in sizes]
+    free = [
+        (i, d)
+        for i, d in enumerate(declared)
+        if (not isinstance(d, int) or d < 0) and (i, d) not in bound
+    ]
+    bound_sizes = {i: sizes[d][0] for i, d in bound}
+    shape = tuple(
+        d if isinstance(d, int) and d >= 0 else bound_sizes.get(i, 1)
+        for i, d in enumerate(declared)
+    )
+    said = [f"dim {i} ({d!r}) {sizes[d][0]}, as given for {sizes[d][1]!r}" for i, d in bound]
+    if free:
+        taken = ", ".join(f"dim {i} ({d!r})" if d else f"dim {i} (unknown)" for i, d in free)
+        said.append(f"{taken} taken as 1; --shapes {name}=... for others")
+    return shape, "declared", "; ".join(said) or "the model's type"
 
 
 def _dims(shape: Sequence[Any]) -> str:
