@@ -471,8 +471,10 @@ def test_run_never_overwrites_the_input_unless_asked(
         assert data.read_bytes() == original
     code, out, _ = run_cli(capsys, "run", str(source), "--in-place")
     assert code == 0 and f"wrote {source}" in out
-    assert [n.op_type for n in onnx.load(str(source)).graph.node] == ["MatMul", "Relu"]
-    assert data.read_bytes() != original
+    written = onnx.load(str(source), load_external_data=False).graph
+    assert [n.op_type for n in written.node] == ["MatMul", "Relu"]
+    assert [t.name for t in written.initializer] == ["w"]  # the unused one dropped...
+    assert data.read_bytes() == original  # ...and its bytes left: another model may read them
     onnx.checker.check_model(str(tmp_path / "same.onnx"), full_check=True)  # still whole
 
 
@@ -919,6 +921,30 @@ def test_a_size_given_for_a_symbolic_dim_holds_for_every_input_naming_it(
     code, _, err = run_cli(capsys, "verify", str(source), "--shapes", "a=5x4,b=3x4")
     assert code == 2
     assert_one_error_line(err, "'a' and 'b' are given 5 and 3 for the dim the model names 'N'")
+
+
+def test_show_of_several_models_shows_each_past_one_it_cannot_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """show a.onnx broken.onnx c.onnx stopped at the broken one (c never shown; with --json
+    nothing at all on stdout): each is shown, the broken one is an error line and an entry
+    of its own, and the exit code says something failed."""
+    first, third = _embedding(tmp_path / "a.onnx"), _mlp(tmp_path / "c.onnx")
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not a model")
+    paths = [str(first), str(broken), str(third)]
+    code, out, err = run_cli(capsys, "show", *paths)
+    assert code == 2
+    assert f"# {third}" in out and "onnx model mlp" in out
+    assert_one_error_line(err, str(broken), "not an ONNX model")
+    code, out, _ = run_cli(capsys, "show", *paths, "--json")
+    assert code == 2
+    documents = json.loads(out)
+    assert [("error" in d, d["path"]) for d in documents] == [
+        (False, paths[0]),
+        (True, paths[1]),
+        (False, paths[2]),
+    ]
 
 
 def test_a_folder_of_one_onnx_model_is_that_model_for_run_too(

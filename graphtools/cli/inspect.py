@@ -16,6 +16,7 @@ from graphtools.cli.common import (
     typing_shapes,
 )
 from graphtools.cli.onnx_show import initializer_rows, onnx_summary, print_onnx_summary
+from graphtools.errors import GraphToolsError
 from graphtools.ir import Model, Net
 from graphtools.printer import format_op, print_model, print_net
 
@@ -175,15 +176,28 @@ def _params_rows(model: Model) -> list[tuple[str, str, str]]:
 
 def _cmd_show(options: argparse.Namespace) -> int:
     out = Output(options.verbosity, options.json)
-    documents = []
-    for index, path in enumerate(options.paths):
+    if len(options.paths) == 1:
+        path = options.paths[0]
         model = load_input(path, options.init, no_init=options.no_init, out=out)
-        if len(options.paths) > 1:
-            out.line(("\n" if index else "") + f"# {path}")
-        documents.append(_show_one(out, options, path, model))
+        document = _show_one(out, options, path, model)
+        if options.json:
+            out.json(document)
+        return 0
+    # Several paths: each model shown, one that cannot be read said as its own error (its
+    # entry in --json too), as a batch of run or verify reports each model; exit 2 if any.
+    documents: list[Any] = []
+    for index, path in enumerate(options.paths):
+        out.line(("\n" if index else "") + f"# {path}")
+        try:
+            model = load_input(path, options.init, no_init=options.no_init, out=out)
+            documents.append(_show_one(out, options, path, model))
+        except GraphToolsError as exc:
+            said = str(exc) if str(path) in str(exc) else f"{path}: {exc}"
+            out.error(f"error: {said}")
+            documents.append({"path": path, "error": said})
     if options.json:
-        out.json(documents[0] if len(documents) == 1 else documents)
-    return 0
+        out.json(documents)
+    return 2 if any("error" in document for document in documents) else 0
 
 
 def _show_one(out: Output, options: argparse.Namespace, path: str, model: Model) -> Any:
