@@ -10,7 +10,7 @@ An op is a no-op when, on the types shape inference gives and the constants it r
 * ``Cast`` to the type its input has;
 * ``Pad`` by zeros on every side, ``Slice`` taking every element of each axis it names
   (start 0, step 1, end past the dim), ``Expand`` to a shape its input already broadcasts to
-  without growing, ``Concat`` of one input;
+  without growing, ``Tile`` by repeats of 1, ``Concat`` of one input;
 * ``MaxPool``/``AveragePool`` whose windows are single elements (kernel, strides 1, no pads,
   one output);
 * ``Add``/``Sub`` of a constant of zeros and ``Mul``/``Div`` by a constant of ones, given as
@@ -70,6 +70,7 @@ _NOOP_TYPES = frozenset(
         "Pad",
         "Slice",
         "Expand",
+        "Tile",
         "Concat",
         "MaxPool",
         "AveragePool",
@@ -194,6 +195,10 @@ class _NoopCheck:
             entry == 1 or (isinstance(dim, int) and entry == dim)
             for entry, dim in zip(target.tolist(), aligned, strict=True)
         )
+
+    def _tile(self, op: Op) -> bool:
+        repeats = self.array(op.inputs[1]) if len(op.inputs) > 1 and op.inputs[1] else None
+        return repeats is not None and repeats.size > 0 and bool(np.all(repeats == 1))
 
     def _concat(self, op: Op) -> bool:
         return len(op.inputs) == 1

@@ -327,7 +327,8 @@ def test_ops_that_give_back_their_input_go(tmp_path: Path) -> None:
         helper.make_node("Dropout", ["f"], ["g"]),
         helper.make_node("Concat", ["g"], ["h"], axis=0),
         helper.make_node("MaxPool", ["h"], ["i"], kernel_shape=[1]),
-        helper.make_node("Relu", ["i"], ["y"]),
+        helper.make_node("Tile", ["i", "repeats"], ["j"]),
+        helper.make_node("Relu", ["j"], ["y"]),
     ]
     weights = {
         "same": np.array([0, -1, 4], np.int64),
@@ -336,6 +337,7 @@ def test_ops_that_give_back_their_input_go(tmp_path: Path) -> None:
         "big": np.array([2**62], np.int64),
         "one": np.array([1], np.int64),
         "ones": np.array([1, 1], np.int64),
+        "repeats": np.array([1, 1, 1], np.int64),
     }
     path = graph_model(
         tmp_path / "m.onnx", nodes, {"x": (F, ["N", 3, 4])}, {"y": (F, ["N", 3, 4])}, weights
@@ -349,12 +351,14 @@ def test_ops_that_change_something_stay(tmp_path: Path) -> None:
         helper.make_node("Transpose", ["x"], ["a"], perm=[0, 2, 1]),
         helper.make_node("Cast", ["a"], ["b"], to=TensorProto.FLOAT16),
         helper.make_node("Slice", ["b", "one", "big", "one"], ["c"]),
-        helper.make_node("Expand", ["c", "wide"], ["y"]),
+        helper.make_node("Expand", ["c", "wide"], ["e"]),
+        helper.make_node("Tile", ["e", "twice"], ["y"]),
     ]
     weights = {
         "one": np.array([1], np.int64),
         "big": np.array([2**62], np.int64),
         "wide": np.array([2, 1, 3, 3], np.int64),
+        "twice": np.array([1, 1, 2, 1], np.int64),
     }
     path = graph_model(
         tmp_path / "m.onnx",
@@ -364,7 +368,7 @@ def test_ops_that_change_something_stay(tmp_path: Path) -> None:
         weights,
     )
     model, _ = rewritten(path, "remove-noop-ops", {"x": normal(2, 3, 4)}, tmp_path)
-    assert types(model) == ["Transpose", "Cast", "Slice", "Expand"]
+    assert types(model) == ["Transpose", "Cast", "Slice", "Expand", "Tile"]
 
 
 def test_arithmetic_by_a_neutral_constant_goes_unless_it_broadcasts_wider(tmp_path: Path) -> None:
