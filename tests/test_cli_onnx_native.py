@@ -991,6 +991,18 @@ def test_in_place_leaves_a_shared_data_file_readable_by_the_other_model(
         np.testing.assert_array_equal(run_model(load_onnx_model(model), feeds)["y"], reference["y"])
 
 
+def test_run_refuses_an_onnx_output_named_like_a_net_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-o out/x.pb quietly made a folder x.pb holding m.onnx (a pair's run refuses it)."""
+    source = _embedding(tmp_path / "m.onnx")
+    for name in ("x.pb", "x.txt"):
+        code, _, err = run_cli(capsys, "run", str(source), "-o", str(tmp_path / "out" / name))
+        assert code == 2
+        assert_one_error_line(err, "is named like a net file", "-o OUT.onnx or a folder")
+    assert not (tmp_path / "out").exists()
+
+
 def test_in_place_refuses_a_symbolic_link(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -45,6 +45,7 @@ from graphtools.errors import SerdeError
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager, PassRecord
 from graphtools.serde.atomic import folder_for_write
+from graphtools.serde.netdef_io import TEXT_SUFFIXES
 from graphtools.serde.pairing import ModelRef
 
 __all__ = [
@@ -122,6 +123,11 @@ def _target(source: Path, options: argparse.Namespace) -> Path:
     output = Path(options.output)
     if output.suffix.lower() == ONNX_SUFFIX:
         return output
+    if output.suffix.lower() in {".pb", *TEXT_SUFFIXES} and not output.is_dir():
+        raise UsageError(
+            f"-o {output} is named like a net file, and run writes an ONNX model as ONNX: "
+            "give -o OUT.onnx or a folder (import-onnx writes a Caffe2 pair)"
+        )
     name = source.name
     return output / (name if name.lower().endswith(ONNX_SUFFIX) else name + ONNX_SUFFIX)
 
