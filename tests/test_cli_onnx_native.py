@@ -893,6 +893,42 @@ def test_verify_feeds_runs_onnxruntime_on_the_given_arrays(
     assert_one_error_line(err, "'ids' is given both a shape and values")
 
 
+def test_recorded_inputs_that_do_not_fit_are_blamed_on_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --load-outputs file whose inputs have another element type or rank: onnxruntime
+    refused the pipeline's result, and verify said the pipeline had made a model it cannot
+    run. The file is named now."""
+    source = _embedding(tmp_path / "m.onnx")
+    recorded = tmp_path / "rec.npz"
+    np.savez(tmp_path / "ids.npz", ids=np.array([7, 9, 3], np.int64))
+    assert (
+        run_cli(
+            capsys,
+            "verify",
+            str(source),
+            "--feeds",
+            str(tmp_path / "ids.npz"),
+            "--save-outputs",
+            str(recorded),
+        )[0]
+        == 0
+    )
+    with np.load(recorded) as saved:
+        arrays = dict(saved)
+    cases = {
+        "int32": (arrays["inputs/ids"].astype(np.int32), "fed int32 values"),
+        "rank": (arrays["inputs/ids"].reshape(1, 3), "has 2 dims; the model declares 1"),
+    }
+    for case, (ids, message) in cases.items():
+        np.savez(tmp_path / f"{case}.npz", **{**arrays, "inputs/ids": ids})
+        code, _, err = run_cli(
+            capsys, "verify", str(source), "--load-outputs", str(tmp_path / f"{case}.npz")
+        )
+        assert code == 2, case
+        assert_one_error_line(err, "the --load-outputs file's inputs do not fit the model", message)
+
+
 def test_a_size_given_for_a_symbolic_dim_holds_for_every_input_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -133,6 +133,21 @@ def _feeds_from_file(
     return feeds, {n: reference[n] for n in names}, made
 
 
+def _check_recorded_inputs(model: Model, feeds: Mapping[str, np.ndarray]) -> None:
+    """Refuse recorded inputs the original model cannot take (a name it has no input for, a
+    shape or element type other than the declared ones), naming the file: the original is not
+    run with them, and onnxruntime refusing the pipeline's result would blame the pipeline."""
+    from graphtools.onnx.runtime import feed_type_problem, seeded_inputs
+
+    try:
+        seeded_inputs(model, {}, 0, given=feeds)  # names and shapes, as --feeds checks them
+    except GraphToolsError as exc:
+        raise UsageError(f"the --load-outputs file's inputs do not fit the model: {exc}") from exc
+    problem = feed_type_problem(model, feeds)
+    if problem is not None:
+        raise UsageError(f"the --load-outputs file's inputs do not fit the model: {problem}")
+
+
 def _bisect(
     model: Model,
     manager: PassManager,
@@ -190,6 +205,7 @@ def verify_onnx_model(
         reference = _run(model, feeds, names)
     else:
         feeds, reference, made = _feeds_from_file(loaded, names)
+        _check_recorded_inputs(model, feeds)
     result.inputs, result.feeds, result.reference = made, feeds, reference
     if not settings.get("tolerances_given"):
         tolerances = _half_precision(tolerances, reference, result.notes)

@@ -173,7 +173,9 @@ def run_model(
             raise runtime_failure(exc, model.predict_path, "load") from exc
         taken = {i.name for i in session.get_inputs()}
         arrays = {name: np.asarray(value) for name, value in feeds.items() if name in taken}
-        _check_feed_types(model, arrays)
+        problem = feed_type_problem(model, arrays)
+        if problem is not None:
+            raise RuntimeFailure(model.predict_path, "run", problem, None, None)
         try:
             values = session.run(wanted, arrays, quiet_run(ort))
         except Exception as exc:  # onnxruntime raises its own exception types
@@ -184,9 +186,9 @@ def run_model(
     }
 
 
-def _check_feed_types(model: Model, arrays: Mapping[str, np.ndarray]) -> None:
-    """Refuse a feed whose element type is not its input's, naming the input: onnxruntime's
-    own message names neither it nor the file."""
+def feed_type_problem(model: Model, arrays: Mapping[str, np.ndarray]) -> str | None:
+    """What is wrong with a feed whose element type is not its input's, naming the input
+    (onnxruntime's own message names neither it nor the file); ``None`` when all fit."""
     for spec in graph_inputs(model):
         value = arrays.get(spec.name)
         if value is None or spec.type is None or spec.type.kind != "tensor":
@@ -194,14 +196,11 @@ def _check_feed_types(model: Model, arrays: Mapping[str, np.ndarray]) -> None:
         wanted = numpy_dtype(spec.type.elem_type)
         if wanted is None or wanted.kind == "O" or value.dtype == wanted:
             continue
-        raise RuntimeFailure(
-            model.predict_path,
-            "run",
+        return (
             f"input {spec.name!r} is fed {value.dtype} values, and the model takes {wanted}: "
-            "cast the values (or feed the ones it was recorded with)",
-            None,
-            None,
+            "cast the values (or feed the ones it was recorded with)"
         )
+    return None
 
 
 def _as_array(name: str, value: Any, path: Path | None) -> np.ndarray:
