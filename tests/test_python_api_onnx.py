@@ -244,6 +244,11 @@ def test_export_arguments_of_the_wrong_form_are_refused_by_name() -> None:
     assert [d.dim_value for d in exported.graph.input[0].type.tensor_type.shape.dim] == shape
     with pytest.raises(InvalidArgumentError, match=r"'Data', which is not an input.*'data'"):
         prepare_export(pair, {"Data": shape})
+    typed = (TensorProto.FLOAT, shape)
+    with pytest.raises(InvalidArgumentError, match=r"names 'Data', which is no blob.*'data'"):
+        export_onnx(pair, value_info={"Data": typed})  # the input left untyped, the typo unsaid
+    with pytest.raises(InvalidArgumentError, match=r"names 'extra', which is no blob"):
+        export_onnx(pair, value_info={data: typed, "extra": typed})
     with pytest.raises(InvalidArgumentError, match=r"is \[1, 3, -32, 32\]: give sizes"):
         prepare_export(pair, {data: (1, 3, -32, 32)})
     with pair.predict_net.edit() as edit:

@@ -14,7 +14,7 @@ from typing import Any
 import onnx
 
 from graphtools._core import ONNX
-from graphtools.errors import InvalidArgumentError, PreconditionError, SerdeError
+from graphtools.errors import InvalidArgumentError, PreconditionError, SerdeError, did_you_mean
 from graphtools.ir import Model, Net
 from graphtools.onnx.external import ModelSource
 from graphtools.passes.convert_to_caffe2 import ConvertToCaffe2
@@ -40,6 +40,22 @@ def declare_types(net: Net, value_info: ValueInfo) -> None:
     with net.edit() as edit:
         for name, value_type in types.items():
             edit.set_type(name, value_type)
+
+
+def _refuse_unknown_names(net: Net, value_info: ValueInfo) -> None:
+    """A ``value_info`` key naming no blob of the net (a misspelt input) is refused, naming
+    it: dropped, it left the real input untyped, and the error then named only that one."""
+    names = set(net.external_inputs) | set(net.external_outputs)
+    for op in net:
+        names.update(op.inputs)
+        names.update(op.outputs)
+    inputs = list(net.external_inputs)
+    for name in value_info:
+        if name not in names:
+            raise InvalidArgumentError(
+                f"value_info names {name!r}, which is no blob of the predict_net"
+                f"{did_you_mean(name, inputs or names)}"
+            )
 
 
 def _value_type(name: str, entry: Any) -> ValueType:
@@ -117,6 +133,7 @@ def export_onnx(
     )
     work = model.copy()
     if value_info:
+        _refuse_unknown_names(work.predict_net, value_info)
         declare_types(work.predict_net, value_info)
     converter(work)
     return onnx.ModelProto.FromString(model_to_onnx_bytes(work))
