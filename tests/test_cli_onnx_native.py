@@ -1164,6 +1164,20 @@ def test_a_feed_of_another_element_type_is_refused_naming_the_input(
     )
 
 
+def test_a_model_changed_in_memory_is_not_blamed_on_its_file(tmp_path: Path) -> None:
+    """run_model on a model edited since it was read named the (valid) file as the model
+    onnxruntime refused; it says the model was changed in memory."""
+    from graphtools.ir import Op
+
+    model = load_onnx_model(_mlp(tmp_path / "m.onnx"))
+    feeds = {"x": np.ones((2, 4), np.float32)}
+    assert run_model(model, feeds)["y"].shape == (2, 3)
+    with model.predict_net.edit() as edit:
+        edit.set_op(0, Op("MatMulPlus", ["x", "w"], ["m"]))
+    with pytest.raises(RuntimeFailure, match=r"cannot load the model \(changed in memory"):
+        run_model(model, feeds)
+
+
 def test_onnxruntime_failures_are_one_error_line_naming_the_node(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

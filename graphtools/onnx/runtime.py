@@ -92,9 +92,11 @@ class RuntimeFailure(GraphToolsError):
         super().__init__(f"{where}onnxruntime cannot {stage} {subject}{at}: {reason}")
 
 
-def runtime_failure(exc: BaseException, path: Path | None, stage: str) -> RuntimeFailure:
+def runtime_failure(
+    exc: BaseException, path: Path | None, stage: str, subject: str = "the model"
+) -> RuntimeFailure:
     """The ``RuntimeFailure`` of an exception onnxruntime raised while it tried to ``stage``
-    (``load``, ``run``) the model of ``path``."""
+    (``load``, ``run``) the model of ``path`` (``subject``: what to call it)."""
     text = str(exc).strip()
     node = op_type = None
     for pattern in _NODE_PATTERNS:
@@ -104,7 +106,7 @@ def runtime_failure(exc: BaseException, path: Path | None, stage: str) -> Runtim
             break
     lines = [line.strip() for line in _PREFIX.sub("", text).splitlines() if line.strip()]
     reason = " ".join(lines[:3])[:400] or type(exc).__name__
-    return RuntimeFailure(path, stage, reason, node, op_type)
+    return RuntimeFailure(path, stage, reason, node, op_type, subject)
 
 
 _FATAL_ONLY = 4
@@ -158,6 +160,9 @@ def run_model(
     if model.dialect != ONNX:
         raise GraphToolsError(f"onnxruntime runs ONNX models, not a {model.dialect} model")
     ort = _onnxruntime()
+    # a model edited since it was loaded is not the file its path names
+    edited = model.predict_path is not None and any(net.revision for net in model.nets())
+    subject = "the model (changed in memory since it was read)" if edited else "the model"
     wanted = list(model.predict_net.external_outputs if outputs is None else outputs)
     runnable = _with_outputs(model, wanted)
     options = ort.SessionOptions()
@@ -170,7 +175,7 @@ def run_model(
         try:
             session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own exception types
-            raise runtime_failure(exc, model.predict_path, "load") from exc
+            raise runtime_failure(exc, model.predict_path, "load", subject) from exc
         taken = {i.name for i in session.get_inputs()}
         arrays = {name: np.asarray(value) for name, value in feeds.items() if name in taken}
         problem = feed_type_problem(model, arrays)
@@ -179,7 +184,7 @@ def run_model(
         try:
             values = session.run(wanted, arrays, quiet_run(ort))
         except Exception as exc:  # onnxruntime raises its own exception types
-            raise runtime_failure(exc, model.predict_path, "run") from exc
+            raise runtime_failure(exc, model.predict_path, "run", subject) from exc
     return {
         name: _as_array(name, value, model.predict_path)
         for name, value in zip(wanted, values, strict=True)
