@@ -286,6 +286,9 @@ def declaring_outputs(model: Model, like: Model | None = None) -> Model:
     if model.predict_net.external_outputs:
         return model
     names = list(like.predict_net.external_outputs) if like is not None else []
+    written = {name for op in model.predict_net for name in op.outputs}
+    if not written.issuperset(names):
+        names = []  # a pass renamed them: its own unread blobs, matched by position (run_both)
     copy = model.copy()
     with copy.predict_net.edit() as edit:
         edit.set_external_outputs(names or unread_outputs(model.predict_net))

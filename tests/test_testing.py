@@ -299,3 +299,16 @@ def test_a_shape_given_for_an_init_net_placeholder_feeds_it() -> None:
     model = Model(predict, init)
     assert make_feeds(model, {"data": (1, 3, 5, 5)})["data"].shape == (1, 3, 5, 5)
     assert_models_equivalent(model, model.copy(), shapes={"data": (1, 3, 5, 5)})
+
+
+def test_a_net_declaring_no_outputs_is_compared_after_a_rename_of_them() -> None:
+    """Both declare no outputs, and a pass renamed the blob nothing reads: the check said
+    'external output softmax was never written' (of a net declaring none); the renamed
+    output is compared by position, and a changed value still fails."""
+    before = Model(Net([Op("Relu", ["x"], ["r"]), Op("Softmax", ["r"], ["prob"])], ["x"], []))
+    renamed = Model(Net([Op("Relu", ["x"], ["r"]), Op("Softmax", ["r"], ["p_prob"])], ["x"], []))
+    feeds = {"x": np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)}
+    assert_models_equivalent(before, renamed, feeds)
+    broken = Model(Net([Op("Sigmoid", ["x"], ["r"]), Op("Softmax", ["r"], ["p_prob"])], ["x"], []))
+    with pytest.raises(AssertionError, match="models differ"):
+        assert_models_equivalent(before, broken, feeds)
