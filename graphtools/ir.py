@@ -451,8 +451,13 @@ class Op:
         """
         new = Op.__new__(Op)
         new.type = changes.pop("type", self.type)
-        new.inputs = as_names(changes.pop("inputs", self.inputs), "inputs")
-        new.outputs = as_names(changes.pop("outputs", self.outputs), "outputs")
+        # the op's own names are checked already: only new ones are
+        new.inputs = (
+            as_names(changes.pop("inputs"), "inputs") if "inputs" in changes else self.inputs
+        )
+        new.outputs = (
+            as_names(changes.pop("outputs"), "outputs") if "outputs" in changes else self.outputs
+        )
         new._lazy = {} if self._lazy is None else dict(self._lazy)
         new._parent = self._parent
         new._nested = None if "args" in changes else self._nested
