@@ -8,7 +8,7 @@ exit code 2.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 
 
@@ -233,3 +233,25 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     same = [choice for choice in listed if choice.lower() == name.lower()]
     close = same or difflib.get_close_matches(name, listed, n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def refuse_unknown_inputs(
+    given: Iterable[tuple[str, Iterable[str]]], inputs: Collection[str], of: str
+) -> None:
+    """Refuse a name given for no input (a misspelt one would be guessed or dropped silently):
+    ``given`` pairs what was given (``"a shape is"``, ``"values are"``) with the names it was
+    given for, ``inputs`` are the inputs of ``of`` (``"the model"``).
+
+    Raises:
+        InvalidArgumentError: the first name that is not one of ``inputs``, with did-you-mean
+            and the inputs (the first eight, sorted).
+    """
+    for what, names in given:
+        for name in names:
+            if name not in inputs:
+                shown = sorted(inputs)
+                listed = ", ".join(shown[:8]) + (", ..." if len(shown) > 8 else "")
+                raise InvalidArgumentError(
+                    f"{what} given for {name!r}, which is not an input of {of}"
+                    f"{did_you_mean(name, inputs)}; its inputs are: {listed or 'none'}"
+                )

@@ -13,7 +13,12 @@ from numbers import Integral
 from typing import Any
 
 from graphtools.analysis.input_shapes import GENERIC_SHAPES, IMAGE_SIZES
-from graphtools.errors import GraphToolsError, InvalidArgumentError, InvalidNetError, did_you_mean
+from graphtools.errors import (
+    GraphToolsError,
+    InvalidArgumentError,
+    InvalidNetError,
+    refuse_unknown_inputs,
+)
 from graphtools.feeds.report import Synthesis, guessed_note
 from graphtools.feeds.state import Attempt, Retry, WalkState
 from graphtools.feeds.walk import collect_outputs, feed_data, run_init, run_predict
@@ -101,14 +106,8 @@ def _check_inputs(
 
     net = model.predict_net
     inputs = net.external_input_set() | first_readers(net).keys()
-    listed = ", ".join(sorted(inputs)[:8]) + (", ..." if len(inputs) > 8 else "")
-    for what, named in (("a shape is", shapes), ("values are", values)):
-        for name in named:
-            if name not in inputs:
-                raise InvalidArgumentError(
-                    f"{what} given for {name!r}, which is not an input of the predict_net"
-                    f"{did_you_mean(name, inputs)}; its inputs are: {listed or 'none'}"
-                )
+    given = (("a shape is", shapes), ("values are", values))
+    refuse_unknown_inputs(given, inputs, "the predict_net")
     for name, shape in shapes.items():
         if not all(isinstance(d, Integral) and d >= 0 for d in shape):
             raise InvalidArgumentError(

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from graphtools._core import ONNX
-from graphtools.errors import GraphToolsError, SerdeError, did_you_mean
+from graphtools.errors import GraphToolsError, SerdeError, refuse_unknown_inputs
 from graphtools.feeds import MadeInput
 from graphtools.ir import Model
 from graphtools.serde.onnx_codec import external_tensors, model_to_onnx_bytes
@@ -309,14 +309,7 @@ def seeded_inputs(
     given = given or {}
     specs = graph_inputs(model)
     names = [spec.name for spec in specs]
-    for what, named in (("a shape is", shapes), ("values are", given)):
-        for name in named:
-            if name not in names:
-                raise GraphToolsError(
-                    f"{what} given for {name!r}, which is not an input of the model"
-                    f"{did_you_mean(name, names)}; "
-                    f"its inputs are: {', '.join(names) or 'none'}"
-                )
+    refuse_unknown_inputs((("a shape is", shapes), ("values are", given)), names, "the model")
     both = [name for name in given if name in shapes]
     if both:
         raise GraphToolsError(f"input {both[0]!r} is given both a shape and values: give one")
