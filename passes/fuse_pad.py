@@ -9,7 +9,9 @@ in the average), minus infinity for ``MaxPool`` (a padded element never wins); t
 ``auto_pad`` must be unset (explicit pads), and the ``Pad``'s output read by that op alone, as
 its data. A pooling op's pads must stay smaller than its window (onnxruntime refuses the
 others). ``AveragePool`` without ``count_include_pad`` leaves padding out of the average, so
-a padded zero would change it: such a ``Pad`` stays.
+a padded zero would change it: such a ``Pad`` stays. So does one before a pool with
+``ceil_mode=1``: the last window of a ceiled pool may start in its own end padding, which
+onnxruntime (and ONNX's reference) then drop, so the output would shrink.
 
 Example (``x`` is ``N x C x H x W``)::
 
@@ -95,6 +97,8 @@ def _fusion(flow: DataFlow, reader: _PadReader, index: int, op: Op) -> tuple[int
         return None
     wanted = -np.inf if op.type == "MaxPool" else 0.0
     if value != wanted or (op.type == "AveragePool" and not op.arg("count_include_pad", 0)):
+        return None
+    if op.type != "Conv" and op.arg("ceil_mode", 0):
         return None
     auto_pad = op.arg("auto_pad", b"NOTSET")
     if (auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad) != "NOTSET":

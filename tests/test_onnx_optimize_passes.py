@@ -197,6 +197,30 @@ def test_a_reflecting_or_nonzero_pad_stays(tmp_path: Path) -> None:
     assert types(model) == ["Pad", "Conv", "Pad", "Conv"]
 
 
+@pytest.mark.parametrize("pool", ["AveragePool", "MaxPool"])
+def test_a_pad_before_a_ceiled_pool_stays(tmp_path: Path, pool: str) -> None:
+    """5x5 padded to 7x7, pooled 2x2 by 2 with ceil_mode: 4x4. Folded into the pool's own
+    pads, onnxruntime drops the window starting in the end padding: 3x3 (the model still
+    declared 4x4). rewritten() compares the outputs, shapes included."""
+    extra = {"count_include_pad": 1} if pool == "AveragePool" else {}
+    value = [] if pool == "AveragePool" else ["v"]
+    nodes = [
+        helper.make_node("Pad", ["x", "p", *value], ["a"]),
+        helper.make_node(
+            pool, ["a"], ["y"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1, **extra
+        ),
+    ]
+    weights = {
+        "p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64),
+        "v": np.array(-np.inf, np.float32),
+    }
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, [1, 1, 5, 5])}, {"y": (F, [1, 1, 4, 4])}, weights
+    )
+    model, _ = rewritten(path, "fuse-pad", {"x": normal(1, 1, 5, 5)}, tmp_path)
+    assert types(model) == ["Pad", pool]
+
+
 # -- fuse-matmul-add -----------------------------------------------------------------------------
 
 
