@@ -567,6 +567,31 @@ def test_convert_opset_keeps_metadata_and_value_info_and_raises_the_ir_version(
     assert not converted.graph.value_info
 
 
+def test_convert_opset_down_drops_an_attribute_left_at_its_default(tmp_path: Path) -> None:
+    """A dynamo export's ReduceMean(x, axes) carries noop_with_empty_axes=0 (opset 18); onnx's
+    converter kept it going down to 14, the checker refused the result and run blamed 'a pass
+    broke the model'. At its default it is dropped; set otherwise, refused by name."""
+
+    def reduce_mean(noop: int, name: str) -> Path:
+        node = helper.make_node(
+            "ReduceMean", ["x", "axes"], ["y"], keepdims=0, noop_with_empty_axes=noop
+        )
+        weights = {"axes": np.array([1, 2], np.int64)}
+        return graph_model(
+            tmp_path / name, [node], {"x": (F, ["N", 3, 4])}, {"y": (F, ["N"])}, weights, opset=18
+        )
+
+    target = tmp_path / "c.onnx"
+    converted = _converted(reduce_mean(0, "m.onnx"), 14, target)
+    (node,) = converted.graph.node
+    assert sorted(a.name for a in node.attribute) == ["axes", "keepdims"]
+    x = normal(2, 3, 4)
+    np.testing.assert_allclose(run(target, {"x": x})[0], x.mean(axis=(1, 2)), rtol=1e-6)
+    model = load_onnx_model(reduce_mean(1, "set.onnx"))
+    with pytest.raises(PassError, match=r"sets noop_with_empty_axes, which ReduceMean does not"):
+        PassManager.parse("convert-opset{opset=14}")(model)
+
+
 def _with_function(path: Path, body_op: onnx.NodeProto, opset: int) -> Path:
     """A model whose graph calls a local function ``local::F`` of one node ``body_op``."""
     function = helper.make_function(

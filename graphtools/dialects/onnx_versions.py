@@ -41,11 +41,80 @@ def convert_opset(model: Model, opset: int) -> Model:
                 f"{opset}: {text}"
             ) from exc
     _keep_what_the_converter_drops(proto, converted)
+    _drop_defaults_the_target_lacks(converted, current, opset)
     _keep_functions(proto, converted, current, opset)
+    _check_converted(converted, current, opset)
     base = None if model.predict_path is None else model.predict_path.parent
     loaded = model_from_onnx_bytes(converted.SerializeToString(), base_dir=base)
     loaded.predict_path = model.predict_path
     return loaded
+
+
+def _graphs(graph: onnx.GraphProto) -> list[onnx.GraphProto]:
+    """``graph`` and every graph its nodes' attributes hold, depth first."""
+    found = [graph]
+    for node in graph.node:
+        for attribute in node.attribute:
+            for held in (*([attribute.g] if attribute.HasField("g") else []), *attribute.graphs):
+                found += _graphs(held)
+    return found
+
+
+def _drop_defaults_the_target_lacks(
+    converted: onnx.ModelProto, current: int | None, opset: int
+) -> None:
+    """Attributes a converted node keeps that its op does not have at ``opset``: dropped when
+    they hold the default they had at the source opset (onnx's converter keeps
+    ``ReduceMean``'s ``noop_with_empty_axes=0``, an opset-18 attribute, going down to 14, and
+    the checker then refuses the model); any other value is refused, naming the node.
+
+    Raises:
+        UnsupportedOpError: a node uses such an attribute with a value other than its default.
+    """
+    for graph in _graphs(converted.graph):
+        for node in graph.node:
+            if node.domain not in ("", "ai.onnx") or not node.attribute:
+                continue
+            try:
+                target = onnx.defs.get_schema(node.op_type, opset, "")
+            except onnx.defs.SchemaError:
+                continue  # the checker says what is wrong with an op opset lacks
+            unknown = [a for a in node.attribute if a.name not in target.attributes]
+            if not unknown:
+                continue
+            source = onnx.defs.get_schema(node.op_type, current or opset, "")
+            kept = [a for a in node.attribute if a.name in target.attributes]
+            for attribute in unknown:
+                declared = source.attributes.get(attribute.name)
+                default = None if declared is None else declared.default_value
+                if (
+                    default is None
+                    or default.type == onnx.AttributeProto.UNDEFINED
+                    or (
+                        onnx.helper.get_attribute_value(attribute)
+                        != onnx.helper.get_attribute_value(default)
+                    )
+                ):
+                    raise UnsupportedOpError(
+                        f"node {node.name or node.op_type!r} ({node.op_type}) sets "
+                        f"{attribute.name}, which {node.op_type} does not have at opset "
+                        f"{opset}: the model cannot go from opset {current} to {opset}"
+                    )
+            del node.attribute[:]
+            node.attribute.extend(kept)
+
+
+def _check_converted(converted: onnx.ModelProto, current: int | None, opset: int) -> None:
+    """onnx's checker on the converter's result: a model it refuses is the converter's
+    failure, said as such (not a pass breaking the model at the end of the pipeline)."""
+    try:
+        onnx.checker.check_model(converted)
+    except onnx.checker.ValidationError as exc:
+        text = " ".join(str(exc).split())[:300]
+        raise UnsupportedOpError(
+            f"onnx's version converter took the model from opset {current} to {opset}, and "
+            f"onnx's checker refuses the result: {text}; keep the opset"
+        ) from exc
 
 
 def _keep_functions(
