@@ -275,6 +275,36 @@ def test_a_static_chain_of_moves_becomes_the_fewest_ops(tmp_path: Path) -> None:
     assert types(model) == ["Reshape", "Transpose", "Gather", "Reshape", "Transpose"]
 
 
+@pytest.mark.parametrize(
+    ("squeezed", "unsqueezed", "left"),
+    [([0], [0], ["Relu", "Neg"]), ([-3], [0], ["Relu", "Neg"]), ([0], [1], None)],
+    ids=["same-axis", "same-axis-from-the-end", "another-axis"],
+)
+def test_a_squeeze_undone_on_a_symbolic_shape_goes(
+    tmp_path: Path, squeezed: list[int], unsqueezed: list[int], left: list[str] | None
+) -> None:
+    """Squeeze(axis k) then Unsqueeze(axis k) gives its input back (Squeeze takes dims of
+    size 1 only); on [1, B, 5] both stayed (a dynamo LSTM export keeps two such pairs).
+    Putting the dim back elsewhere is no identity and stays a move."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Squeeze", ["r", "s_axes"], ["s"]),
+        helper.make_node("Unsqueeze", ["s", "u_axes"], ["u"]),
+        helper.make_node("Neg", ["u"], ["y"]),
+    ]
+    weights = {"s_axes": np.array(squeezed, np.int64), "u_axes": np.array(unsqueezed, np.int64)}
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, [1, "B", 5])}, {"y": (F, None)}, weights
+    )
+    model, _ = rewritten(
+        path, "merge-consecutive-ops,remove-identity-ops", {"x": normal(1, 3, 5)}, tmp_path
+    )
+    if left is not None:
+        assert types(model) == left
+    else:
+        assert "Neg" in types(model) and len(types(model)) > 2
+
+
 def test_moves_on_a_symbolic_batch_merge_by_rank(tmp_path: Path) -> None:
     nodes = [
         helper.make_node("Transpose", ["x"], ["a"], perm=[0, 2, 1]),

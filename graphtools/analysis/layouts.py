@@ -85,7 +85,11 @@ def compose_labels(
     remaining = [axis for axis in range(rank) if axis not in squeeze]
     order = tuple(remaining.index(label) for label in kept)
     unsqueeze = tuple(axis for axis, label in enumerate(labels) if label is None)
-    return LabelForm(squeeze, None if order == tuple(range(len(order))) else order, unsqueeze)
+    in_order = order == tuple(range(len(order)))
+    if in_order and squeeze == unsqueeze:
+        # dims of size 1 (Squeeze takes no other) put back where they were: the identity
+        return LabelForm((), None, ())
+    return LabelForm(squeeze, None if in_order else order, unsqueeze)
 
 
 @dataclass(frozen=True)
