@@ -142,3 +142,24 @@ def test_a_batch_name_fits_a_file_name(tmp_path: Path) -> None:
     assert names[0].startswith("a" * 90 + "_" + "b" * 90)
     out = tmp_path / "out" / names[0]
     out.mkdir(parents=True)  # a folder of that name can be made
+
+
+def test_a_folder_holding_more_than_its_pair_is_a_batch(tmp_path: Path) -> None:
+    """A folder whose pair find_model_files finds was one model to a batch, whatever else it
+    held: a folder of model folders with a loose tinyPredict.pb ran tinyPredict alone, and
+    glow's folder of 139 pairs (one of them predict_net.pbtxt) ran as one 1-op model, exit 0."""
+    _touch(tmp_path / "zoo", "tinyPredict.pb")
+    _touch(tmp_path / "zoo" / "resnet", "predict_net.pb", "init_net.pb")
+    _touch(tmp_path / "glow", "predict_net.pbtxt", "init_net.pbtxt")
+    _touch(tmp_path / "glow", "fc_predict_net.pbtxt", "fc_init_net.pbtxt", "relu.pbtxt")
+    _touch(tmp_path / "plain", "predict_net.pb", "init_net.pb", "labels.txt")
+    refs = discover_models([tmp_path / "zoo", tmp_path / "glow", tmp_path / "plain"])
+    found = {(r.path.relative_to(tmp_path).as_posix(), r.init and r.init.name) for r in refs}
+    assert found == {
+        ("zoo/tinyPredict.pb", None),
+        ("zoo/resnet", None),
+        ("glow/predict_net.pbtxt", "init_net.pbtxt"),
+        ("glow/fc_predict_net.pbtxt", "fc_init_net.pbtxt"),
+        ("glow/relu.pbtxt", None),
+        ("plain", None),
+    }

@@ -205,16 +205,12 @@ def is_collection(path: str) -> bool:
     """A folder that is not itself a model: neither a model folder (a Caffe2 pair) nor the
     folder of one ONNX model and nothing else a model could be (``load_input`` takes such a
     folder as that model: so does every command)."""
-    from graphtools.serde import find_model_files
+    from graphtools.serde.pairing import is_one_model_folder
 
     source = Path(path)
-    if not source.is_dir():
+    if not source.is_dir() or is_one_model_folder(source):
         return False
-    try:
-        find_model_files(source)
-    except SerdeError:
-        return one_onnx_model(source) is None
-    return False
+    return one_onnx_model(source) is None
 
 
 def _run_batch(options: argparse.Namespace, out: Output) -> int:

@@ -110,6 +110,11 @@ def _ir_net(data: bytes, path: str | Path, *, allow_empty: bool = False) -> tupl
     return net_from_netdef(netdef, serialized=serialized, probe=probe), was_text
 
 
+def is_predict_name(name: str) -> bool:
+    """Whether a file name reads as a predict_net's (``predict_net.pb``, ``x_pred.pbtxt``)."""
+    return any(pattern.match(name) for pattern in _PREDICT_PATTERNS)
+
+
 def _first_matches(names: Iterable[str], patterns: tuple[re.Pattern[str], ...]) -> list[str]:
     """The names the most specific matching pattern accepts (empty when none matches)."""
     for pattern in patterns:

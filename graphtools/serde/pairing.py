@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graphtools.errors import SerdeError
-from graphtools.serde.model_io import find_model_files
+from graphtools.serde.model_io import find_model_files, is_predict_name
 
 __all__ = [
     "ModelRef",
@@ -31,6 +31,7 @@ __all__ = [
     "find_init_beside",
     "init_candidates",
     "inits_in_two_formats",
+    "is_one_model_folder",
 ]
 
 _EXTENSIONS = (".pb", ".pbtxt")
@@ -115,6 +116,26 @@ def _is_model_folder(folder: Path) -> bool:
     return True
 
 
+def is_one_model_folder(folder: Path) -> bool:
+    """Whether a folder is one model to a batch: ``find_model_files`` finds its pair, and it
+    holds no other model: no other file named as a predict_net, no ``.onnx`` file, no
+    sub-folder holding a model (glow's folder of 139 pairs holds a ``predict_net.pbtxt`` too;
+    a folder of model folders may hold a loose predict file): such a folder is a batch."""
+    try:
+        predict, _ = find_model_files(folder)
+    except SerdeError:
+        return False
+    for entry in folder.iterdir():
+        if entry.is_dir():
+            if _is_model_folder(entry) or _walk(entry, set()):
+                return False
+        elif entry.suffix.lower() == _ONNX or (
+            entry != predict and entry.suffix in _EXTENSIONS and is_predict_name(entry.name)
+        ):
+            return False
+    return True
+
+
 def discover_models(paths: Iterable[str | Path]) -> list[ModelRef]:
     """The models under ``paths`` (files and folders), in order, with unique names.
 
@@ -132,7 +153,7 @@ def discover_models(paths: Iterable[str | Path]) -> list[ModelRef]:
         path = Path(raw)
         if path.is_file():
             found.append((path, find_init_beside(path), path))
-        elif path.is_dir() and _is_model_folder(path):
+        elif path.is_dir() and is_one_model_folder(path):
             found.append((path, None, path))
         elif path.is_dir():
             under = _walk(path, set())
@@ -173,7 +194,7 @@ def _walk(folder: Path, seen: set[Path]) -> list[tuple[Path, Path | None]]:
         (p, None) for p in sorted(folder.iterdir()) if p.is_file() and p.suffix.lower() == _ONNX
     ]
     for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
-        found += [(sub, None)] if _is_model_folder(sub) else _walk(sub, seen)
+        found += [(sub, None)] if is_one_model_folder(sub) else _walk(sub, seen)
     return found
 
 
