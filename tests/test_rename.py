@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphtools.errors import IllegalRewriteError, NoProducerError, PreconditionError
+from graphtools.errors import IllegalRewriteError, NoProducerError, PassError, PreconditionError
 from graphtools.graph import next_write_index
 from graphtools.ir import Model, Net, Op, make_arg
 from graphtools.pass_infra import PassManager
@@ -427,3 +427,18 @@ def test_a_negative_op_index_counts_from_the_end_as_in_detectron2() -> None:
     assert shape(net)[0][0] == ("Relu", ("a",), ("hidden",))
     with pytest.raises(IndexError, match="op #-3 does not exist"):
         rename_op_output(net, -3, 0, "z")
+
+
+def test_refuses_a_write_over_an_input_the_next_run_reads() -> None:
+    """rename{op=0,output=0,to=conv1_w}: the Conv then wrote over the weights its init_net
+    fills once; verify (one run) said equal, and a predictor's second run failed. Refused,
+    the model unchanged."""
+    from conftest import FIXTURES
+
+    from graphtools.serde import load_model_dir
+
+    model = load_model_dir(FIXTURES / "models" / "tiny_export")
+    before = model.copy()
+    with pytest.raises(PassError, match="would then write over the net's input 'conv1_w'"):
+        PassManager.parse("rename{op=0,output=0,to=conv1_w}")(model)
+    assert model.predict_net.same_as(before.predict_net)

@@ -18,6 +18,10 @@ reader (the end of the net when it is an external output, or flows on into the p
 * ``y`` is an external output whose final value is written at or before ``P``;
 * the renamed value is a net input and ``y`` is an input too (declared, or left by the
   init_net);
+* the renamed value is written by an op and ``y`` is an input of the net (a parameter the
+  init_net fills once, data a caller feeds): the net would write over what its next run reads
+  (a predictor runs the init_net once and the predict_net again and again; ``verify`` runs it
+  once, and would not see it);
 * ``x`` or ``y`` is referenced inside a nested net (``If``, ``RecurrentNetwork``): those read
   enclosing blobs by name at run time, which the versioned view cannot see.
 
@@ -151,6 +155,14 @@ def plan_rename(
         final = (new_name, end_versions.get(new_name, 0))
         if writer.get(final[1], -1) <= producer:
             raise refuse(f"{final} is an external output the rename would replace")
+    if producer >= 0 and (new_name in net.external_input_set() or new_name in starts):
+        # A predictor runs its init_net once and the predict_net again and again: a write over
+        # an input (a parameter the init_net fills, data the caller feeds) would be what the
+        # next run reads.
+        raise refuse(
+            f"op #{producer} ({net[producer].type}) would then write over the net's input "
+            f"{new_name!r}, which its next run reads again"
+        )
     if renames_start and old in net.external_inputs:
         plan.external_inputs = [new_name if n == old else n for n in net.external_inputs]
         plan.count += net.external_inputs.count(old)
