@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -506,3 +508,54 @@ def test_verify_feeds_refuses_what_it_cannot_use(
     code, _, err = run_cli(capsys, "verify", str(TINY), str(TINY), "--feeds", str(misspelt))
     assert code == 2
     assert "--feeds" in err and "take one model" in err
+
+
+def test_json_is_strict_and_a_nan_tolerance_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--atol prob:inf --json wrote "atol": Infinity (no JSON parser of the standard reads
+    it), and --rtol nan was taken (every comparison with it fails)."""
+    import json
+
+    code, out, err = run_cli(capsys, "verify", str(TINY), "--atol", "prob:inf", "--json")
+    assert code == 0, err
+
+    def refuse(constant: str) -> None:
+        raise ValueError(constant)
+
+    data = json.loads(out, parse_constant=refuse)
+    assert data["verdict"] == "equal"
+    assert "inf" in json.dumps(data)
+    code, _, err = run_cli(capsys, "verify", str(TINY), "--rtol", "nan")
+    assert code == 2
+    assert_one_error_line(err, "--rtol 'nan' is not a number")
+
+
+def test_run_diff_shows_the_outputs_declared_by_outputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """run --outputs pool1_cpu --diff hid the interface change that graphtools diff shows."""
+    code, out, err = run_cli(
+        capsys, "run", str(TINY), "--outputs", "pool1_cpu", "--diff", "-o", str(tmp_path / "o")
+    )
+    assert code == 0, err
+    assert "- predict_net external output prob" in out
+    assert "+ predict_net external output pool1_cpu" in out
+
+
+def test_a_batch_keeps_numpy_warnings_off_its_report() -> None:
+    """The workers of a batch inherit none of the command line's filters: made-up data's NaNs
+    printed a RuntimeWarning from a kernel in batch mode only."""
+    from conftest import SHARED_REAL
+
+    dhruv = SHARED_REAL / "Dhruv-Mohan-supervision-by-registration" / "predict_net.pb"
+    if not dhruv.is_file():
+        pytest.skip(f"no real fixtures at {SHARED_REAL}")
+    done = subprocess.run(
+        [sys.executable, "-m", "graphtools", "verify", str(dhruv), str(TINY), "-q"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Warning" not in done.stderr, done.stderr

@@ -26,11 +26,11 @@ import os
 import signal
 import sys
 import traceback
-import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
 from graphtools.cli.grammar import attach_ops_values, build_parser, command_parser
+from graphtools.cli.quiet import numpy_quiet, reports_quiet
 from graphtools.errors import GraphToolsError, UsageError
 from graphtools.interrupt import (
     INTERRUPTED_EXIT_CODE,
@@ -90,13 +90,6 @@ def _logging(verbosity: int) -> logging.Handler:
     return handler
 
 
-def _numpy_quiet() -> contextlib.AbstractContextManager[Any]:
-    """numpy's floating-point errors ignored, when the command's module uses numpy (``show``
-    of a Caffe2 pair, say, does not import it)."""
-    numpy = sys.modules.get("numpy")
-    return contextlib.nullcontext() if numpy is None else numpy.errstate(all="ignore")
-
-
 def _stopping_signal(exc: BaseException) -> int | None:
     """The signal behind ``exc``, when an interrupt is among its causes: Python wraps an
     exception raised while a class is being made (``RuntimeError: Error calling
@@ -132,14 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from graphtools.serde.streams import streams_read_once  # here: --version loads no serde
 
     try:
-        with signals_as_exceptions(), warnings.catch_warnings(), streams_read_once():
-            # made-up data makes NaNs and overflows on purpose (log of a negative input):
-            # numpy's runtime warnings would only bury the report
-            warnings.simplefilter("ignore", RuntimeWarning)
-            # the run's report says it in its own words (report_records)
-            warnings.filterwarnings("ignore", "pipeline .* did not reach a fixpoint")
+        with signals_as_exceptions(), reports_quiet(), streams_read_once():
             module = importlib.import_module(f"graphtools.cli.{options.handler_module}")
-            with _numpy_quiet():
+            with numpy_quiet():
                 return int(module.HANDLERS[options.command](options))
     except GraphToolsError as exc:
         if options.traceback:

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from graphtools.cli.common import Output, new_table
+from graphtools.cli.quiet import numpy_quiet, reports_quiet
 from graphtools.errors import GraphToolsError
 from graphtools.serde.pairing import ModelRef
 
@@ -176,9 +177,11 @@ class _Worker:
 
 
 def _work(worker: Worker, ref: ModelRef, settings: dict[str, Any], writer: Any) -> None:
-    """A worker process's whole life: the model's result, sent to the batch."""
+    """A worker process's whole life: the model's result, sent to the batch (its reports kept
+    as quiet as the main process keeps them: a new process inherits none of its filters)."""
     try:
-        result = guarded(worker, ref, settings)
+        with reports_quiet(), numpy_quiet():
+            result = guarded(worker, ref, settings)
     except Exception as exc:  # a bug: the model's error, the batch goes on
         result = BatchResult(
             ref.name,

@@ -123,6 +123,8 @@ def _tolerances(
             parsed = float(number)
         except ValueError:
             raise UsageError(f"{flag} {item!r} is not a number or NAME:number") from None
+        if parsed != parsed:  # NaN: every comparison with it fails
+            raise UsageError(f"{flag} {item!r} is not a number or NAME:number")
         if parsed < 0:
             raise UsageError(f"{flag} {item!r} is negative")
         if sep:

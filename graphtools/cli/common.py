@@ -111,8 +111,9 @@ class Output:
         self.stderr.print(f"warning: {text}", markup=False, highlight=False, soft_wrap=True)
 
     def json(self, data: Any) -> None:
-        """The command's machine-readable result on stdout."""
-        print(json.dumps(data, indent=2, default=_json_default))
+        """The command's machine-readable result on stdout: strict JSON (an infinite number,
+        a tolerance of inf, is the string ``"inf"``; NaN is ``null``)."""
+        print(json.dumps(_strict(data), indent=2, default=_json_default, allow_nan=False))
 
 
 def _console(stream: TextIO) -> Console:
@@ -125,6 +126,19 @@ def _console(stream: TextIO) -> Console:
         highlight=False,
         emoji=False,
     )
+
+
+def _strict(value: Any) -> Any:
+    """``value`` with every non-finite number (numpy's too) as JSON can hold it."""
+    if isinstance(value, dict):
+        return {key: _strict(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(item) for item in value]
+    if hasattr(value, "item") and getattr(value, "ndim", None) == 0:
+        value = value.item()  # a numpy scalar
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
 
 
 def _json_default(value: Any) -> Any:

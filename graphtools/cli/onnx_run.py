@@ -260,6 +260,8 @@ def _run_model(
     path = options.inputs[0]
     model = load_onnx_file(path, input_check.data)
     manager = onnx_manager(options.pipeline, options.steps)
+    # --diff shows what the run changed, the outputs --outputs declares included
+    before = model.copy() if options.diff else None
     outputs = parse_name_list(options.outputs)
     if outputs:
         declare_outputs(model, outputs)
@@ -267,7 +269,6 @@ def _run_model(
     inputs = model_files(model)
     if not options.in_place and target.resolve() in inputs:
         raise UsageError(f"refusing to overwrite the input {target}; pass --in-place to do that")
-    before = model.copy() if options.diff else None
     sizes = optimize_report.input_sizes(model, input_check.data)
     census = optimize_report.census(model, sizes)
     ran = optimize_report.run_stages(

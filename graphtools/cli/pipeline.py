@@ -166,6 +166,8 @@ def _cmd_run(options: argparse.Namespace) -> int:
         manager = manager_for(options.pipeline, options.steps, tuple(options.device or ()))
         return onnx_commands.run_onnx(options, manager, out)
     model = load_input(options.inputs[0], options.init, no_init=options.no_init, out=out)
+    # --diff shows what the run changed, the outputs --outputs declares included
+    before = model.copy() if options.diff else None
     outputs = parse_name_list(options.outputs)
     if outputs:
         set_outputs(model, outputs)
@@ -179,7 +181,6 @@ def _cmd_run(options: argparse.Namespace) -> int:
             "the result; write it to an .onnx file (-o OUT.onnx)"
         )
     out_dir = _output_plan(model, options)
-    before = model.copy() if options.diff else None
     after_pass = printer_after_pass(out) if options.print_after_each else None
     records = manager(model, after_pass=after_pass)
     report_records(out, manager, records, options.time_passes)
