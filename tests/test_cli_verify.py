@@ -559,3 +559,34 @@ def test_a_batch_keeps_numpy_warnings_off_its_report() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "Warning" not in done.stderr, done.stderr
+
+
+@pytest.mark.usefixtures("broken_plugin")
+def test_bisect_against_loaded_outputs_names_the_pass_or_says_none_is_to_blame(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """verify --load-outputs --bisect said nothing at all: it bisects when the original gives
+    the loaded outputs, and says no pass is to blame when it does not."""
+    reference = tmp_path / "ref.npz"
+    assert run_cli(capsys, "verify", str(TINY), "-p", "", "--save-outputs", str(reference))[0] == 0
+    args = ("verify", str(TINY), "-p", "break-relu", "--load-outputs", str(reference), "--bisect")
+    code, out, _ = run_cli(capsys, *args)
+    assert code == 1
+    assert "first pass that changed the outputs: break-relu" in out
+    with np.load(reference) as saved:
+        shifted = {
+            key: value * 1.5 if key == "outputs/prob" else value for key, value in saved.items()
+        }
+    np.savez(tmp_path / "shifted.npz", **shifted)
+    code, _, err = run_cli(
+        capsys,
+        "verify",
+        str(TINY),
+        "-p",
+        "",
+        "--load-outputs",
+        str(tmp_path / "shifted.npz"),
+        "--bisect",
+    )
+    assert code == 1
+    assert "no pass is to blame" in err
