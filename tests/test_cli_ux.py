@@ -98,6 +98,8 @@ def test_show_and_draw_take_a_slice_from_the_end_as_a_separate_value(
     assert out == attached and len(out.splitlines()) == 2
     code, out, err = run_cli(capsys, "show", "--ops", "-3:-1", str(TINY))
     assert (code, err) == (0, "") and len(out.splitlines()) == 2
+    code, last, err = run_cli(capsys, "show", "--ops", "-1", str(TINY))  # was refused: none
+    assert (code, err) == (0, "") and last.splitlines() == attached.splitlines()[-1:]
     code, _, err = run_cli(capsys, "draw", "--ops", "-2:", str(TINY), "-o", str(tmp_path / "d.dot"))
     assert (code, err) == (0, "") and "digraph" in (tmp_path / "d.dot").read_text()
 

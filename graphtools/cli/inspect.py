@@ -36,13 +36,15 @@ def ops_of(text: str | None, count: int) -> slice | None:
 
 
 def parse_slice(text: str | None) -> slice | None:
-    """``"3:10"`` -> ``slice(3, 10)``; ``"5"`` -> ``slice(5, 6)``; ``None`` -> ``None``."""
+    """``"3:10"`` -> ``slice(3, 10)``; ``"5"`` -> ``slice(5, 6)``; ``"-1"`` -> the last op;
+    ``None`` -> ``None``."""
     if text is None or text == "all":
         return None
     start, sep, stop = text.partition(":")
     try:
         if not sep:
-            return slice(int(start), int(start) + 1)
+            index = int(start)
+            return slice(index, index + 1 if index != -1 else None)  # -1: the last op
         found = slice(int(start) if start else None, int(stop) if stop else None)
     except ValueError:
         raise UsageError(f"--ops {text!r} is not a range like 10:20, :50 or 7") from None
