@@ -59,7 +59,7 @@ from graphtools._core import ONNX
 from graphtools.analysis.constants import constant_ops, needed_outputs
 from graphtools.analysis.scopes import NameSource, Scope, model_names, scopes
 from graphtools.dialects import OpTable, op_table
-from graphtools.errors import UnsupportedOpError
+from graphtools.errors import PipelineSpecError, UnsupportedOpError
 from graphtools.ir import Model, Net, Op
 from graphtools.nested import nested_accesses
 from graphtools.pass_infra import Pass, PassResult, register_pass
@@ -359,6 +359,12 @@ class FoldConstants(Pass):
     changes_interface: ClassVar[bool] = True
     reads_ssa: ClassVar[bool] = True
     max_bytes: int = 1 << 20
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_bytes, int) and self.max_bytes < 0:
+            raise PipelineSpecError(
+                f"fold-constants{{max_bytes={self.max_bytes}}}: a size is 0 or more bytes"
+            )
 
     def call(self, model: Model) -> PassResult:
         """Plan on the nets as they are, then apply it in one edit per net."""

@@ -886,3 +886,9 @@ def test_a_list_of_names_given_in_python_is_taken_as_the_tuple_of_them() -> None
     assert [op.type for op in model.predict_net] == ["Relu"]
     with pytest.raises(PassError, match="option types of pass 'remove-identity-ops' expects"):
         PassManager([RemoveIdentityOps(types="StopGradient")])(model)  # type: ignore[arg-type]
+
+
+def test_an_option_out_of_its_range_is_refused_when_the_pipeline_is_parsed() -> None:
+    """fold-constants{max_bytes=-5} was taken (every value is bigger than -5 bytes)."""
+    with pytest.raises(PipelineSpecError, match=r"max_bytes=-5\}: a size is 0 or more bytes"):
+        PassManager.parse("fold-constants{max_bytes=-5}")
