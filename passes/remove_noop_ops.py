@@ -10,7 +10,8 @@ An op is a no-op when, on the types shape inference gives and the constants it r
 * ``Cast`` to the type its input has;
 * ``Pad`` by zeros on every side, ``Slice`` taking every element of each axis it names
   (start 0, step 1, end past the dim), ``Expand`` to a shape its input already broadcasts to
-  without growing, ``Tile`` by repeats of 1, ``Concat`` of one input;
+  without growing, ``Tile`` by repeats of 1, ``Concat`` of one input, ``Flatten`` at axis 1 of
+  a value of rank 2;
 * ``MaxPool``/``AveragePool`` whose windows are single elements (kernel, strides 1, no pads,
   one output);
 * ``Add``/``Sub`` of a constant of zeros and ``Mul``/``Div`` by a constant of ones, given as
@@ -71,6 +72,7 @@ _NOOP_TYPES = frozenset(
         "Slice",
         "Expand",
         "Tile",
+        "Flatten",
         "Concat",
         "MaxPool",
         "AveragePool",
@@ -199,6 +201,10 @@ class _NoopCheck:
     def _tile(self, op: Op) -> bool:
         repeats = self.array(op.inputs[1]) if len(op.inputs) > 1 and op.inputs[1] else None
         return repeats is not None and repeats.size > 0 and bool(np.all(repeats == 1))
+
+    def _flatten(self, op: Op) -> bool:
+        shape = self.shape(op.inputs[0])
+        return shape is not None and len(shape) == 2 and op.arg("axis", 1) in (1, -1)
 
     def _concat(self, op: Op) -> bool:
         return len(op.inputs) == 1

@@ -383,6 +383,8 @@ def test_ops_that_give_back_their_input_go(tmp_path: Path) -> None:
         helper.make_node("MaxPool", ["h"], ["i"], kernel_shape=[1]),
         helper.make_node("Tile", ["i", "repeats"], ["j"]),
         helper.make_node("Relu", ["j"], ["y"]),
+        helper.make_node("Reshape", ["y", "rows"], ["flat"]),
+        helper.make_node("Flatten", ["flat"], ["z"], axis=1),  # [N*3, 4] stays [N*3, 4]
     ]
     weights = {
         "same": np.array([0, -1, 4], np.int64),
@@ -392,12 +394,17 @@ def test_ops_that_give_back_their_input_go(tmp_path: Path) -> None:
         "one": np.array([1], np.int64),
         "ones": np.array([1, 1], np.int64),
         "repeats": np.array([1, 1, 1], np.int64),
+        "rows": np.array([-1, 4], np.int64),
     }
     path = graph_model(
-        tmp_path / "m.onnx", nodes, {"x": (F, ["N", 3, 4])}, {"y": (F, ["N", 3, 4])}, weights
+        tmp_path / "m.onnx",
+        nodes,
+        {"x": (F, ["N", 3, 4])},
+        {"y": (F, ["N", 3, 4]), "z": (F, None)},
+        weights,
     )
     model, _ = rewritten(path, "remove-noop-ops", {"x": normal(2, 3, 4)}, tmp_path)
-    assert types(model) == ["Relu"]
+    assert types(model) == ["Relu", "Reshape"]
 
 
 def test_ops_that_change_something_stay(tmp_path: Path) -> None:
@@ -406,7 +413,8 @@ def test_ops_that_change_something_stay(tmp_path: Path) -> None:
         helper.make_node("Cast", ["a"], ["b"], to=TensorProto.FLOAT16),
         helper.make_node("Slice", ["b", "one", "big", "one"], ["c"]),
         helper.make_node("Expand", ["c", "wide"], ["e"]),
-        helper.make_node("Tile", ["e", "twice"], ["y"]),
+        helper.make_node("Tile", ["e", "twice"], ["t"]),
+        helper.make_node("Flatten", ["t"], ["y"], axis=1),  # rank 4: it folds dims
     ]
     weights = {
         "one": np.array([1], np.int64),
@@ -422,7 +430,7 @@ def test_ops_that_change_something_stay(tmp_path: Path) -> None:
         weights,
     )
     model, _ = rewritten(path, "remove-noop-ops", {"x": normal(2, 3, 4)}, tmp_path)
-    assert types(model) == ["Transpose", "Cast", "Slice", "Expand", "Tile"]
+    assert types(model) == ["Transpose", "Cast", "Slice", "Expand", "Tile", "Flatten"]
 
 
 def test_arithmetic_by_a_neutral_constant_goes_unless_it_broadcasts_wider(tmp_path: Path) -> None:
