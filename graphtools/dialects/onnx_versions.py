@@ -42,8 +42,8 @@ def convert_opset(model: Model, opset: int) -> Model:
             ) from exc
     _keep_what_the_converter_drops(proto, converted)
     _drop_defaults_the_target_lacks(converted, current, opset)
-    _keep_functions(proto, converted, current, opset)
-    _check_converted(converted, current, opset)
+    converted.functions.extend(proto.functions)  # the converter drops them: see _check_converted
+    _check_converted(converted, current, opset, bool(proto.functions))
     base = None if model.predict_path is None else model.predict_path.parent
     loaded = model_from_onnx_bytes(converted.SerializeToString(), base_dir=base)
     loaded.predict_path = model.predict_path
@@ -104,40 +104,32 @@ def _drop_defaults_the_target_lacks(
             node.attribute.extend(kept)
 
 
-def _check_converted(converted: onnx.ModelProto, current: int | None, opset: int) -> None:
-    """onnx's checker on the converter's result: a model it refuses is the converter's
-    failure, said as such (not a pass breaking the model at the end of the pipeline)."""
+def _check_converted(
+    converted: onnx.ModelProto, current: int | None, opset: int, functions: bool
+) -> None:
+    """onnx's checker on the converter's result, the model's local functions put back as they
+    were (the converter drops them, and their nodes would then be unknown ops): a function
+    keeps its own opset imports, which ONNX allows when its ops read the same in both
+    versions. A model the checker refuses is the conversion's failure, said as such (not a
+    pass breaking the model at the end of the pipeline).
+
+    Raises:
+        UnsupportedOpError: the checker refuses the result: a function using an op that
+            differs between the two opsets, or the converter's own result.
+    """
     try:
         onnx.checker.check_model(converted)
     except onnx.checker.ValidationError as exc:
         text = " ".join(str(exc).split())[:300]
+        if functions:
+            raise UnsupportedOpError(
+                f"onnx's version converter does not convert local functions, and this "
+                f"model's do not read the same at opset {opset} as at {current}: {text}; "
+                "inline them first (onnx.inliner.inline_local_functions) or keep the opset"
+            ) from exc
         raise UnsupportedOpError(
             f"onnx's version converter took the model from opset {current} to {opset}, and "
             f"onnx's checker refuses the result: {text}; keep the opset"
-        ) from exc
-
-
-def _keep_functions(
-    source: onnx.ModelProto, converted: onnx.ModelProto, current: int | None, opset: int
-) -> None:
-    """The model's local functions, which onnx's converter drops (their nodes would then be
-    unknown ops), put back as they were: a function keeps its own opset imports, which ONNX
-    allows when its ops read the same in both versions, as onnx's checker then says.
-
-    Raises:
-        UnsupportedOpError: a function uses an op that differs between the two opsets.
-    """
-    if not source.functions:
-        return
-    converted.functions.extend(source.functions)
-    try:
-        onnx.checker.check_model(converted)
-    except onnx.checker.ValidationError as exc:
-        text = " ".join(str(exc).split())[:300]
-        raise UnsupportedOpError(
-            f"onnx's version converter does not convert local functions, and this model's "
-            f"do not read the same at opset {opset} as at {current}: {text}; inline them "
-            "first (onnx.inliner.inline_local_functions) or keep the opset"
         ) from exc
 
 
