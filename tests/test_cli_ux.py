@@ -166,6 +166,35 @@ def test_show_params_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert [op["type"] for op in json.loads(out)["ops"]] == ["Conv", "Relu"]
 
 
+@pytest.mark.parametrize("command", ["show", "ssa", "verify", "diff", "run"])
+@pytest.mark.parametrize("broken", ["model.onnx", "predict_net.pb"])
+def test_json_commands_print_a_json_error_for_a_model_they_cannot_read(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str, broken: str
+) -> None:
+    # A script reading --json parses stdout whatever happened: the error is a document too,
+    # besides the one error line on stderr.
+    path = tmp_path / broken
+    path.write_bytes(b"not protobuf")
+    argv = {"diff": [str(path), str(TINY)], "run": [str(path), "-o", str(tmp_path / "out")]}
+    code, out, err = run_cli(capsys, command, "--json", *argv.get(command, [str(path)]))
+    assert code == 2
+    assert_one_error_line(err, broken)
+    assert json.loads(out) == {"error": err.splitlines()[0].removeprefix("error: ")}
+
+
+def test_json_error_document_only_when_nothing_else_was_printed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Several models shown: the bad one is an entry of the one document, not a second one.
+    (tmp_path / "bad.onnx").write_bytes(b"not protobuf")
+    code, out, _ = run_cli(capsys, "show", "--json", str(TINY), str(tmp_path / "bad.onnx"))
+    assert code == 2
+    documents = json.loads(out)
+    assert [("error" in document) for document in documents] == [False, True]
+    code, out, _ = run_cli(capsys, "show", str(tmp_path / "bad.onnx"))
+    assert code == 2 and out == ""
+
+
 def test_show_a_predict_only_zoo_net(
     capsys: pytest.CaptureFixture[str], real_fixtures: Path
 ) -> None:

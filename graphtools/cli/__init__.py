@@ -52,6 +52,7 @@ class _PipeGuard:
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
         self._closed = False
+        self.written = 0  # characters the command wrote, for main's --json error document
 
     def _close(self) -> None:
         self._closed = True
@@ -62,6 +63,7 @@ class _PipeGuard:
             pass
 
     def write(self, text: str) -> int:
+        self.written += len(text)
         if not self._closed:
             try:
                 return self._stream.write(text)
@@ -122,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if guarded:
         sys.stdout = _PipeGuard(stdout)
     handler = _logging(options.verbosity)
+    written_before = getattr(sys.stdout, "written", 0)
     from graphtools.serde.streams import streams_read_once  # here: --version loads no serde
 
     try:
@@ -134,6 +137,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         message = str(exc).replace("\n", " ")
         print(f"error: {message}", file=sys.stderr)
+        if getattr(options, "json", False) and getattr(sys.stdout, "written", 0) == written_before:
+            import json  # here: only a failing --json command needs it
+
+            # A script reading --json gets a document in every outcome, the error's too.
+            print(json.dumps({"error": message}, indent=2))
         return EXIT_ERROR
     except KeyboardInterrupt:
         print(signal_line(signal.SIGINT), file=sys.stderr)
