@@ -182,6 +182,32 @@ def test_show_types_symbolic_dims_and_external_data(
     ]
 
 
+@pytest.mark.parametrize("ir_version", [3, 8])
+def test_show_lists_an_initializer_input_a_user_may_feed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], ir_version: int
+) -> None:
+    # From IR 4 an initializer listed as an input is a default onnxruntime lets a user feed
+    # over: an input of the model (show left it out). IR 3 lists every initializer so.
+    source = graph_model(
+        tmp_path / "m.onnx",
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        {"x": (TensorProto.FLOAT, [2, 2]), "w": (TensorProto.FLOAT, [2, 2])},
+        {"y": (TensorProto.FLOAT, [2, 2])},
+        {"w": np.ones((2, 2), np.float32)},
+    )
+    model = onnx.load(str(source))
+    model.ir_version = ir_version
+    onnx.save(model, str(source))
+    code, out, _ = run_cli(capsys, "show", str(source))
+    assert code == 0
+    assert ("input   w      FLOAT[2, 2] (default: its initializer)" in out) == (ir_version > 3)
+    code, out, _ = run_cli(capsys, "show", str(source), "--json")
+    inputs = json.loads(out)["inputs"]
+    assert [(i["name"], i["initializer_default"]) for i in inputs] == [("x", False)] + [
+        ("w", True)
+    ] * (ir_version > 3)
+
+
 def test_show_prints_names_and_types_as_they_are(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 from graphtools.cli.common import Output, new_table
+from graphtools.dialects import initializer_inputs_are_defaults
 from graphtools.ir import Model, Net
 from graphtools.printer import format_tensor_value, format_value_type, qualified_type
 from graphtools.values import ValueType
@@ -58,6 +59,7 @@ def onnx_summary(model: Model, path: str) -> dict[str, Any]:
     counter: Counter[str] = Counter()
     total = _histogram(net, counter)
     held = net.initializers
+    fed = initializer_inputs_are_defaults(model)  # else every initializer is listed as input
     nbytes = 0
     files: dict[str, None] = {}
     missing: dict[str, None] = {}
@@ -87,9 +89,9 @@ def onnx_summary(model: Model, path: str) -> dict[str, Any]:
         "ops_with_nested": total,
         "op_types": dict(sorted(counter.items(), key=lambda item: (-item[1], item[0]))),
         "inputs": [
-            {"name": n, "type": _type_text(net.types.get(n))}
+            {"name": n, "type": _type_text(net.types.get(n)), "initializer_default": n in held}
             for n in net.external_inputs
-            if n not in held
+            if fed or n not in held
         ],
         "outputs": [
             {"name": n, "type": _type_text(net.types.get(n))} for n in net.external_outputs
@@ -128,7 +130,8 @@ def print_onnx_summary(out: Output, data: dict[str, Any]) -> None:
     )
     table = new_table("", "value", "type")
     for blob in data["inputs"]:
-        table.add_row("input", blob["name"], blob["type"])
+        default = " (default: its initializer)" if blob["initializer_default"] else ""
+        table.add_row("input", blob["name"], blob["type"] + default)
     for blob in data["outputs"]:
         table.add_row("output", blob["name"], blob["type"])
     if not data["outputs"]:

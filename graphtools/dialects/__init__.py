@@ -17,7 +17,7 @@ from graphtools._core import CAFFE2, ONNX
 from graphtools.dialects.base import OpTable
 from graphtools.ir import Model, Net
 
-__all__ = ["OpTable", "op_table", "read_outside_graph"]
+__all__ = ["OpTable", "initializer_inputs_are_defaults", "op_table", "read_outside_graph"]
 
 
 def op_table(model: Model | Net) -> OpTable:
@@ -32,14 +32,20 @@ def op_table(model: Model | Net) -> OpTable:
         from graphtools.dialects.onnx import onnx_table
 
         if isinstance(model, Model):
-            ir_version = getattr(model.header, "ir_version", 0)
             return onnx_table(
                 dict(model.opset_imports),
                 _function_ids(model),
-                initializers_fed=not 0 < ir_version < 4,
+                initializers_fed=initializer_inputs_are_defaults(model),
             )
         return onnx_table({}, frozenset())
     raise ValueError(f"no op table for dialect {dialect!r}")
+
+
+def initializer_inputs_are_defaults(model: Model) -> bool:
+    """Whether an initializer ``model`` also lists as a graph input is a default a user may
+    feed over (IR version 4 and later, as onnxruntime reads it), not a constant: IR 3 lists
+    every initializer as an input."""
+    return not 0 < getattr(model.header, "ir_version", 0) < 4
 
 
 def _function_ids(model: Model) -> frozenset[tuple[str, str]]:
