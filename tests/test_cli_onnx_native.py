@@ -360,6 +360,31 @@ def test_diff_says_when_only_the_models_metadata_differs(
     assert json.loads(out)["metadata"][0] == ["team", None, "vision"]
 
 
+def test_diff_says_the_ir_version_and_descriptive_fields_that_differ(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # diff said "same structure" for a model whose IR version changed (an initializer input
+    # is a default from IR 4, a constant before) or whose producer and doc string did.
+    source = _mlp(tmp_path / "m.onnx")
+    proto = onnx.load(str(source))
+    proto.producer_version = "2.0"
+    proto.graph.doc_string = "cleaned"
+    described = tmp_path / "described.onnx"
+    onnx.save(proto, str(described))
+    code, out, _ = run_cli(capsys, "diff", str(source), str(described))
+    assert code == 0
+    assert "~ producer_version: '' -> '2.0'" in out
+    assert "~ graph doc_string: '' -> 'cleaned'" in out
+    assert "same structure (2 descriptive fields differ)" in out
+    proto.ir_version = 7
+    onnx.save(proto, str(described))
+    code, out, _ = run_cli(capsys, "diff", str(source), str(described))
+    assert code == 1
+    assert "~ IR version 8 -> 7" in out and out.rstrip().endswith("; IR version changed")
+    code, out, _ = run_cli(capsys, "diff", str(source), str(described), "--json")
+    assert json.loads(out)["ir_versions"] == [8, 7]
+
+
 def _branchy(
     path: Path,
     *,

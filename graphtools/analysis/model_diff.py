@@ -140,8 +140,13 @@ class ModelDiff:
         params_removed / params_added: blobs only one init_net fills.
         init_presence: ``(before, after)`` when only one model has an init_net.
         opsets: ``(before, after)`` opset imports (``domain:version``) when they differ.
+        ir_versions: ``(before, after)`` ONNX IR versions when they differ (it changes how a
+            runtime reads the model: from IR 4 an initializer input is a default).
         metadata: ``(key, before, after)`` of the ONNX model-level ``metadata_props`` that
             differ (``None`` where a model lacks the key); said, but not a structural change.
+        model_fields: ``(field, before, after)`` of the ONNX model's descriptive fields
+            (producer, domain, model version, doc strings) that differ; said, but not a
+            structural change.
         functions: ``(sign, "domain:name")`` of the ONNX model-local functions removed
             (``-``), added (``+``) or defined otherwise (``~``): part of what the model
             computes.
@@ -157,7 +162,9 @@ class ModelDiff:
     params_added: list[str] = field(default_factory=list)
     init_presence: tuple[bool, bool] | None = None
     opsets: tuple[list[str], list[str]] | None = None
+    ir_versions: tuple[int, int] | None = None
     metadata: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+    model_fields: list[tuple[str, str, str]] = field(default_factory=list)
     functions: list[tuple[str, str]] = field(default_factory=list)
     sparse: list[tuple[str, str]] = field(default_factory=list)
     params_label: str = "param"
@@ -173,6 +180,7 @@ class ModelDiff:
             and not self.params_added
             and self.init_presence is None
             and self.opsets is None
+            and self.ir_versions is None
             and not self.functions
             and not self.sparse
         )
@@ -374,6 +382,10 @@ def diff_models(before: Model, after: Model) -> ModelDiff:
     if same_dialect and dict(before.opset_imports) != dict(after.opset_imports):
         result.opsets = (_opsets(before), _opsets(after))
     result.metadata = _metadata_changes(before, after)
+    if onnx:
+        versions = (_field(before.header, "ir_version"), _field(after.header, "ir_version"))
+        result.ir_versions = versions if versions[0] != versions[1] else None
+        result.model_fields = _model_field_changes(before, after)
     result.functions = _keyed_changes(_functions(before), _functions(after))
     result.sparse = _keyed_changes(_sparse(before), _sparse(after))
     if (before.init_net is None) != (after.init_net is None):
@@ -394,6 +406,27 @@ def _metadata_changes(before: Model, after: Model) -> list[tuple[str, str | None
         for key in sorted(first.keys() | second.keys())
         if first.get(key) != second.get(key)
     ]
+
+
+_MODEL_FIELDS = ("producer_name", "producer_version", "domain", "model_version", "doc_string")
+
+
+def _model_field_changes(before: Model, after: Model) -> list[tuple[str, str, str]]:
+    """The descriptive fields of two ONNX models (``_MODEL_FIELDS``, then the main graph's
+    doc string) that differ, as text (a model built in memory may have no header)."""
+    headers = [(before.header, after.header)] * len(_MODEL_FIELDS)
+    headers.append((before.predict_net.header, after.predict_net.header))
+    names = [*_MODEL_FIELDS, "graph doc_string"]
+    return [
+        (name, str(first), str(second))
+        for name, (one, other) in zip(names, headers, strict=True)
+        for first, second in [(_field(one, name), _field(other, name))]
+        if first != second
+    ]
+
+
+def _field(header: Any, name: str) -> Any:
+    return getattr(header, name.removeprefix("graph "), "")
 
 
 def _keyed_changes(first: dict[str, bytes], second: dict[str, bytes]) -> list[tuple[str, str]]:

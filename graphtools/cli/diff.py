@@ -54,6 +54,8 @@ def render_diff(out: Output, change: ModelDiff) -> None:
     lines = []
     if change.opsets is not None:
         lines.append(f"~ opsets {', '.join(change.opsets[0])} -> {', '.join(change.opsets[1])}")
+    if change.ir_versions is not None:
+        lines.append(f"~ IR version {change.ir_versions[0]} -> {change.ir_versions[1]}")
     lines += _net_lines(change.predict)
     if change.init is not None:
         lines += _net_lines(change.init)
@@ -66,6 +68,8 @@ def render_diff(out: Output, change: ModelDiff) -> None:
     lines += [f"{sign} sparse initializer {name}" for sign, name in change.sparse]
     for key, before, after in change.metadata:
         lines.append(f"~ metadata {key!r}: {before!r} -> {after!r}")
+    for name, before, after in change.model_fields:
+        lines.append(f"~ {name}: {before!r} -> {after!r}")
     for line in lines:
         out.line(line)
     p = change.predict
@@ -73,11 +77,15 @@ def render_diff(out: Output, change: ModelDiff) -> None:
     contract = [f"{len(p.types_changed)} declared types changed"] if p.types_changed else []
     if change.opsets is not None:
         contract.append("opsets changed")
+    if change.ir_versions is not None:
+        contract.append("IR version changed")
     if change.functions:
         contract.append(f"{len(change.functions)} functions changed")
     if change.sparse:
         contract.append(f"{len(change.sparse)} sparse initializers changed")
-    metadata = f" (metadata differs: {len(change.metadata)} keys)" if change.metadata else ""
+    said = [f"metadata differs: {len(change.metadata)} keys"] if change.metadata else []
+    said += [f"{len(change.model_fields)} descriptive fields differ"] if change.model_fields else []
+    metadata = f" ({'; '.join(said)})" if said else ""
     out.line(
         f"same structure{metadata}"
         if change.same
