@@ -276,8 +276,14 @@ class Edit:
             raise IllegalRewriteError(f"op #{min(conflict)} is both removed and replaced")
         replaced = dict(self._replaced)
         usedef: UseDef | None = net._current_usedef()
+        dropping = any(tensor is None for tensor in self._initializers.values())
         if usedef is None and (
-            replaced or self._removed or self._inserted or self._rewires or self._renames
+            replaced
+            or self._removed
+            or self._inserted
+            or self._rewires
+            or self._renames
+            or dropping
         ):
             usedef = NameScan(net._ops, self._names_to_check())
         rewired, final_outputs, inputs, outputs = self._resolve_values(replaced, usedef)
@@ -291,6 +297,10 @@ class Edit:
             freed.update(name for name, tensor in self._initializers.items() if tensor is None)
             _refuse_second_writes(net, self._removed, replaced, self._inserted, usedef, freed)
             _refuse_renamed_inputs_taken(net, self._renames, self._removed, replaced, usedef, freed)
+        if net.dialect == ONNX and getattr(net, "_parent", None) is None:
+            _refuse_undefined_reads(
+                net, self, replaced, net._external_inputs if inputs is None else inputs, usedef
+            )
         checked = None
         if ops_change or rewired or final_outputs:
             checked = self._check(replaced, rewired, final_outputs, outputs, usedef, constants)
@@ -376,6 +386,7 @@ class Edit:
             name for blob, new_name in self._renames.items() for name in (blob[0], new_name)
         )
         names.update(blob[0] for blob in self._constants)
+        names.update(name for name, tensor in self._initializers.items() if tensor is None)
         names.discard(NO_VALUE)
         return names
 
@@ -683,6 +694,57 @@ def _refuse_second_writes(
             raise IllegalRewriteError(
                 f"edit refused: {where} writes {name!r}, which {holder} holds already; an "
                 "ONNX graph names each value once"
+            )
+
+
+def _refuse_undefined_reads(
+    net: EditableNet,
+    edit: Edit,
+    replaced: Mapping[int, OpLike],
+    inputs: Sequence[str],
+    usedef: UseDef | None,
+) -> None:
+    """An ONNX main graph reads only the values it defines (a nested graph may read its
+    outer scope's): refuse an edit whose own ops (inserted, set, expanded) read a name no
+    graph input, initializer or op defines, or that drops the initializer of a value kept ops
+    still read and which is no input (an op it replaces reads what its replacement reads).
+    Costs a set lookup per name the edit's own ops read; a rewire is checked on its own."""
+    dropped = {name for name, tensor in edit._initializers.items() if tensor is None}
+    new_ops = [*edit._replaced.values(), *chain.from_iterable(edit._inserted.values())]
+    if not new_ops and not dropped:
+        return
+    held = net.initializers
+    final_inputs = net.external_input_set() if inputs is net._external_inputs else set(inputs)
+    made = {name for name, tensor in edit._initializers.items() if tensor is not None}
+    made.update(name for op in new_ops for name in op.outputs)
+    made.add(NO_VALUE)
+
+    def defined(name: str) -> bool:
+        return name in made or name in final_inputs or (name in held and name not in dropped)
+
+    reads = {name: op for op in new_ops for name in op.inputs if not defined(name)}
+    for name, op in reads.items():
+        if usedef is not None and any(i not in edit._removed for i, _ in usedef.writes(name)):
+            continue
+        raise IllegalRewriteError(
+            f"edit refused: the op {op.type!r} it adds reads {name!r}, which no graph input, "
+            "initializer or op of the ONNX graph defines"
+        )
+    nested: dict[int, NestedAccess] | None = None
+    moved = {old[0] for old, _ in edit._rewires if old[1] == 0}  # its reads read another
+    moved.update(old[0] for old in edit._renames if old[1] == 0)
+    for name in sorted(name for name in dropped - moved if not defined(name)):
+        readers = [] if usedef is None else usedef.uses((name, 0))
+        gone = edit._removed
+        kept = [use.op for use in readers if use.op not in gone and use.op not in replaced]
+        if not kept:  # a branch or loop body reading it by name
+            nested = nested_accesses(net) if nested is None else nested
+            kept = [i for i, access in nested.items() if name in access.reads]
+            kept = [i for i in kept if i not in gone and i not in replaced]
+        if kept:
+            raise IllegalRewriteError(
+                f"edit refused: it drops the initializer {name!r}, which op #{kept[0]} "
+                f"({net._ops[kept[0]].type}) still reads and no graph input provides"
             )
 
 

@@ -495,6 +495,37 @@ def test_a_rewire_to_a_name_the_graph_does_not_have_is_refused(tmp_path: Path) -
     assert [op.inputs for op in net] == [("w",), ("w", "w")]
 
 
+def test_an_edit_leaving_a_read_of_nothing_is_refused(tmp_path: Path) -> None:
+    """An ONNX main graph reads only what it defines: an added op reading a misspelt name, or
+    the initializer of a value still read dropped, made a model onnxruntime refuses, and
+    save_model wrote it. Refused, the graph kept; dropping it with its readers is fine."""
+    model = _relu_add(tmp_path)
+    net = model.predict_net
+    before = [(op.type, op.inputs, op.outputs) for op in net]
+
+    def refused(change: Callable[[Edit], object], match: str) -> None:
+        with pytest.raises(IllegalRewriteError, match=match), net.edit() as edit:
+            change(edit)
+
+    refused(lambda e: e.insert(2, [Op("Neg", ["ghost"], ["n"])]), "'Neg' it adds reads 'ghost'")
+    refused(lambda e: e.set_initializer("w", None), r"drops the initializer 'w', which op #1 \(Add")
+
+    def drop_keeping_the_read(edit: Edit) -> None:
+        edit.set_initializer("w", None)
+        edit.set_op(1, Op("Add", ["a", "w"], ["y"]))
+
+    refused(drop_keeping_the_read, "'Add' it adds reads 'w', which no graph input")
+    assert [(op.type, op.inputs, op.outputs) for op in net] == before
+    assert list(net.initializers) == ["w"]
+    with net.edit() as edit:  # its reader replaced by one reading a value the graph has
+        edit.set_initializer("w", None)
+        edit.set_op(1, Op("Add", ["a", "a"], ["y"]))
+    assert list(net.initializers) == [] and [op.inputs for op in net] == [("x",), ("a", "a")]
+    with net.edit() as edit:  # an added op reading one written by another added op
+        edit.insert(2, [Op("Neg", ["y"], ["n"]), Op("Neg", ["n"], ["m"])])
+    assert [op.type for op in net] == ["Relu", "Add", "Neg", "Neg"]
+
+
 def test_an_edit_writing_a_name_the_graph_holds_is_refused(tmp_path: Path) -> None:
     """ONNX graphs name each value once: an inserted second writer, a rename onto another
     value, an initializer or an input, a replacement writing an input in place: each edit is
