@@ -110,6 +110,8 @@ class OutputDiff:
         rtol / atol: the tolerances this output was compared with.
         histogram: ``(counts, edges)`` of the absolute differences in 10 bins (empty when
             not comparable).
+        nan_both: values NaN in both models, counted as equal (made-up inputs outside an
+            op's domain, a square root of a negative say, compare nothing there).
     """
 
     name: str
@@ -126,6 +128,7 @@ class OutputDiff:
     rtol: float = 1e-5
     atol: float = 1e-6
     histogram: tuple[tuple[int, ...], tuple[float, ...]] = ((), ())
+    nan_both: int = 0
 
 
 def _as_array(value: Any) -> np.ndarray:
@@ -141,8 +144,9 @@ def _diff(name: str, before: Any, after: Any, rtol: float, atol: float) -> Outpu
         same: tuple[tuple[int, ...], tuple[float, ...]] = ((), ())
         if a.size:
             same = ((a.size,), (0.0, 0.0))
+        nans = int(np.count_nonzero(np.isnan(a))) if a.dtype.kind in "fc" else 0
         return OutputDiff(
-            name, True, 0.0, 0.0, a.shape, a.shape, "", 0.0, 0.0, 0, a.size, rtol, atol, same
+            name, True, 0.0, 0.0, a.shape, a.shape, "", 0.0, 0.0, 0, a.size, rtol, atol, same, nans
         )
     a, b = _as_array(before), _as_array(after)
     nan = float("nan")
@@ -224,6 +228,7 @@ def _diff(name: str, before: Any, after: Any, rtol: float, atol: float) -> Outpu
         rtol,
         atol,
         histogram,
+        int(np.count_nonzero(a_nan & b_nan)),
     )
 
 

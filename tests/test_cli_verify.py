@@ -531,6 +531,44 @@ def test_json_is_strict_and_a_nan_tolerance_is_refused(
     assert_one_error_line(err, "--rtol 'nan' is not a number")
 
 
+@pytest.mark.parametrize("dialect", ["caffe2", "onnx"])
+def test_verify_notes_outputs_that_are_nan_in_both_models(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], dialect: str
+) -> None:
+    """The square root of made-up standard normal data is NaN about half the time: verify
+    said 'equal' without a word, though it compared nothing there."""
+    if dialect == "onnx":
+        graph = onnx.helper.make_graph(
+            [
+                onnx.helper.make_node("Sqrt", ["x"], ["s"]),
+                onnx.helper.make_node("Neg", ["s"], ["y"]),
+            ],
+            "g",
+            [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [8, 8])],
+            [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [8, 8])],
+        )
+        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+        source = tmp_path / "m.onnx"
+        onnx.save(model, str(source))
+        argv = [str(source)]
+    else:
+        net = Net([Op("Sqrt", ["x"], ["s"]), Op("Negative", ["s"], ["y"])], ["x"], ["y"])
+        save_model(Model(net), tmp_path / "m")
+        argv = [str(tmp_path / "m"), "--shapes", "x=8x8"]
+    code, out, err = run_cli(capsys, "verify", *argv, "-p", "default")
+    assert code == 0, err
+    note = [line for line in err.splitlines() if "is NaN in both models" in line]
+    assert len(note) == 1 and "counted as equal" in note[0]
+    count = int(note[0].split(" in ")[2].split(" of ")[0])
+    assert 10 < count < 54  # about half of the 64 values
+    code, out, _ = run_cli(capsys, "verify", *argv, "-p", "default", "--json")
+    import json
+
+    data = json.loads(out)
+    assert data["outputs"][0]["nan_both"] == count
+    assert any("is NaN in both models" in n for n in data["notes"])
+
+
 def test_run_diff_shows_the_outputs_declared_by_outputs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -263,6 +263,18 @@ def test_the_statistics_of_an_output_that_differs_say_so() -> None:
     assert data["max_abs"] == 2.0 and data["max_rel"] is None
 
 
+def test_nans_in_both_outputs_are_counted() -> None:
+    """A NaN on both sides counts as equal: how many is said (verify notes it), so that a
+    made-up input outside an op's domain does not pass for a comparison."""
+    before = np.float32([np.nan, 1.0, np.nan, 2.0])
+    (diff,) = compare_outputs({"y": before}, {"y": before.copy()})
+    assert diff.ok and diff.nan_both == 2
+    (same,) = compare_outputs({"y": before}, {"y": before})  # one array: the fast path
+    assert same.ok and same.nan_both == 2
+    (ints,) = compare_outputs({"i": np.int64([1, 2])}, {"i": np.int64([1, 2])})
+    assert ints.nan_both == 0
+
+
 def test_a_zero_within_atol_has_no_infinite_relative_error_and_atol_may_be_infinite() -> None:
     (relu,) = compare_outputs({"r": np.float32([0.0, 1.0])}, {"r": np.float32([1e-9, 1.0])})
     assert relu.ok and relu.max_rel == 0.0

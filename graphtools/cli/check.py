@@ -249,7 +249,7 @@ def verify_one(
     report.diffs = compare_outputs(synthesis.outputs, out_after, **tolerances)
     report.tolerance = f"rtol={rtol:g}, atol={atol:g}, seed={settings['seed']}"
     report.verdict = "equal" if all(d.ok for d in report.diffs) else "differ"
-    report.notes += _vacuous(report.diffs)
+    report.notes += _vacuous(report.diffs) + _nan_notes(report.diffs)
     if settings["save_outputs"]:
         _save(Path(settings["save_outputs"]), synthesis)
     if report.verdict == "differ" and settings["bisect"]:
@@ -292,6 +292,17 @@ def _vacuous(diffs: Sequence[OutputDiff]) -> list[str]:
         "every output compared is empty on these inputs (0 values), so 'equal' proves "
         "nothing here: compare on inputs that give values (--feeds with recorded ones, "
         "or other --shapes)"
+    ]
+
+
+def _nan_notes(diffs: Sequence[OutputDiff]) -> list[str]:
+    """A note per output NaN in both models somewhere: those values are counted equal, so
+    'equal' says nothing of them."""
+    return [
+        f"output {d.name!r} is NaN in both models in {d.nan_both} of {d.size} values, counted "
+        "as equal: the inputs reach values outside an op's domain (--feeds gives real ones)"
+        for d in diffs
+        if d.nan_both
     ]
 
 
@@ -340,7 +351,7 @@ def _verify_onnx(
         "onnxruntime"
     )
     report.verdict = "equal" if all(d.ok for d in report.diffs) else "differ"
-    report.notes += _vacuous(report.diffs)
+    report.notes += _vacuous(report.diffs) + _nan_notes(report.diffs)
     if settings["save_outputs"]:
         atomic_write_bytes(Path(settings["save_outputs"]), npz_bytes(saved_arrays(found)))
     if found.bisected:
