@@ -690,3 +690,115 @@ def test_a_quantized_weight_stays_quantized(tmp_path: Path) -> None:
     assert stored["w_q"] == TensorProto.INT8
     x = normal(2, 4)
     np.testing.assert_allclose(run(target, {"x": x})[0], run(path, {"x": x})[0])
+
+
+# -- inline-constant-if --------------------------------------------------------------------------
+
+
+def _branch(name: str, nodes: list, outputs: list[str], **initializers: np.ndarray) -> object:
+    return helper.make_graph(
+        nodes,
+        name,
+        [],
+        [helper.make_tensor_value_info(o, F, None) for o in outputs],
+        [onnx.numpy_helper.from_array(v, k) for k, v in initializers.items()],
+    )
+
+
+@pytest.mark.parametrize("condition", [True, False])
+def test_an_if_on_a_constant_becomes_the_branch_it_takes(tmp_path: Path, condition: bool) -> None:
+    """Both branches name their values alike (``t``): the branch taken gives the If's outputs
+    their names; a value returned as it is (a branch initializer) is copied, and goes."""
+    then = _branch(
+        "then",
+        [helper.make_node("Relu", ["x"], ["t"]), helper.make_node("Mul", ["t", "k"], ["u"])],
+        ["u", "k"],
+        k=np.float32([2.0, 3.0]),
+    )
+    other = _branch(
+        "else", [helper.make_node("Neg", ["x"], ["t"])], ["t", "b"], b=np.float32([5.0, 6.0])
+    )
+    nodes = [
+        helper.make_node("If", ["c"], ["y1", "y2"], then_branch=then, else_branch=other),
+        helper.make_node("Add", ["y1", "y2"], ["z"]),
+    ]
+    path = graph_model(
+        tmp_path / "m.onnx",
+        nodes,
+        {"x": (F, [2])},
+        {"z": (F, [2]), "y1": (F, [2])},
+        {"c": np.array(condition)},
+    )
+    model, _ = rewritten(path, "inline-constant-if,remove-identity-ops", {"x": normal(2)}, tmp_path)
+    expected = ["Relu", "Mul", "Add"] if condition else ["Neg", "Add"]
+    assert types(model) == expected
+    assert model.predict_net.external_outputs == ("z", "y1")
+    held = set(model.predict_net.initializers)
+    assert held >= ({"k"} if condition else {"b"}) and "c" in held
+
+
+def test_an_if_on_a_fed_condition_or_a_taken_name_stays(tmp_path: Path) -> None:
+    """A condition a user may feed (an initializer that is also an input) decides nothing yet;
+    a branch defining a name another graph of the model defines too would clash."""
+    branch = _branch("then", [helper.make_node("Relu", ["x"], ["t"])], ["t"])
+    other = _branch("else", [helper.make_node("Neg", ["x"], ["e"])], ["e"])
+    nodes = [helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=other)]
+    path = graph_model(
+        tmp_path / "m.onnx",
+        nodes,
+        {"x": (F, [2]), "c": (TensorProto.BOOL, [])},
+        {"y": (F, [2])},
+        {"c": np.array(True)},
+    )
+    model, _ = rewritten(path, "inline-constant-if", {"x": normal(2)}, tmp_path)
+    assert types(model) == ["If"]
+    clash = [
+        helper.make_node("Sigmoid", ["x"], ["t"]),
+        helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=other),
+        helper.make_node("Add", ["y", "t"], ["z"]),
+    ]
+    path = graph_model(
+        tmp_path / "clash.onnx", clash, {"x": (F, [2])}, {"z": (F, [2])}, {"c": np.array(True)}
+    )
+    proto = onnx.load(str(path))
+    model = load_onnx_model(path)
+    PassManager.parse("inline-constant-if")(model)
+    assert types(model) == ["Sigmoid", "If", "Add"]
+    assert len(proto.graph.node) == 3
+
+
+def test_an_if_in_a_loop_body_on_a_main_graph_constant_is_inlined(tmp_path: Path) -> None:
+    """A body reads the main graph's constants: its If on one goes, inside the body, and the
+    optimize pipeline leaves the loop computing what it did."""
+    then = _branch("then", [helper.make_node("Relu", ["v"], ["r"])], ["r"])
+    other = _branch("else", [helper.make_node("Neg", ["v"], ["neg"])], ["neg"])
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("Add", ["v_in", "one"], ["v"]),
+            helper.make_node("If", ["flag"], ["v_out"], then_branch=then, else_branch=other),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_in", F, [2]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_out", F, [2]),
+        ],
+    )
+    nodes = [helper.make_node("Loop", ["n", "", "x"], ["y"], body=body)]
+    path = graph_model(
+        tmp_path / "m.onnx",
+        nodes,
+        {"x": (F, [2])},
+        {"y": (F, [2])},
+        {"n": np.array(3, np.int64), "flag": np.array(False), "one": np.float32([1.0, -1.0])},
+    )
+    model, _ = rewritten(path, "optimize", {"x": normal(2)}, tmp_path)
+    (loop,) = model.predict_net
+    ((_, inner),) = loop.nested_nets()
+    assert [op.type for op in inner][-2:] == ["Add", "Neg"]
+    assert "If" not in [op.type for op in inner]

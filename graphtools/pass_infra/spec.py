@@ -40,7 +40,7 @@ DEFAULT_PIPELINE = DEFAULT_PIPELINES[CAFFE2]
 """Caffe2's default pipeline (``DEFAULT_PIPELINES[CAFFE2]``)."""
 OPTIMIZE_PIPELINES: dict[str, str] = {
     ONNX: (
-        "fold-constants,fuse-batchnorm,fuse-affine,fuse-pad,fuse-matmul-add,"
+        "fold-constants,inline-constant-if,fuse-batchnorm,fuse-affine,fuse-pad,fuse-matmul-add,"
         "merge-consecutive-ops,remove-noop-ops,remove-identity-ops,dedupe-initializers,"
         "merge-common-subexpressions,remove-dead-ends,remove-unused-params,in-branches"
     ),
