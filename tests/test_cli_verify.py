@@ -531,6 +531,21 @@ def test_json_is_strict_and_a_nan_tolerance_is_refused(
     assert_one_error_line(err, "--rtol 'nan' is not a number")
 
 
+def test_two_tolerances_for_one_output_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """--rtol 1e-3,1e-4 compared at 1e-4 without a word (the last won): which was meant?
+    The same value twice is no contradiction."""
+    code, _, err = run_cli(capsys, "verify", str(TINY), "--rtol", "1e-3,1e-4")
+    assert code == 2
+    assert_one_error_line(err, "--rtol gives every output two tolerances (0.001 and 0.0001)")
+    code, _, err = run_cli(capsys, "verify", str(TINY), "--atol", "prob:1e-3", "--atol", "prob:0")
+    assert code == 2
+    assert_one_error_line(err, "--atol gives output 'prob' two tolerances (0.001 and 0)")
+    code, _, err = run_cli(
+        capsys, "verify", str(TINY), "--rtol", "1e-3,prob:1e-2", "--rtol", "1e-3"
+    )
+    assert code == 0, err
+
+
 @pytest.mark.parametrize("dialect", ["caffe2", "onnx"])
 def test_verify_notes_outputs_that_are_nan_in_both_models(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], dialect: str

@@ -114,7 +114,7 @@ def _tolerances(
     items: Sequence[str] | None, default: float, flag: str
 ) -> tuple[float, dict[str, float]]:
     """``["1e-5,prob:1e-3"]`` (or the items repeated) -> ``(1e-5, {"prob": 1e-3})``."""
-    value = default
+    value, given = default, False
     per: dict[str, float] = {}
     split = [part.strip() for raw in items or () for part in raw.split(",") if part.strip()]
     for item in split:
@@ -127,10 +127,17 @@ def _tolerances(
             raise UsageError(f"{flag} {item!r} is not a number or NAME:number")
         if parsed < 0:
             raise UsageError(f"{flag} {item!r} is negative")
+        earlier = per.get(name) if sep else (value if given else None)
+        if earlier is not None and earlier != parsed:  # which one was meant?
+            whose = f"output {name!r}" if sep else "every output"
+            raise UsageError(
+                f"{flag} gives {whose} two tolerances ({earlier:g} and {parsed:g}): give one "
+                "(NAME:number for one output)"
+            )
         if sep:
             per[name] = parsed
         else:
-            value = parsed
+            value, given = parsed, True
     return value, per
 
 
