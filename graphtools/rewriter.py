@@ -730,22 +730,35 @@ def _refuse_undefined_reads(
             f"edit refused: the op {op.type!r} it adds reads {name!r}, which no graph input, "
             "initializer or op of the ONNX graph defines"
         )
-    nested: dict[int, NestedAccess] | None = None
+    gone = edit._removed
     moved = {old[0] for old, _ in edit._rewires if old[1] == 0}  # its reads read another
     moved.update(old[0] for old in edit._renames if old[1] == 0)
+    nested_readers: dict[str, int] | None = None  # name -> a kept op whose bodies read it
     for name in sorted(name for name in dropped - moved if not defined(name)):
         readers = [] if usedef is None else usedef.uses((name, 0))
-        gone = edit._removed
         kept = [use.op for use in readers if use.op not in gone and use.op not in replaced]
         if not kept:  # a branch or loop body reading it by name
-            nested = nested_accesses(net) if nested is None else nested
-            kept = [i for i, access in nested.items() if name in access.reads]
-            kept = [i for i in kept if i not in gone and i not in replaced]
+            if nested_readers is None:
+                nested_readers = _nested_readers(net, gone, replaced)
+            kept = [nested_readers[name]] if name in nested_readers else []
         if kept:
             raise IllegalRewriteError(
                 f"edit refused: it drops the initializer {name!r}, which op #{kept[0]} "
                 f"({net._ops[kept[0]].type}) still reads and no graph input provides"
             )
+
+
+def _nested_readers(
+    net: EditableNet, gone: AbstractSet[int], replaced: Mapping[int, OpLike]
+) -> dict[str, int]:
+    """``{name: the first op the edit keeps whose nested nets read it}``: one pass over the
+    nested reads, however many names are asked about."""
+    found: dict[str, int] = {}
+    for index, access in nested_accesses(net).items():
+        if index not in gone and index not in replaced:
+            for name in access.reads:
+                found.setdefault(name, index)
+    return found
 
 
 def _held(net: EditableNet, name: str, freed: AbstractSet[str]) -> bool:

@@ -526,6 +526,39 @@ def test_an_edit_leaving_a_read_of_nothing_is_refused(tmp_path: Path) -> None:
     assert [op.type for op in net] == ["Relu", "Add", "Neg", "Neg"]
 
 
+def test_dropping_an_initializer_a_branch_reads_is_refused(tmp_path: Path) -> None:
+    """A branch reads the main graph's initializer by name, which is no top-level read: it
+    kept the drop from being seen."""
+    then = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["t"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2])],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["e"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", TensorProto.FLOAT, [2])],
+    )
+    model = _load(
+        tmp_path,
+        _graph(
+            [
+                helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+                helper.make_node("Cast", ["s"], ["c"], to=TensorProto.BOOL),
+                helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other),
+            ],
+            initializers=[numpy_helper.from_array(np.ones(2, np.float32), "w")],
+        ),
+    )
+    net = model.predict_net
+    match = r"drops the initializer 'w', which op #2 \(If\) still reads"
+    with pytest.raises(IllegalRewriteError, match=match), net.edit() as edit:
+        edit.set_initializer("w", None)
+    assert list(net.initializers) == ["w"]
+
+
 def test_an_edit_writing_a_name_the_graph_holds_is_refused(tmp_path: Path) -> None:
     """ONNX graphs name each value once: an inserted second writer, a rename onto another
     value, an initializer or an input, a replacement writing an input in place: each edit is
