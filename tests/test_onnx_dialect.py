@@ -18,7 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx_testdata import onnx_package_models, write_external_model
 
 from graphtools.errors import IllegalRewriteError, SerdeError
-from graphtools.ir import Model, Op
+from graphtools.ir import Model, Net, Op
 from graphtools.pass_infra import PassManager
 from graphtools.rewriter import Edit
 from graphtools.serde.onnx_io import load_onnx_model, onnx_model_files, save_onnx_model
@@ -479,6 +479,14 @@ def _relu_add(tmp_path: Path) -> Model:
     )
 
 
+def _assert_refused(net: Net, change: Callable[[Edit], object], match: str) -> None:
+    """The edit ``change`` makes of ``net`` is refused (``match``) and the net kept."""
+    before = [(op.type, op.inputs, op.outputs) for op in net]
+    with pytest.raises(IllegalRewriteError, match=match), net.edit() as edit:
+        change(edit)
+    assert [(op.type, op.inputs, op.outputs) for op in net] == before
+
+
 def test_a_rewire_to_a_name_the_graph_does_not_have_is_refused(tmp_path: Path) -> None:
     """An ONNX main graph starts with its inputs and initializers only: a rewire to any
     other name@0 would leave a read of nothing (a Caffe2 net may read the workspace)."""
@@ -501,11 +509,9 @@ def test_an_edit_leaving_a_read_of_nothing_is_refused(tmp_path: Path) -> None:
     save_model wrote it. Refused, the graph kept; dropping it with its readers is fine."""
     model = _relu_add(tmp_path)
     net = model.predict_net
-    before = [(op.type, op.inputs, op.outputs) for op in net]
 
     def refused(change: Callable[[Edit], object], match: str) -> None:
-        with pytest.raises(IllegalRewriteError, match=match), net.edit() as edit:
-            change(edit)
+        _assert_refused(net, change, match)
 
     refused(lambda e: e.insert(2, [Op("Neg", ["ghost"], ["n"])]), "'Neg' it adds reads 'ghost'")
     refused(lambda e: e.set_initializer("w", None), r"drops the initializer 'w', which op #1 \(Add")
@@ -515,7 +521,6 @@ def test_an_edit_leaving_a_read_of_nothing_is_refused(tmp_path: Path) -> None:
         edit.set_op(1, Op("Add", ["a", "w"], ["y"]))
 
     refused(drop_keeping_the_read, "'Add' it adds reads 'w', which no graph input")
-    assert [(op.type, op.inputs, op.outputs) for op in net] == before
     assert list(net.initializers) == ["w"]
     with net.edit() as edit:  # its reader replaced by one reading a value the graph has
         edit.set_initializer("w", None)
@@ -565,12 +570,9 @@ def test_an_edit_writing_a_name_the_graph_holds_is_refused(tmp_path: Path) -> No
     refused and the graph kept; a replacement of the writer writing its name is fine."""
     model = _relu_add(tmp_path)
     net = model.predict_net
-    before = [(op.type, op.inputs, op.outputs) for op in net]
 
     def refused(change: Callable[[Edit], object], match: str) -> None:
-        with pytest.raises(IllegalRewriteError, match=match), net.edit() as edit:
-            change(edit)
-        assert [(op.type, op.inputs, op.outputs) for op in net] == before
+        _assert_refused(net, change, match)
 
     once = "names each value once"
     refused(lambda e: e.insert(2, [Op("Neg", ["y"], ["a"])]), rf"op #0 \(Relu\) .*{once}")
