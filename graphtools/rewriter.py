@@ -705,38 +705,61 @@ def _refuse_undefined_reads(
     usedef: UseDef | None,
 ) -> None:
     """An ONNX main graph reads only the values it defines (a nested graph may read its
-    outer scope's): refuse an edit whose own ops (inserted, set, expanded) read a name no
-    graph input, initializer or op defines, or that drops the initializer of a value kept ops
-    still read and which is no input (an op it replaces reads what its replacement reads).
-    Costs a set lookup per name the edit's own ops read; a rewire is checked on its own."""
+    outer scope's): refuse an edit after which an op it adds or sets (``edit``'s own ops, and
+    the bodies of any op it adds or replaces) reads a name no graph input, initializer or op
+    defines, a rewire reads a value the graph no longer starts with, or a kept op still reads
+    an initializer it drops which no input provides. Names follow the edit's renames.
+    ``replaced`` holds every op the edit replaces, its rewires and renames resolved. Costs a
+    set lookup per name the edit's own ops read and one per dropped initializer."""
     dropped = {name for name, tensor in edit._initializers.items() if tensor is None}
-    new_ops = [*edit._replaced.values(), *chain.from_iterable(edit._inserted.values())]
-    if not new_ops and not dropped:
+    inserted = list(chain.from_iterable(edit._inserted.values()))
+    own = [*edit._replaced.values(), *inserted]
+    nesting = [op for op in (*replaced.values(), *inserted) if op.has_nested_nets()]
+    starts = [new for _, new in edit._rewires if new[1] == 0]
+    if not (own or nesting or dropped or starts):
         return
     held = net.initializers
     final_inputs = net.external_input_set() if inputs is net._external_inputs else set(inputs)
+    renamed = {old: new for (old, version), new in edit._renames.items() if version == 0}
     made = {name for name, tensor in edit._initializers.items() if tensor is not None}
-    made.update(name for op in new_ops for name in op.outputs)
+    made.update(renamed.values())
+    made.update(name for op in own for name in op.outputs)
     made.add(NO_VALUE)
 
     def defined(name: str) -> bool:
-        return name in made or name in final_inputs or (name in held and name not in dropped)
+        if name in made:
+            return True
+        if name in renamed:
+            return False
+        return name in final_inputs or (name in held and name not in dropped)
 
-    reads = {name: op for op in new_ops for name in op.inputs if not defined(name)}
-    for name, op in reads.items():
-        if usedef is not None and any(i not in edit._removed for i, _ in usedef.writes(name)):
-            continue
-        raise IllegalRewriteError(
-            f"edit refused: the op {op.type!r} it adds reads {name!r}, which no graph input, "
-            "initializer or op of the ONNX graph defines"
-        )
+    reads: dict[str, OpLike | None] = {}
+    for op in own:
+        for name in op.inputs:
+            if not defined(name):
+                reads.setdefault(name, op)
+    for op in nesting:
+        for name in nested_access(op).reads:
+            if not defined(name):
+                reads.setdefault(name, op)
+    for name, _ in starts:
+        if not defined(name):
+            reads.setdefault(name, None)
+    if reads:
+        if usedef is None or isinstance(usedef, NameScan):  # it scanned other names
+            usedef = NameScan(net._ops, set(reads))
+        _refuse_reads_of_nothing(reads, edit, replaced, usedef)
     gone = edit._removed
     moved = {old[0] for old, _ in edit._rewires if old[1] == 0}  # its reads read another
-    moved.update(old[0] for old in edit._renames if old[1] == 0)
+    moved.update(renamed)
     nested_readers: dict[str, int] | None = None  # name -> a kept op whose bodies read it
     for name in sorted(name for name in dropped - moved if not defined(name)):
         readers = [] if usedef is None else usedef.uses((name, 0))
-        kept = [use.op for use in readers if use.op not in gone and use.op not in replaced]
+        kept = [
+            use.op
+            for use in readers
+            if use.op not in gone and (use.op not in replaced or name in replaced[use.op].inputs)
+        ]
         if not kept:  # a branch or loop body reading it by name
             if nested_readers is None:
                 nested_readers = _nested_readers(net, gone, replaced)
@@ -748,11 +771,34 @@ def _refuse_undefined_reads(
             )
 
 
+def _refuse_reads_of_nothing(
+    reads: Mapping[str, OpLike | None],
+    edit: Edit,
+    replaced: Mapping[int, OpLike],
+    usedef: UseDef,
+) -> None:
+    """Refuse the first of ``reads`` (name -> the op reading it, ``None`` for a rewire) that
+    no op writes once the edit is made: not an op it removes, nor one it replaces by an op
+    writing other names."""
+    written = {name for op in replaced.values() for name in op.outputs}
+    for name, op in reads.items():
+        if name in written:
+            continue
+        if any(i not in edit._removed and i not in replaced for i, _ in usedef.writes(name)):
+            continue
+        what = "it rewires reads to" if op is None else f"the op {op.type!r} it adds reads"
+        raise IllegalRewriteError(
+            f"edit refused: {what} {name!r}, which no graph input, initializer or op of the "
+            "ONNX graph defines"
+        )
+
+
 def _nested_readers(
     net: EditableNet, gone: AbstractSet[int], replaced: Mapping[int, OpLike]
 ) -> dict[str, int]:
-    """``{name: the first op the edit keeps whose nested nets read it}``: one pass over the
-    nested reads, however many names are asked about."""
+    """``{name: the first op the edit keeps whose nested nets read it}`` (a replaced op's
+    bodies are its replacement's, checked as the edit's own): one pass over the nested reads,
+    however many names are asked about."""
     found: dict[str, int] = {}
     for index, access in nested_accesses(net).items():
         if index not in gone and index not in replaced:

@@ -10,9 +10,10 @@ when the branch returns a value it does not compute (an outer value, one of its 
 a value returned twice), an ``Identity`` copies it to that name, which ``remove-identity-ops``
 then drops where it can.
 
-An ``If`` stays when inlining would need another name: a value its branch defines that some
-other graph of the model also names (the model names each value once), or a body inside the
-branch reading a value whose name the inlining changes.
+The model names each value once: a value the branch defines that another graph of the model
+also names (two Ifs whose branches both compute ``tmp``) gets a fresh name (``tmp_1``). An
+``If`` stays when a body inside its branch reads a value whose name the inlining changes
+(a body reads by name).
 
 Example (``c`` a true initializer)::
 
@@ -29,7 +30,7 @@ from typing import ClassVar
 
 from graphtools._core import ONNX
 from graphtools.analysis.dataflow import DataFlow
-from graphtools.analysis.scopes import scopes
+from graphtools.analysis.scopes import NameSource, model_names, scopes
 from graphtools.dialects import op_table
 from graphtools.ir import Model, Net, Op
 from graphtools.nested import nested_access
@@ -68,29 +69,30 @@ def _defined_in(branch: Net) -> Counter[str]:
     return defined
 
 
-def _inline(op: Op, branch: Net, everywhere: Counter[str]) -> _Inlined | None:
+def _inline(op: Op, branch: Net, everywhere: Counter[str], names: NameSource) -> _Inlined | None:
     """The ops and values ``op`` (an ``If`` taking ``branch``) becomes; ``None`` when it must
     stay (see the module docstring). ``everywhere`` counts the names every graph of the model
-    defines: a name of the branch defined outside ``op``'s branches is taken."""
+    defines: a name of the branch also defined outside ``op``'s branches gets a fresh one
+    from ``names``."""
     results = list(branch.external_outputs)
     if len(results) != len(op.outputs):
         return None
-    mine = _defined_in(branch)
-    in_op: Counter[str] = Counter()
-    for _, nested in op.nested_nets():
-        in_op.update(_names_defined(nested))
-    if any(everywhere[name] > in_op[name] for name in mine):
-        return None
     written = {name for node in branch for name in node.outputs if name}
     renames: dict[str, str] = {}
-    copies: list[Op] = []
+    copies: list[tuple[str, str]] = []  # (value, If output) an Identity copies
     for result, target in zip(results, op.outputs, strict=True):
         if not target:
             continue
         if result in written and result not in renames:
             renames[result] = target
         else:
-            copies.append(Op("Identity", [renames.get(result, result)], [target]))
+            copies.append((result, target))
+    in_op: Counter[str] = Counter()
+    for _, nested in op.nested_nets():
+        in_op.update(_names_defined(nested))
+    for name in _defined_in(branch):
+        if name not in renames and everywhere[name] > in_op[name]:  # taken elsewhere
+            renames[name] = names.fresh(name)
     ops = []
     for node in branch:
         if node.has_nested_nets() and not nested_access(node).reads.isdisjoint(renames):
@@ -101,12 +103,15 @@ def _inline(op: Op, branch: Net, everywhere: Counter[str]) -> _Inlined | None:
                 outputs=[renames.get(name, name) for name in node.outputs],
             )
         )
+    ops += [Op("Identity", [renames.get(value, value)], [target]) for value, target in copies]
+    defined = _defined_in(branch)
     types = {
         renames.get(name, name): value_type
         for name, value_type in branch.types.items()
-        if name in mine and name not in renames
+        if name in defined and name not in results
     }
-    return _Inlined(ops + copies, dict(branch.initializers), types)
+    initializers = {renames.get(name, name): t for name, t in branch.initializers.items()}
+    return _Inlined(ops, initializers, types)
 
 
 @register_pass
@@ -130,6 +135,7 @@ class InlineConstantIf(Pass):
         if len(all_scopes) == 1:  # no body anywhere: no If to look at
             return PassResult(model, False, stats)
         everywhere: Counter[str] | None = None
+        names = NameSource()
         changed = False
         for scope in all_scopes:
             net = scope.net
@@ -142,10 +148,11 @@ class InlineConstantIf(Pass):
                 continue
             if everywhere is None:
                 everywhere = _names_defined(model.predict_net)
+                names.reserve(model_names(model.predict_net))
             plans = {
                 i: plan
                 for i, branch in taken.items()
-                if (plan := _inline(net[i], branch, everywhere))
+                if (plan := _inline(net[i], branch, everywhere, names))
             }
             if not plans:
                 continue

@@ -564,6 +564,68 @@ def test_dropping_an_initializer_a_branch_reads_is_refused(tmp_path: Path) -> No
     assert list(net.initializers) == ["w"]
 
 
+def test_the_read_check_follows_replacements_renames_and_bodies(tmp_path: Path) -> None:
+    """The edit as a whole decides what is defined: a replaced writer no longer writes its old
+    name, a renamed value is read by its new name (and not its old one), and the body of a
+    replacement If reads what its branches read."""
+    model = _relu_add(tmp_path)
+    net = model.predict_net
+
+    def replace_writer_and_read_its_old_name(edit: Edit) -> None:
+        edit.set_op(0, Op("Relu", ["x"], ["b"]))
+        edit.set_op(1, Op("Add", ["b", "w"], ["y"]))
+        edit.insert(2, [Op("Neg", ["a"], ["q"])])
+
+    _assert_refused(net, replace_writer_and_read_its_old_name, "'Neg' it adds reads 'a'")
+
+    def rename_and_read_the_old_name(edit: Edit) -> None:
+        edit.rename(("a", 1), "b")
+        edit.insert(2, [Op("Abs", ["a"], ["q"])])
+
+    _assert_refused(net, rename_and_read_the_old_name, "'Abs' it adds reads 'a'")
+    with net.edit() as edit:  # the new names are the values' names
+        edit.rename(("a", 1), "b")
+        edit.rename(("w", 0), "w3")
+        edit.insert(2, [Op("Abs", ["b"], ["q"]), Op("Abs", ["w3"], ["r"])])
+    assert [op.inputs for op in net] == [("x",), ("b", "w3"), ("b",), ("w3",)]
+
+
+def test_a_replacement_whose_branch_reads_a_dropped_initializer_is_refused(
+    tmp_path: Path,
+) -> None:
+    then = helper.make_graph(
+        [helper.make_node("Add", ["x", "w2"], ["t"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2])],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["e"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", TensorProto.FLOAT, [2])],
+    )
+    model = _load(
+        tmp_path,
+        _graph(
+            [
+                helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+                helper.make_node("Cast", ["s"], ["c"], to=TensorProto.BOOL),
+                helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other),
+            ],
+            initializers=[numpy_helper.from_array(np.ones(2, np.float32), "w2")],
+        ),
+    )
+    net = model.predict_net
+
+    def drop_and_replace_the_if(edit: Edit) -> None:
+        edit.set_initializer("w2", None)
+        edit.set_op(2, net[2].replace(inputs=list(net[2].inputs)))
+
+    _assert_refused(net, drop_and_replace_the_if, "'If' it adds reads 'w2'")
+    assert list(net.initializers) == ["w2"]
+
+
 def test_an_edit_writing_a_name_the_graph_holds_is_refused(tmp_path: Path) -> None:
     """ONNX graphs name each value once: an inserted second writer, a rename onto another
     value, an initializer or an input, a replacement writing an input in place: each edit is

@@ -737,9 +737,8 @@ def test_an_if_on_a_constant_becomes_the_branch_it_takes(tmp_path: Path, conditi
     assert held >= ({"k"} if condition else {"b"}) and "c" in held
 
 
-def test_an_if_on_a_fed_condition_or_a_taken_name_stays(tmp_path: Path) -> None:
-    """A condition a user may feed (an initializer that is also an input) decides nothing yet;
-    a branch defining a name another graph of the model defines too would clash."""
+def test_an_if_on_a_fed_condition_stays(tmp_path: Path) -> None:
+    """A condition a user may feed (an initializer that is also an input) decides nothing."""
     branch = _branch("then", [helper.make_node("Relu", ["x"], ["t"])], ["t"])
     other = _branch("else", [helper.make_node("Neg", ["x"], ["e"])], ["e"])
     nodes = [helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=other)]
@@ -752,19 +751,31 @@ def test_an_if_on_a_fed_condition_or_a_taken_name_stays(tmp_path: Path) -> None:
     )
     model, _ = rewritten(path, "inline-constant-if", {"x": normal(2)}, tmp_path)
     assert types(model) == ["If"]
-    clash = [
-        helper.make_node("Sigmoid", ["x"], ["t"]),
-        helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=other),
-        helper.make_node("Add", ["y", "t"], ["z"]),
-    ]
+
+
+def test_a_branch_value_named_as_another_graph_names_one_gets_a_fresh_name(
+    tmp_path: Path,
+) -> None:
+    """The model names each value once: two Ifs whose branches both compute ``tmp`` are
+    inlined, each ``tmp`` under a fresh name, as onnxsim inlines them."""
+
+    def branchy(output: str) -> object:
+        then = _branch(
+            "then",
+            [helper.make_node("Relu", ["x"], ["tmp"]), helper.make_node("Neg", ["tmp"], ["r"])],
+            ["r"],
+        )
+        other = _branch("else", [helper.make_node("Sigmoid", ["x"], ["s"])], ["s"])
+        return helper.make_node("If", ["c"], [output], then_branch=then, else_branch=other)
+
+    nodes = [branchy("y1"), branchy("y2"), helper.make_node("Add", ["y1", "y2"], ["z"])]
     path = graph_model(
-        tmp_path / "clash.onnx", clash, {"x": (F, [2])}, {"z": (F, [2])}, {"c": np.array(True)}
+        tmp_path / "m.onnx", nodes, {"x": (F, [2])}, {"z": (F, [2])}, {"c": np.array(True)}
     )
-    proto = onnx.load(str(path))
-    model = load_onnx_model(path)
-    PassManager.parse("inline-constant-if")(model)
-    assert types(model) == ["Sigmoid", "If", "Add"]
-    assert len(proto.graph.node) == 3
+    model, _ = rewritten(path, "inline-constant-if", {"x": normal(2)}, tmp_path)
+    assert types(model) == ["Relu", "Neg", "Relu", "Neg", "Add"]
+    written = [name for op in model.predict_net for name in op.outputs]
+    assert len(set(written)) == len(written) and {"tmp_1", "tmp_2"} <= set(written)
 
 
 def test_an_if_in_a_loop_body_on_a_main_graph_constant_is_inlined(tmp_path: Path) -> None:
