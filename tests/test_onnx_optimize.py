@@ -472,6 +472,7 @@ def test_verify_bisect_names_the_broken_fusion(
 
 # -- the backend node cases ----------------------------------------------------------------------
 
+
 def test_optimize_on_every_backend_node_case(onnx_backend_node_cases: list[Any]) -> None:
     """The pipeline on 1,884 single-op models of every opset: the checker passes and
     onnxruntime gives the case's outputs wherever it runs the original. (The expanded 2-D
