@@ -742,8 +742,8 @@ def _refuse_undefined_reads(
         for name in nested_access(op).reads:
             if not defined(name):
                 reads.setdefault(name, op)
-    for name, _ in starts:
-        if not defined(name):
+    for name, _ in starts:  # a rewire to a value the edit renames reads the new name
+        if not defined(renamed.get(name, name)):
             reads.setdefault(name, None)
     if reads:
         if usedef is None or isinstance(usedef, NameScan):  # it scanned other names

@@ -3,7 +3,9 @@
 inference-mode ``Dropout`` (whose masks nobody reads), and the op types of the ``types``
 option. Which can go, and how an external output keeps its name:
 ``graphtools.analysis.identities`` (in a net declaring no outputs, one writing a blob nobody
-reads stays: that blob is what the net's users fetch).
+reads stays: that blob is what the net's users fetch). An ONNX graph output copied from an
+initializer no input declares goes too: the initializer takes the output's name, as onnxsim
+renames it.
 
 Example (external output ``y``)::
 

@@ -813,3 +813,32 @@ def test_an_if_in_a_loop_body_on_a_main_graph_constant_is_inlined(tmp_path: Path
     ((_, inner),) = loop.nested_nets()
     assert [op.type for op in inner][-2:] == ["Add", "Neg"]
     assert "If" not in [op.type for op in inner]
+
+
+@pytest.mark.parametrize("ir_version", [3, 8])
+def test_an_identity_returning_an_initializer_goes_and_the_initializer_takes_its_name(
+    tmp_path: Path, ir_version: int
+) -> None:
+    """A graph output copied from an initializer: the initializer is renamed to the output
+    (its other readers follow), as onnxsim does, and the Identity goes. In IR 3 every
+    initializer is also an input, whose name is the model's interface: the Identity stays."""
+    nodes = [helper.make_node("Mul", ["x", "w"], ["r"]), helper.make_node("Identity", ["w"], ["c"])]
+    path = graph_model(
+        tmp_path / "m.onnx",
+        nodes,
+        {"x": (F, [2])},
+        {"r": (F, [2]), "c": (F, [2])},
+        {"w": np.float32([2.0, 3.0])},
+    )
+    proto = onnx.load(str(path))
+    proto.ir_version = ir_version
+    if ir_version == 3:
+        proto.graph.input.append(helper.make_tensor_value_info("w", F, [2]))
+    onnx.save(proto, str(path))
+    model, _ = rewritten(path, "remove-identity-ops", {"x": normal(2)}, tmp_path)
+    if ir_version == 3:
+        assert types(model) == ["Mul", "Identity"]
+    else:
+        assert types(model) == ["Mul"]
+        assert list(model.predict_net.initializers) == ["c"]
+        assert model.predict_net[0].inputs == ("x", "c")

@@ -7,8 +7,9 @@ or a one-input, one-output op of a type the caller adds. Dropping one ``x@v -> y
 reader of ``y@w`` read ``x@v``, which needs ``x`` not to be overwritten before those readers.
 When ``y@w`` is an external output the net's interface keeps its name: the *value* ``x@v``
 takes the name ``y`` instead (its producer writes ``y``, its readers read ``y``), which needs
-``x@v`` to have a producer and not be an output itself, and ``y`` to have no other value in
-the net. Chains of identities collapse onto their first input. An identity that cannot go
+``x@v`` to have a producer or be an initializer no input declares (an ONNX constant output,
+as onnxsim renames it), not to be an output itself, and ``y`` to have no other value in the
+net. Chains of identities collapse onto their first input. An identity that cannot go
 is kept; names used inside nested nets are left alone. A net declaring no outputs is fetched
 from the blobs it never reads (verify compares those): an identity writing one stays.
 """
@@ -145,6 +146,7 @@ class _Checked:
         self.end = len(net)
         self.external = {key for key in map(view.key, view.external_outputs) if key is not None}
         self.inputs = set(net.external_inputs)
+        self.initializers = net.initializers
         self.renames: list[tuple[VersionedBlob, str]] = []
         self.renamed: set[int] = set()
 
@@ -172,7 +174,7 @@ class _Checked:
         name = view.name_of(output)
         only_value = view.final_version(name) == 1 and not view.readers(view.key((name, 0)) or 0)
         if (
-            view.producer_of(source) is None
+            (view.producer_of(source) is None and not self._constant(view.name_of(source)))
             or source in external
             or source in self.renamed
             or name in self.inputs
@@ -183,3 +185,8 @@ class _Checked:
         self.renames.append((view.blob(source), name))
         self.renamed.add(source)
         return True
+
+    def _constant(self, name: str) -> bool:
+        """Whether ``name`` is an initializer no input declares (ONNX): a value the net holds,
+        which may take an output's name as a computed value does."""
+        return name in self.initializers and name not in self.inputs
