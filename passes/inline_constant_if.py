@@ -90,7 +90,8 @@ def _inline(op: Op, branch: Net, everywhere: Counter[str], names: NameSource) ->
     in_op: Counter[str] = Counter()
     for _, nested in op.nested_nets():
         in_op.update(_names_defined(nested))
-    for name in _defined_in(branch):
+    defined = _defined_in(branch)
+    for name in defined:
         if name not in renames and everywhere[name] > in_op[name]:  # taken elsewhere
             renames[name] = names.fresh(name)
     ops = []
@@ -104,7 +105,6 @@ def _inline(op: Op, branch: Net, everywhere: Counter[str], names: NameSource) ->
             )
         )
     ops += [Op("Identity", [renames.get(value, value)], [target]) for value, target in copies]
-    defined = _defined_in(branch)
     types = {
         renames.get(name, name): value_type
         for name, value_type in branch.types.items()
