@@ -1,11 +1,15 @@
-"""How the inspecting commands scale: ``graphtools show`` (with shape inference) and
-``graphtools verify`` (the executor runs the net before and after the default pipeline) on
-synthetic Caffe2 pairs of growing size, each as a fresh process (best of ``--repeats``).
+"""How the inspecting commands scale: ``graphtools show`` (with shape inference),
+``graphtools verify`` (the executor runs the net before and after the default pipeline) and
+``graphtools diff`` (a model against what ``run`` made of it) on synthetic Caffe2 pairs of
+growing size, and ``diff`` on synthetic ONNX models (``synth_onnx.py``), each as a fresh
+process (best of ``--repeats``).
 
 Printed per command and size: the wall time, the time per op and the growth against the
 smaller size (linear work grows as the net does: 4x for 4x the ops; a membership test against
 a list inside a loop over ops shows as 16x). ``show`` and ``verify`` once took 45 s and 90 s
-on nets of 40k and 20k ops that way.
+on nets of 40k and 20k ops that way; ``diff`` of a 10^5-op pair and its optimised copy more
+than ten minutes (its init_net's fills, all of one type and reading nothing, were each
+matched against all the others).
 
     python benchmarks/bench_commands.py                      # 10^4 and 4x10^4 ops, ~1 min
     python benchmarks/bench_commands.py --sizes 20000,80000
@@ -21,18 +25,31 @@ import time
 from pathlib import Path
 
 from _common import format_table, generate
+from synth_onnx import make_synthetic_onnx, write_model
 
 SHAPES = "data=1x2x2x2"
 """The synthetic nets' data input (``synth.py``)."""
 
 
 def _seconds(argv: list[str], repeats: int) -> float:
+    """The best wall time of ``argv`` (exit 1, ``diff``'s "the models differ", is a result)."""
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
-        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+        done = subprocess.run(argv, stdout=subprocess.DEVNULL)
         best = min(best, time.perf_counter() - start)
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"{' '.join(argv)} failed (exit {done.returncode})")
     return best
+
+
+def _diff_argv(model: Path) -> list[str]:
+    return [sys.executable, "-m", "graphtools", "diff", str(model), str(_optimised(model))]
+
+
+def _optimised(model: Path) -> Path:
+    """Where the default pipeline's result of ``model`` is written (beside it)."""
+    return model.with_name(f"{model.stem}.optimised{model.suffix}")
 
 
 def main() -> None:
@@ -43,20 +60,32 @@ def main() -> None:
     sizes = [int(size) for size in options.sizes.split(",")]
     graphtools = [sys.executable, "-m", "graphtools"]
     commands = {
-        "show": lambda folder: [*graphtools, "show", str(folder), "--shapes", SHAPES],
-        "verify": lambda folder: [*graphtools, "verify", str(folder), "--shapes", SHAPES],
+        "show": lambda model: [*graphtools, "show", str(model), "--shapes", SHAPES],
+        "verify": lambda model: [*graphtools, "verify", str(model), "--shapes", SHAPES],
+        "diff": _diff_argv,
+        "diff (ONNX)": _diff_argv,
     }
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
-        folders = {}
+        models: dict[str, dict[int, Path]] = {"pair": {}, "onnx": {}}
         for size in sizes:
-            folders[size] = Path(scratch) / str(size)
-            folders[size].mkdir()
-            generate(size, 0, folders[size])
+            folder = Path(scratch) / str(size)
+            folder.mkdir()
+            generate(size, 0, folder)
+            models["pair"][size] = folder
+            onnx_path = write_model(make_synthetic_onnx(size, 0), Path(scratch) / f"{size}.onnx")
+            models["onnx"][size] = onnx_path
+            for model in (folder, onnx_path):  # what diff compares with, made untimed
+                subprocess.run(
+                    [*graphtools, "run", "-q", str(model), "-o", str(_optimised(model))],
+                    check=True,
+                    stdout=subprocess.DEVNULL,
+                )
         for name, argv in commands.items():
             first = None
             for size in sizes:
-                seconds = _seconds(argv(folders[size]), options.repeats)
+                model = models["onnx" if "ONNX" in name else "pair"][size]
+                seconds = _seconds(argv(model), options.repeats)
                 growth = (
                     "-"
                     if first is None

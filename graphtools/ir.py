@@ -251,6 +251,11 @@ class OpSource(Protocol):
         """Whether op ``index`` holds a net in an argument (without decoding its arguments)."""
         ...
 
+    def encoded(self, index: int) -> bytes | None:
+        """Op ``index``'s message as loaded (an OperatorDef, a NodeProto), when the source
+        holds it as bytes; ``None`` otherwise."""
+        ...
+
 
 class Op:
     """One operator: an immutable value.
@@ -524,6 +529,13 @@ class Op:
         if self._source is None or self.changed_fields():
             return None
         return self._source, self._index
+
+    def loaded_encoding(self) -> bytes | None:
+        """The bytes this op was loaded from when nothing changed it and its source holds
+        them (``None`` otherwise): ops of equal encodings are equal, fields, arguments and
+        nested nets alike, without decoding either."""
+        found = self.loaded_from()
+        return None if found is None else found[0].encoded(found[1])
 
     def _nested_changed(self) -> bool:
         lazy = self._lazy

@@ -3,6 +3,11 @@ shows every op and external blob, with a diff's marks."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import onnx
+
+from graphtools import load_model
 from graphtools.analysis.model_diff import diff_models, diff_nets
 from graphtools.dot import model_to_dot, net_to_dot
 from graphtools.ir import DeviceOption, Model, Net, Op
@@ -61,6 +66,54 @@ def test_fills_match_by_the_names_they_write() -> None:
     assert [r.outputs for r in change.init.removed] == [("w2",)]
     assert change.init.changed == [] and change.params_removed == ["w2"]
     assert not change.same and diff_models(Model(predict), Model(predict.copy())).same
+
+
+def test_many_ops_reading_the_same_values_match_by_their_arguments() -> None:
+    # 40 Scales of x (more than a bucket holds before it is split by arguments): renaming
+    # every output and reversing the order still matches each op to its own scale.
+    scales = [Op("Scale", ["x"], [f"s{i}"], args={"scale": float(i)}) for i in range(40)]
+    renamed = [Op("Scale", ["x"], [f"t{i}"], args={"scale": float(i)}) for i in range(40)]
+    before = Net(scales, ["x"], [f"s{i}" for i in range(40)])
+    after = Net(renamed[::-1], ["x"], [f"t{i}" for i in range(40)])
+    change = diff_nets(before, after)
+    assert change.matched == {i: 39 - i for i in range(40)}
+    assert all(
+        op.args == [] and op.renamed == [(0, f"s{op.before}", f"t{op.before}")]
+        for op in change.changed
+    )
+
+
+def test_fills_of_one_type_match_their_names_among_many() -> None:
+    fills = [Op("ConstantFill", [], [f"w{i}"], args={"value": float(i)}) for i in range(50)]
+    before = Net(fills)
+    after = Net(
+        [fills[i] if i != 7 else fills[i].with_arg("value", -1.0) for i in range(50) if i != 20]
+    )
+    change = diff_nets(before, after)
+    assert [r.outputs for r in change.removed] == [("w20",)] and change.added == []
+    (changed,) = change.changed
+    assert (changed.before, changed.after) == (7, 7) and changed.args[0].name == "value"
+
+
+def test_ops_loaded_from_equal_bytes_are_the_same_without_decoding(tmp_path: Path) -> None:
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])
+    nodes = [
+        onnx.helper.make_node("LeakyRelu", ["x"], ["a"], alpha=0.5),
+        onnx.helper.make_node("LeakyRelu", ["a"], ["y"], alpha=0.25),
+    ]
+    graph = onnx.helper.make_graph(nodes, "g", [x], [y])
+    path = tmp_path / "m.onnx"
+    onnx.save(onnx.helper.make_model(graph), str(path))
+    before, after = load_model(path), load_model(path)
+    change = diff_models(before, after)
+    assert change.same
+    decoded = [op for net in (before, after) for op in net.predict_net if op._lazy is not None]
+    assert decoded == []
+    nodes[1] = onnx.helper.make_node("LeakyRelu", ["a"], ["y"], alpha=0.75)
+    onnx.save(onnx.helper.make_model(onnx.helper.make_graph(nodes, "g", [x], [y])), str(path))
+    (changed,) = diff_models(before, load_model(path)).predict.changed
+    assert (changed.before, [a.name for a in changed.args]) == (1, ["alpha"])
 
 
 def test_dot_draws_ops_blobs_clusters_and_slices() -> None:

@@ -229,39 +229,121 @@ class _Matcher:
         return ("new", producer, position)
 
     def run(self) -> dict[int, int]:
-        by_key: dict[_Ident, list[int]] = defaultdict(list)
-        by_names: dict[tuple[str, tuple[str, ...]], list[int]] = defaultdict(list)
+        """Match every op of ``after`` it can, in order; the best free candidate wins.
+
+        The candidates are kept in buckets, each in index order: by (type, values read,
+        output names), by (type, output names) and by (type, values read). A bucket's taken
+        ops are dropped from its front as they are met, and a long bucket searched for equal
+        arguments is split by their plain fields, so matching costs what the buckets hold,
+        not what they hold times the ops asking: the init_net of a million fills (of one
+        type, reading nothing) is matched in linear time.
+        """
+        buckets = _Buckets(self.free_a, self.before)
         for index, op in enumerate(self.before):
             ins = tuple(self.ident_a(b) for b in self.view_a.ssa[index][0])
-            by_key[(op.type, ins)].append(index)
-            by_names[(op.type, tuple(op.outputs))].append(index)
+            buckets.add(index, op, ins)
         for index, op in enumerate(self.after):
             ins = tuple(self.ident_b(b) for b in self.view_b.ssa[index][0])
-            same_inputs = by_key.get((op.type, ins), [])
-            same_names = by_names.get((op.type, tuple(op.outputs)), [])
-            found = self._pick(op, same_inputs, same_names)
+            found = buckets.pick(op, ins)
             if found is not None:
                 self.b_to_a[index] = found
                 self.free_a.discard(found)
         return {a: b for b, a in self.b_to_a.items()}
 
-    def _pick(self, op: Op, same_inputs: list[int], same_names: list[int]) -> int | None:
-        """The best free candidate: reading the same values and writing the same names, then
-        the same names and arguments (a rewired reader), the same values and arguments (renamed
-        outputs), the same names, the same values. An op without inputs (a fill) matches
-        only an op writing the same names."""
-        inputs = set(same_inputs)
-        names = set(same_names)
-        best: tuple[bool, bool, bool, bool] | None = None
-        found = None
-        for index in (*same_inputs, *same_names):
-            if index not in self.free_a or (not op.inputs and index not in names):
-                continue
-            same_args = self.before[index].args == op.args
-            rank = (index in inputs and index in names, same_args, index in names, index in inputs)
-            if best is None or rank > best:
-                best, found = rank, index
-        return found
+
+class _Buckets:
+    """The free ops of the first net by what a match may agree on (see ``_Matcher.run``).
+
+    ``pick`` takes the best free candidate: reading the same values and writing the same
+    names (the same arguments first), then the same names and arguments (a rewired reader),
+    the same values and arguments (renamed outputs), the same names, the same values; the
+    lowest index among equals. An op without inputs (a fill) matches only an op writing the
+    same names.
+    """
+
+    def __init__(self, free: set[int], before: Net) -> None:
+        self._free = free
+        self._before = before
+        self._lists: defaultdict[Hashable, list[int]] = defaultdict(list)
+        self._heads: dict[Hashable, int] = {}
+        self._split: set[Hashable] = set()  # buckets split by their ops' plain arguments
+
+    def add(self, index: int, op: Op, ins: tuple[_Ident, ...]) -> None:
+        for key in _keys(op, ins):
+            self._lists[key].append(index)
+
+    def pick(self, op: Op, ins: tuple[_Ident, ...]) -> int | None:
+        both, names, values = _keys(op, ins)
+        levels = [(both, True), (both, False), (names, True)]
+        if op.inputs:
+            levels.append((values, True))
+        levels.append((names, False))
+        if op.inputs:
+            levels.append((values, False))
+        for key, same_args in levels:
+            found = self._same_args(key, op) if same_args else self._first_free(key)
+            if found is not None:
+                return found
+        return None
+
+    def _first_free(self, key: Hashable) -> int | None:
+        """The lowest free index in bucket ``key``; taken ops at its front go for good."""
+        found = self._lists.get(key)
+        if not found:
+            return None
+        head = self._heads.get(key, 0)
+        while head < len(found) and found[head] not in self._free:
+            head += 1
+        self._heads[key] = head
+        return found[head] if head < len(found) else None
+
+    def _same_args(self, key: Hashable, op: Op) -> int | None:
+        """The lowest free index in bucket ``key`` whose arguments equal ``op``'s. A short
+        bucket is scanned; a long one is split by the arguments' plain fields first (once),
+        so that the scan meets only ops whose arguments may be equal."""
+        if self._first_free(key) is None:
+            return None
+        if len(self._lists[key]) - self._heads[key] > _SCAN:
+            if key not in self._split:
+                self._split.add(key)
+                for index in self._lists[key][self._heads[key] :]:
+                    self._lists[("args", key, _plain_args(self._before[index]))].append(index)
+            key = ("args", key, _plain_args(op))
+            if self._first_free(key) is None:
+                return None
+        encoding = op.loaded_encoding()
+        for index in self._lists[key][self._heads[key] :]:
+            if index in self._free and _same_args(self._before[index], op, encoding):
+                return index
+        return None
+
+
+_SCAN = 16
+"""Candidates a bucket may hold before a search for equal arguments splits it."""
+
+
+def _same_args(a: Op, b: Op, b_encoding: bytes | None) -> bool:
+    """Whether ``a`` and ``b`` have equal arguments: ops loaded with the same bytes do,
+    without decoding them (a net's unchanged ops, met again in the other net)."""
+    if b_encoding is not None and a.loaded_encoding() == b_encoding:
+        return True
+    return bool(a.args == b.args)
+
+
+def _keys(op: Op, ins: tuple[_Ident, ...]) -> tuple[Hashable, Hashable, Hashable]:
+    """The buckets of an op: by type, values read and names; by type and names; by type
+    and values read."""
+    outputs = tuple(op.outputs)
+    return ("both", op.type, ins, outputs), ("names", op.type, outputs), ("values", op.type, ins)
+
+
+def _plain_args(op: Op) -> Hashable:
+    """The fields of the op's arguments that hash (names, scalars, lists; not tensors or
+    nets): two ops with equal arguments have equal plain fields."""
+    return tuple(
+        (a.name, a.f, a.i, a.s, a.floats, a.ints, a.strings, a.t is None, a.n is None)
+        for a in op.args
+    )
 
 
 def _args(a: Op, b: Op) -> list[ArgChange]:
@@ -358,12 +440,16 @@ def _op_change(matcher: _Matcher, a_index: int, b_index: int) -> OpChange | None
         right_name = b.outputs[position] if position < len(b.outputs) else "-"
         if left_name != right_name:
             change.renamed.append((position, left_name, right_name))
-    change.args = _args(a, b)
-    device_a, device_b = _device(matcher.before, a), _device(matcher.after, b)
-    if device_a != device_b:
-        change.device = (device_a, device_b)
-    if (a.engine or "") != (b.engine or ""):
-        change.engine = (a.engine or "-", b.engine or "-")
+    encoding = b.loaded_encoding()
+    same_fields = encoding is not None and a.loaded_encoding() == encoding
+    if not same_fields:
+        change.args = _args(a, b)
+        if (a.engine or "") != (b.engine or ""):
+            change.engine = (a.engine or "-", b.engine or "-")
+    if not same_fields or matcher.before.device_option != matcher.after.device_option:
+        device_a, device_b = _device(matcher.before, a), _device(matcher.after, b)
+        if device_a != device_b:
+            change.device = (device_a, device_b)
     if change.rewired or change.renamed or change.args or change.device or change.engine:
         return change
     return None

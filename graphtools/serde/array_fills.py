@@ -131,6 +131,9 @@ class _ArraySource(OperatorSource):
     def has_nested_nets(self, index: int) -> bool:
         return False
 
+    def encoded(self, index: int) -> bytes | None:
+        return None  # the values are an array, not bytes of a message
+
     def message(self, index: int) -> caffe2_pb2.OperatorDef:
         """The OperatorDef of fill ``index``, its values packed from the array."""
         fill = self._fills[index]

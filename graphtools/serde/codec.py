@@ -161,6 +161,9 @@ class _MessageSource:
     def has_nested_nets(self, index: int) -> bool:
         return _holds_nets(self._messages[index])
 
+    def encoded(self, index: int) -> bytes | None:
+        return None  # the caller's messages, which it may change
+
 
 class _RawSource:
     """The bytes a net was loaded from (``op_bytes.OpBytes``): an op decodes its message from
@@ -188,6 +191,9 @@ class _RawSource:
 
     def has_nested_nets(self, index: int) -> bool:
         return _holds_nets(self.message(index))
+
+    def encoded(self, index: int) -> bytes | None:
+        return self.ops.message(index)
 
 
 def _source_message(op: Op) -> OperatorDef | None:
