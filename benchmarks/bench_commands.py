@@ -1,5 +1,6 @@
 """How the inspecting commands scale: ``graphtools show`` (with shape inference),
-``graphtools verify`` (the executor runs the net before and after the default pipeline) and
+``graphtools verify`` (the executor runs the net before and after the default pipeline),
+``graphtools ssa`` and ``show --params`` (a table row per blob or parameter) and
 ``graphtools diff`` (a model against what ``run`` made of it) on synthetic Caffe2 pairs of
 growing size, and ``diff`` on synthetic ONNX models (``synth_onnx.py``), each as a fresh
 process (best of ``--repeats``).
@@ -62,6 +63,8 @@ def main() -> None:
     commands = {
         "show": lambda model: [*graphtools, "show", str(model), "--shapes", SHAPES],
         "verify": lambda model: [*graphtools, "verify", str(model), "--shapes", SHAPES],
+        "ssa": lambda model: [*graphtools, "ssa", str(model)],
+        "show --params": lambda model: [*graphtools, "show", str(model), "--params"],
         "diff": _diff_argv,
         "diff (ONNX)": _diff_argv,
     }
