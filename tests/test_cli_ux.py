@@ -28,6 +28,8 @@ from graphtools.cli.common import Output
 from graphtools.ir import Model, Net, Op
 from graphtools.pass_infra import PassManager
 from graphtools.serde import load_model_dir, save_model
+from graphtools.serde.netdef_io import is_blank
+from graphtools.serde.sniff import is_blank_data
 
 TINY = FIXTURES / "models" / "tiny_export"
 LSTM = "breadbread1984-Caffe2-C-LSTM-demo/deploy_models/lstm_predict_net.pbtxt"
@@ -268,6 +270,25 @@ def test_an_empty_predict_file_is_refused_by_every_command(
     assert (code, out) == (2, "")
     assert_one_error_line(err, str(empty), "the file is empty")
     assert "allow_empty" not in err
+
+
+@pytest.mark.parametrize(
+    ("content", "blank"),
+    [
+        (b"", True),
+        (b" \n\t\r\x0b\x0c" * 30_000, True),  # whitespace past the first block read
+        (b"\n" * 70_000 + b"x", False),  # its first other byte after the first block
+        (b"\n\x05tiny", False),  # a binary NetDef's first byte is a newline
+    ],
+)
+def test_a_file_of_whitespace_is_blank_whatever_its_length(
+    tmp_path: Path, content: bytes, blank: bool
+) -> None:
+    path = tmp_path / "predict_net.pb"
+    path.write_bytes(content)
+    assert is_blank(path) is blank
+    assert is_blank_data(content) is blank
+    assert blank is (not content.strip())  # the rule it replaces
 
 
 def test_an_empty_init_net_is_a_warning(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

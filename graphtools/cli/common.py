@@ -32,7 +32,7 @@ from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file, model_files,
 from graphtools.errors import SerdeError, UsageError, did_you_mean
 from graphtools.ir import Model
 from graphtools.serde import find_model_files, load_model
-from graphtools.serde.netdef_io import TEXT_SUFFIXES, read_bytes
+from graphtools.serde.netdef_io import TEXT_SUFFIXES, is_blank
 from graphtools.serde.pairing import find_init_beside, inits_in_two_formats
 
 if TYPE_CHECKING:  # types only: show and friends import neither the passes nor the executor
@@ -288,8 +288,7 @@ def tolerances_by_name(
 
 def _check_not_empty(path: Path, role: str) -> bool:
     """Whether ``path`` is empty; raises for an empty predict_net (the one rule)."""
-    data = read_bytes(path)
-    if data.strip():
+    if not is_blank(path):
         return False
     if role == "predict_net":
         raise UsageError(f"{path}: the file is empty; a predict_net file must hold a net")

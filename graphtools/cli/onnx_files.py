@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from graphtools.errors import SerdeError
 from graphtools.ir import Model
 from graphtools.serde.netdef_io import is_stream, read_bytes
-from graphtools.serde.sniff import ONNX_FIRST_BYTE, ONNX_SUFFIX, is_onnx_bytes
+from graphtools.serde.sniff import ONNX_FIRST_BYTE, ONNX_SUFFIX, is_blank_data, is_onnx_bytes
 from graphtools.values import ValueType
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def load_onnx_file(path: str | Path, data: bytes | None = None) -> Model:
     piped = is_stream(source)
     if data is None:
         data = read_bytes(source)
-    if not data.strip():
+    if is_blank_data(data):
         raise SerdeError(source, "the file is empty; an ONNX model file must hold a model")
     model = model_from_onnx_bytes(data, source)
     if piped:  # its external data is looked for beside the pipe (/dev/fd for <(...))

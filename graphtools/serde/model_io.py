@@ -27,7 +27,7 @@ from graphtools.serde.netdef_io import (
     parse_and_probe,
     read_bytes,
 )
-from graphtools.serde.sniff import ONNX_SUFFIX, is_onnx_bytes
+from graphtools.serde.sniff import ONNX_SUFFIX, is_blank_data, is_onnx_bytes
 
 # Spellings seen in the wild, most specific first: predict_net.pb, squeeze_predict_net.pb,
 # mobilenet_pred_net.pb, mobileNetPredict.pb, model.pb (mask_rcnn_2go), and their inits.
@@ -195,7 +195,7 @@ def _pair_bytes(model: Model, paths: list[Path], formats: tuple[bool, bool]) -> 
             "pair cannot hold its nodes; write it to an .onnx file (-o OUT.onnx)",
         )
     data = [netdef_bytes(model.predict_net, text=formats[0], path=paths[0])]
-    if not data[0].strip():
+    if is_blank_data(data[0]):
         raise SerdeError(
             paths[0],
             "refusing to write an empty predict_net (no ops, no name, no external inputs or "

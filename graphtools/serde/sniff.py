@@ -19,6 +19,12 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
 _SAMPLE = 64  # ops looked at from each end of a net
 
 
+def is_blank_data(data: bytes) -> bool:
+    """Whether ``data`` is empty or only whitespace, without copying it (``data.strip()``
+    copies a binary protobuf whole: its first byte, the tag of field 1, is a newline)."""
+    return not data or data.isspace()
+
+
 def looks_like_text(data: bytes) -> bool:
     """Whether ``data`` is printable UTF-8 (protobuf text format, not binary wire format)."""
     try:
