@@ -531,11 +531,15 @@ class Op:
         return self._source, self._index
 
     def loaded_encoding(self) -> bytes | None:
-        """The bytes this op was loaded from when nothing changed it and its source holds
-        them (``None`` otherwise): ops of equal encodings are equal, fields, arguments and
-        nested nets alike, without decoding either."""
+        """The bytes this op was loaded from when nothing changed it, it holds no nested net
+        and its source holds them (``None`` otherwise): ops of one dialect with equal
+        encodings are equal, fields and arguments alike, without decoding either. (A nested
+        ONNX graph may read its initializers from files beside the model: equal bytes, other
+        data.)"""
         found = self.loaded_from()
-        return None if found is None else found[0].encoded(found[1])
+        if found is None or self.has_nested_nets():
+            return None
+        return found[0].encoded(found[1])
 
     def _nested_changed(self) -> bool:
         lazy = self._lazy

@@ -13,7 +13,8 @@ from rich.console import Console
 
 from graphtools.cli.common import Output, new_table
 
-_CHARACTERS = ["a", "b", "1", " ", "-", "%", "@", "[", "]", "é", "中", "😀", "\u200b"]
+_CHARACTERS = ["a", "b", "1", " ", "-", "%", "@", "[", "]", "é", "中", "😀", "\u200b", "\u0301"]
+_CHARACTERS += ["\u200d", "\u3000", "\u2028", "\u2029", "\x85", "\xa0"]  # rich folds/drops
 _CONTROL = ["\t", "\n", "\r", "\x07", "\x08", "\x0b", "\x0c", "\x1b", "\x00", "\x7f"]
 
 
@@ -81,3 +82,27 @@ def test_a_table_with_a_title_or_other_cells_goes_through_rich(
     out.table(titled)
     out.table(mixed)
     assert stream.getvalue() == _rich(titled) + _rich(mixed)
+
+
+class _Flushes(io.StringIO):
+    """A pipe that says what had been written when it was flushed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushed: list[str] = []
+
+    def flush(self) -> None:
+        self.flushed.append(self.getvalue())
+
+
+def test_piped_lines_and_tables_are_flushed_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As rich does: a result line reaches the pipe before a later error line on stderr.
+    stream = _Flushes()
+    monkeypatch.setattr(sys, "stdout", stream)
+    out = Output()
+    out.line("net n: 3 ops")
+    table = new_table("op type", "count")
+    table.add_row("Relu", "3")
+    out.table(table)
+    assert stream.flushed[0] == "net n: 3 ops\n"
+    assert stream.flushed[-1] == stream.getvalue() == "net n: 3 ops\n" + _rich(table)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import onnx
+import pytest
 
-from graphtools import load_model
+from graphtools import load_model, save_model
 from graphtools.analysis.model_diff import diff_models, diff_nets
 from graphtools.dot import model_to_dot, net_to_dot
-from graphtools.ir import DeviceOption, Model, Net, Op
+from graphtools.ir import Argument, DeviceOption, Model, Net, Op
 
 
 def _net(*ops: Op) -> Net:
@@ -114,6 +116,54 @@ def test_ops_loaded_from_equal_bytes_are_the_same_without_decoding(tmp_path: Pat
     onnx.save(onnx.helper.make_model(onnx.helper.make_graph(nodes, "g", [x], [y])), str(path))
     (changed,) = diff_models(before, load_model(path)).predict.changed
     assert (changed.before, [a.name for a in changed.args]) == (1, ["alpha"])
+
+
+def test_an_if_whose_branch_reads_external_data_is_compared_by_that_data(
+    tmp_path: Path,
+) -> None:
+    # Byte-identical model files whose If branch's weight lies in w.bin beside each: the
+    # node's bytes are equal, the branch computes with other values.
+    weight = onnx.TensorProto(name="w", data_type=onnx.TensorProto.FLOAT, dims=[2])
+    weight.data_location = onnx.TensorProto.EXTERNAL
+    for key, value in (("location", "w.bin"), ("offset", "0"), ("length", "8")):
+        weight.external_data.add(key=key, value=value)
+    out = onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, [2])
+    branch = onnx.helper.make_graph(
+        [onnx.helper.make_node("Identity", ["w"], ["z"])], "then", [], [out], [weight]
+    )
+    cond = onnx.helper.make_tensor_value_info("c", onnx.TensorProto.BOOL, [])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])
+    node = onnx.helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)
+    model = onnx.helper.make_model(onnx.helper.make_graph([node], "g", [cond], [y]))
+    paths = []
+    for folder, values in (("a", [1.0, 2.0]), ("b", [1.0, 3.0])):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "w.bin").write_bytes(np.array(values, np.float32).tobytes())
+        paths.append(tmp_path / folder / "m.onnx")
+        paths[-1].write_bytes(model.SerializeToString())
+    change = diff_models(load_model(paths[0]), load_model(paths[1]))
+    assert not change.same
+    (changed,) = change.predict.changed
+    assert {a.name for a in changed.args} == {"then_branch", "else_branch"}
+
+
+@pytest.mark.parametrize("others", [1, 17])  # a bucket scanned, and one split by arguments
+def test_an_op_loaded_as_the_same_bytes_matches_itself_even_with_a_nan(
+    tmp_path: Path, others: int
+) -> None:
+    scales = [Op("Scale", ["x"], ["y"], args={"scale": 1.0}) for _ in range(others)]
+    nan = Op("Scale", ["x"], ["y"], args={"scale": float("nan")})
+    save_model(Model(Net([*scales, nan], ["x"], ["y"])), tmp_path / "before")
+    save_model(Model(Net([nan], ["x"], ["y"])), tmp_path / "after")
+    before, after = load_model(tmp_path / "before"), load_model(tmp_path / "after")
+    assert diff_nets(before.predict_net, after.predict_net).matched == {others: 0}
+
+
+def test_arguments_built_with_lists_match_in_a_long_bucket() -> None:
+    ops = [Op("Scale", ["x"], [f"s{i}"], args=[Argument("k", floats=[1.0])]) for i in range(20)]
+    renamed = [op.replace(outputs=[f"t{i}"]) for i, op in enumerate(ops)]
+    change = diff_nets(Net(ops, ["x"]), Net(renamed, ["x"]))
+    assert change.matched == {i: i for i in range(20)} and change.removed == []
 
 
 def test_dot_draws_ops_blobs_clusters_and_slices() -> None:

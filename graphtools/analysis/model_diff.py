@@ -9,7 +9,9 @@ same type whose arguments differ. An op with no inputs (a fill) matches only an 
 same names. What stays unmatched was removed or added. Matched ops report rewired inputs,
 renamed outputs, and changed arguments (tensors and nested nets by content: a ``Constant`` of
 another value or an ``If`` branch computing something else is a change), devices and engines.
-Inserting or removing an op shifts no match, unlike a diff by position. Beside the ops: the
+Inserting or removing an op shifts no match, unlike a diff by position. Ops loaded as the same
+bytes (an unchanged op met again, holding no nested graph) are equal without being decoded, a
+NaN argument equal to itself then. Beside the ops: the
 external inputs and outputs each side lists, the declared types of those both list (ONNX:
 ``FLOAT[2, 3]`` against ``FLOAT[2, N]`` changes the model's contract) and the opsets.
 
@@ -238,7 +240,7 @@ class _Matcher:
         not what they hold times the ops asking: the init_net of a million fills (of one
         type, reading nothing) is matched in linear time.
         """
-        buckets = _Buckets(self.free_a, self.before)
+        buckets = _Buckets(self.free_a, self.before, self.before.dialect == self.after.dialect)
         for index, op in enumerate(self.before):
             ins = tuple(self.ident_a(b) for b in self.view_a.ssa[index][0])
             buckets.add(index, op, ins)
@@ -261,9 +263,10 @@ class _Buckets:
     same names.
     """
 
-    def __init__(self, free: set[int], before: Net) -> None:
+    def __init__(self, free: set[int], before: Net, one_dialect: bool) -> None:
         self._free = free
         self._before = before
+        self._one_dialect = one_dialect  # equal bytes of two dialects may mean other fields
         self._lists: defaultdict[Hashable, list[int]] = defaultdict(list)
         self._heads: dict[Hashable, int] = {}
         self._split: set[Hashable] = set()  # buckets split by their ops' plain arguments
@@ -311,7 +314,7 @@ class _Buckets:
             key = ("args", key, _plain_args(op))
             if self._first_free(key) is None:
                 return None
-        encoding = op.loaded_encoding()
+        encoding = op.loaded_encoding() if self._one_dialect else None
         for index in self._lists[key][self._heads[key] :]:
             if index in self._free and _same_args(self._before[index], op, encoding):
                 return index
@@ -323,8 +326,9 @@ _SCAN = 16
 
 
 def _same_args(a: Op, b: Op, b_encoding: bytes | None) -> bool:
-    """Whether ``a`` and ``b`` have equal arguments: ops loaded with the same bytes do,
-    without decoding them (a net's unchanged ops, met again in the other net)."""
+    """Whether ``a`` and ``b`` have equal arguments: ops loaded as the same bytes (of one
+    dialect) do, without decoding them (a net's unchanged ops, met again in the other net;
+    a NaN argument counts as equal to itself then), else their arguments compare equal."""
     if b_encoding is not None and a.loaded_encoding() == b_encoding:
         return True
     return bool(a.args == b.args)
@@ -339,11 +343,26 @@ def _keys(op: Op, ins: tuple[_Ident, ...]) -> tuple[Hashable, Hashable, Hashable
 
 def _plain_args(op: Op) -> Hashable:
     """The fields of the op's arguments that hash (names, scalars, lists; not tensors or
-    nets): two ops with equal arguments have equal plain fields."""
+    nets): two ops with equal arguments, or loaded as the same bytes, have equal plain
+    fields (a NaN is one key: ``hash(nan)`` differs between two NaN objects)."""
     return tuple(
-        (a.name, a.f, a.i, a.s, a.floats, a.ints, a.strings, a.t is None, a.n is None)
+        (
+            a.name,
+            _float_key(a.f),
+            a.i,
+            a.s,
+            tuple(map(_float_key, a.floats)),
+            tuple(a.ints),
+            tuple(a.strings),
+            a.t is None,
+            a.n is None,
+        )
         for a in op.args
     )
+
+
+def _float_key(value: float | None) -> float | str | None:
+    return "nan" if value is not None and value != value else value
 
 
 def _args(a: Op, b: Op) -> list[ArgChange]:
@@ -440,7 +459,8 @@ def _op_change(matcher: _Matcher, a_index: int, b_index: int) -> OpChange | None
         right_name = b.outputs[position] if position < len(b.outputs) else "-"
         if left_name != right_name:
             change.renamed.append((position, left_name, right_name))
-    encoding = b.loaded_encoding()
+    one_dialect = matcher.before.dialect == matcher.after.dialect
+    encoding = b.loaded_encoding() if one_dialect else None
     same_fields = encoding is not None and a.loaded_encoding() == encoding
     if not same_fields:
         change.args = _args(a, b)

@@ -97,6 +97,7 @@ class Output:
         if not self.json_mode and self.verbosity >= level:
             if self._piped is not None and "\t" not in text:  # rich widens tabs by cells
                 self._piped.write(strip_control_codes(text) + "\n")
+                self._piped.flush()  # as rich does: stdout and stderr stay in order in a pipe
             else:
                 self.stdout.print(text, markup=False, highlight=False, soft_wrap=True)
 
@@ -107,6 +108,7 @@ class Output:
                 text = table.plain_text(self.stdout.width)
             if piped is not None and text is not None:
                 piped.write(text)
+                piped.flush()
             else:
                 self.stdout.print(table)
 
@@ -219,8 +221,9 @@ class TextTable(Table):
         return "".join(line + "\n" for line in lines)
 
 
-_NOT_PLAIN = re.compile(r"[\x00-\x1f\x7f]")
-"""A character rich's rendering may widen, strip or break a line at."""
+_NOT_PLAIN = re.compile(r"[^\S ]|[\x00-\x1f\x7f]")
+"""A character rich's rendering of a table may widen, strip or break a line at: control
+codes and every whitespace but the space (rich folds a cell at U+2028, drops a U+3000)."""
 
 
 def diff_json(diff: OutputDiff) -> dict[str, Any]:
