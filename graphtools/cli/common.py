@@ -179,12 +179,13 @@ def new_table(*columns: str, title: str | None = None) -> TextTable:
 
 class TextTable(Table):
     """A ``new_table`` table that keeps its cells' text, so that a piped table is written
-    without rich's rendering (a third of a millisecond per row: `ssa` of a 10^5-op net took
-    74 s, nearly all of it in rich).
+    without rich's rendering (a third of a millisecond per row: ``ssa`` of a 10^5-op net
+    took 74 s, nearly all of it in rich).
 
     ``plain_text`` gives what rich writes for it, when that is sure to be the same: no title,
-    cells of plain text (no tabs, newlines or control codes), no column empty throughout and
-    the table within the width (nothing folded); ``None`` otherwise (rich renders it then).
+    cells of plain strings (no control code, no whitespace but the space), no column empty
+    throughout and the table within the width (nothing folded); ``None`` otherwise (rich
+    renders it then).
     """
 
     _texts: list[tuple[str, ...]] | None = None
