@@ -57,7 +57,8 @@ class InBranches(Pass):
 
     Options:
         pipeline: the pipeline spec to run in the bodies (``default``: the default pipeline of
-            the model's dialect).
+            the model's dialect), written as at the top level
+            (``in-branches{pipeline=remove-dead-ends,fold-constants}``).
 
     Stats: ``branches`` (bodies visited), ``branches_modified``.
     """

@@ -418,6 +418,15 @@ def test_quoted_values_hold_special_characters() -> None:
     assert manager.passes == (Options(label='a,b{c}=d "q"', types=("X", "Y")),)
 
 
+def test_an_unquoted_value_holds_commas_and_balanced_braces_up_to_the_next_option() -> None:
+    # As in-branches{pipeline=remove-dead-ends{keep_side_effects=false},fold-constants}.
+    manager = PassManager.parse("test-options{label=a{k=1,j=2},b, count=3},test-peel-one")
+    assert manager.passes == (Options(label="a{k=1,j=2},b", count=3), PeelOne())
+    assert PassManager.parse(manager.spec).passes == manager.passes
+    nested = PassManager.parse("in-branches{pipeline=remove-dead-ends,fold-constants}")
+    assert nested.passes[0].pipeline == "remove-dead-ends,fold-constants"  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize(
     "options",
     [
@@ -511,6 +520,9 @@ def test_unknown_pass_lists_known_ones() -> None:
         ("test-options{count=1,count=2}", ["option count", "twice"]),
         ('test-options{label="open', ["unterminated"]),
         ("test-options{count}", ["expected '='"]),
+        ("test-options{label=a{b}", ["expected ',' or '}'", "pass 'test-options'"]),
+        ("test-options{label=a{{b}", ["'{'", "never closed"]),
+        ("test-options{count=1,2}", ["option count", "int", "'1,2'"]),
         ("test-peel-one,,test-options", ["expected a pass name"]),
         ("test-peel-one test-options", ["expected ','"]),
         ("default{x=1}", ["'default' pipeline takes no options"]),

@@ -126,7 +126,9 @@ class PassManager:
 
         Option values are converted by the type of the pass's dataclass field: ``int``,
         ``float``, ``bool`` (``true``/``false``/``1``/``0``), ``str``, and ``tuple[str, ...]``
-        written ``a;b;c``. Double-quote a value to include ``,{}=`` (``\\`` escapes ``"``).
+        written ``a;b;c``. A value may hold commas and balanced braces, a pipeline as written
+        at the top level (``in-branches{pipeline=a,b{k=1}}``); double-quote one holding
+        anything else, or a comma followed by ``name=`` (``\\`` escapes ``"``).
         The name ``default`` may appear among others: it is the default pipeline of the
         dialect of the model the manager runs on (``DEFAULT_PIPELINES``), and so may
         ``optimize`` (``OPTIMIZE_PIPELINES``).

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import typing
 from typing import Any
 
@@ -154,7 +155,13 @@ def pass_spec(pass_: Pass) -> str:
 
 
 class _SpecReader:
-    """Splits a pipeline spec into ``(name, {option: raw value})`` items."""
+    """Splits a pipeline spec into ``(name, {option: raw value})`` items.
+
+    An unquoted value runs to the next option (``, name=``) or the end of the options: it may
+    hold commas and balanced braces, so a pipeline is an option's value as it is written at
+    the top level (``in-branches{pipeline=remove-dead-ends{keep_side_effects=false},
+    fold-constants}``); a value needing anything else is double-quoted.
+    """
 
     def __init__(self, spec: str) -> None:
         self.spec = spec
@@ -197,9 +204,17 @@ class _SpecReader:
                     self.pos += 1
                 chars.append(char)
             raise self.error("unterminated quoted value")
-        start = self.pos
-        while self.pos < len(self.spec) and self.spec[self.pos] not in ',{}"':
+        start, depth = self.pos, 0
+        while self.pos < len(self.spec):
+            char = self.spec[self.pos]
+            if char == '"' or (char == "}" and not depth):
+                break
+            if char == "," and not depth and _OPTION_START.match(self.spec, self.pos + 1):
+                break  # the next option; a comma before anything else is the value's
+            depth += {"{": 1, "}": -1}.get(char, 0)
             self.pos += 1
+        if depth:
+            raise self.error("a '{' in an option's value is never closed")
         return self.spec[start : self.pos].strip()
 
     def items(self) -> list[tuple[str, dict[str, str]]]:
@@ -230,6 +245,10 @@ class _SpecReader:
             if self.peek() != ",":
                 raise self.error("expected ',' between passes")
             self.pos += 1
+
+
+_OPTION_START = re.compile(r"\s*[\w.-]+\s*=")
+"""What follows the comma that ends an unquoted option value: the next option's name and ``=``."""
 
 
 def _convert(pass_name: str, option: str, annotation: Any, raw: str) -> Any:
