@@ -617,6 +617,20 @@ class SSAView:
             )
         return self._columns
 
+    def read_sources(self) -> tuple[array[int], array[int]]:
+        """For every read, in ``in_keys`` order: the op writing the value it reads (-1: the
+        net starts with it) and the position of that write among the op's outputs, as
+        ``array.array`` columns made in one numpy pass: what a sweep comparing reads by
+        value needs, without a ``(name, version)`` tuple per read (``ssa``)."""
+        if not self.num_keys:
+            return array("q"), array("q")
+        position_of_key = np.zeros(self.num_keys, dtype=np.int64)
+        positions = np.arange(len(self._out_vid), dtype=np.int64) - self._out_ptr[self._out_op]
+        position_of_key[self._out_vid] = positions
+        producers = self._producer[self._in_vid]
+        positions_read = np.where(producers >= 0, position_of_key[self._in_vid], -1)
+        return _int_array(producers), _int_array(positions_read)
+
     @property
     def num_keys(self) -> int:
         """Keys are ``range(num_keys)``: each name's versions, from 0 to its final one (a view

@@ -50,6 +50,12 @@ def assert_view_is_caffe2s(view: SSAView, net: Net) -> None:
         assert [view.blob(key) for key in view.input_keys(index)] == ins
         assert [view.blob(key) for key in view.output_keys(index)] == outs
         assert view.inputs_of(index) == ins and view.outputs_of(index) == outs
+    producers, positions = view.read_sources()
+    producer_map = get_producer_map(ssa)
+    reads = [blob for ins, _ in ssa for blob in ins]
+    assert list(zip(producers, positions, strict=True)) == [
+        producer_map.get(blob, (-1, -1)) for blob in reads
+    ]
     for blob in blobs:
         key = view.key(blob)
         assert key is not None and view.blob(key) == blob

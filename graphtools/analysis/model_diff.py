@@ -204,31 +204,62 @@ def _blob_text(blob: tuple[str, int]) -> str:
     return f"{blob[0]}@{blob[1]}"
 
 
+class _Reads:
+    """What each op of one net reads, by value: the op and output position writing it, or
+    the name of a value the net starts with (from the SSA view's columns: no tuple per
+    read is built, which at 10^6 ops would hold gigabytes)."""
+
+    def __init__(self, net: Net) -> None:
+        self.net = net
+        self.view = net.ssa()
+        self.ptr, self.keys, _, _ = self.view.key_columns()
+        self.producers, self.positions = self.view.read_sources()
+
+    def slots(self, index: int) -> range:
+        """Where op ``index``'s reads lie in the columns."""
+        return range(self.ptr[index], self.ptr[index + 1])
+
+    def blob(self, slot: int) -> tuple[str, int]:
+        """The versioned blob read at column ``slot``."""
+        return self.view.blob(self.keys[slot])
+
+    def producer(self, slot: int) -> int | None:
+        """The op writing the value read at column ``slot`` (``None``: the net starts with
+        it)."""
+        producer = self.producers[slot]
+        return None if producer < 0 else producer
+
+
 class _Matcher:
     """Matches the ops of ``after`` to those of ``before`` (see the module docstring)."""
 
     def __init__(self, before: Net, after: Net) -> None:
         self.before = before
         self.after = after
-        self.view_a = before.ssa()
-        self.view_b = after.ssa()
+        self.reads_a = _Reads(before)
+        self.reads_b = _Reads(after)
         self.b_to_a: dict[int, int] = {}
         self.free_a: set[int] = set(range(len(before)))
 
-    def ident_a(self, blob: tuple[str, int]) -> _Ident:
-        producer = self.view_a.producer(blob)
-        if producer is None:
-            return ("ext", blob[0])
-        return ("op", producer, self.view_a.ssa[producer][1].index(blob))
+    def ident_a(self, index: int, slot: int) -> _Ident:
+        """The value op ``index`` of ``before`` reads at column ``slot``."""
+        reads = self.reads_a
+        producer = reads.producers[slot]
+        if producer < 0:
+            return ("ext", self.before[index].inputs[slot - reads.ptr[index]])
+        return ("op", producer, reads.positions[slot])
 
-    def ident_b(self, blob: tuple[str, int]) -> _Ident:
-        producer = self.view_b.producer(blob)
-        if producer is None:
-            return ("ext", blob[0])
-        position = self.view_b.ssa[producer][1].index(blob)
-        if producer in self.b_to_a:
-            return ("op", self.b_to_a[producer], position)
-        return ("new", producer, position)
+    def ident_b(self, index: int, slot: int) -> _Ident:
+        """The value op ``index`` of ``after`` reads at column ``slot``, in ``before``'s
+        terms where its writer is matched."""
+        reads = self.reads_b
+        producer = reads.producers[slot]
+        if producer < 0:
+            return ("ext", self.after[index].inputs[slot - reads.ptr[index]])
+        matched = self.b_to_a.get(producer)
+        if matched is not None:
+            return ("op", matched, reads.positions[slot])
+        return ("new", producer, reads.positions[slot])
 
     def run(self) -> dict[int, int]:
         """Match every op of ``after`` it can, in order; the best free candidate wins.
@@ -242,10 +273,10 @@ class _Matcher:
         """
         buckets = _Buckets(self.free_a, self.before, self.before.dialect == self.after.dialect)
         for index, op in enumerate(self.before):
-            ins = tuple(self.ident_a(b) for b in self.view_a.ssa[index][0])
+            ins = tuple(self.ident_a(index, slot) for slot in self.reads_a.slots(index))
             buckets.add(index, op, ins)
         for index, op in enumerate(self.after):
-            ins = tuple(self.ident_b(b) for b in self.view_b.ssa[index][0])
+            ins = tuple(self.ident_b(index, slot) for slot in self.reads_b.slots(index))
             found = buckets.pick(op, ins)
             if found is not None:
                 self.b_to_a[index] = found
@@ -436,25 +467,26 @@ def _type_text(value_type: ValueType | None) -> str:
 def _op_change(matcher: _Matcher, a_index: int, b_index: int) -> OpChange | None:
     a, b = matcher.before[a_index], matcher.after[b_index]
     change = OpChange(a_index, b_index, a.type)
-    ins_a, outs_a = matcher.view_a.ssa[a_index]
-    ins_b, outs_b = matcher.view_b.ssa[b_index]
-    for position in range(max(len(ins_a), len(ins_b))):
-        left = ins_a[position] if position < len(ins_a) else None
-        right = ins_b[position] if position < len(ins_b) else None
+    slots_a, slots_b = matcher.reads_a.slots(a_index), matcher.reads_b.slots(b_index)
+    for position in range(max(len(slots_a), len(slots_b))):
+        left = slots_a[position] if position < len(slots_a) else None
+        right = slots_b[position] if position < len(slots_b) else None
         same = (
             left is not None
             and right is not None
-            and matcher.ident_a(left) == matcher.ident_b(right)
+            and matcher.ident_a(a_index, left) == matcher.ident_b(b_index, right)
         )
         if not same:
-            old_text = "-" if left is None else _blob_text(left)
-            new_text = "-" if right is None else _blob_text(right)
+            old_blob = None if left is None else matcher.reads_a.blob(left)
+            new_blob = None if right is None else matcher.reads_b.blob(right)
+            old_text = "-" if old_blob is None else _blob_text(old_blob)
+            new_text = "-" if new_blob is None else _blob_text(new_blob)
             if old_text == new_text and left is not None and right is not None:
                 # the same name, written by another op: say which
-                old_text += _written_by(matcher.before, matcher.view_a.producer(left))
-                new_text += _written_by(matcher.after, matcher.view_b.producer(right))
+                old_text += _written_by(matcher.before, matcher.reads_a.producer(left))
+                new_text += _written_by(matcher.after, matcher.reads_b.producer(right))
             change.rewired.append((position, old_text, new_text))
-    for position in range(max(len(outs_a), len(outs_b))):
+    for position in range(max(len(a.outputs), len(b.outputs))):
         left_name = a.outputs[position] if position < len(a.outputs) else "-"
         right_name = b.outputs[position] if position < len(b.outputs) else "-"
         if left_name != right_name:
