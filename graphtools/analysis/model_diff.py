@@ -21,8 +21,7 @@ nothing differs, ``ModelDiff.to_dict()`` gives JSON-ready data.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -197,7 +196,14 @@ class ModelDiff:
         return data
 
 
-_Ident = tuple[Hashable, ...]
+_Ident = int | str
+"""A value an op reads, as the matcher compares it: the name of a value the net starts
+with, or the op writing it and the position of that write, as ``op * _POSITIONS +
+position`` (negative for an op of the second net with no match yet). One int or a name
+the op holds already, not a tuple per read: the buckets keep every read of the first net."""
+
+_POSITIONS = 1 << 32
+"""More than any op's outputs."""
 
 
 def _blob_text(blob: tuple[str, int]) -> str:
@@ -246,8 +252,8 @@ class _Matcher:
         reads = self.reads_a
         producer = reads.producers[slot]
         if producer < 0:
-            return ("ext", self.before[index].inputs[slot - reads.ptr[index]])
-        return ("op", producer, reads.positions[slot])
+            return self.before[index].inputs[slot - reads.ptr[index]]
+        return producer * _POSITIONS + reads.positions[slot]
 
     def ident_b(self, index: int, slot: int) -> _Ident:
         """The value op ``index`` of ``after`` reads at column ``slot``, in ``before``'s
@@ -255,11 +261,11 @@ class _Matcher:
         reads = self.reads_b
         producer = reads.producers[slot]
         if producer < 0:
-            return ("ext", self.after[index].inputs[slot - reads.ptr[index]])
+            return self.after[index].inputs[slot - reads.ptr[index]]
         matched = self.b_to_a.get(producer)
         if matched is not None:
-            return ("op", matched, reads.positions[slot])
-        return ("new", producer, reads.positions[slot])
+            return matched * _POSITIONS + reads.positions[slot]
+        return -1 - (producer * _POSITIONS + reads.positions[slot])
 
     def run(self) -> dict[int, int]:
         """Match every op of ``after`` it can, in order; the best free candidate wins.
@@ -298,13 +304,29 @@ class _Buckets:
         self._free = free
         self._before = before
         self._one_dialect = one_dialect  # equal bytes of two dialects may mean other fields
-        self._lists: defaultdict[Hashable, list[int]] = defaultdict(list)
+        # key -> its one index, or its indices in order: most keys name one op (its names),
+        # and a list each would hold 90 bytes more per key, a gigabyte at 10^6 ops
+        self._buckets: dict[Hashable, int | list[int]] = {}
         self._heads: dict[Hashable, int] = {}
         self._split: set[Hashable] = set()  # buckets split by their ops' plain arguments
 
     def add(self, index: int, op: Op, ins: tuple[_Ident, ...]) -> None:
         for key in _keys(op, ins):
-            self._lists[key].append(index)
+            self._add(key, index)
+
+    def _add(self, key: Hashable, index: int) -> None:
+        found = self._buckets.setdefault(key, index)
+        if found is not index:  # the key had an op already
+            if isinstance(found, int):
+                self._buckets[key] = [found, index]
+            else:
+                found.append(index)
+
+    def _bucket(self, key: Hashable) -> Sequence[int]:
+        found = self._buckets.get(key)
+        if found is None:
+            return ()
+        return (found,) if isinstance(found, int) else found
 
     def pick(self, op: Op, ins: tuple[_Ident, ...]) -> int | None:
         both, names, values = _keys(op, ins)
@@ -322,13 +344,14 @@ class _Buckets:
 
     def _first_free(self, key: Hashable) -> int | None:
         """The lowest free index in bucket ``key``; taken ops at its front go for good."""
-        found = self._lists.get(key)
+        found = self._bucket(key)
         if not found:
             return None
-        head = self._heads.get(key, 0)
+        start = head = self._heads.get(key, 0)
         while head < len(found) and found[head] not in self._free:
             head += 1
-        self._heads[key] = head
+        if head != start:
+            self._heads[key] = head
         return found[head] if head < len(found) else None
 
     def _same_args(self, key: Hashable, op: Op) -> int | None:
@@ -337,16 +360,17 @@ class _Buckets:
         so that the scan meets only ops whose arguments may be equal."""
         if self._first_free(key) is None:
             return None
-        if len(self._lists[key]) - self._heads[key] > _SCAN:
+        head = self._heads.get(key, 0)
+        if len(self._bucket(key)) - head > _SCAN:
             if key not in self._split:
                 self._split.add(key)
-                for index in self._lists[key][self._heads[key] :]:
-                    self._lists[("args", key, _plain_args(self._before[index]))].append(index)
+                for index in self._bucket(key)[head:]:
+                    self._add(("args", key, _plain_args(self._before[index])), index)
             key = ("args", key, _plain_args(op))
             if self._first_free(key) is None:
                 return None
         encoding = op.loaded_encoding() if self._one_dialect else None
-        for index in self._lists[key][self._heads[key] :]:
+        for index in self._bucket(key)[self._heads.get(key, 0) :]:
             if index in self._free and _same_args(self._before[index], op, encoding):
                 return index
         return None
