@@ -11,7 +11,8 @@ from conftest import assert_one_error_line, run_cli
 from onnx import TensorProto, helper, numpy_helper
 from onnx_check import graph_model
 
-from graphtools.cli.common import parse_shape_items, shapes_text
+from graphtools.cli.common import parse_shape_items, parse_shape_specs, shapes_text
+from graphtools.errors import UsageError
 from graphtools.executor import run_model
 from graphtools.ir import Model, Net, Op
 from graphtools.onnx import import_onnx, run_onnxruntime
@@ -79,6 +80,8 @@ def test_run_onnx_to_onnx_and_verify(tmp_path: Path, capsys: pytest.CaptureFixtu
 
     pair_dir = tmp_path / "pair"
     assert run_cli(capsys, "import-onnx", str(source), "-o", str(pair_dir))[0] == 0
+    assert "x={N}x3x4x4\n" in (pair_dir / "shapes.txt").read_text()
+    (pair_dir / "shapes.txt").unlink()
     # no shapes.txt, no --shapes: the input's shape comes from m.onnx (N taken as 1)
     code, out, err = run_cli(capsys, "verify", "--onnx", str(source), str(pair_dir), "--per-blob")
     assert code == 0, out
@@ -131,6 +134,7 @@ def test_export_onnx_guesses_shapes_and_says_so(
     source = _flatten_before_gemm(tmp_path / "m.onnx")
     pair_dir = tmp_path / "pair"
     assert run_cli(capsys, "import-onnx", str(source), "-o", str(pair_dir))[0] == 0
+    (pair_dir / "shapes.txt").unlink()  # the shape import-onnx wrote: nothing to guess
     target = tmp_path / "o.onnx"
     code, out, err = run_cli(capsys, "export-onnx", str(pair_dir), "-o", str(target))
     assert code == 0, err
@@ -513,6 +517,94 @@ def test_import_onnx_keeps_static_input_shapes_for_the_way_back(
     assert run_cli(capsys, "export-onnx", str(pair_dir), "-o", str(exported))[0] == 0
     (x,) = onnx.load(str(exported)).graph.input
     assert [d.dim_value for d in x.type.tensor_type.shape.dim] == [2, 3, 4, 4]
+
+
+def _symbolic_batch_model(path: Path) -> Path:
+    """A MatMul + Relu taking any batch (``batch_size``), weights in an initializer."""
+    weights = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    return graph_model(
+        path,
+        [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
+        {"x": (TensorProto.FLOAT, ["batch_size", 4])},
+        {"z": (TensorProto.FLOAT, ["batch_size", 3])},
+        {"w": weights},
+    )
+
+
+@pytest.mark.parametrize("command", ["export-onnx", "run"])
+def test_a_symbolic_batch_survives_import_and_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """An ONNX model taking any batch, imported and exported back, takes any batch: the case
+    file keeps the symbolic dim ({batch_size}), and the export declares the batch by that name
+    (it guessed 4x4 and took that one shape only). The result computes what the original
+    does, at two batch sizes."""
+    source = _symbolic_batch_model(tmp_path / "m.onnx")
+    pair = tmp_path / "pair"
+    assert run_cli(capsys, "import-onnx", str(source), "-o", str(pair))[0] == 0
+    assert "x={batch_size}x4\n" in (pair / "shapes.txt").read_text()
+    back = tmp_path / "back.onnx"
+    code, out, err = run_cli(capsys, command, str(pair), "-o", str(back))
+    assert code == 0, err
+    assert "symbolic batch" in err and "guessed" not in out + err
+    exported = onnx.load(str(back)).graph
+    for value, size in ((exported.input[0], 4), (exported.output[0], 3)):
+        dims = value.type.tensor_type.shape.dim
+        assert [dims[0].dim_param, dims[1].dim_value] == ["batch_size", size]
+    for batch in (1, 3):
+        feeds = {"x": np.random.default_rng(batch).standard_normal((batch, 4)).astype(np.float32)}
+        want = run_onnxruntime(str(source), feeds)["z"]
+        got = run_onnxruntime(str(back), feeds)["z"]
+        assert want.shape == (batch, 3)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    code, _, err = run_cli(capsys, "verify", str(pair))  # the case file runs it at batch 1
+    assert code == 0, err
+
+
+def test_symbolic_dims_in_shapes_read_back_and_only_the_batch_stays_free(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``{name}`` is a dim of any size, taken as 1 to run or type the net; -1 (what other tools
+    write for it) is refused naming the form; a symbolic dim past the batch is exported at 1,
+    said so."""
+    shapes = {"x": ("N", 3, "max len"), "s": ()}
+    assert parse_shape_specs(shapes_text(shapes).splitlines(), "t") == shapes
+    assert parse_shape_items(["x={N}x3"], "t") == {"x": (1, 3)}
+    with pytest.raises(UsageError, match=r"negative dimension .*\{N\}x3x224x224"):
+        parse_shape_items(["x=-1x3"], "t")
+    with pytest.raises(UsageError, match="not of the form"):
+        parse_shape_items(["x=Nx3"], "t")
+    net = Net([Op("Relu", ["x"], ["y"])], ["x"], ["y"])
+    save_model(Model(net), tmp_path / "pair")
+    target = tmp_path / "m.onnx"
+    argv = ["export-onnx", str(tmp_path / "pair"), "-o", str(target), "--shapes", "x={B}x{T}"]
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    assert "dims 1 ('T') are symbolic in --shapes; the ONNX export fixes them at 1" in err
+    (x,) = onnx.load(str(target)).graph.input
+    assert [d.dim_value for d in x.type.tensor_type.shape.dim] == [0, 1]
+
+
+def test_a_symbolic_batch_the_net_pins_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Reshape to [1, 4] takes one batch only: the export with a symbolic batch runs the
+    result at twice the batch and refuses, naming the batch, the node and the way out."""
+    net = Net(
+        [Op("Reshape", ["x"], ["y", "old"], args={"shape": [1, 4]}), Op("Relu", ["y"], ["z"])],
+        ["x"],
+        ["z"],
+    )
+    save_model(Model(net), tmp_path / "pair")
+    (tmp_path / "pair" / "shapes.txt").write_text("x={N}x2x2\n")
+    code, _, err = run_cli(
+        capsys, "export-onnx", str(tmp_path / "pair"), "-o", str(tmp_path / "m.onnx")
+    )
+    assert code == 2
+    note, error = err.splitlines()
+    assert note.startswith("note:") and "symbolic batch (x={N})" in note
+    assert_one_error_line(error, "the symbolic batch (x={N})", "give dim 0 a size", "Reshape")
+    assert not (tmp_path / "m.onnx").exists()
 
 
 def test_the_case_file_text_reads_back_scalars_included() -> None:

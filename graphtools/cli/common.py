@@ -43,6 +43,7 @@ __all__ = [
     "SHAPES_FILE",
     "Output",
     "RecordView",
+    "Shape",
     "UsageError",
     "check_input_names",
     "did_you_mean",
@@ -55,6 +56,8 @@ __all__ = [
     "output_folder",
     "parse_name_list",
     "parse_shape_items",
+    "parse_shape_specs",
+    "read_shape_specs",
     "read_shapes",
     "record_data",
     "refuse_dump_in_json",
@@ -63,8 +66,10 @@ __all__ = [
     "set_outputs",
     "shapes_file",
     "shapes_text",
+    "symbolic_dims",
     "tolerances_by_name",
     "typing_shapes",
+    "writable_symbol",
 ]
 
 SHAPES_FILE = "shapes.txt"
@@ -433,38 +438,74 @@ def parse_name_list(values: Sequence[str] | None) -> list[str]:
     return names
 
 
-def shapes_text(shapes: Mapping[str, Sequence[int]]) -> str:
-    """The case file's text for ``shapes``: ``name=1x3x8x8`` a line (``name=`` for a scalar),
-    as ``parse_shape_items`` reads it back."""
-    return "".join(f"{name}={'x'.join(map(str, shape))}\n" for name, shape in shapes.items())
+Shape = tuple[int | str, ...]
+"""An input shape as ``--shapes`` and ``shapes.txt`` give it: sizes, and symbolic dims by
+name (``{N}x3x224x224``: a batch the model takes at any size, as import-onnx writes it)."""
+
+_SYMBOL = r"[^{},=\n]+"
+_DIM = re.compile(rf"[0-9]+|\{{{_SYMBOL}\}}")
+_DIMS = re.compile(rf"(?:(?:{_DIM.pattern})(?:x(?:{_DIM.pattern}))*)?")
+
+
+def writable_symbol(dim: str) -> bool:
+    """Whether a symbolic dim's name can be written in a shape (``{name}``): no braces,
+    comma, ``=`` or line break in it."""
+    return re.fullmatch(_SYMBOL, dim) is not None
+
+
+def shapes_text(shapes: Mapping[str, Sequence[int | str]]) -> str:
+    """The case file's text for ``shapes``: ``name=1x3x8x8`` a line (``name=`` for a scalar,
+    ``{N}`` for a symbolic dim), as ``parse_shape_items`` reads it back."""
+    return "".join(
+        f"{name}={'x'.join(str(d) if isinstance(d, int) else f'{{{d}}}' for d in shape)}\n"
+        for name, shape in shapes.items()
+    )
 
 
 def parse_shape_items(items: Sequence[str], where: str) -> dict[str, tuple[int, ...]]:
     """``["data=1x3x8x8", "im_info=1x3"]`` -> ``{"data": (1, 3, 8, 8), "im_info": (1, 3)}``;
-    an item may hold several, separated by commas."""
-    shapes: dict[str, tuple[int, ...]] = {}
+    an item may hold several, separated by commas. A symbolic dim (``{N}``) is taken as 1:
+    the sizes to run or type a model at (``symbolic_dims`` says which were symbolic)."""
+    return {name: _sizes(shape) for name, shape in parse_shape_specs(items, where).items()}
+
+
+def parse_shape_specs(items: Sequence[str], where: str) -> dict[str, Shape]:
+    """``parse_shape_items`` keeping symbolic dims by name: ``{N}x4`` -> ``("N", 4)``."""
+    shapes: dict[str, Shape] = {}
     for raw in items:
         for item in (part.strip() for part in raw.split(",")):
             if not item:
                 continue
             name, sep, dims = item.rpartition("=")
-            try:
-                if not sep or not name:
-                    raise ValueError
-                shape = tuple(int(d) for d in dims.split("x")) if dims else ()
-            except ValueError:
+            if sep and name and (dims.startswith("-") or "x-" in dims):
                 raise UsageError(
-                    f"{where}: shape {item!r} is not of the form name=1x3x224x224"
-                ) from None
-            if any(d < 0 for d in shape):
-                raise UsageError(f"{where}: shape {item!r} has a negative dimension")
+                    f"{where}: shape {item!r} has a negative dimension (a dim of any size is "
+                    "written by name: {N}x3x224x224)"
+                )
+            if not sep or not name or not _DIMS.fullmatch(dims):
+                raise UsageError(
+                    f"{where}: shape {item!r} is not of the form name=1x3x224x224 (a symbolic "
+                    "dim: name={N}x3x224x224)"
+                )
             if name in shapes:
                 raise UsageError(f"{where}: input {name!r} is given a shape twice")
-            shapes[name] = shape
+            shapes[name] = tuple(
+                int(dim) if dim.isdigit() else dim[1:-1] for dim in _DIM.findall(dims)
+            )
     return shapes
 
 
-_DIMS = re.compile(r"[0-9x]*")
+def _sizes(shape: Shape) -> tuple[int, ...]:
+    return tuple(dim if isinstance(dim, int) else 1 for dim in shape)
+
+
+def symbolic_dims(shapes: Mapping[str, Shape]) -> dict[str, dict[int, str]]:
+    """``{input: {position: symbol}}`` of the symbolic dims of ``shapes``."""
+    found = {
+        name: {i: dim for i, dim in enumerate(shape) if isinstance(dim, str)}
+        for name, shape in shapes.items()
+    }
+    return {name: dims for name, dims in found.items() if dims}
 
 
 def _case_items(line: str) -> list[str]:
@@ -486,15 +527,24 @@ def read_shapes(
     model: Model, path: str | Path, items: Sequence[str] | None
 ) -> tuple[dict[str, tuple[int, ...]], str]:
     """Input shapes from ``--shapes``, else from ``shapes.txt`` beside the model, and where
-    they came from; every name must be an input the model reads (a ``shapes.txt`` naming no
-    input at all belongs to another net of the folder and is ignored).
+    they came from (a symbolic dim taken as 1: ``read_shape_specs`` keeps it); every name
+    must be an input the model reads (a ``shapes.txt`` naming no input at all belongs to
+    another net of the folder and is ignored).
 
     Raises:
         UsageError: a malformed item, or a name the model has no input of.
     """
+    specs, where = read_shape_specs(model, path, items)
+    return {name: _sizes(shape) for name, shape in specs.items()}, where
+
+
+def read_shape_specs(
+    model: Model, path: str | Path, items: Sequence[str] | None
+) -> tuple[dict[str, Shape], str]:
+    """``read_shapes`` keeping symbolic dims by name."""
     where = "--shapes"
     if items:
-        shapes = parse_shape_items(items, where)
+        shapes = parse_shape_specs(items, where)
     else:
         case_file = shapes_file(path)
         if not case_file.is_file():
@@ -505,8 +555,8 @@ def read_shapes(
         except (OSError, UnicodeDecodeError) as exc:
             raise SerdeError(case_file, f"cannot read: {exc}") from exc
         kept = [line.strip() for line in text.splitlines() if not line.lstrip().startswith("#")]
-        shapes = parse_shape_items([item for line in kept for item in _case_items(line)], where)
-        if not shapes:  # a case file saying no shape (import-onnx of symbolic inputs)
+        shapes = parse_shape_specs([item for line in kept for item in _case_items(line)], where)
+        if not shapes:  # a case file saying no shape
             return {}, ""
         data, params = model_input_names(model)
         if not set(shapes) & (set(data) | set(params)):

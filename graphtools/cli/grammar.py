@@ -752,8 +752,9 @@ def _register_onnx_commands(
     add_model_options(exporting)
     shapes_option(
         exporting,
-        "input shapes, comma-separated or repeated (default: shapes.txt beside the model, "
-        "else guessed and said so)",
+        "input shapes, comma-separated or repeated, {N} for a dim of any size (a symbolic "
+        "dim 0 stays free, by that name; default: shapes.txt beside the model, else guessed "
+        "and said so)",
     )
     add_input_options(exporting)
     add_export_options(exporting, pairs_only=True)

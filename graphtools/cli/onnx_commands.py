@@ -22,6 +22,7 @@ from graphtools.analysis.liveness import unread_outputs
 from graphtools.cli.common import (
     SHAPES_FILE,
     Output,
+    Shape,
     UsageError,
     diff_json,
     diff_table,
@@ -29,12 +30,15 @@ from graphtools.cli.common import (
     model_input_names,
     output_folder,
     parse_name_list,
+    read_shape_specs,
     read_shapes,
     refuse_overwriting_input,
     report_records,
     set_outputs,
     shapes_file,
     shapes_text,
+    symbolic_dims,
+    writable_symbol,
 )
 from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file
 from graphtools.errors import (
@@ -151,25 +155,63 @@ def _export(
     out: Output,
     quantization: Mapping[str, tuple[float, int]] | None = None,
     feeds: Mapping[str, Any] | None = None,
+    batch: Mapping[str, str] | None = None,
 ) -> None:
-    """Export ``model`` and write it; with ``--dynamic-batch`` the result must run at twice
-    the batch of ``feeds`` (the inputs it was exported with, else made up from its types)."""
+    """Export ``model`` and write it. ``batch`` names the inputs whose dim 0 is symbolic
+    (``_symbolic_batch``): declared so, their sizes in ``value_info`` aside. With
+    ``--dynamic-batch`` or such a batch the result must run at twice the batch of ``feeds``
+    (the inputs it was exported with, else made up from its types)."""
     from graphtools.onnx import export_onnx
 
+    batch = batch or {}
+    declared = {
+        name: (elem_type, [batch[name], *shape[1:]] if name in batch and shape else shape)
+        for name, (elem_type, shape) in value_info.items()
+    }
     exported = export_onnx(
         model,
         opset=options.opset,
-        value_info=value_info,
+        value_info=declared,
         dynamic_batch=options.dynamic_batch,
         input_quantization=quantization,
         test_mode=getattr(options, "test_mode", False),
     )
     if options.dynamic_batch:
-        _check_free_batch(exported, feeds)
+        _check_free_batch(exported, feeds, "--dynamic-batch", "export without it")
+    elif batch:
+        listed = ", ".join(f"{name}={{{symbol}}}" for name, symbol in batch.items())
+        _check_free_batch(exported, feeds, f"the symbolic batch ({listed})", "give dim 0 a size")
     _save(exported, options, out)
 
 
-def _check_free_batch(exported: Any, feeds: Mapping[str, Any] | None) -> None:
+def _symbolic_batch(
+    model: Model, path: str, options: argparse.Namespace, out: Output
+) -> dict[str, str]:
+    """``{input: symbol}`` of the inputs whose dim 0 ``--shapes`` or ``shapes.txt`` gives by
+    name (import-onnx writes ``{batch_size}`` for a model taking any batch): the export
+    declares them so, and the model imported and exported back still takes any batch. Any
+    other symbolic dim is exported at 1, said so."""
+    specs, where = read_shape_specs(model, path, options.shapes)
+    batch: dict[str, str] = {}
+    for name, dims in symbolic_dims(specs).items():
+        others = {position: symbol for position, symbol in dims.items() if position}
+        if others:
+            listed = ", ".join(f"{position} ({symbol!r})" for position, symbol in others.items())
+            out.warn(
+                f"input {name!r}: dims {listed} are symbolic in {where}; the ONNX export fixes "
+                "them at 1 (only a batch, dim 0, stays free)"
+            )
+        if 0 in dims:
+            batch[name] = dims[0]
+    if batch and not options.dynamic_batch:
+        listed = ", ".join(f"{name}={{{symbol}}}" for name, symbol in batch.items())
+        out.note(f"{where} gives a symbolic batch ({listed}): the export takes any batch")
+    return batch
+
+
+def _check_free_batch(
+    exported: Any, feeds: Mapping[str, Any] | None, asked_by: str, instead: str
+) -> None:
     from graphtools.executor import Int8Tensor
     from graphtools.onnx.batch_check import check_free_batch
     from graphtools.serde.onnx_codec import model_from_onnx_bytes
@@ -181,7 +223,7 @@ def _check_free_batch(exported: Any, feeds: Mapping[str, Any] | None) -> None:
         check_free_batch(model_from_onnx_bytes(exported.SerializeToString()), plain)
     except PreconditionError as exc:
         raise PreconditionError(
-            f"--dynamic-batch: {exc}; export without it for the batch the net was made for"
+            f"{asked_by}: {exc}; {instead} for the batch the net was made for"
         ) from exc
 
 
@@ -216,7 +258,8 @@ def run_onnx(options: argparse.Namespace, manager: PassManager, out: Output) -> 
     records = manager(model)
     report_records(out, manager, records, options.time_passes)
     if model.dialect != ONNX:
-        _export(model, options, value_info, out)
+        batch = _symbolic_batch(model, source, options, out)
+        _export(model, options, value_info, out, batch=batch)
         return 0
     if options.dynamic_batch or options.opset is not None:
         raise UsageError(
@@ -527,24 +570,25 @@ def _cmd_import_onnx(options: argparse.Namespace) -> int:
     # A pair holds no types: the case file keeps the inputs' shapes (as the pipeline left
     # them), and replaces one an earlier import left there.
     text = f"# input shapes of {options.input}, written by import-onnx\n"
-    text += shapes_text(_static_input_shapes(model))
+    text += shapes_text(_declared_input_shapes(model))
     case_file = atomic_write_bytes(Path(options.output) / SHAPES_FILE, text.encode())
     out.line(f"wrote {case_file}")
     return 0
 
 
-def _static_input_shapes(model: Model) -> dict[str, tuple[int, ...]]:
-    """The declared shapes of the imported pair's data inputs that are static (a symbolic
-    dim is left for ``--shapes``, or for the guess)."""
+def _declared_input_shapes(model: Model) -> dict[str, Shape]:
+    """The declared shapes of the imported pair's data inputs, symbolic dims by name (an
+    input with a dim of no size and no name is left for ``--shapes``, or for the guess)."""
     net = model.predict_net
     filled = set() if model.init_net is None else {n for op in model.init_net for n in op.outputs}
-    shapes: dict[str, tuple[int, ...]] = {}
+    shapes: dict[str, Shape] = {}
     for name in net.external_inputs:
         value_type = net.types.get(name)
         if name in filled or value_type is None or value_type.shape is None:
             continue
-        if all(isinstance(dim, int) for dim in value_type.shape):
-            shapes[name] = tuple(int(dim) for dim in value_type.shape)  # type: ignore[arg-type]
+        dims = value_type.shape
+        if all(isinstance(d, int) or (isinstance(d, str) and writable_symbol(d)) for d in dims):
+            shapes[name] = tuple(d for d in dims if d is not None)
     return shapes
 
 
@@ -560,6 +604,7 @@ def _cmd_export_onnx(options: argparse.Namespace) -> int:
     if not options.random_params:
         shapes, _ = read_shapes(model, options.input, options.shapes)
         _refuse_missing_weights(model, model_input_names(model)[0], shapes)
+    batch = _symbolic_batch(model, options.input, options, out)
     prepared = _prepared(model, options.input, options, out, export=True)
     try:
         _export(
@@ -569,6 +614,7 @@ def _cmd_export_onnx(options: argparse.Namespace) -> int:
             out,
             prepared.quantization,
             prepared.feeds,
+            batch,
         )
     except UnsupportedOpError as exc:  # an export refused at the shapes guessed: say so
         from graphtools.feeds.report import guessed_note
