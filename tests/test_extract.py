@@ -73,6 +73,29 @@ def test_the_command_writes_a_pair_with_its_input_shapes(
     assert code == 0 and "outputs equal" in text and "(given: " in text
 
 
+def test_shapes_inferred_from_a_guess_are_not_written_as_given(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Without shapes.txt the tiny net's input is guessed 1x1x28x28 (its FC takes 6x6 only):
+    the cut's shapes.txt held 1x2x13x13, and verify of the cut then failed in the FC, reading
+    it as given. Shapes resting on a guess are left out, said so; given ones are written."""
+    source = tmp_path / "tiny"
+    source.mkdir()
+    for name in ("predict_net.pbtxt", "init_net.pbtxt"):
+        (source / name).write_bytes((TINY / name).read_bytes())
+    cut = tmp_path / "tail"
+    argv = ["extract", str(source), "--inputs", "pool1_cpu", "--outputs", "prob", "-o", str(cut)]
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    assert "no shape written for pool1_cpu: inferred from guessed input shapes" in err
+    assert not (cut / "shapes.txt").exists()
+    code, text, err = run_cli(capsys, "verify", str(cut))
+    assert code == 0 and "outputs equal" in text, err
+    code, _, err = run_cli(capsys, *argv, "--shapes", "data=1x1x6x6")
+    assert code == 0 and "no shape written" not in err
+    assert (cut / "shapes.txt").read_text() == "pool1_cpu=1x2x2x2\n"
+
+
 @pytest.mark.parametrize(
     ("inputs", "outputs", "words"),
     [

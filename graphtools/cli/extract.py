@@ -3,7 +3,8 @@ inputs (``graphtools.extract``).
 
 A pair (a model folder, or a predict_net file with its init_net) is written as a pair into the
 folder OUT, with a ``shapes.txt`` giving the new inputs' shapes where the shape analysis knows
-them (so ``verify OUT`` runs as is); an ``.onnx`` model is written to ``OUT.onnx``.
+them from given input shapes (so ``verify OUT`` runs as is; none resting on a guess); an
+``.onnx`` model is written to ``OUT.onnx``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from graphtools.cli.common import (
     load_input,
     output_folder,
     parse_name_list,
+    read_shapes,
     refuse_overwriting_input,
     shapes_text,
     typing_shapes,
@@ -73,6 +75,8 @@ def _extract_pair(
     planned = model_output_paths(model, folder, text=options.text)
     refuse_overwriting_input(model, planned, "name another -o folder")
     shapes, where = typing_shapes(model, source, options.shapes)
+    given, _ = read_shapes(model, source, options.shapes)
+    guessed = {name: shape for name, shape in shapes.items() if name not in given}
     result = extract_pair(model, inputs, outputs, shapes)
     plan = result.plan
     for name in plan.unused_inputs:
@@ -84,6 +88,7 @@ def _extract_pair(
         out.line(f"input {name}: {t}" + (f" ({reason})" if reason else ""))
         if reason is None and t.shape is not None and all(isinstance(d, int) for d in t.shape):
             known[name] = tuple(int(d) for d in t.shape)  # type: ignore[arg-type]
+    unsure = _from_guesses(known, given, guessed, out)
     if where:
         out.note(f"input types inferred with the source's input shapes ({where})")
     kept = len(plan.ops)
@@ -93,10 +98,32 @@ def _extract_pair(
     )
     for path in save_model(result.model, folder, text=options.text):
         out.line(f"wrote {path}")
-    if known:
-        text = shapes_text(known)
+    written = {name: shape for name, shape in known.items() if name not in unsure}
+    if written:
+        text = shapes_text(written)
         out.line(f"wrote {atomic_write_bytes(folder / SHAPES_FILE, text.encode())}")
     return 0
+
+
+def _from_guesses(
+    known: dict[str, tuple[int, ...]],
+    given: dict[str, tuple[int, ...]],
+    guessed: dict[str, tuple[int, ...]],
+    out: Output,
+) -> set[str]:
+    """The cut's inputs whose shapes rest on guessed input shapes (every one but a source
+    input given a shape, once any was guessed), said so: written to the cut's shapes.txt they
+    would read as given, and every later command (an export) would take them as the truth."""
+    if not guessed:
+        return set()
+    unsure = {name for name in known if name not in given}
+    if unsure:
+        listed = ", ".join(f"{n}={'x'.join(map(str, s))}" for n, s in guessed.items())
+        out.note(
+            f"no shape written for {', '.join(sorted(unsure))}: inferred from guessed input "
+            f"shapes ({listed}); give the source's with --shapes to have them written"
+        )
+    return unsure
 
 
 def _extract_onnx(

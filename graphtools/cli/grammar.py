@@ -695,7 +695,7 @@ def _register_extract(
         action="append",
         metavar="NAME=1x3x224x224",
         help="shapes of the source's inputs, to type the new inputs (default: shapes.txt "
-        "beside the model, else guessed)",
+        "beside the model, else guessed; a shape resting on a guess is not written)",
     )
     parser.add_argument("--text", action="store_true", help="write text-format nets")
     parser.add_argument(
