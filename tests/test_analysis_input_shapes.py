@@ -3,7 +3,11 @@ analysis; placeholders; the model summary."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pytest
+from conftest import run_cli
 
 from graphtools.analysis.input_shapes import (
     GENERIC_SHAPE,
@@ -13,7 +17,7 @@ from graphtools.analysis.input_shapes import (
 )
 from graphtools.analysis.summary import summarize
 from graphtools.ir import Model, Net, Op
-from graphtools.serde import load_model
+from graphtools.serde import load_model, save_model
 
 
 def _classifier(fc_features: int) -> Model:
@@ -54,6 +58,24 @@ def test_a_placeholder_fill_is_found_and_a_bad_hint_is_not_taken() -> None:
     assert placeholder_inputs(model) == {"data": ((1,), "ConstantFill of shape 1")}
     hint = {"data": ((1,), "placeholder")}
     assert guess_input_shapes(model, ["data"], {}, hint)["data"].shape == (1, 3, 28, 28)
+
+
+def test_show_types_a_placeholder_input_as_verify_feeds_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``show`` of a pair whose init_net fills the data blob with a placeholder listed no input
+    and typed the output ``?[?]``, counting the placeholder as a parameter, while verify fed
+    it as an input: both now take it as an input, at the same guessed shape."""
+    save_model(_classifier(8 * 16 * 16), tmp_path / "pair")
+    code, out, err = run_cli(capsys, "show", str(tmp_path / "pair"), "--json")
+    assert code == 0, err
+    shown = json.loads(out)
+    assert [(b["name"], b["type"]) for b in shown["inputs"]] == [("data", "float32[1, 3, 32, 32]")]
+    assert [(b["name"], b["type"]) for b in shown["outputs"]] == [("y", "float32[1, 10]")]
+    assert "data" not in [b["name"] for b in shown["params"]]
+    assert "input 'data': the init_net fills it with a placeholder (ConstantFill" in err
+    code, out, _ = run_cli(capsys, "verify", str(tmp_path / "pair"))
+    assert code == 0 and "input data: float32[1, 3, 32, 32] (guessed" in out
 
 
 def test_fc_data_and_generic_inputs() -> None:

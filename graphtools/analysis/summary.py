@@ -15,7 +15,7 @@ from math import prod
 
 import numpy as np
 
-from graphtools.analysis.input_shapes import first_readers
+from graphtools.analysis.input_shapes import first_readers, placeholder_inputs
 from graphtools.analysis.shapes import TensorType, fill_types, infer_model_shapes
 from graphtools.errors import GraphToolsError
 from graphtools.ir import Model, Net
@@ -127,7 +127,10 @@ def summarize(model: Model, input_shapes: Mapping[str, Sequence[int]]) -> ModelS
         filled = {} if init is None else fill_types(init)
     except GraphToolsError:
         filled = {}
+    # an init_net placeholder of a data input is an input (verify feeds it), not a parameter
+    placeholders = placeholder_inputs(model)
     produced = set() if init is None else {name for op in init for name in op.outputs}
+    produced.difference_update(placeholders)
     try:
         info = infer_model_shapes(model, summary.input_shapes)
     except GraphToolsError:

@@ -571,18 +571,31 @@ def typing_shapes(
     """Input shapes to type a model with (``show``, ``extract``): ``--shapes`` or
     ``shapes.txt``, the data inputs left (read first at position 0 by a top-level op) guessed
     (cheap, static); and where they came from. A blob only nested nets read is not guessed:
-    nothing says what it is (an If branch's weights, as often as data)."""
-    from graphtools.analysis.input_shapes import first_readers, guess_input_shapes
+    nothing says what it is (an If branch's weights, as often as data). An init_net
+    placeholder of a data input is guessed as ``verify`` does, its fill's shape tried first."""
+    from graphtools.analysis.input_shapes import (
+        first_readers,
+        guess_input_shapes,
+        placeholder_inputs,
+    )
 
     shapes, where = read_shapes(model, path, items)
     data, _ = model_input_names(model)
+    placeholders = placeholder_inputs(model)
     readers = first_readers(model.predict_net)
     missing = [
-        name for name in data if name not in shapes and name in readers and readers[name][2] == 0
+        name
+        for name in [*data, *placeholders]
+        if name not in shapes and name in readers and readers[name][2] == 0
     ]
     if not missing:
         return shapes, where
-    guesses = guess_input_shapes(model, missing, shapes)
+    hints = {
+        name: (shape, f"the shape of the init_net's placeholder ({fill})")
+        for name, (shape, fill) in placeholders.items()
+        if shape is not None
+    }
+    guesses = guess_input_shapes(model, missing, shapes, hints)
     shapes.update({name: guess.shape for name, guess in guesses.items()})
     return shapes, (where + " and " if where else "") + "guessed"
 

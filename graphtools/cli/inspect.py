@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from graphtools._core import ONNX
+from graphtools.analysis.input_shapes import placeholder_inputs
 from graphtools.analysis.summary import ModelSummary, dtype_bytes, summarize
 from graphtools.cli.common import (
     Output,
@@ -239,6 +240,11 @@ def _show_one(out: Output, options: argparse.Namespace, path: str, model: Model)
     shapes, where = typing_shapes(model, path, options.shapes)
     summary = summarize(model, shapes)
     _print_summary(out, summary, model, where)
+    for name, (_, fill) in placeholder_inputs(model).items():
+        out.note(
+            f"input {name!r}: the init_net fills it with a placeholder ({fill}); verify and "
+            "export-onnx feed it as an input, and so it is typed here"
+        )
     return _summary_data(summary, path, model)
 
 
