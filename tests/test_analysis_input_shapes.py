@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import FIXTURES, run_cli
 
 from graphtools.analysis.input_shapes import (
     GENERIC_SHAPE,
@@ -15,9 +15,11 @@ from graphtools.analysis.input_shapes import (
     guess_input_shapes,
     placeholder_inputs,
 )
+from graphtools.analysis.shapes import infer_model_shapes
 from graphtools.analysis.summary import summarize
+from graphtools.errors import InvalidNetError
 from graphtools.ir import Model, Net, Op
-from graphtools.serde import load_model, save_model
+from graphtools.serde import load_model, load_model_dir, save_model
 
 
 def _classifier(fc_features: int) -> Model:
@@ -76,6 +78,30 @@ def test_show_types_a_placeholder_input_as_verify_feeds_it(
     assert "input 'data': the init_net fills it with a placeholder (ConstantFill" in err
     code, out, _ = run_cli(capsys, "verify", str(tmp_path / "pair"))
     assert code == 0 and "input data: float32[1, 3, 32, 32] (guessed" in out
+
+
+def test_the_init_nets_small_integer_fills_are_followed_to_the_reshape_before_an_fc(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The tiny export flattens with Reshape(x, Concat(ExpandDims(Gather(Shape(x), idx)),
+    minus_one)), idx and minus_one filled by the init_net: their values were not followed, so
+    the analysis took 28x28 though the FC takes 6x6 only (show and extract guessed 28x28,
+    verify 6x6, and prob was typed [?, 3]). With the fills' values the Reshape is static."""
+    model = load_model_dir(FIXTURES / "models" / "tiny_export")
+    info = infer_model_shapes(model, {"data": (1, 1, 6, 6)})
+    assert str(info.final("flat")) == "float32[1, 8]" and str(info.final("prob")) == "float32[1, 3]"
+    with pytest.raises(InvalidNetError, match="FC"):
+        infer_model_shapes(model, {"data": (1, 1, 28, 28)})
+    assert guess_input_shapes(model, ["data"], {})["data"].shape == (1, 1, 6, 6)
+    source = tmp_path / "tiny"
+    source.mkdir()
+    for name in ("predict_net.pbtxt", "init_net.pbtxt"):  # no shapes.txt: guessed
+        (source / name).write_bytes((FIXTURES / "models" / "tiny_export" / name).read_bytes())
+    code, out, _ = run_cli(capsys, "show", str(source), "--json")
+    shown = json.loads(out)
+    assert code == 0 and shown["inputs"][0]["type"] == "float32[1, 1, 6, 6]"
+    code, out, _ = run_cli(capsys, "verify", str(source))
+    assert code == 0 and "input data: float32[1, 1, 6, 6] (guessed" in out
 
 
 def test_fc_data_and_generic_inputs() -> None:

@@ -27,7 +27,8 @@ from math import prod
 import numpy as np
 
 from graphtools.analysis.channels import param_spec, plan_channels
-from graphtools.analysis.shapes import TensorType, fill_types, infer_shapes
+from graphtools.analysis.shape_types import Values
+from graphtools.analysis.shapes import TensorType, fill_facts, infer_shapes
 from graphtools.errors import GraphToolsError, InvalidNetError
 from graphtools.ir import Model, Net, Op
 
@@ -126,9 +127,16 @@ def _features(op: Op, params: Mapping[str, TensorType]) -> tuple[int, str]:
     return _DEFAULT_FEATURES, "no weight to read it from"
 
 
-def _fits(net: Net, inputs: Mapping[str, Sequence[int]], params: Mapping[str, TensorType]) -> bool:
-    """Whether the shape analysis finds no contradiction with these inputs; parameters
-    nothing provides get the shapes ``random_params`` would give them."""
+def _fits(
+    net: Net,
+    inputs: Mapping[str, Sequence[int]],
+    params: Mapping[str, TensorType],
+    values: Mapping[str, Values],
+) -> bool:
+    """Whether the shape analysis finds no contradiction with these inputs (the params'
+    known contents followed through the ops computing shapes: a ``Reshape`` to the batch and
+    ``-1`` before an FC pins the image size); parameters nothing provides get the shapes
+    ``random_params`` would give them."""
     shaped = {name: tuple(int(d) for d in shape) for name, shape in inputs.items()}
     try:
         counts = plan_channels(net, shaped, _PARAM_CHANNELS, {})
@@ -147,19 +155,20 @@ def _fits(net: Net, inputs: Mapping[str, Sequence[int]], params: Mapping[str, Te
         return None if spec is None else TensorType(np.dtype(np.float32), spec.shape)
 
     try:
-        infer_shapes(net, shaped, params=params, missing=missing)
+        infer_shapes(net, shaped, params=params, missing=missing, param_values=values)
     except InvalidNetError:
         return False
     return True
 
 
-def _params(model: Model) -> dict[str, TensorType]:
+def _params(model: Model) -> tuple[Mapping[str, TensorType], Mapping[str, Values]]:
+    """The init_net's fills: their types, and the contents known of the small integer ones."""
     if model.init_net is None:
-        return {}
+        return {}, {}
     try:
-        return fill_types(model.init_net)
+        return fill_facts(model.init_net)
     except GraphToolsError:
-        return {}
+        return {}, {}
 
 
 def guess_input_shapes(
@@ -179,7 +188,7 @@ def guess_input_shapes(
     """
     net = model.predict_net
     readers = first_readers(net)
-    params = _params(model)
+    params, values = _params(model)
     known: dict[str, tuple[int, ...]] = {n: tuple(int(d) for d in s) for n, s in given.items()}
     guesses: dict[str, InputGuess] = {}
     for name in names:
@@ -190,7 +199,7 @@ def guess_input_shapes(
             hint is not None
             and not skipped
             and _plausible(found, hint[0])
-            and _fits(net, {**known, name: hint[0]}, params)
+            and _fits(net, {**known, name: hint[0]}, params, values)
         ):
             guess = InputGuess(hint[0], hint[1])
         elif found is None:
@@ -199,7 +208,7 @@ def guess_input_shapes(
             index, op, position = found
             where = f"op #{index} ({op.type}) reads it"
             if position == 0 and op.type in IMAGE_READERS:
-                guess = _guess_image(net, name, op, where, known, params, skipped)
+                guess = _guess_image(net, name, op, where, known, params, values, skipped)
             elif position == 0 and op.type in DENSE_READERS:
                 k, source = _features(op, params)
                 axis = int(op.arg("axis", 1))
@@ -225,9 +234,9 @@ def _plausible(found: tuple[int, Op, int] | None, shape: tuple[int, ...]) -> boo
 def guess_generic(model: Model, name: str, known: Mapping[str, Sequence[int]]) -> InputGuess:
     """A shape for a data input its reader says nothing about: the first of
     ``GENERIC_SHAPES`` the shape analysis accepts with the ``known`` inputs."""
-    params = _params(model)
+    params, values = _params(model)
     for shape in GENERIC_SHAPES:
-        if _fits(model.predict_net, {**known, name: shape}, params):
+        if _fits(model.predict_net, {**known, name: shape}, params, values):
             return InputGuess(shape, "nothing says its rank; the analysis accepts this shape")
     return InputGuess(GENERIC_SHAPE, "nothing says its rank")
 
@@ -239,13 +248,14 @@ def _guess_image(
     where: str,
     known: Mapping[str, tuple[int, ...]],
     params: Mapping[str, TensorType],
+    values: Mapping[str, Values],
     skip: int = 0,
 ) -> InputGuess:
     channels, source = _channels(op, params)
     nhwc = _order(op) == "NHWC"
     for index, size in enumerate(IMAGE_SIZES):
         shape = (1, size, size, channels) if nhwc else (1, channels, size, size)
-        if index >= skip and _fits(net, {**known, name: shape}, params):
+        if index >= skip and _fits(net, {**known, name: shape}, params, values):
             return InputGuess(
                 shape,
                 f"{where} as an image; {channels} channels from {source}, {size}x{size} the "

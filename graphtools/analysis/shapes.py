@@ -15,8 +15,9 @@ API:
 * ``TensorType(dtype, shape, quantized=False)``: ``dtype`` a numpy dtype or ``None``;
   ``shape`` a tuple of dims or ``None`` (rank unknown); a dim is an ``int``, a symbol such as
   ``"batch"`` (a dynamic size), or ``None`` (unknown). ``quantized`` marks Int8 blobs.
-* ``infer_shapes(net, inputs, *, params=None, missing=None) -> ShapeInfo``: ``inputs`` and
-  ``params`` map blob names to a ``TensorType`` or to a shape tuple (float32). One walk over
+* ``infer_shapes(net, inputs, *, params=None, missing=None, param_values=None) -> ShapeInfo``:
+  ``inputs`` and ``params`` map blob names to a ``TensorType`` or to a shape tuple (float32),
+  ``param_values`` to the known contents of small integer params. One walk over
   the ops, linear in the net's size. ``missing`` optionally makes up the type of a blob an op
   reads that is neither given nor written before (``channels.infer_param_shapes`` uses it).
 * ``ShapeInfo``: ``types`` (every versioned blob met: ``(name, 0)`` for what the net reads
@@ -200,10 +201,17 @@ class _Walk:
     write besides the ops' outputs.
     """
 
-    def __init__(self, net: Net, lookup: Lookup, missing: MissingHook | None) -> None:
+    def __init__(
+        self,
+        net: Net,
+        lookup: Lookup,
+        missing: MissingHook | None,
+        known: Mapping[str, Values] | None = None,
+    ) -> None:
         self.net = net
         self.lookup = lookup
         self.missing = missing
+        self.known = known or {}  # contents of blobs read before any op writes them
         self.info = ShapeInfo()
         self.nested_writes: dict[str, None] = {}
         #: For a blob left incomplete by a rule that ran: the incomplete input it read.
@@ -228,6 +236,8 @@ class _Walk:
                 if self.missing is not None:
                     t = self.missing(index, op, position, types)
             self.record(blob, UNKNOWN if t is None else t, why)
+            if blob[1] == 0 and name in self.known:
+                self.info.values[blob] = self.known[name]
         return blob
 
     def run(self) -> ShapeInfo:
@@ -384,6 +394,7 @@ def infer_shapes(
     *,
     params: Mapping[str, TypeLike] | None = None,
     missing: MissingHook | None = None,
+    param_values: Mapping[str, Values] | None = None,
 ) -> ShapeInfo:
     """Infer the type of every versioned blob of ``net`` from its inputs' types.
 
@@ -391,6 +402,9 @@ def infer_shapes(
         net: the net (ops without a rule give unknown outputs).
         inputs: types (or float32 shapes) of the blobs fed to the net.
         params: types of the parameters; ``inputs`` win over ``params`` for the same name.
+        param_values: the known contents of small integer parameters (``fill_facts``: a
+            ``Gather``'s indices, a ``Concat``'s ``-1``), for the value rules; ignored for a
+            name ``inputs`` gives.
         missing: called for a blob read before any op writes it and given in neither; returns
             its type or ``None`` (unknown).
 
@@ -410,16 +424,35 @@ def infer_shapes(
         )
     given = {name: as_type(t) for name, t in (params or {}).items()}
     given.update((name, as_type(t)) for name, t in inputs.items())
+    known = {n: v for n, v in (param_values or {}).items() if n not in inputs}
     with paused_gc():
-        return _Walk(net, given.get, missing).run()
+        return _Walk(net, given.get, missing, known).run()
 
 
 def fill_types(init_net: Net) -> dict[str, TensorType]:
     """The static type of every blob ``init_net`` leaves behind (its fills' arguments); blobs
     of which nothing is known are left out."""
+    return dict(fill_facts(init_net)[0])
+
+
+def fill_facts(init_net: Net) -> tuple[dict[str, TensorType], dict[str, Values]]:
+    """``fill_types`` and the contents the value rules know of the small integer blobs
+    ``init_net`` leaves behind (what a ``Reshape`` to a computed shape reads), from one
+    analysis remembered per revision of the net (treat both as read-only)."""
+    return init_net.cached("fill_facts", _fill_facts)
+
+
+def _fill_facts(init_net: Net) -> tuple[dict[str, TensorType], dict[str, Values]]:
     info = infer_shapes(init_net, {})
-    written = {name for op in init_net for name in op.outputs}
-    return {name: info.final(name) for name in written if info.final(name) != UNKNOWN}
+    types: dict[str, TensorType] = {}
+    values: dict[str, Values] = {}
+    for name in {name for op in init_net for name in op.outputs}:
+        final = (name, info.versions[name])
+        if info.types[final] != UNKNOWN:
+            types[name] = info.types[final]
+        if final in info.values:
+            values[name] = info.values[final]
+    return types, values
 
 
 def infer_model_shapes(model: Model, inputs: Mapping[str, TypeLike]) -> ShapeInfo:
@@ -433,10 +466,11 @@ def infer_model_shapes(model: Model, inputs: Mapping[str, TypeLike]) -> ShapeInf
         PreconditionError: ``model`` is an ONNX model (see ``infer_shapes``).
     """
     params: dict[str, TensorType] = {}
+    values: dict[str, Values] = {}
     if model.init_net is not None:
         try:
-            params = fill_types(model.init_net)
+            params, values = fill_facts(model.init_net)
         except GraphToolsError as exc:
             exc.add_note("in the init_net")
             raise
-    return infer_shapes(model.predict_net, inputs, params=params)
+    return infer_shapes(model.predict_net, inputs, params=params, param_values=values)
