@@ -619,14 +619,15 @@ class SSAView:
 
     def read_sources(self) -> tuple[array[int], array[int]]:
         """For every read, in ``in_keys`` order: the op writing the value it reads (-1: the
-        net starts with it) and the position of that write among the op's outputs, as
+        net starts with it) and the position of that write among the op's outputs (the
+        first, for an op listing the blob twice: Caffe2 gives both the same version), as
         ``array.array`` columns made in one numpy pass: what a sweep comparing reads by
         value needs, without a ``(name, version)`` tuple per read (``ssa``)."""
         if not self.num_keys:
             return array("q"), array("q")
-        position_of_key = np.zeros(self.num_keys, dtype=np.int64)
         positions = np.arange(len(self._out_vid), dtype=np.int64) - self._out_ptr[self._out_op]
-        position_of_key[self._out_vid] = positions
+        position_of_key = np.full(self.num_keys, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(position_of_key, self._out_vid, positions)
         producers = self._producer[self._in_vid]
         positions_read = np.where(producers >= 0, position_of_key[self._in_vid], -1)
         return _int_array(producers), _int_array(positions_read)

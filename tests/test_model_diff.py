@@ -264,3 +264,12 @@ def test_onnx_models_differing_in_a_function_or_a_sparse_initializer_differ() ->
     assert not functions.same and functions.functions == [("~", "local:F")]
     sparse = diff_models(model(2.0, 1.0), model(2.0, 9.0))
     assert not sparse.same and sparse.sparse == [("~", "s")]
+
+
+def test_an_op_listing_an_output_twice_is_read_at_its_first_position() -> None:
+    """Caffe2 gives both outputs of Foo -> [x, x] one version: a reader of x reads the first
+    (as the matcher always did); taking the last reported a rewire of Relu that is none."""
+    before = Net([Op("Foo", ["in"], ["x", "x"]), Op("Relu", ["x"], ["y"])], ["in"], ["y"])
+    after = Net([Op("Foo", ["in"], ["x", "z"]), Op("Relu", ["x"], ["y"])], ["in"], ["y"])
+    changed = diff_nets(before, after).changed
+    assert [(c.type, c.rewired, c.renamed) for c in changed] == [("Foo", [], [(1, "x", "z")])]

@@ -53,8 +53,9 @@ def assert_view_is_caffe2s(view: SSAView, net: Net) -> None:
     producers, positions = view.read_sources()
     producer_map = get_producer_map(ssa)
     reads = [blob for ins, _ in ssa for blob in ins]
-    assert list(zip(producers, positions, strict=True)) == [
-        producer_map.get(blob, (-1, -1)) for blob in reads
+    assert list(producers) == [producer_map.get(blob, (-1,))[0] for blob in reads]
+    assert list(positions) == [  # the first output position writing it
+        ssa[producer_map[blob][0]][1].index(blob) if blob in producer_map else -1 for blob in reads
     ]
     for blob in blobs:
         key = view.key(blob)
