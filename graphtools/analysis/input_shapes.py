@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import prod
+from typing import Any
 
 import numpy as np
 
@@ -138,14 +139,19 @@ def _fits(
     ``-1`` before an FC pins the image size); parameters nothing provides get the shapes
     ``random_params`` would give them."""
     shaped = {name: tuple(int(d) for d in shape) for name, shape in inputs.items()}
-    try:
-        counts = plan_channels(net, shaped, _PARAM_CHANNELS, {})
-    except GraphToolsError:
-        counts = {}
+    planned: list[dict[int, Any]] = []  # the channel plan, made when a param is first missing
 
     def missing(index: int, op: Op, position: int, types: list[TensorType]) -> TensorType | None:
         x = types[0].shape if position >= 1 and types else None
-        if x is None or not all(isinstance(d, int) for d in x) or index not in counts:
+        if x is None or not all(isinstance(d, int) for d in x):
+            return None
+        if not planned:
+            try:
+                planned.append(plan_channels(net, shaped, _PARAM_CHANNELS, {}))
+            except GraphToolsError:
+                planned.append({})
+        counts = planned[0]
+        if index not in counts:
             return None
         try:
             dims = tuple(int(d) for d in x if d is not None)
@@ -235,10 +241,18 @@ def guess_generic(model: Model, name: str, known: Mapping[str, Sequence[int]]) -
     """A shape for a data input its reader says nothing about: the first of
     ``GENERIC_SHAPES`` the shape analysis accepts with the ``known`` inputs."""
     params, values = _params(model)
-    for shape in GENERIC_SHAPES:
-        if _fits(model.predict_net, {**known, name: shape}, params, values):
-            return InputGuess(shape, "nothing says its rank; the analysis accepts this shape")
+    for facts in _strict_then_loose(values):
+        for shape in GENERIC_SHAPES:
+            if _fits(model.predict_net, {**known, name: shape}, params, facts):
+                return InputGuess(shape, "nothing says its rank; the analysis accepts this shape")
     return InputGuess(GENERIC_SHAPE, "nothing says its rank")
+
+
+def _strict_then_loose(values: Mapping[str, Values]) -> list[Mapping[str, Values]]:
+    """The params' known contents to check sizes with: first all of them, then none. A net
+    whose shape constants fit no size at all (a synthetic one, a weight of the wrong size)
+    still gets the size the types alone accept, as before they were followed."""
+    return [values, {}] if values else [values]
 
 
 def _guess_image(
@@ -253,15 +267,17 @@ def _guess_image(
 ) -> InputGuess:
     channels, source = _channels(op, params)
     nhwc = _order(op) == "NHWC"
-    for index, size in enumerate(IMAGE_SIZES):
-        shape = (1, size, size, channels) if nhwc else (1, channels, size, size)
-        if index >= skip and _fits(net, {**known, name: shape}, params, values):
-            return InputGuess(
-                shape,
-                f"{where} as an image; {channels} channels from {source}, {size}x{size} the "
-                "first usual size the net accepts",
-                index,
-            )
+    for facts in _strict_then_loose(values):
+        for index, size in enumerate(IMAGE_SIZES):
+            shape = (1, size, size, channels) if nhwc else (1, channels, size, size)
+            if index >= skip and _fits(net, {**known, name: shape}, params, facts):
+                loose = "" if facts is values else " (its shape constants fit none)"
+                return InputGuess(
+                    shape,
+                    f"{where} as an image; {channels} channels from {source}, {size}x{size} "
+                    f"the first usual size the net accepts{loose}",
+                    index,
+                )
     shape = (1, 224, 224, channels) if nhwc else (1, channels, 224, 224)
     return InputGuess(
         shape, f"{where} as an image; no size fits the shape analysis, 224 tried", len(IMAGE_SIZES)

@@ -16,7 +16,7 @@ from math import prod
 import numpy as np
 
 from graphtools.analysis.input_shapes import first_readers, placeholder_inputs
-from graphtools.analysis.shapes import TensorType, fill_types, infer_model_shapes
+from graphtools.analysis.shapes import TensorType, fill_types, infer_model_shapes, infer_shapes
 from graphtools.errors import GraphToolsError
 from graphtools.ir import Model, Net
 from graphtools.printer import format_device
@@ -62,6 +62,9 @@ class ModelSummary:
         devices: device of each op (``CPU`` when unset), with counts.
         nested: the nested nets.
         input_shapes: the input shapes the types were inferred with.
+        contradiction: why the shape analysis refuses those shapes (a weight of another
+            size than the computed shape before it), ``None`` when it accepts them; the
+            types are then inferred from the parameters' types alone.
     """
 
     name: str | None
@@ -75,6 +78,7 @@ class ModelSummary:
     devices: list[tuple[str, int]] = field(default_factory=list)
     nested: list[NestedSummary] = field(default_factory=list)
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    contradiction: str | None = None
 
     @property
     def param_values(self) -> int:
@@ -133,8 +137,12 @@ def summarize(model: Model, input_shapes: Mapping[str, Sequence[int]]) -> ModelS
     produced.difference_update(placeholders)
     try:
         info = infer_model_shapes(model, summary.input_shapes)
-    except GraphToolsError:
-        info = None
+    except GraphToolsError as exc:
+        summary.contradiction = str(exc)
+        try:
+            info = infer_shapes(net, summary.input_shapes, params=filled)
+        except GraphToolsError:
+            info = None
 
     def typed(name: str) -> BlobSummary:
         t = TensorType()

@@ -82,6 +82,7 @@ def _summary_data(summary: ModelSummary, path: str, model: Model) -> dict[str, A
         "params": [{"name": b.name, "type": b.type, "size": b.size} for b in summary.params],
         "param_values": summary.param_values,
         "missing_params": summary.missing_params,
+        "contradiction": summary.contradiction,
         "devices": dict(summary.devices),
         "nested": [vars(n) for n in summary.nested],
     }
@@ -105,6 +106,11 @@ def _print_summary(out: Output, summary: ModelSummary, model: Model, where: str)
     if where and summary.input_shapes:
         shapes = ", ".join(f"{n}={_dims(s)}" for n, s in summary.input_shapes.items())
         out.line(f"types inferred with input shapes {shapes} ({where})")
+    if summary.contradiction is not None:
+        out.warn(
+            f"the shape analysis refuses these input shapes ({summary.contradiction}); the "
+            "types shown follow the parameters' types alone"
+        )
     if summary.params:
         values = summary.param_values
         size = sum((p.size or 0) * dtype_bytes(p.type) for p in summary.params)
