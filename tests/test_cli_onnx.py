@@ -561,6 +561,52 @@ def test_a_symbolic_batch_survives_import_and_export(
     assert code == 0, err
 
 
+def _conv_model(path: Path, x_dims: list[int | str]) -> Path:
+    weights = np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32)
+    return graph_model(
+        path,
+        [helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3])],
+        {"x": (TensorProto.FLOAT, x_dims)},
+        {"c": (TensorProto.FLOAT, None)},
+        {"w": weights},
+    )
+
+
+@pytest.mark.parametrize("dims", [["batch", 3, "height", "width"], ["a\rb", 3, 8, 8]])
+def test_an_input_whose_symbols_cannot_be_kept_is_left_to_the_guess(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], dims: list[int | str]
+) -> None:
+    """A symbolic height and width would run at 1 (a 3x3 Conv on 1x1), and a name holding a
+    line break would not read back: such an input stays out of shapes.txt, and export and
+    verify of the pair guess it, as before symbolic dims were written."""
+    pair = tmp_path / "pair"
+    source = _conv_model(tmp_path / "m.onnx", dims)
+    assert run_cli(capsys, "import-onnx", str(source), "-o", str(pair))[0] == 0
+    assert "x=" not in (pair / "shapes.txt").read_text()
+    code, _, err = run_cli(capsys, "export-onnx", str(pair), "-o", str(tmp_path / "back.onnx"))
+    assert code == 0, err
+    code, out, err = run_cli(capsys, "verify", str(pair))
+    assert code == 0 and "outputs equal" in out, err
+
+
+def test_extract_writes_no_shape_resting_on_a_symbolic_batch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The cut of a pair taking any batch was typed at batch 1 and its shapes.txt said
+    x=1x3x8x8, read later as given: an export of the cut fixed the batch the source left
+    free."""
+    pair = tmp_path / "pair"
+    source = _conv_model(tmp_path / "m.onnx", ["batch", 3, 8, 8])
+    assert run_cli(capsys, "import-onnx", str(source), "-o", str(pair))[0] == 0
+    assert "x={batch}x3x8x8" in (pair / "shapes.txt").read_text()
+    cut = tmp_path / "cut"
+    argv = ["extract", str(pair), "--inputs", "x", "--outputs", "c", "-o", str(cut)]
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    assert "no shape written for x: inferred from guessed or symbolic input shapes" in err
+    assert not (cut / "shapes.txt").exists()
+
+
 def test_symbolic_dims_in_shapes_read_back_and_only_the_batch_stays_free(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -448,9 +448,9 @@ _DIMS = re.compile(rf"(?:(?:{_DIM.pattern})(?:x(?:{_DIM.pattern}))*)?")
 
 
 def writable_symbol(dim: str) -> bool:
-    """Whether a symbolic dim's name can be written in a shape (``{name}``): no braces,
-    comma, ``=`` or line break in it."""
-    return re.fullmatch(_SYMBOL, dim) is not None
+    """Whether a symbolic dim's name can be written in a shape (``{name}``) and read back:
+    no braces, comma, ``=`` or anything ``str.splitlines`` breaks a line at."""
+    return re.fullmatch(_SYMBOL, dim) is not None and len(f"{dim}.".splitlines()) == 1
 
 
 def shapes_text(shapes: Mapping[str, Sequence[int | str]]) -> str:

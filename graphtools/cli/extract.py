@@ -20,7 +20,7 @@ from graphtools.cli.common import (
     load_input,
     output_folder,
     parse_name_list,
-    read_shapes,
+    read_shape_specs,
     refuse_overwriting_input,
     shapes_text,
     typing_shapes,
@@ -75,7 +75,9 @@ def _extract_pair(
     planned = model_output_paths(model, folder, text=options.text)
     refuse_overwriting_input(model, planned, "name another -o folder")
     shapes, where = typing_shapes(model, source, options.shapes)
-    given, _ = read_shapes(model, source, options.shapes)
+    specs, _ = read_shape_specs(model, source, options.shapes)
+    # a symbolic dim is run at 1: a shape resting on it is no more given than a guess
+    given = {name for name, shape in specs.items() if all(isinstance(d, int) for d in shape)}
     guessed = {name: shape for name, shape in shapes.items() if name not in given}
     result = extract_pair(model, inputs, outputs, shapes)
     plan = result.plan
@@ -107,21 +109,23 @@ def _extract_pair(
 
 def _from_guesses(
     known: dict[str, tuple[int, ...]],
-    given: dict[str, tuple[int, ...]],
+    given: set[str],
     guessed: dict[str, tuple[int, ...]],
     out: Output,
 ) -> set[str]:
-    """The cut's inputs whose shapes rest on guessed input shapes (every one but a source
-    input given a shape, once any was guessed), said so: written to the cut's shapes.txt they
-    would read as given, and every later command (an export) would take them as the truth."""
+    """The cut's inputs whose shapes rest on guessed input shapes or on symbolic dims run at
+    1 (every one but a source input given sizes, once any was not), said so: written to the
+    cut's shapes.txt they would read as given, and every later command (an export) would take
+    them as the truth."""
     if not guessed:
         return set()
     unsure = {name for name in known if name not in given}
     if unsure:
         listed = ", ".join(f"{n}={'x'.join(map(str, s))}" for n, s in guessed.items())
         out.note(
-            f"no shape written for {', '.join(sorted(unsure))}: inferred from guessed input "
-            f"shapes ({listed}); give the source's with --shapes to have them written"
+            f"no shape written for {', '.join(sorted(unsure))}: inferred from guessed or "
+            f"symbolic input shapes ({listed}); give the source's sizes with --shapes to "
+            "have them written"
         )
     return unsure
 

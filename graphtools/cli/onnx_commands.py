@@ -192,8 +192,12 @@ def _symbolic_batch(
     declares them so, and the model imported and exported back still takes any batch. Any
     other symbolic dim is exported at 1, said so."""
     specs, where = read_shape_specs(model, path, options.shapes)
+    data, _ = model_input_names(model)
+    inputs = set(data)
     batch: dict[str, str] = {}
     for name, dims in symbolic_dims(specs).items():
+        if name not in inputs:  # a parameter's shape types nothing in the export
+            continue
         others = {position: symbol for position, symbol in dims.items() if position}
         if others:
             listed = ", ".join(f"{position} ({symbol!r})" for position, symbol in others.items())
@@ -577,8 +581,9 @@ def _cmd_import_onnx(options: argparse.Namespace) -> int:
 
 
 def _declared_input_shapes(model: Model) -> dict[str, Shape]:
-    """The declared shapes of the imported pair's data inputs, symbolic dims by name (an
-    input with a dim of no size and no name is left for ``--shapes``, or for the guess)."""
+    """The declared shapes of the imported pair's data inputs, a symbolic batch (dim 0) by
+    name. An input with any other dim of no size (a symbolic height, a sequence length) is
+    left for ``--shapes``, or for the guess: every command would run that dim at 1."""
     net = model.predict_net
     filled = set() if model.init_net is None else {n for op in model.init_net for n in op.outputs}
     shapes: dict[str, Shape] = {}
@@ -587,7 +592,12 @@ def _declared_input_shapes(model: Model) -> dict[str, Shape]:
         if name in filled or value_type is None or value_type.shape is None:
             continue
         dims = value_type.shape
-        if all(isinstance(d, int) or (isinstance(d, str) and writable_symbol(d)) for d in dims):
+        batch_ok = (
+            not dims
+            or isinstance(dims[0], int)
+            or (isinstance(dims[0], str) and writable_symbol(dims[0]))
+        )
+        if batch_ok and all(isinstance(d, int) for d in dims[1:]):
             shapes[name] = tuple(d for d in dims if d is not None)
     return shapes
 
