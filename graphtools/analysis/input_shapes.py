@@ -148,7 +148,7 @@ def _fits(
         if not planned:
             try:
                 planned.append(plan_channels(net, shaped, _PARAM_CHANNELS, {}))
-            except GraphToolsError:
+            except (GraphToolsError, ValueError):  # an odd argument: no plan, no made-up param
                 planned.append({})
         counts = planned[0]
         if index not in counts:
