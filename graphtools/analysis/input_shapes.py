@@ -43,6 +43,7 @@ __all__ = [
     "first_readers",
     "guess_generic",
     "guess_input_shapes",
+    "placeholder_hints",
     "placeholder_inputs",
 ]
 
@@ -282,6 +283,18 @@ def _guess_image(
     return InputGuess(
         shape, f"{where} as an image; no size fits the shape analysis, 224 tried", len(IMAGE_SIZES)
     )
+
+
+def placeholder_hints(
+    placeholders: Mapping[str, tuple[tuple[int, ...] | None, str]],
+) -> dict[str, tuple[tuple[int, ...], str]]:
+    """``guess_input_shapes``'s ``hints`` from ``placeholder_inputs``: each placeholder's fill
+    shape, where it has one, to try first."""
+    return {
+        name: (shape, f"the shape of the init_net's placeholder ({fill})")
+        for name, (shape, fill) in placeholders.items()
+        if shape is not None
+    }
 
 
 def placeholder_inputs(model: Model) -> dict[str, tuple[tuple[int, ...] | None, str]]:

@@ -216,7 +216,6 @@ class _Reads:
     read is built, which at 10^6 ops would hold gigabytes)."""
 
     def __init__(self, net: Net) -> None:
-        self.net = net
         self.view = net.ssa()
         self.ptr, self.keys, _, _ = self.view.key_columns()
         self.producers, self.positions = self.view.read_sources()

@@ -576,6 +576,7 @@ def typing_shapes(
     from graphtools.analysis.input_shapes import (
         first_readers,
         guess_input_shapes,
+        placeholder_hints,
         placeholder_inputs,
     )
 
@@ -590,11 +591,7 @@ def typing_shapes(
     ]
     if not missing:
         return shapes, where
-    hints = {
-        name: (shape, f"the shape of the init_net's placeholder ({fill})")
-        for name, (shape, fill) in placeholders.items()
-        if shape is not None
-    }
+    hints = placeholder_hints(placeholders)
     guesses = guess_input_shapes(model, missing, shapes, hints)
     shapes.update({name: guess.shape for name, guess in guesses.items()})
     return shapes, (where + " and " if where else "") + "guessed"

@@ -20,6 +20,7 @@ from graphtools.analysis.input_shapes import (
     IMAGE_SIZES,
     first_readers,
     guess_input_shapes,
+    placeholder_hints,
     placeholder_inputs,
 )
 from graphtools.analysis.op_args import order
@@ -94,11 +95,7 @@ def feed_data(state: WalkState) -> None:
         if name in state.values or (role is None and _fed_up_front(state, name, op, position)):
             data.append(name)
     data += [n for n in (*state.shapes, *state.values) if n not in data and n not in readers]
-    hints = {
-        name: (shape, f"the shape of the init_net's placeholder ({fill})")
-        for name, (shape, fill) in placeholders.items()
-        if shape is not None
-    }
+    hints = placeholder_hints(placeholders)
     guessing = [n for n in data if n not in state.shapes and n not in state.values]
     guesses = guess_input_shapes(state.model, guessing, state.shapes, hints, state.image_skip)
     state.image_guesses = {
