@@ -90,3 +90,42 @@ def test_an_if_needs_what_its_branches_read_before_writing() -> None:
     assert plan.ops == (2, 3)  # 'm' is written in the branch before it is read there
     with pytest.raises(SubNetError, match="needs 'x'"):  # k's producer reads x
         find_sub_net(net, ["a", "cond"], ["y"])
+
+
+def _fill_then(op: Op) -> Net:
+    """y filled, then ``op`` (holding nested nets) that may write y again."""
+    return Net(
+        [Op("ConstantFill", [], ["y"], args={"shape": [2], "value": 7.0}), op],
+        ["cond", "x"],
+        ["y"],
+        name="n",
+    )
+
+
+def _writes_y(name: str) -> Net:
+    return Net([Op("Relu", ["x"], ["y"])], ["x"], ["y"], name=name)
+
+
+@pytest.mark.parametrize(
+    ("op", "kept"),
+    [
+        # One branch writes y: on the other the If leaves the fill's value, so the fill stays.
+        (Op("If", ["cond"], [], args={"else_net": _writes_y("else")}), (0, 1)),
+        (
+            Op(
+                "If", ["cond"], [], args={"then_net": Net([], name="t"), "else_net": _writes_y("e")}
+            ),
+            (0, 1),
+        ),
+        # Both branches write y: the fill's value never reaches y.
+        (
+            Op("If", ["cond"], [], args={"then_net": _writes_y("t"), "else_net": _writes_y("e")}),
+            (1,),
+        ),
+        # A loop net may not run: its writes keep the value from before the While.
+        (Op("While", ["cond"], [], args={"loop_net": _writes_y("loop")}), (0, 1)),
+    ],
+)
+def test_a_value_a_nested_net_may_leave_unwritten_keeps_its_writer(op: Op, kept: tuple) -> None:
+    plan = find_sub_net(_fill_then(op), ["cond", "x"], ["y"])
+    assert plan.ops == kept

@@ -145,14 +145,26 @@ def test_mask_rcnn_cut_before_its_heads(real_fixtures: Path) -> None:
     _assert_equal_blobs(ws, got)
 
 
-def test_mask_rcnn_mask_head_the_if_alone(real_fixtures: Path) -> None:
+def test_mask_rcnn_mask_head_keeps_the_fill_its_if_may_leave(real_fixtures: Path) -> None:
     """The mask head is the If's else branch: cut from the features and the boxes, it keeps
-    the IsEmpty and the If, with the weights only the branch reads; from the features alone,
-    the RPN and the box head that make the boxes come along."""
+    the IsEmpty and the If, with the weights only the branch reads, and the ConstantFill
+    before them, whose value the net returns when there are no boxes (the then branch leaves
+    it); from the features alone, the RPN and the box head that make the boxes come along."""
     model = load_model(real_fixtures / MASK_RCNN)
     cut = extract_pair(model, ["xif3_6", "bbox_nms", "im_info"], ["mask_fcn_probs"])
-    assert [op.type for op in cut.model.predict_net] == ["IsEmpty", "If"]
+    assert [op.type for op in cut.model.predict_net] == ["ConstantFill", "IsEmpty", "If"]
     assert "mask_fcn_logits_w" in cut.plan.params and "rpn_cls_logits_w" not in cut.plan.params
+    no_boxes = {
+        "xif3_6": np.zeros((1, 4, 2, 2), np.float32),
+        "bbox_nms": np.zeros((0, 5), np.float32),
+        "im_info": np.array([[64, 64, 1]], np.float32),
+    }
+    ws = Workspace()
+    for name, value in no_boxes.items():
+        ws.feed(name, value)
+    for index in range(len(model.predict_net) - 3, len(model.predict_net)):  # the same ops
+        run_op(model.predict_net[index], ws, index=index, net=model.predict_net)
+    _assert_equal_blobs(ws, run_model(cut.model, no_boxes))
     whole_heads = extract_pair(model, ["xif3_6", "im_info"], ["mask_fcn_probs"])
     assert "GenerateProposals" in [op.type for op in whole_heads.model.predict_net]
     with pytest.raises(SubNetError, match="needs 'data'"):  # the features come from the data

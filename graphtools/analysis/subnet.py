@@ -8,7 +8,9 @@ which an op writing the name in place after the cut, or an ``If`` that may write
 move past the cut). An op holding nested nets needs what they read from outside as well: for
 ``If`` and ``While``, whose nets run in the enclosing workspace, the names a net reads before
 writing them (branches and loop nets alike); for the others (``Do``, ``RecurrentNetwork``,
-which bind names) what ``graphtools.nested`` says. It refuses, by name:
+which bind names) what ``graphtools.nested`` says; and a name such an op may leave unwritten
+(one ``If`` branch writes it, a ``While`` loop net does) needs its value from before the op. It
+refuses, by name:
 
 * a name the net neither declares nor reads nor writes;
 * an output the inputs do not determine: the walk reaches a blob that is neither an input nor
@@ -71,6 +73,13 @@ def versioned_accesses(
         if op.has_nested_nets():
             access = nested_access(op)
             names += sorted(_outside_reads(op) - set(names))
+            # A name a branch or loop may leave unwritten keeps its value from before the op:
+            # the op reads that value (when there is one) as well as writing the name.
+            names += sorted(
+                name
+                for name in access.writes - _surely_written(op) - set(names)
+                if versions.get(name, 0)
+            )
             written += sorted(access.writes - set(written))
         reads.append([(name, versions.get(name, 0)) for name in dict.fromkeys(names)])
         for name in dict.fromkeys(written):
@@ -102,6 +111,32 @@ def _outside_reads(op: Op) -> set[str]:
             if argument in nets:
                 found |= _read_before_written([nets[argument]])
     return found
+
+
+def _surely_written(op: Op) -> frozenset[str]:
+    """Names ``op``'s nested nets write whichever way it runs: an ``If`` what both branches
+    write, a ``While`` what its condition net writes (the loop net may not run); for the ops
+    binding names (``Do``, ``RecurrentNetwork``) everything they write."""
+    arguments = _SAME_WORKSPACE.get(op.type)
+    if arguments is None:
+        return nested_access(op).writes
+    nets = dict(op.nested_nets())
+    if op.type == "While":
+        return _written_by(nets["cond_net"]) if "cond_net" in nets else frozenset()
+    if not all(argument in nets for argument in arguments):
+        return frozenset()
+    then_net, else_net = (nets[argument] for argument in arguments)
+    return _written_by(then_net) & _written_by(else_net)
+
+
+def _written_by(net: Net) -> frozenset[str]:
+    """Names every run of ``net`` writes (its ops' outputs and their nets' sure writes)."""
+    found: set[str] = set()
+    for op in net:
+        found.update(op.outputs)
+        if op.has_nested_nets():
+            found |= _surely_written(op)
+    return frozenset(found)
 
 
 def _read_before_written(nets: Sequence[Net]) -> set[str]:
