@@ -107,5 +107,8 @@ class ValueType:
     raw: Any = field(default=None, compare=False, repr=False)
 
     def with_shape(self, shape: tuple[Dim, ...] | None) -> ValueType:
-        """The same type with another shape (the codec's record dropped)."""
+        """The same type with another shape (the codec's record dropped); a value that is
+        not a tensor has no shape to change and comes back as it is."""
+        if self.kind != "tensor":
+            return self
         return ValueType(self.elem_type, shape, self.kind)

@@ -537,3 +537,47 @@ def test_an_op_of_another_domain_is_refused_saying_where_to_free_the_batch(
         PassManager.parse("make-dynamic-batch")(load_onnx_model(path))
     assert "before the step that brought that op in" in str(refused.value)
     assert "inputs=" not in str(refused.value)
+
+
+def test_a_body_output_declared_without_a_type_is_refused_by_name_not_a_codec_error(
+    tmp_path: Path,
+) -> None:
+    """A Loop body whose condition output is declared without a type (graphtools' own
+    exports of recurrent nets write it so): the pass names the Loop, the model is kept."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["c_in"], ["c_out"]),
+            helper.make_node("Relu", ["x_in"], ["x_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("x_in", F, [2, 3]),
+        ],
+        [
+            helper.make_value_info("c_out", onnx.TypeProto()),
+            helper.make_tensor_value_info("x_out", F, [2, 3]),
+        ],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["m", "c", "x"], ["y"], body=body)],
+        "g",
+        [helper.make_tensor_value_info("x", F, [2, 3])],
+        [helper.make_tensor_value_info("y", F, [2, 3])],
+        [
+            helper.make_tensor("m", TensorProto.INT64, [], [2]),
+            helper.make_tensor("c", TensorProto.BOOL, [], [True]),
+        ],
+    )
+    path = tmp_path / "loop.onnx"
+    path.write_bytes(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    )
+    model = load_onnx_model(path)
+    before = model.copy()
+    with pytest.raises(PassError, match=r"node #0 of graph 'g' \(Loop\) carries the batch"):
+        PassManager.parse("make-dynamic-batch")(model)
+    assert model.predict_net.same_as(before.predict_net)
+    save_onnx_model(model, tmp_path / "same.onnx")
+    assert onnx.load(str(tmp_path / "same.onnx")) == onnx.load(str(path))

@@ -304,7 +304,7 @@ def _value_info(name: str, value_type: ValueType | None) -> onnx.ValueInfoProto:
     raw = None if value_type is None else value_type.raw
     if raw is not None and raw.name == name and value_type_from_proto(raw) == value_type:
         return raw
-    if value_type is None:
+    if value_type is None or value_type.kind == "none":  # declared without a type
         return onnx.ValueInfoProto(name=name)
     if value_type.kind != "tensor":
         if raw is None:
