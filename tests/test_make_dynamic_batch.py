@@ -581,3 +581,7 @@ def test_a_body_output_declared_without_a_type_is_refused_by_name_not_a_codec_er
     assert model.predict_net.same_as(before.predict_net)
     save_onnx_model(model, tmp_path / "same.onnx")
     assert onnx.load(str(tmp_path / "same.onnx")) == onnx.load(str(path))
+    # run's --dynamic-batch stage raises the first refusal with its cause (--traceback's chain)
+    with pytest.raises(PassError) as refused:
+        run_stages(model, PassManager.parse("default"), dynamic_batch=True)
+    assert "carries the batch" in str(refused.value.__cause__)

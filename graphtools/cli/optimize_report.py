@@ -60,11 +60,13 @@ def run_stages(
     except PassError as refused:
         if refused.pass_name != MakeDynamicBatch.name:
             raise
-        model.restore(start)
-        try:
-            return _ran(model, [*stages, _dynamic(), manager, _dynamic()], after_pass)
-        except PassError:
-            raise refused from None
+        first = refused
+    model.restore(start)
+    try:
+        return _ran(model, [*stages, _dynamic(), manager, _dynamic()], after_pass)
+    except PassError:
+        pass  # the first refusal says more: raised below, with its own cause (--traceback)
+    raise first
 
 
 def _dynamic() -> PassManager:
