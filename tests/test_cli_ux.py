@@ -486,6 +486,10 @@ def test_run_and_exec_warn_about_a_net_without_outputs(
     code, _, err = run_cli(capsys, "run", str(folder), "-o", str(tmp_path / "out"))
     assert code == 0
     assert "warning: the predict_net declares no external outputs" in err
+    assert "remove-dead-ends keeps every op then" in err
+    # a pipeline without remove-dead-ends has nothing to warn about
+    code, _, err = run_cli(capsys, "run", str(folder), "-p", "", "-o", str(tmp_path / "out2"))
+    assert (code, err) == (0, "")
     feeds = tmp_path / "feeds.npz"
     np.savez(feeds, x=np.ones((2, 3), np.float32))
     target = str(tmp_path / "o.npz")

@@ -171,9 +171,10 @@ def _cmd_run(options: argparse.Namespace) -> int:
     outputs = parse_name_list(options.outputs)
     if outputs:
         set_outputs(model, outputs)
-    warn_no_outputs(out, model, "remove-dead-ends keeps every op then")
     check_devices(model, tuple(options.device or ()))
     manager = manager_for(options.pipeline, options.steps, tuple(options.device or ()))
+    if any(item.name == "remove-dead-ends" for item in manager.passes_for(model.dialect)):
+        warn_no_outputs(out, model, "remove-dead-ends keeps every op then")
     converting = [item.name for item in manager.passes if item.changes_dialect]
     if converting:
         raise UsageError(
