@@ -46,6 +46,7 @@ class AddGradients(Pass):
     """
 
     name: ClassVar[str] = "add-gradients"
+    example: ClassVar[str] = "add-gradients{ys=prob}"
     dialects: ClassVar[tuple[str, ...]] = (CAFFE2,)
     idempotent: ClassVar[bool] = True
     ys: tuple[str, ...] = ()

@@ -38,6 +38,7 @@ class ConvertOpset(Pass):
     """
 
     name: ClassVar[str] = "convert-opset"
+    example: ClassVar[str] = "convert-opset{opset=18}"
     dialects: ClassVar[tuple[str, ...]] = (ONNX,)
     idempotent: ClassVar[bool] = True
     opset: int

@@ -79,6 +79,7 @@ class InferDevices(Pass):
     """
 
     name: ClassVar[str] = "infer-devices"
+    example: ClassVar[str] = "infer-devices{inputs=data=gpu}"
     dialects: ClassVar[tuple[str, ...]] = (CAFFE2,)
     reads_ssa: ClassVar[bool] = True
     inputs: tuple[str, ...] = ()

@@ -206,6 +206,7 @@ class Rename(Pass):
     """
 
     name: ClassVar[str] = "rename"
+    example: ClassVar[str] = "rename{op=3,output=0,to=y}"
     reads_ssa: ClassVar[bool] = True
     changes_interface: ClassVar[bool] = True
 

@@ -65,6 +65,8 @@ class Pass:
         changes_dialect: whether the pass converts the model into another dialect (the result
             check refuses a change of dialect otherwise); a ``PassManager`` runs such a pass
             once, between the fixpoints of the passes before and after it.
+        example: the pass spelled with the options a use needs (``rename{op=3,output=0,to=y}``),
+            for its doc page; empty when its name alone runs.
     """
 
     name: ClassVar[str] = ""
@@ -73,6 +75,7 @@ class Pass:
     reads_ssa: ClassVar[bool] = False
     dialects: ClassVar[tuple[str, ...]] = DIALECTS
     changes_dialect: ClassVar[bool] = False
+    example: ClassVar[str] = ""
 
     def call(self, model: Model) -> PassResult:
         """Rewrite ``model`` in place and say what changed (the work; no checks)."""

@@ -17,7 +17,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from graphtools._core import DIALECT_NAMES
+from graphtools._core import CAFFE2, DIALECT_NAMES, ONNX
 from graphtools.pass_infra.base import Pass
 from graphtools.pass_infra.spec import pass_spec
 
@@ -165,6 +165,38 @@ def _models(cls: type[Pass]) -> str:
     return f"{names} (converts)" if cls.changes_dialect else names
 
 
+def use_commands(cls: type[Pass]) -> list[str]:
+    """The commands a pass's page shows, each runnable once ``MODEL`` (``MODEL.onnx`` for an
+    ONNX model, ``PAIR`` for a Caffe2 pair) and ``OUT`` are filled in: ``run`` writes a model
+    of the dialect it read, so a conversion runs through the CLI command doing it, or inside
+    a pipeline that converts back."""
+    spec = cls.example or pass_spec(cls())
+    if cls.changes_dialect and CAFFE2 in cls.dialects:
+        return [
+            f'graphtools run PAIR -p "{spec}" -o OUT.onnx',
+            "graphtools export-onnx PAIR -o OUT.onnx",
+        ]
+    if cls.changes_dialect:
+        round_trip = f"{spec},remove-reshape-for-fc,convert-to-onnx"  # Caffe2 passes between
+        return [
+            "graphtools import-onnx MODEL.onnx -o OUT",
+            f'graphtools run MODEL.onnx -p "{round_trip}" -o OUT.onnx',
+            f'graphtools verify MODEL.onnx -p "{round_trip}"',
+        ]
+    model = (
+        "MODEL.onnx"
+        if cls.dialects == (ONNX,)
+        else "PAIR"
+        if cls.dialects == (CAFFE2,)
+        else "MODEL"
+    )
+    out = "OUT.onnx" if model == "MODEL.onnx" else "OUT"
+    return [
+        f'graphtools run {model} -p "{spec}" -o {out}',
+        f'graphtools verify {model} -p "{spec}"',
+    ]
+
+
 def pass_markdown(cls: type[Pass]) -> str:
     """The doc page of a pass: its docstring, options table and pipeline spelling."""
     info = describe_pass(cls)
@@ -179,22 +211,10 @@ def pass_markdown(cls: type[Pass]) -> str:
             lines.append(f"| `{option.name}` | {option.type} | `{option.default}` | {text} |")
     else:
         lines.append("None.")
-    example = pass_spec(cls()) if all(o.default != "(required)" for o in info.options) else ""
     if info.module_doc:
         lines += ["", "## How it works", "", "```text", info.module_doc, "```"]
+    lines += ["", "## Use", "", "```sh", *use_commands(cls), "```", ""]
     lines += [
-        "",
-        "## Use",
-        "",
-        "```sh",
-        f'graphtools run MODEL -p "{example or info.name}" -o OUT',
-        *(
-            []  # verify compares outputs within one dialect; a conversion changes it
-            if cls.changes_dialect
-            else [f'graphtools verify MODEL -p "{example or info.name}"']
-        ),
-        "```",
-        "",
         f"Class: `{info.class_path}`. This page is generated from the class's docstring "
         "(`python tools/pass_docs.py`); a test keeps them equal.",
         "",
