@@ -928,3 +928,22 @@ def test_an_unknown_option_shows_the_commands_usage(capsys: pytest.CaptureFixtur
     err = capsys.readouterr().err
     assert err.startswith("usage: graphtools show ") and "[--params]" in err
     assert err.splitlines()[-1] == "graphtools show: error: unrecognized arguments: --bogus"
+
+
+def test_verify_refuses_a_pipeline_that_converts_one_way(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Its outputs have nothing to be compared with: one line saying so, before any run (an
+    ONNX input was told onnxruntime cannot run a caffe2 model, a pair that its inputs had no
+    types)."""
+    model = tmp_path / "tiny.onnx"
+    assert run_cli(capsys, "export-onnx", str(TINY), "-o", str(model))[0] == 0
+    for source, pipeline in (
+        (model, "convert-to-caffe2"),
+        (TINY, "remove-dead-ends,convert-to-onnx"),
+    ):
+        code, out, err = run_cli(capsys, "verify", str(source), "-p", pipeline)
+        assert (code, out) == (2, "")
+        assert_one_error_line(err, "does not convert it back", "verify --onnx")
+    code, _, err = run_cli(capsys, "verify", str(model), "-p", "convert-to-caffe2,convert-to-onnx")
+    assert code == 0, err

@@ -491,7 +491,8 @@ def _cmd_verify(options: argparse.Namespace) -> int:
         return onnx_commands.verify_onnx(options, settings, out)
     if options.per_blob or options.test_mode:
         raise UsageError("--per-blob and --test-mode are options of verify --onnx")
-    PassManager.parse(options.pipeline, steps=options.steps)  # a bad spec fails before any run
+    parsed = PassManager.parse(options.pipeline, steps=options.steps)  # fails before any run
+    _refuse_one_way_conversion(parsed)
     if len(options.inputs) > 1 or is_collection(options.inputs[0]):
         one_model = (options.init, options.save_outputs, options.load_outputs, options.feeds)
         if any(one_model) or options.print_after_each:
@@ -511,6 +512,18 @@ def _cmd_verify(options: argparse.Namespace) -> int:
     else:
         render(out, report)
     return 0 if report.verdict == "equal" else 1
+
+
+def _refuse_one_way_conversion(manager: PassManager) -> None:
+    """verify compares a model with itself before the pipeline: one that ends in the other
+    dialect has nothing to be compared with (the model's own runtime cannot run it)."""
+    converting = [item.name for item in manager.passes if item.changes_dialect]
+    if len(converting) % 2:
+        raise UsageError(
+            f"the pipeline converts the model ({converting[-1]}) and does not convert it back, "
+            "so its outputs have nothing to be compared with: end the pipeline with the "
+            "conversion back, or check an export with verify --onnx X.onnx PAIR"
+        )
 
 
 def verify_worker(ref: ModelRef, settings: dict[str, Any]) -> batch.BatchResult:
