@@ -241,3 +241,31 @@ def test_a_pytorch_export_round_trips(kind: str, tmp_path: Path) -> None:
     PassManager.parse("default")(pair)
     exported = export_onnx(pair, value_info=_value_info(feeds))
     _close(run_onnxruntime(exported, feeds), expected, 1e-5)
+
+
+def test_a_dynamic_batch_export_frees_the_batch_of_a_time_major_input(
+    real_fixtures: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The LSTM demo reads its input as T x N x D: --dynamic-batch frees dim 1 (dim 0, its
+    time, was freed and called N before), and rows at batch 3 are the three rows run apart."""
+    from conftest import run_cli
+    from test_lower_recurrent import DEMO
+
+    out = tmp_path / "lstm.onnx"
+    source = real_fixtures / DEMO / "lstm_predict_net.pbtxt"
+    code, _, err = run_cli(
+        capsys, "export-onnx", str(source), "--random-params", "--dynamic-batch", "-o", str(out)
+    )
+    assert code == 0, err
+    model = onnx.load(str(out))
+    (declared,) = model.graph.input
+    dims = [d.dim_param or d.dim_value for d in declared.type.tensor_type.shape.dim]
+    assert dims == [1, "N", 62]
+    rows = np.random.default_rng(3).standard_normal((1, 3, 62)).astype(np.float32)
+    together = run_onnxruntime(model, {declared.name: rows})
+    apart = [run_onnxruntime(model, {declared.name: rows[:, i : i + 1]}) for i in range(3)]
+    for name, value in together.items():
+        assert value.shape[1] == 3
+        np.testing.assert_allclose(
+            value, np.concatenate([a[name] for a in apart], axis=1), rtol=1e-5, atol=1e-6
+        )

@@ -1,13 +1,13 @@
 """Whether an exported model that declares a free batch runs at another batch size.
 
-``export-onnx --dynamic-batch`` writes dim 0 of the graph inputs as a symbol; a Caffe2 net
-may still pin the batch it was exported at (a ``Reshape`` to ``[1, ...]``), and the declared
-interface would then promise what the model cannot do. ``check_free_batch`` runs the model
-with onnxruntime on the feeds it was exported with, on a second sample, and on both stacked
-along dim 0: the model must run at batch 2 when it runs at batch 1, and every output whose
-dim 0 is symbolic must hold as many rows as the two runs together. (Row values are not
-compared: a free dim 0 is also a sequence's length, where rows legitimately depend on each
-other.)
+``export-onnx --dynamic-batch`` writes the batch dim of the graph inputs as a symbol (dim 0;
+dim 1 of a recurrent net's time-major input); a Caffe2 net may still pin the batch it was
+exported at (a ``Reshape`` to ``[1, ...]``), and the declared interface would then promise
+what the model cannot do. ``check_free_batch`` runs the model with onnxruntime on the feeds
+it was exported with, on a second sample, and on both stacked along the symbolic dim: the
+model must run at batch 2 when it runs at batch 1, and every output with a symbolic dim must
+hold as many rows on it as the two runs together. (Row values are not compared: a free dim
+may also be a sequence's length, where rows legitimately depend on each other.)
 """
 
 from __future__ import annotations
@@ -24,13 +24,19 @@ from graphtools.onnx.runtime import graph_inputs, run_model, seeded_inputs
 __all__ = ["check_free_batch"]
 
 
-def _free_batch(model: Model) -> list[str]:
-    """The graph inputs whose declared dim 0 is a symbol."""
-    return [
-        spec.name
-        for spec in graph_inputs(model)
-        if spec.type is not None and spec.type.shape and isinstance(spec.type.shape[0], str)
-    ]
+def _free_axis(shape: tuple[Any, ...] | None) -> int | None:
+    """Where a declared shape's batch is: its first symbolic dim (``None`` when none is)."""
+    return next((axis for axis, dim in enumerate(shape or ()) if isinstance(dim, str)), None)
+
+
+def _free_batch(model: Model) -> dict[str, int]:
+    """The graph inputs declaring a symbolic dim, with the axis of the first."""
+    found = {}
+    for spec in graph_inputs(model):
+        axis = _free_axis(None if spec.type is None else spec.type.shape)
+        if axis is not None:
+            found[spec.name] = axis
+    return found
 
 
 def _second_sample(value: np.ndarray) -> np.ndarray:
@@ -57,13 +63,14 @@ def check_free_batch(model: Model, feeds: Mapping[str, Any] | None = None) -> No
     first = {name: np.asarray(value) for name, value in feeds.items()}
     second = {n: _second_sample(v) if n in batched else v for n, v in first.items()}
     both = {
-        n: np.concatenate([v, second[n]], axis=0) if n in batched else v for n, v in first.items()
+        n: np.concatenate([v, second[n]], axis=batched[n]) if n in batched else v
+        for n, v in first.items()
     }
     try:
         one, other = run_model(model, first), run_model(model, second)
     except GraphToolsError:
         return  # the feeds do not suit the model: nothing to compare with
-    sizes = {name: np.shape(v)[0] for name, v in first.items() if name in batched}
+    sizes = {name: np.shape(v)[batched[name]] for name, v in first.items() if name in batched}
     try:
         stacked = run_model(model, both)
     except GraphToolsError as exc:
@@ -74,12 +81,16 @@ def check_free_batch(model: Model, feeds: Mapping[str, Any] | None = None) -> No
     declared = model.predict_net.types
     for name, value in stacked.items():
         value_type = declared.get(name)
-        if value_type is None or not value_type.shape or not isinstance(value_type.shape[0], str):
+        if value_type is None:
             continue
-        want = np.shape(one[name])[0] + np.shape(other[name])[0] if np.ndim(one[name]) else None
-        if want is not None and (np.ndim(value) == 0 or np.shape(value)[0] != want):
+        axis = _free_axis(value_type.shape)
+        if axis is None or np.ndim(one[name]) <= axis:
+            continue
+        want = np.shape(one[name])[axis] + np.shape(other[name])[axis]
+        if np.ndim(value) <= axis or np.shape(value)[axis] != want:
+            got = np.shape(value)[axis : axis + 1] or "no"
             raise PreconditionError(
                 f"the model declares a free batch, but output {name!r} (declared "
-                f"{list(value_type.shape)}) has {np.shape(value)[:1] or 'no'} rows for twice "
+                f"{list(value_type.shape or ())}) has {got} rows on axis {axis} for twice "
                 f"the input rows, not {want}: something in the net pins the batch"
             )

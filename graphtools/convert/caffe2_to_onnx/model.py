@@ -208,20 +208,62 @@ def _value_type(info: TypeInfo) -> ValueType:
 
 
 def _input_types(
-    declared: Mapping[str, ValueType], names: Sequence[str], dynamic_batch: bool
+    declared: Mapping[str, ValueType],
+    names: Sequence[str],
+    dynamic_batch: bool,
+    sequence_first: Iterable[str] = (),
 ) -> dict[str, TypeInfo]:
-    """Types of the graph inputs from the declared ones; with ``dynamic_batch`` dim 0 of the
-    first input is ``N`` and that of every other input its own free dim ``N_<input>``
-    (inputs need not share their first dim: a sparse net's indices and lengths do not)."""
+    """Types of the graph inputs from the declared ones; with ``dynamic_batch`` the batch dim
+    of the first input is ``N`` and that of every other input its own free dim ``N_<input>``
+    (inputs need not share their first dim: a sparse net's indices and lengths do not). The
+    batch is dim 0, dim 1 for the inputs in ``sequence_first`` (time on dim 0)."""
     types: dict[str, TypeInfo] = {}
     shaped = [n for n in names if n in declared and declared[n].shape]
+    later = frozenset(sequence_first)
     for name, value_type in declared.items():
         dims = value_type.shape
         if dynamic_batch and name in names and dims:
             free = BATCH_DIM if name == shaped[0] else f"{BATCH_DIM}_{name}"
-            dims = (free, *dims[1:])
+            axis = 1 if name in later and len(dims) > 1 else 0
+            dims = (*dims[:axis], free, *dims[axis + 1 :])
         types[name] = TypeInfo(numpy_of_onnx(value_type.elem_type), dims)
     return types
+
+
+def _sequence_first_inputs(
+    model: Model, declared: Mapping[str, ValueType], inputs: Sequence[str]
+) -> list[str]:
+    """The inputs whose dim 0 is the time of a ``RecurrentNetwork`` (which reads its sequence
+    as T x N x D): a longer dim 0 of the input makes a longer dim 0 of an op's sequence input,
+    as the shape analysis follows it through the ops between them. Their batch is dim 1."""
+    from graphtools.analysis.shapes import TensorType, infer_model_shapes
+
+    recurrent = [op for op in model.predict_net if op.type == "RecurrentNetwork" and op.inputs]
+    if not recurrent:
+        return []
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name in inputs:
+        dims = declared[name].shape if name in declared else None
+        if dims and all(isinstance(d, int) for d in dims):
+            shapes[name] = tuple(d for d in dims if isinstance(d, int))
+    dtypes = {name: numpy_of_onnx(declared[name].elem_type) for name in shapes}
+    given = {name: TensorType(dtypes[name], dims) for name, dims in shapes.items()}
+    found = []
+    for name, dims in shapes.items():
+        if len(dims) < 3:
+            continue
+        longer = {**given, name: TensorType(dtypes[name], (dims[0] + 1, *dims[1:]))}
+        try:
+            before, after = infer_model_shapes(model, given), infer_model_shapes(model, longer)
+        except GraphToolsError:
+            continue
+        for op in recurrent:
+            sequence = op.inputs[0]
+            first, second = before.final(sequence).shape, after.final(sequence).shape
+            if first and second and first[0] != second[0] and first[1:] == second[1:]:
+                found.append(name)
+                break
+    return found
 
 
 def _convert(
@@ -445,7 +487,12 @@ def _prepare(model: Model, options: ExportOptions) -> _Prepared:
             "inputs nor init_net outputs; declare their types (export_onnx's value_info, "
             "export-onnx's --shapes) to make them inputs"
         )
-    types = _input_types(declared, inputs, options.dynamic_batch)
+    sequence_first = (
+        _sequence_first_inputs(Model(net, work.init_net), declared, inputs)
+        if options.dynamic_batch
+        else []
+    )
+    types = _input_types(declared, inputs, options.dynamic_batch, sequence_first)
     for name, value in params.items():
         types[name] = TypeInfo(value.dtype, tuple(value.shape))
     known_inputs = {n: types[n] for n in inputs if n in types}
