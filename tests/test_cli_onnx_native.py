@@ -1164,6 +1164,7 @@ def test_verify_compares_half_precision_outputs_at_half_precision(
     code, out, err = run_cli(capsys, "verify", str(source), "-p", "optimize")
     assert code == 0, out + err
     assert "half-precision outputs y compared with rtol 0.01, atol 0.001" in err
+    assert "outputs equal (rtol=0.01, atol=0.001, seed=0" in out  # the verdict says so too
     code, out, _ = run_cli(capsys, "verify", str(source), "-p", "optimize", "--rtol", "1e-5")
     assert code == 1 and "outputs differ" in out  # the tolerance asked for is the one used
 

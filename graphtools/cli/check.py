@@ -354,8 +354,7 @@ def _verify_onnx(
     report.diffs = found.diffs
     report.ops_before, report.ops_after = found.ops_before, found.ops_after
     report.tolerance = (
-        f"rtol={tolerances['rtol']:g}, atol={tolerances['atol']:g}, seed={settings['seed']}; "
-        "onnxruntime"
+        f"{_tolerances_used(report.diffs, tolerances)}, seed={settings['seed']}; onnxruntime"
     )
     report.verdict = "equal" if all(d.ok for d in report.diffs) else "differ"
     report.notes += _vacuous(report.diffs) + _nan_notes(report.diffs)
@@ -512,6 +511,20 @@ def _cmd_verify(options: argparse.Namespace) -> int:
     else:
         render(out, report)
     return 0 if report.verdict == "equal" else 1
+
+
+def _tolerances_used(diffs: Sequence[OutputDiff], asked: Mapping[str, Any]) -> str:
+    """The tolerances the outputs were compared with: one pair when all share it, otherwise
+    each pair with its outputs (half-precision outputs get wider ones, per-output options)."""
+    used: dict[tuple[float, float], list[str]] = {}
+    for diff in diffs:
+        used.setdefault((diff.rtol, diff.atol), []).append(diff.name)
+    if len(used) <= 1:
+        rtol, atol = next(iter(used), (asked["rtol"], asked["atol"]))
+        return f"rtol={rtol:g}, atol={atol:g}"
+    return "; ".join(
+        f"rtol={r:g}, atol={a:g} for {', '.join(names)}" for (r, a), names in used.items()
+    )
 
 
 def _refuse_one_way_conversion(manager: PassManager) -> None:
