@@ -1755,3 +1755,28 @@ def test_verify_says_equal_proves_nothing_when_every_output_is_empty(
     assert "every output compared is empty on these inputs (0 values)" in err
     code, out, err = run_cli(capsys, "verify", str(_mlp(tmp_path / "m.onnx")), "-p", "")
     assert code == 0 and "every output compared is empty" not in err
+
+
+def test_a_model_failing_on_made_up_inputs_says_the_shapes_and_the_dims_taken_as_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """onnxruntime's source location and C++ signature are dropped from the reason (they
+    pushed the shapes out of it), and the symbolic dims verify ran at 1 are named."""
+    source = graph_model(
+        tmp_path / "seq5.onnx",
+        [helper.make_node("Reshape", ["x", "s"], ["y"])],
+        {"x": (TensorProto.FLOAT, ["batch", "seq", 8])},
+        {"y": (TensorProto.FLOAT, [None, 5, 8])},
+        {"s": np.array([-1, 5, 8], np.int64)},
+    )
+    code, out, err = run_cli(capsys, "verify", str(source))
+    assert (code, out) == (2, "")
+    assert_one_error_line(
+        err,
+        "(Reshape)",
+        "Input shape:{1,1,8}, requested shape:{-1,5,8}",
+        "dim 0 ('batch'), dim 1 ('seq') taken as 1; --shapes x=",
+    )
+    assert "reshape_helper.h" not in err and "onnxruntime::" not in err
+    code, _, err = run_cli(capsys, "verify", str(source), "--shapes", "x=2x5x8")
+    assert code == 0, err

@@ -106,6 +106,29 @@ def _run_rewritten(
         ) from exc
 
 
+def _run_made_up(
+    model: Model, feeds: Mapping[str, Any], names: Sequence[str], made: Sequence[MadeInput]
+) -> dict[str, np.ndarray]:
+    """``_run`` of the model given, on inputs made up from its declared types: a failure says
+    which symbolic dims were taken as 1 (a size the model may not take)."""
+    from graphtools.onnx.runtime import RuntimeFailure
+
+    try:
+        return _run(model, feeds, names)
+    except RuntimeFailure as exc:
+        guessed = [f"{item.name}: {item.reason}" for item in made if "taken as 1" in item.reason]
+        if not guessed:
+            raise
+        raise RuntimeFailure(
+            exc.path,
+            exc.stage,
+            f"{exc.reason} (made-up inputs, symbolic dims at 1: {'; '.join(guessed)})",
+            exc.node,
+            exc.op_type,
+            exc.subject,
+        ) from exc
+
+
 def _shapes(model: Model, items: Sequence[str] | None) -> dict[str, tuple[int, ...]]:
     shapes = parse_shape_items(items or (), "--shapes")
     inputs = list(model.predict_net.external_inputs)
@@ -202,7 +225,7 @@ def verify_onnx_model(
             raise
         except GraphToolsError as exc:
             raise UsageError(str(exc)) from exc
-        reference = _run(model, feeds, names)
+        reference = _run_made_up(model, feeds, names, made)
     else:
         feeds, reference, made = _feeds_from_file(loaded, names)
         _check_recorded_inputs(model, feeds)

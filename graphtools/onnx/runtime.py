@@ -55,6 +55,12 @@ _NODE_PATTERNS = (
     re.compile(r"node (?P<name>\S+) of type (?P<type>\w+)", re.IGNORECASE),
 )
 _PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
+_SOURCE_LOCATION = re.compile(
+    r"\S+\.(?:h|hpp|cc|cpp|cu):\d+ (?:[\w:~<>,*& ]+\([^()]*\)(?: const)? )?"
+)
+"""onnxruntime's source file, line and C++ function before a reason: for its developers, and
+long enough to push the shapes that explain a failure out of a one-line error."""
+_MAX_REASON = 600
 MAX_MADE_BYTES = 2**31
 """The most data ``seeded_inputs`` makes up for one input (a declared dim can be huge)."""
 
@@ -84,6 +90,7 @@ class RuntimeFailure(GraphToolsError):
         self.node = node
         self.op_type = op_type
         self.reason = reason
+        self.subject = subject
         where = f"{path}: " if path is not None else ""
         at = ""
         if node is not None or op_type is not None:
@@ -104,8 +111,9 @@ def runtime_failure(
         if found is not None:
             node, op_type = found.group("name") or None, found.group("type")
             break
-    lines = [line.strip() for line in _PREFIX.sub("", text).splitlines() if line.strip()]
-    reason = " ".join(lines[:3])[:400] or type(exc).__name__
+    plain = _SOURCE_LOCATION.sub("", _PREFIX.sub("", text))
+    lines = [line.strip() for line in plain.splitlines() if line.strip()]
+    reason = " ".join(lines[:3])[:_MAX_REASON] or type(exc).__name__
     return RuntimeFailure(path, stage, reason, node, op_type, subject)
 
 
