@@ -213,3 +213,37 @@ def test_external_data_true_keeps_small_tensors_inline_as_onnx_save_does(tmp_pat
     ).tolist() == pytest.approx(np.linspace(0, 1, 300, dtype=np.float32)[:4].tolist())
     expected = (X300["x"] + np.arange(300, dtype=np.float32)) * np.float32(0.5)
     np.testing.assert_array_equal(_outputs(target, X300)[0], expected)
+
+
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [("remove", "No such file or directory"), ("truncate", "which holds 1000 (truncated?)")],
+)
+def test_missing_or_short_external_data_is_one_error_naming_the_file_for_every_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str, words: str
+) -> None:
+    """The same load error whichever command or pass first reads the data (fold-constants
+    let onnx's reader say "not regular file" of a file that does not exist; import-onnx
+    passed onnx's own message on)."""
+    from conftest import assert_one_error_line, run_cli
+
+    weights = [numpy_helper.from_array(np.ones((32, 32), np.float32), "w")]
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["y"])], weights, 32)
+    source = tmp_path / "m.onnx"
+    onnx.save_model(
+        model, str(source), save_as_external_data=True, location="weights.bin", size_threshold=0
+    )
+    data = tmp_path / "weights.bin"
+    if damage == "remove":
+        data.unlink()
+    else:
+        data.write_bytes(data.read_bytes()[:1000])
+    for argv in (
+        ["run", str(source), "-p", "fold-constants", "-o", str(tmp_path / "out.onnx")],
+        ["run", str(source), "-p", "optimize", "-o", str(tmp_path / "out.onnx")],
+        ["import-onnx", str(source), "-o", str(tmp_path / "pair")],
+    ):
+        code, _, err = run_cli(capsys, *argv)
+        assert code == 2
+        assert_one_error_line(err.splitlines()[-1], str(data), words)
+        assert "not regular file" not in err

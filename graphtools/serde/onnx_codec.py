@@ -78,6 +78,36 @@ _CAFFE2_DEFAULTS: dict[str, Any] = {
 # -- tensors -------------------------------------------------------------------------------------
 
 
+_SUB_BYTE = frozenset(
+    value
+    for value in (
+        getattr(onnx.TensorProto, name, None)
+        for name in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2", "FLOAT6E2M3", "FLOAT6E3M2")
+    )
+    if value is not None
+)
+"""Element types packed several to a byte (as the installed onnx knows them): their data's
+size is not worked out here, only a declared length is checked."""
+_NOT_FIXED = frozenset({onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED})
+
+
+def external_extent(proto: onnx.TensorProto) -> tuple[int, int | None, int | None]:
+    """``(offset, length, bytes its shape and type need)`` of ``proto``'s external data
+    (``None``: not said, or not worked out: strings, types packed below a byte, unknown)."""
+    entries = {entry.key: entry.value for entry in proto.external_data}
+    length = entries.get("length")
+    count = 1
+    for dim in proto.dims:
+        count *= dim
+    needed: int | None = None
+    if proto.data_type not in _SUB_BYTE and proto.data_type not in _NOT_FIXED:
+        try:
+            needed = count * onnx.helper.tensor_dtype_to_np_dtype(proto.data_type).itemsize
+        except (KeyError, ValueError, TypeError):  # a type this onnx does not know
+            needed = None
+    return int(entries.get("offset", 0) or 0), None if length is None else int(length), needed
+
+
 @dataclass(eq=False)
 class ExternalFile:
     """A file of external tensor data a loaded model refers to.
@@ -166,6 +196,8 @@ class OnnxTensor(Tensor):
 
     def numpy(self) -> np.ndarray:
         if self._array is None:
+            if self.external is not None:
+                self._check_external_data()
             base = None if self.external is None else str(self.external.base)
             try:
                 array = onnx.numpy_helper.to_array(self.proto, base_dir=base or "")
@@ -177,6 +209,26 @@ class OnnxTensor(Tensor):
             array.flags.writeable = False
             self._array = array
         return self._array
+
+    def _check_external_data(self) -> None:
+        """Refuse, naming the file, external data that is missing or too short (onnx's own
+        reader says "not regular file" of a file that does not exist)."""
+        assert self.external is not None
+        path = self.external.path
+        try:
+            size = path.stat().st_size
+        except OSError as exc:
+            raise SerdeError(
+                path, f"cannot read the data of initializer {self.name!r}: {exc.strerror or exc}"
+            ) from exc
+        offset, length, needed = external_extent(self.proto)
+        wanted = length if length is not None else needed
+        if offset + (wanted or 0) > size:
+            raise SerdeError(
+                path,
+                f"the external data of initializer {self.name!r} lies at bytes {offset} to "
+                f"{offset + (wanted or 0)} of this file, which holds {size} (truncated?)",
+            )
 
     def same_as(self, other: Tensor) -> bool:
         """``Tensor.same_as``; two inline tensors loaded as the same bytes are the same

@@ -33,6 +33,7 @@ from graphtools.serde.netdef_io import read_bytes
 from graphtools.serde.onnx_codec import (
     ExternalFile,
     OnnxTensor,
+    external_extent,
     external_file,
     external_tensors,
     model_from_onnx_bytes,
@@ -179,42 +180,11 @@ def onnx_model_files(
     return [(path, data), *extra]
 
 
-_SUB_BYTE = frozenset(
-    value
-    for value in (
-        getattr(onnx.TensorProto, name, None)
-        for name in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2", "FLOAT6E2M3", "FLOAT6E3M2")
-    )
-    if value is not None
-)
-"""Element types packed several to a byte (as the installed onnx knows them): their data's
-size is not worked out here, only a declared length is checked."""
-_NOT_FIXED = frozenset({onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED})
-
-
-def _extent(tensor: OnnxTensor) -> tuple[int, int | None, int | None]:
-    """``(offset, length, bytes its shape and type need)`` of ``tensor``'s external data
-    (``None``: not said, or not worked out: strings, types packed below a byte, unknown)."""
-    proto = tensor.proto
-    entries = {entry.key: entry.value for entry in proto.external_data}
-    length = entries.get("length")
-    count = 1
-    for dim in proto.dims:
-        count *= dim
-    needed: int | None = None
-    if proto.data_type not in _SUB_BYTE and proto.data_type not in _NOT_FIXED:
-        try:
-            needed = count * onnx.helper.tensor_dtype_to_np_dtype(proto.data_type).itemsize
-        except (KeyError, ValueError, TypeError):  # a type this onnx does not know
-            needed = None
-    return int(entries.get("offset", 0) or 0), None if length is None else int(length), needed
-
-
 def _check_extents(file: ExternalFile, tensors: list[OnnxTensor], size: int) -> None:
     """Refuse data that ``file`` (``size`` bytes) is too short to hold: copied as it is, it
     would give a model onnxruntime cannot load."""
     for tensor in tensors:
-        offset, length, needed = _extent(tensor)
+        offset, length, needed = external_extent(tensor.proto)
         wanted = length if length is not None else needed
         if offset + (wanted or 0) > size:
             raise SerdeError(
@@ -227,7 +197,7 @@ def _check_extents(file: ExternalFile, tensors: list[OnnxTensor], size: int) -> 
 def _read_range(file: ExternalFile, tensor: OnnxTensor) -> bytes:
     """The bytes of ``tensor`` in ``file``, as its offset and length say (no length: what its
     type and shape need, the rest of the file only when that is not known)."""
-    offset, length, needed = _extent(tensor)
+    offset, length, needed = external_extent(tensor.proto)
     wanted = length if length is not None else needed
     try:
         with file.path.open("rb") as handle:
