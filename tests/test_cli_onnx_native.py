@@ -343,6 +343,19 @@ def test_diff_and_draw_on_onnx(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert code == 0 and "removed (red): 1" in (tmp_path / "d.dot").read_text()
 
 
+def test_diff_of_a_model_and_its_import_says_the_dialects_differ(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = _mlp(tmp_path / "m.onnx")
+    assert run_cli(capsys, "import-onnx", str(source), "-o", str(tmp_path / "pair"))[0] == 0
+    code, _, err = run_cli(capsys, "diff", str(source), str(tmp_path / "pair"))
+    assert code == 1
+    assert "is an ONNX model and" in err and "a Caffe2 pair: op types" in err
+    assert "verify --onnx X.onnx PAIR" in err
+    code, _, err = run_cli(capsys, "diff", str(source), str(source))
+    assert (code, err) == (0, "")
+
+
 def test_diff_says_when_only_the_models_metadata_differs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

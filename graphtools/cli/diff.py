@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from graphtools._core import MAIN_NET, ONNX
+from graphtools._core import CAFFE2, MAIN_NET, ONNX
 from graphtools.analysis.model_diff import ModelDiff, NetDiff, diff_models
 from graphtools.cli.common import Output, load_input
 from graphtools.cli.onnx_diff import add_initializer_changes
@@ -107,6 +107,14 @@ def _cmd_diff(options: argparse.Namespace) -> int:
         out=out,
         init_option="--other-init",
     )
+    if first.dialect != second.dialect:
+        kinds = {ONNX: "an ONNX model", CAFFE2: "a Caffe2 pair"}
+        out.note(
+            f"{options.first} is {kinds[first.dialect]} and {options.second} "
+            f"{kinds[second.dialect]}: op types, argument names and parameters are each "
+            "dialect's, so a conversion shows as changes; to compare their outputs, "
+            "verify --onnx X.onnx PAIR"
+        )
     change = diff_models(first, second)
     if ONNX in (first.dialect, second.dialect):
         add_initializer_changes(change, first, second)
