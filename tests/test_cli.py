@@ -90,7 +90,8 @@ def test_a_predict_net_beside_an_init_net_in_two_formats_asks_which(
     chosen = ("--init", str(model / "init_net.pb"))
     code, _, err = run_cli(capsys, "run", str(predict), *chosen, "-o", str(tmp_path / "out"))
     assert code == 0, err
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["init_net.pb", "predict_net.pb"]
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert written == ["init_net.pb", "predict_net.pb", "shapes.txt"]
     assert run_cli(capsys, "show", "--no-init", str(predict))[0] == 0
     code, out, _ = run_cli(capsys, "run", str(model), "-o", str(tmp_path / "batch"))
     assert code == 2
@@ -186,8 +187,13 @@ def test_run_writes_output_folder(
         capsys, "run", str(tiny_copy), "-p", "remove-dead-ends", "-o", str(out_dir)
     )
     assert (code, err) == (0, "")
-    assert sorted(p.name for p in out_dir.iterdir()) == ["init_net.pbtxt", "predict_net.pbtxt"]
+    written = ["init_net.pbtxt", "predict_net.pbtxt", "shapes.txt"]
+    assert sorted(p.name for p in out_dir.iterdir()) == written
     assert f"wrote {out_dir / 'predict_net.pbtxt'}" in out
+    # the source's input shapes come along: later commands read them as given, not guessed
+    assert (out_dir / "shapes.txt").read_text() == "data=1x1x6x6\n"
+    code, out, _ = run_cli(capsys, "show", str(out_dir))
+    assert f"input shapes data=1x1x6x6 ({out_dir / 'shapes.txt'})" in out
     predict, was_text = parse_netdef((out_dir / "predict_net.pbtxt").read_bytes())
     assert was_text
     assert "Sigmoid" not in [op.type for op in predict.op]  # the dead 'unused_debug' op
@@ -215,7 +221,11 @@ def test_run_binary_output(
         str(out_dir),
     )
     assert code == 0
-    assert sorted(p.name for p in out_dir.iterdir()) == ["init_net.pb", "predict_net.pb"]
+    assert sorted(p.name for p in out_dir.iterdir()) == [
+        "init_net.pb",
+        "predict_net.pb",
+        "shapes.txt",
+    ]
     assert parse_netdef((out_dir / "predict_net.pb").read_bytes())[1] is False
 
 

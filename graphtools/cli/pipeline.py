@@ -20,19 +20,24 @@ from graphtools.analysis.liveness import unread_outputs
 from graphtools.analysis.model_diff import diff_models
 from graphtools.cli import batch, onnx_commands
 from graphtools.cli.common import (
+    SHAPES_FILE,
     Output,
+    Shape,
     UsageError,
     check_input_names,
     did_you_mean,
     load_input,
+    model_input_names,
     output_file,
     output_folder,
     parse_name_list,
+    read_shape_specs,
     record_data,
     refuse_dump_in_json,
     refuse_links_in_place,
     report_records,
     set_outputs,
+    shapes_text,
 )
 from graphtools.cli.diff import render_diff
 from graphtools.cli.onnx_files import is_onnx_file, one_onnx_model
@@ -43,7 +48,7 @@ from graphtools.cli.onnx_run import (
     run_onnx_batch_one,
     run_onnx_model,
 )
-from graphtools.errors import SerdeError
+from graphtools.errors import GraphToolsError, SerdeError
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager, PassRecord
 from graphtools.passes.infer_devices import InferDevices, parse_input_devices
@@ -138,6 +143,28 @@ def _write(
     return written
 
 
+def source_shapes(model: Model, source: str | Path) -> dict[str, Shape]:
+    """The input shapes ``shapes.txt`` beside ``source`` gives ``model`` (none when it has no
+    such file, or one that does not fit it)."""
+    try:
+        shapes, _ = read_shape_specs(model, source, None)
+    except GraphToolsError:
+        return {}
+    return shapes
+
+
+def carry_shapes(shapes: Mapping[str, Shape], model: Model, folder: Path) -> Path | None:
+    """Write the input shapes the source's ``shapes.txt`` gave into the output ``folder``, for
+    the inputs the run left (a later command on the output reads them as given, not guessed
+    again); ``None`` when there are none."""
+    data, params = model_input_names(model)
+    still = set(data) | set(params)
+    kept = {name: shape for name, shape in shapes.items() if name in still}
+    if not kept or folder.resolve() == Path(model.predict_path or folder).parent.resolve():
+        return None
+    return atomic_write_bytes(folder / SHAPES_FILE, shapes_text(kept).encode())
+
+
 def printer_after_pass(out: Output) -> Callable[[PassRecord, Model], None]:
     """``--print-after-each``: the canonical dump after each pass that changed the model."""
 
@@ -182,10 +209,13 @@ def _cmd_run(options: argparse.Namespace) -> int:
             "the result; write it to an .onnx file (-o OUT.onnx)"
         )
     out_dir = _output_plan(model, options)
+    shapes = source_shapes(model, options.inputs[0])
     after_pass = printer_after_pass(out) if options.print_after_each else None
     records = manager(model, after_pass=after_pass)
     report_records(out, manager, records, options.time_passes)
     written = _write(model, options, out_dir, out)
+    carried = None if out_dir is None else carry_shapes(shapes, model, out_dir)
+    written += [] if carried is None else [carried]
     for path in written:
         out.line(f"wrote {path}")
     data: dict[str, Any] = {
@@ -264,8 +294,12 @@ def run_worker(ref: ModelRef, settings: dict[str, Any]) -> batch.BatchResult:
         set_outputs(model, settings["outputs"])
     manager = manager_for(settings["pipeline"], settings["steps"], settings["devices"])
     before = len(model.predict_net)
+    shapes = source_shapes(model, ref.path)
     records = manager(model)
-    written = save_model(model, Path(settings["output"]) / ref.name, text=settings["text"])
+    folder = Path(settings["output"]) / ref.name
+    written = save_model(model, folder, text=settings["text"])
+    carried = carry_shapes(shapes, model, folder)
+    written += [] if carried is None else [carried]
     after = len(model.predict_net)
     data = {"rounds": record_data(records), "written": [str(p) for p in written]}
     return batch.BatchResult(ref.name, str(ref.path), "ok", 0, before, after, data=data)
