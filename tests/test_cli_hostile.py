@@ -93,7 +93,7 @@ def test_output_folder_keeps_each_files_format(
     out_dir = tmp_path / "out"
     code, _, err = run_cli(capsys, "run", str(tiny_copy), "-o", str(out_dir))
     assert (code, err) == (0, "")
-    assert sorted(_listing(out_dir)) == ["init_net.pb", "predict_net.pbtxt"]
+    assert sorted(_listing(out_dir)) == ["init_net.pb", "predict_net.pbtxt", "shapes.txt"]
     assert parse_netdef((out_dir / "init_net.pb").read_bytes())[1] is False
 
 
