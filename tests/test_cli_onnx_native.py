@@ -1793,3 +1793,24 @@ def test_a_model_failing_on_made_up_inputs_says_the_shapes_and_the_dims_taken_as
     assert "reshape_helper.h" not in err and "onnxruntime::" not in err
     code, _, err = run_cli(capsys, "verify", str(source), "--shapes", "x=2x5x8")
     assert code == 0, err
+
+
+def test_an_input_values_cannot_be_made_up_for_is_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    optional = helper.make_optional_type_proto(
+        helper.make_tensor_type_proto(TensorProto.FLOAT, [2])
+    )
+    graph = helper.make_graph(
+        [helper.make_node("OptionalHasElement", ["x"], ["y"])],
+        "g",
+        [helper.make_value_info("x", optional)],
+        [helper.make_tensor_value_info("y", TensorProto.BOOL, [])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    source = tmp_path / "opt.onnx"
+    onnx.save(model, str(source))
+    code, out, err = run_cli(capsys, "verify", str(source))
+    assert (code, out) == (2, "")
+    assert_one_error_line(err, "input 'x' has an optional type", "--feeds")

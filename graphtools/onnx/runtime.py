@@ -336,7 +336,11 @@ def seeded_inputs(
             made.append(MadeInput(spec.name, value.shape, str(value.dtype), "given", "--feeds"))
             continue
         if value_type is None or value_type.kind != "tensor":
-            kind = "no declared type" if value_type is None else f"a {value_type.kind} type"
+            if value_type is None:
+                kind = "no declared type"
+            else:
+                article = "an" if value_type.kind[:1] in ("a", "e", "i", "o", "u") else "a"
+                kind = f"{article} {value_type.kind} type"
             raise GraphToolsError(
                 f"input {spec.name!r} has {kind}: values cannot be made up for it; feed "
                 "recorded data instead (--feeds)"
