@@ -534,6 +534,19 @@ def test_verify_overrides_an_init_net_placeholder(
     assert "fed instead of the init_net's placeholder (ConstantFill of shape 1)" in err
 
 
+def test_show_says_verify_feeds_a_detectors_im_info_the_init_net_fills(
+    capsys: pytest.CaptureFixture[str], real_fixtures: Path
+) -> None:
+    """Mask R-CNN2Go int8 fills im_info for the size it was exported at; verify feeds one made
+    to fit its image, and show said nothing of it."""
+    path = str(real_fixtures / "caffe2-models/mask_rcnn_2go/2018-12/int8/model.pb")
+    code, _, err = run_cli(capsys, "show", path)
+    assert code == 0, err
+    assert "'im_info': the init_net fills it" in err and "op #69 (GenerateProposals)" in err
+    code, _, err = run_cli(capsys, "verify", path)
+    assert "input 'im_info': fed instead of the init_net's placeholder" in err
+
+
 def test_verify_says_what_it_left_out_of_an_init_net_it_cannot_run(
     capsys: pytest.CaptureFixture[str], real_fixtures: Path
 ) -> None:
