@@ -163,14 +163,3 @@ def test_a_folder_holding_more_than_its_pair_is_a_batch(tmp_path: Path) -> None:
         ("glow/relu.pbtxt", None),
         ("plain", None),
     }
-
-
-def test_a_pair_beside_other_models_is_named_as_its_folder(tmp_path: Path) -> None:
-    """A folder holding its pair and an ONNX model runs as two models: the pair was called
-    "predict_net" (its output went to OUTDIR/predict_net/)."""
-    _touch(tmp_path / "mix", "predict_net.pb", "init_net.pb", "tiny.onnx")
-    refs = discover_models([tmp_path / "mix"])
-    assert {(r.name, r.path.name) for r in refs} == {
-        ("mix", "predict_net.pb"),
-        ("tiny", "tiny.onnx"),
-    }

@@ -200,11 +200,8 @@ def _walk(folder: Path, seen: set[Path]) -> list[tuple[Path, Path | None]]:
 
 def _label(path: Path, under: Path, keep_suffix: bool = False) -> str:
     """``path``'s parts below ``under`` joined by ``_`` (its own name when it is ``under``);
-    a file's extension is dropped unless ``keep_suffix``. A ``predict_net`` file right in
-    ``under`` is its folder's pair, named as the folder is (not "predict_net")."""
+    a file's extension is dropped unless ``keep_suffix``."""
     parts = list(path.relative_to(under).parts) if path != under else [path.name]
-    if path.is_file() and path.parent == under and path.stem == "predict_net" and not keep_suffix:
-        return under.resolve().name or path.stem
     if path.is_file():
         parts[-1] = parts[-1].replace(".", "_") if keep_suffix else Path(parts[-1]).stem
     return "_".join(parts)
