@@ -58,6 +58,17 @@ IMAGE_READERS = frozenset(
 )
 #: Op types whose first input is a batch of feature vectors, flattened from ``axis``.
 DENSE_READERS = frozenset({"FC", "FCTransposed", "Int8FC", "FbFCPacked"})
+
+#: Roles that make a per-image input of a model (the image; the ``im_info`` of a detector,
+#: which detectron2's exports fill in the init_net for one image size): an init_net fill of
+#: such a declared input is a placeholder the made-up input replaces (a graph input on export).
+PLACEHOLDER_ROLES = frozenset(
+    {
+        ("PackedInt8BGRANHWCToNCHWCStylizerPreprocess", 0),
+        *((op_type, 2) for op_type in ("GenerateProposals", "GenerateProposalsCPP")),
+        ("BBoxTransform", 2),
+    }
+)
 #: Square image sizes tried in order: the usual ones from the smallest (28 is MNIST's, 224,
 #: 227 and 299 the classifiers'), then the tiny ones a test net may need.
 IMAGE_SIZES = (28, 32, 64, 96, 128, 160, 192, 224, 227, 256, 299, 320, 4, 6, 8, 12, 16, 20, 24)

@@ -7,7 +7,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from graphtools._core import ONNX
-from graphtools.analysis.input_shapes import first_readers, placeholder_inputs
+from graphtools.analysis.input_shapes import (
+    PLACEHOLDER_ROLES,
+    first_readers,
+    placeholder_inputs,
+)
 from graphtools.analysis.summary import ModelSummary, dtype_bytes, summarize
 from graphtools.cli.common import (
     Output,
@@ -262,9 +266,7 @@ def _show_one(out: Output, options: argparse.Namespace, path: str, model: Model)
 
 def _per_image_fills(model: Model) -> dict[str, tuple[int, str]]:
     """Declared inputs the init_net fills that an op reads as per-image data (a detector's
-    ``im_info``, ``feeds.roles.PLACEHOLDER_ROLES``): ``{name: (op index, op type)}``."""
-    from graphtools.feeds.roles import PLACEHOLDER_ROLES
-
+    ``im_info``, ``PLACEHOLDER_ROLES``): ``{name: (op index, op type)}``."""
     if model.init_net is None:
         return {}
     filled = {name for op in model.init_net for name in op.outputs}

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from graphtools.analysis.input_shapes import GENERIC_SHAPE
+from graphtools.analysis.input_shapes import GENERIC_SHAPE, PLACEHOLDER_ROLES
 from graphtools.executor import Workspace
 from graphtools.feeds.values import as_array, check_size
 from graphtools.ir import Op
@@ -361,17 +361,6 @@ def _bgra_image(ctx: RoleContext) -> np.ndarray:
 def _bgr_mean(ctx: RoleContext) -> np.ndarray:
     return np.asarray([104.0, 117.0, 123.0], np.float32)
 
-
-#: Roles that make a per-image input of a model (the image; the ``im_info`` of a detector,
-#: which detectron2's exports fill in the init_net for one image size): an init_net fill of
-#: such a declared input is a placeholder the made-up input replaces (a graph input on export).
-PLACEHOLDER_ROLES = frozenset(
-    {
-        ("PackedInt8BGRANHWCToNCHWCStylizerPreprocess", 0),
-        *((op_type, 2) for op_type in ("GenerateProposals", "GenerateProposalsCPP")),
-        ("BBoxTransform", 2),
-    }
-)
 
 #: Roles whose input takes the shape ``--shapes`` (or ``shapes.txt``) gives it: an input
 #: image, and indices (a ``Gather``'s of any rank, the lengths ops' as many as given).
