@@ -129,3 +129,36 @@ def _writes_y(name: str) -> Net:
 def test_a_value_a_nested_net_may_leave_unwritten_keeps_its_writer(op: Op, kept: tuple) -> None:
     plan = find_sub_net(_fill_then(op), ["cond", "x"], ["y"])
     assert plan.ops == kept
+
+
+def test_a_scratch_name_two_ifs_both_write_does_not_chain_them() -> None:
+    """Only the maybe-unwritten name's own value comes along, not every input of the If:
+    the second If's 'b' needs nothing of the first If, though both write a scratch 't'."""
+
+    def branch(source: str, target: str, name: str) -> Net:
+        ops = [Op("Relu", [source], ["t"]), Op("Sigmoid", ["t"], [target])]
+        return Net(ops, [source], [target], name=name)
+
+    first = Op("If", ["c1"], [], args={"then_net": branch("x1", "a", "t1")})
+    second = Op("If", ["c2"], [], args={"then_net": branch("x2", "b", "t2")})
+    net = Net([first, second], ["c1", "x1", "c2", "x2"], ["a", "b"], name="n")
+    assert find_sub_net(net, ["c2", "x2"], ["b"]).ops == (1,)
+
+
+def test_a_value_an_if_may_leave_from_the_init_net_is_a_parameter_of_the_cut() -> None:
+    then = Net([Op("Relu", ["x"], ["y"])], ["x"], ["y"], name="t")
+    net = Net(
+        [Op("If", ["cond"], [], args={"then_net": then})], ["cond", "x", "y"], ["y"], name="n"
+    )
+    plan = find_sub_net(net, ["cond", "x"], ["y"], frozenset({"y"}))
+    assert (plan.ops, plan.params) == ((0,), ("y",))
+
+
+def test_a_branch_reading_what_an_inner_if_may_not_write_needs_the_outer_value() -> None:
+    inner = Op("If", ["c2"], [], args={"then_net": Net([Op("Relu", ["x"], ["y"])], name="it")})
+    then = Net([inner, Op("Sigmoid", ["y"], ["z"]), Op("Relu", ["x"], ["y"])], name="ot")
+    other = Net([Op("Relu", ["x"], ["y"]), Op("Tanh", ["y"], ["z"])], name="oe")
+    fill = Op("ConstantFill", [], ["y"], args={"shape": [2], "value": 7.0})
+    outer = Op("If", ["c1"], [], args={"then_net": then, "else_net": other})
+    net = Net([fill, outer], ["c1", "c2", "x"], ["z"], name="n")
+    assert find_sub_net(net, ["c1", "c2", "x"], ["z"]).ops == (0, 1)

@@ -25,7 +25,7 @@ Linear in the ops and blobs it visits (each input adds a walk for the last check
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 
 from graphtools.errors import SubNetError
@@ -59,11 +59,15 @@ class SubNet:
 
 
 def versioned_accesses(
-    net: Net,
+    net: Net, carried: dict[Versioned, Versioned] | None = None
 ) -> tuple[list[list[Versioned]], dict[Versioned, int], dict[str, int]]:
     """Per op the versioned blobs it reads (declared inputs, then what its nested nets read),
     the op writing each versioned blob, and each name's last version; versions as ``get_ssa``
-    counts them, an op holding nested nets also writing what its nested nets write."""
+    counts them, an op holding nested nets also writing what its nested nets write.
+
+    ``carried``, when given, receives for each version an ``If`` or ``While`` may leave
+    unwritten (one branch writes it, a loop net does) the version before it, which it then
+    holds: that value, not the whole op, is what the name's new version needs besides it."""
     versions = dict.fromkeys(net.external_inputs, 0)
     reads: list[list[Versioned]] = []
     producers: dict[Versioned, int] = {}
@@ -73,13 +77,10 @@ def versioned_accesses(
         if op.has_nested_nets():
             access = nested_access(op)
             names += sorted(_outside_reads(op) - set(names))
-            # A name a branch or loop may leave unwritten keeps its value from before the op:
-            # the op reads that value (when there is one) as well as writing the name.
-            names += sorted(
-                name
-                for name in access.writes - _surely_written(op) - set(names)
-                if versions.get(name, 0)
-            )
+            if carried is not None:
+                maybe = access.writes - _surely_written(op) - set(op.outputs)
+                for name in sorted(maybe & versions.keys()):
+                    carried[(name, versions[name] + 1)] = (name, versions[name])
             written += sorted(access.writes - set(written))
         reads.append([(name, versions.get(name, 0)) for name in dict.fromkeys(names)])
         for name in dict.fromkeys(written):
@@ -151,7 +152,7 @@ def _read_before_written(nets: Sequence[Net]) -> set[str]:
             found.update(name for name in reads if name not in written)
             written.update(op.outputs)
             if op.has_nested_nets():
-                written.update(nested_access(op).writes)
+                written.update(_surely_written(op))
     return found
 
 
@@ -184,9 +185,11 @@ def _walk(
     stop: Set[str],
     reads: Sequence[Sequence[Versioned]],
     producers: dict[Versioned, int],
+    carried: Mapping[Versioned, Versioned],
 ) -> tuple[set[int], list[Versioned]]:
     """The ops writing what ``start`` needs, back to blobs named in ``stop``; and the blobs
-    reached that no op writes (in the order reached)."""
+    reached that no op writes (in the order reached). A version an op may have left as it
+    was needs the one before it too (``carried``)."""
     ops: set[int] = set()
     leaves: dict[Versioned, None] = {}
     seen: set[Versioned] = set()
@@ -199,7 +202,10 @@ def _walk(
         producer = producers.get(blob)
         if producer is None:
             leaves[blob] = None
-        elif producer not in ops:
+            continue
+        if blob in carried:
+            todo.append(carried[blob])
+        if producer not in ops:
             ops.add(producer)
             todo.extend(reads[producer])
     return ops, list(leaves)
@@ -221,12 +227,14 @@ def find_sub_net(
             two versions, or an op the cut would run twice; the message names them.
     """
     _check_names(net, inputs, outputs)
-    reads, producers, versions = versioned_accesses(net)
+    carried: dict[Versioned, Versioned] = {}
+    reads, producers, versions = versioned_accesses(net, carried)
     given = set(inputs)
     kept: set[int] = set()
     needed_leaves: dict[Versioned, None] = {}
     for output in outputs:
-        ops, leaves = _walk([(output, versions.get(output, 0))], given, reads, producers)
+        start = [(output, versions.get(output, 0))]
+        ops, leaves = _walk(start, given, reads, producers, carried)
         missing = [blob for blob in leaves if not (blob[1] == 0 and blob[0] in params)]
         if missing:
             raise SubNetError(_undetermined(output, missing, given))
@@ -234,8 +242,9 @@ def find_sub_net(
         needed_leaves.update(dict.fromkeys(leaves))
     order = sorted(kept)
     input_versions = _input_versions(net, inputs, outputs, order, reads, versions)
-    _check_single_runs(net, kept, input_versions, reads, producers)
+    _check_single_runs(net, kept, input_versions, reads, producers, carried)
     read_by_kept = [blob for index in order for blob in reads[index]]
+    read_by_kept += [before for blob, before in carried.items() if producers[blob] in kept]
     read_names = {name for name, _ in read_by_kept}
     found_params = [name for name, version in read_by_kept if (name, version) in needed_leaves]
     return SubNet(
@@ -294,10 +303,11 @@ def _check_single_runs(
     input_versions: dict[str, int],
     reads: Sequence[Sequence[Versioned]],
     producers: dict[Versioned, int],
+    carried: Mapping[Versioned, Versioned],
 ) -> None:
     """Refuse a kept op that also leads to an input (it would run twice)."""
     for blob in sorted(input_versions.items()):
-        upstream, _ = _walk([blob], frozenset(), reads, producers)
+        upstream, _ = _walk([blob], frozenset(), reads, producers, carried)
         both = sorted(upstream & kept)
         if both:
             op = net[both[0]]
