@@ -68,7 +68,8 @@ class ConvertToOnnx(Pass):
         opset: default-domain opset to write (11 to the newest the installed onnx knows).
         ir_version: IR version to write; 0: the lowest that carries the opset.
         dynamic_batch: write the batch dim of the graph inputs as free dims (``N``,
-            ``N_<input>``): dim 0, dim 1 of an input a RecurrentNetwork reads time-major.
+            ``N_<input>``): dim 0, dim 1 of a 3-D input a RecurrentNetwork reads
+            time-major.
         recurrent: ``loop`` writes RecurrentNetwork ops as ONNX ``Loop``, ``scan`` as ``Scan``.
         test_mode: export a training net's inference form (``is_test=1`` on Dropout and
             SpatialBN, refused in training mode otherwise).

@@ -204,6 +204,10 @@ def test_run_writes_output_folder(
     assert (tiny_copy / "predict_net.pbtxt").read_bytes() == (
         TINY / "predict_net.pbtxt"
     ).read_bytes()
+    # a source without shapes written there: the file left is another run's, and said so
+    (tiny_copy / "shapes.txt").unlink()
+    code, _, err = run_cli(capsys, "run", str(tiny_copy), "-o", str(out_dir))
+    assert code == 0 and f"{out_dir / 'shapes.txt'} was not written by this run" in err
 
 
 def test_run_binary_output(

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from graphtools._core import ONNX
+from graphtools._core import CAFFE2, ONNX
 from graphtools.analysis.liveness import unread_outputs
 from graphtools.cli import batch, onnx_commands
 from graphtools.cli.common import (
@@ -44,6 +44,7 @@ from graphtools.cli.common import (
     set_outputs,
     tolerances_by_name,
 )
+from graphtools.cli.onnx_files import is_onnx_file
 from graphtools.cli.onnx_verify import saved_arrays, verify_onnx_model
 from graphtools.cli.pipeline import (
     feeds_of,
@@ -491,7 +492,8 @@ def _cmd_verify(options: argparse.Namespace) -> int:
     if options.per_blob or options.test_mode:
         raise UsageError("--per-blob and --test-mode are options of verify --onnx")
     parsed = PassManager.parse(options.pipeline, steps=options.steps)  # fails before any run
-    _refuse_one_way_conversion(parsed)
+    if len(options.inputs) == 1:
+        _refuse_one_way_conversion(parsed, options.inputs[0])
     if len(options.inputs) > 1 or is_collection(options.inputs[0]):
         one_model = (options.init, options.save_outputs, options.load_outputs, options.feeds)
         if any(one_model) or options.print_after_each:
@@ -527,16 +529,26 @@ def _tolerances_used(diffs: Sequence[OutputDiff], asked: Mapping[str, Any]) -> s
     )
 
 
-def _refuse_one_way_conversion(manager: PassManager) -> None:
+def _refuse_one_way_conversion(manager: PassManager, source: str) -> None:
     """verify compares a model with itself before the pipeline: one that ends in the other
-    dialect has nothing to be compared with (the model's own runtime cannot run it)."""
-    converting = [item.name for item in manager.passes if item.changes_dialect]
-    if len(converting) % 2:
-        raise UsageError(
-            f"the pipeline converts the model ({converting[-1]}) and does not convert it back, "
-            "so its outputs have nothing to be compared with: end the pipeline with the "
-            "conversion back, or check an export with verify --onnx X.onnx PAIR"
-        )
+    dialect has nothing to be compared with (the model's own runtime cannot run it). The
+    conversions counted are those that take the model as it is at their turn."""
+    start = dialect = ONNX if is_onnx_file(source) else CAFFE2
+    last = None
+    for item in manager.passes:
+        if item.changes_dialect and dialect in item.dialects:
+            dialect, last = (CAFFE2 if dialect == ONNX else ONNX), item.name
+    if dialect == start:
+        return
+    advice = (
+        "end the pipeline with convert-to-onnx"
+        if start == ONNX
+        else "check an export against the pair with verify --onnx X.onnx PAIR"
+    )
+    raise UsageError(
+        f"the pipeline converts the model ({last}) and does not convert it back, so its "
+        f"outputs have nothing to be compared with: {advice}"
+    )
 
 
 def verify_worker(ref: ModelRef, settings: dict[str, Any]) -> batch.BatchResult:

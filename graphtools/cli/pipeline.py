@@ -153,14 +153,25 @@ def source_shapes(model: Model, source: str | Path) -> dict[str, Shape]:
     return shapes
 
 
-def carry_shapes(shapes: Mapping[str, Shape], model: Model, folder: Path) -> Path | None:
+def carry_shapes(
+    shapes: Mapping[str, Shape], model: Model, folder: Path, out: Output | None = None
+) -> Path | None:
     """Write the input shapes the source's ``shapes.txt`` gave into the output ``folder``, for
     the inputs the run left (a later command on the output reads them as given, not guessed
-    again); ``None`` when there are none."""
+    again); ``None`` when there are none. A ``shapes.txt`` already there that this run does
+    not replace is another model's, which later commands would take as this one's: said."""
+    if folder.resolve() == Path(model.predict_path or folder).parent.resolve():
+        return None
     data, params = model_input_names(model)
     still = set(data) | set(params)
     kept = {name: shape for name, shape in shapes.items() if name in still}
-    if not kept or folder.resolve() == Path(model.predict_path or folder).parent.resolve():
+    if not kept:
+        stale = folder / SHAPES_FILE
+        if out is not None and stale.is_file():
+            out.warn(
+                f"{stale} was not written by this run (the source gives no input shapes): "
+                "later commands read it as this model's; remove it if it is another's"
+            )
         return None
     return atomic_write_bytes(folder / SHAPES_FILE, shapes_text(kept).encode())
 
@@ -214,7 +225,7 @@ def _cmd_run(options: argparse.Namespace) -> int:
     records = manager(model, after_pass=after_pass)
     report_records(out, manager, records, options.time_passes)
     written = _write(model, options, out_dir, out)
-    carried = None if out_dir is None else carry_shapes(shapes, model, out_dir)
+    carried = None if out_dir is None else carry_shapes(shapes, model, out_dir, out)
     written += [] if carried is None else [carried]
     for path in written:
         out.line(f"wrote {path}")

@@ -103,7 +103,7 @@ def export_onnx(
         value_info: ``{input name: (onnx elem_type, shape)}`` as Caffe2's frontend took it,
             declared on the predict_net before the conversion (over the types it declares
             already: an imported pair's); needed for every graph input nothing types.
-        dynamic_batch: write the batch of the graph inputs (dim 0; dim 1 of an input a
+        dynamic_batch: write the batch of the graph inputs (dim 0; dim 1 of a 3-D input a
             RecurrentNetwork reads time-major) and what follows from it as free
             dimensions: ``N`` for the first input, ``N_<input>`` for each other one.
         recurrent: ``"loop"`` writes each RecurrentNetwork op as an ONNX ``Loop``, ``"scan"``

@@ -56,7 +56,7 @@ _NODE_PATTERNS = (
 )
 _PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
 _SOURCE_LOCATION = re.compile(
-    r"\S+\.(?:h|hpp|cc|cpp|cu):\d+ (?:[\w:~<>,*& ]+\([^()]*\)(?: const)? )?"
+    r"\S+\.(?:h|hpp|cc|cpp|cu):\d+ (?:[\w~<>,*& ]*::[\w:~<>,*& ]*\([^()]*\)(?: const)? )?"
 )
 """onnxruntime's source file, line and C++ function before a reason: for its developers, and
 long enough to push the shapes that explain a failure out of a one-line error."""

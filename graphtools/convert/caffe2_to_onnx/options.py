@@ -27,7 +27,7 @@ class ExportOptions:
         opset: default-domain opset to write, from ``MIN_EXPORT_OPSET`` to the newest the
             installed onnx knows.
         ir_version: IR version to write; ``None``: the lowest that carries ``opset``.
-        dynamic_batch: write the batch of the graph inputs (dim 0; dim 1 of an input a
+        dynamic_batch: write the batch of the graph inputs (dim 0; dim 1 of a 3-D input a
             RecurrentNetwork reads time-major) and what follows from it as free
             dimensions: ``N`` for the first input, ``N_<input>`` for each other one.
         recurrent: ``"loop"`` writes each RecurrentNetwork op as an ONNX ``Loop``, ``"scan"``
