@@ -98,9 +98,15 @@ INT8_ONE_STEP = frozenset(
 """Nets with Int8Softmax or Int8AveragePool, whose Int8 blobs may differ by one step."""
 NOISY = frozenset({"caffe2-models/style_transfer/crayon/predict_net.pb"})
 """Nets whose stylizer draws noise once per workspace: imported back, run with the same noise."""
-ATOL = {"caffe2-models/style_transfer/crayon/predict_net.pb": 1e-3}
+ATOL = {
+    "caffe2-models/style_transfer/crayon/predict_net.pb": 1e-3,
+    "caffe2-models/mask_rcnn_2go/fp32/model.pbtxt": 1e-3,
+    "gredx-caffe2-maskrcnn-qt/mask_rcnn_2go_fp32_model.pb": 1e-3,
+}
 """Absolute tolerances above 1e-5: the style transfer computes on 0..255 pixel values, whose
-float32 sums leave absolute errors around 1e-4 on the values near 0."""
+float32 sums leave absolute errors around 1e-4 on the values near 0; Mask R-CNN's boxes are
+pixel coordinates decoded through exp and clipped, where onnxruntime 1.32.0 differs from our
+executor by up to 1.3e-4 px (2 of 400 coordinates; the install before it stayed within 1e-5)."""
 STATIC = frozenset({"glow/caffe2Models/uniform_fill_input_as_shape.pbtxt"})
 """Nets exported without ``dynamic_batch``: their input is a shape (``input_as_shape``), whose
 length is the rank of the output, not a batch."""
