@@ -248,13 +248,18 @@ def _sequence_first_inputs(
             shapes[name] = tuple(d for d in dims if isinstance(d, int))
     dtypes = {name: numpy_of_onnx(declared[name].elem_type) for name in shapes}
     given = {name: TensorType(dtypes[name], dims) for name, dims in shapes.items()}
+    candidates = {name: dims for name, dims in shapes.items() if len(dims) >= 3}
+    if not candidates:
+        return []
+    try:
+        before = infer_model_shapes(model, given)  # one analysis at the shapes as declared
+    except GraphToolsError:
+        return []
     found = []
-    for name, dims in shapes.items():
-        if len(dims) < 3:
-            continue
+    for name, dims in candidates.items():
         longer = {**given, name: TensorType(dtypes[name], (dims[0] + 1, *dims[1:]))}
         try:
-            before, after = infer_model_shapes(model, given), infer_model_shapes(model, longer)
+            after = infer_model_shapes(model, longer)
         except GraphToolsError:
             continue
         for op in recurrent:
