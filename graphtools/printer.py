@@ -107,15 +107,16 @@ def _format_onnx_message(message: Any, full_name: str) -> str:
 
 
 def format_value_type(value_type: ValueType) -> str:
-    """A declared ONNX type: ``FLOAT[N, 3, 224, 224]``, ``INT64[?]`` for an unknown rank,
-    ``?`` for an unknown dim; a value that is not a tensor by its kind (``sequence``)."""
+    """A declared ONNX type: ``FLOAT[N, 3, 224, 224]``, ``?`` for an unknown dim (``INT64[?]``:
+    one dim, of unknown size), ``INT64[...]`` for an unknown rank; a value that is not a tensor
+    by its kind (``sequence``)."""
     if value_type.kind != "tensor":
         return value_type.kind
     import onnx  # loaded already: the model came from the ONNX codec
 
     elem = _onnx_elem_name(onnx.TensorProto(), value_type.elem_type)
     if value_type.shape is None:
-        return f"{elem}[?]" if value_type.elem_type else "?"
+        return f"{elem}[...]" if value_type.elem_type else "?"
     dims = ", ".join("?" if d is None else str(d) for d in value_type.shape)
     return f"{elem}[{dims}]"
 
