@@ -135,11 +135,11 @@ def model_files(model: Model) -> list[Path]:
 
 
 def output_files(
-    model: Model, target: Path, *, external_data: bool = False
+    model: Model, target: Path, *, external_data: bool = False, data_location: str | None = None
 ) -> list[tuple[Path, bytes]]:
     """``(path, bytes)`` of what writing ``model`` to ``target`` writes (model file first):
     external data as loaded beside it, or with ``external_data`` every initializer of 1 KB
-    or more in ``<target>.data``.
+    or more in ``<target>.data`` (or ``data_location``, beside ``target``).
 
     Raises:
         SerdeError: the model cannot be written as ONNX or a data file would lie outside the
@@ -147,7 +147,9 @@ def output_files(
     """
     from graphtools.serde.onnx_io import onnx_model_files
 
-    files = onnx_model_files(model, target, external_data=external_data)
+    files = onnx_model_files(
+        model, target, external_data=external_data, data_location=data_location
+    )
     folder = target.parent.resolve()
     for path, _ in files[1:]:
         if not path.resolve().is_relative_to(folder):

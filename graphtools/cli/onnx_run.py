@@ -2,11 +2,12 @@
 conversion), the result keeps the model's opsets and is written atomically with its external
 data beside it; ``exec`` runs a model on onnxruntime.
 
-``run X.onnx -o Y.onnx`` writes ``Y.onnx``; ``-o OUTDIR`` (not ending in ``.onnx``) writes
-``OUTDIR/X.onnx``; in a batch each model goes to ``OUTDIR/NAME/<its file name>``, so the
-external data files of two models never meet. Nothing the input is made of (the model file,
-its external data files) is written over unless ``--in-place`` asks for it. onnx's checker
-reads the input and the output (see ``graphtools.cli.onnx_files``).
+``run X.onnx -o Y.onnx`` writes ``Y.onnx``; ``-o OUTDIR`` (not ending in ``.onnx``, or
+ending in a slash) writes ``OUTDIR/X.onnx``; in a batch each model goes to
+``OUTDIR/NAME/<its file name>``, so the external data files of two models never meet.
+Nothing the input is made of (the model file, its external data files) is written over unless
+``--in-place`` asks for it. onnx's checker reads the input and the output (see
+``graphtools.cli.onnx_files``).
 """
 
 from __future__ import annotations
@@ -121,8 +122,14 @@ def _target(source: Path, options: argparse.Namespace) -> Path:
             "give an output file with -o OUT.onnx, or --in-place to overwrite the input"
         )
     output = Path(options.output)
-    if output.suffix.lower() == ONNX_SUFFIX:
+    as_folder = options.output.endswith(("/", os.sep))  # Path drops the slash that says so
+    if output.suffix.lower() == ONNX_SUFFIX and not as_folder and not output.is_dir():
         return output
+    if output.exists() and not output.is_dir():
+        raise UsageError(
+            f"-o {output} is a file, and an output not named .onnx is a folder to write "
+            "the model into: give -o OUT.onnx or a folder"
+        )
     if output.suffix.lower() in {".pb", *TEXT_SUFFIXES} and not output.is_dir():
         raise UsageError(
             f"-o {output} is named like a net file, and run writes an ONNX model as ONNX: "
@@ -132,29 +139,74 @@ def _target(source: Path, options: argparse.Namespace) -> Path:
     return output / (name if name.lower().endswith(ONNX_SUFFIX) else name + ONNX_SUFFIX)
 
 
-def _refuse_overwrite(files: list[tuple[Path, bytes]], inputs: list[Path]) -> None:
+def _refuse_overwrite(
+    files: list[tuple[Path, bytes]], inputs: list[Path], *, external_data: bool
+) -> None:
     """Refuse to overwrite a file of the input model, or an external data file of another
     model (data files keep their names: two models cut from one export share them), with
-    other bytes."""
+    other bytes. The data file of the model written over (a run into the same output again)
+    is that model's: it is replaced with it."""
+    from graphtools.serde.onnx_io import data_files_read  # not for run of a Caffe2 pair
+
     inputs_set = set(inputs)
+    replaced: set[Path] | None = None  # the data files the model written over reads
     for index, (path, data) in enumerate(files):
         resolved = path.resolve()
         if resolved.is_file() and _same_bytes(resolved, data):
             continue
         if resolved in inputs_set:
             data_file = (
-                ", pass --external-data to give this model a data file of its own" if index else ""
+                ", pass --external-data to give this model a data file of its own"
+                if index and not external_data
+                else ""
             )
             raise UsageError(
                 f"refusing to overwrite {path}, a file of the input model; write to another "
                 f"file or folder{data_file}, or pass --in-place"
             )
         if index and resolved.exists():
+            if replaced is None:
+                replaced = data_files_read(files[0][0])
+            if resolved in replaced:
+                continue
+            own_file = files[0][0].name + ".data"
+            other_name = (
+                f", or pass --external-data to write its tensors to {own_file}"
+                if not external_data and path.name != own_file
+                else ""
+            )
             raise UsageError(
                 f"refusing to overwrite {path}, an external data file already there with other "
-                "data (another model's?); write to another folder, pass --external-data to "
-                "give this model a data file of its own, or --in-place"
+                f"data, which {files[0][0].name} does not read (another model's?); write to "
+                f"another folder{other_name}"
             )
+
+
+def _in_place_data_files(
+    model: Model, target: Path, files: list[tuple[Path, bytes]], out: Output
+) -> list[tuple[Path, bytes]]:
+    """``--in-place --external-data``: the tensors' file is never written over when it
+    holds other data (the model read it, and another model may read it too, or it is
+    another's): they go to ``<model>.<n>.data`` beside the model instead, the first such
+    file that is free or holds these very bytes (a run again finds its own), with a note."""
+    taken = next(
+        ((path, data) for path, data in files[1:] if path.exists() and not _same_bytes(path, data)),
+        None,
+    )
+    if taken is None:
+        return files
+    number = 1
+    while True:
+        location = f"{target.name}.{number}.data"
+        candidate = target.parent / location
+        if not candidate.exists() or _same_bytes(candidate, taken[1]):
+            break
+        number += 1
+    out.note(
+        f"{taken[0]} holds other data (the model's before this run, or another model's; "
+        f"either may still be read): left as it was; the tensors go to {location}"
+    )
+    return output_files(model, target, external_data=True, data_location=location)
 
 
 def _inputs_data_read(model: Model, target: Path, inputs: list[Path]) -> list[Path]:
@@ -259,6 +311,9 @@ def _run_model(
 ) -> int:
     path = options.inputs[0]
     model = load_onnx_file(path, input_check.data)
+    from graphtools.serde.onnx_codec import check_external_data  # not for run of a pair
+
+    check_external_data(model)  # a missing data file is the input's fault, not a pass's
     manager = onnx_manager(options.pipeline, options.steps)
     # --diff shows what the run changed, the outputs --outputs declares included
     before = model.copy() if options.diff else None
@@ -293,11 +348,13 @@ def _run_model(
         external_data = True
         out.note(
             f"{target.name} gets its own external data file: the one it would share, "
-            f"{shared[0]}, stays the input's (a later --in-place run would change it)"
+            f"{shared[0]}, stays the input's"
         )
     files = output_files(model, target, external_data=external_data)
+    if options.in_place and external_data:
+        files = _in_place_data_files(model, target, files, out)
     if not options.in_place:
-        _refuse_overwrite(files, inputs)
+        _refuse_overwrite(files, inputs, external_data=external_data)
     input_problem = input_check.problem()
     checker = _checked(model, files, input_problem, out)
     written = _write(files)
@@ -344,6 +401,9 @@ def run_onnx_batch_one(model: Model, ref: ModelRef, settings: dict[str, Any]) ->
 def _run_batch_model(
     model: Model, ref: ModelRef, settings: dict[str, Any], input_check: InputCheck
 ) -> batch.BatchResult:
+    from graphtools.serde.onnx_codec import check_external_data  # not for run of a pair
+
+    check_external_data(model)
     manager = onnx_manager(settings["pipeline"], settings["steps"])
     if settings["outputs"]:
         declare_outputs(model, settings["outputs"])
@@ -355,7 +415,7 @@ def _run_batch_model(
     records = [record for _, stage_records in ran for record in stage_records]
     target = Path(settings["output"]) / ref.name / Path(ref.path).name
     files = output_files(model, target, external_data=settings["external_data"])
-    _refuse_overwrite(files, inputs)
+    _refuse_overwrite(files, inputs, external_data=settings["external_data"])
     input_problem = input_check.problem()
     checker = _checked(model, files, input_problem, None)
     written = _write(files)

@@ -61,6 +61,7 @@ from graphtools.serde import (
 )
 from graphtools.serde.atomic import atomic_write_bytes
 from graphtools.serde.pairing import ModelRef, discover_models
+from graphtools.serde.streams import read_stream_once
 
 __all__ = [
     "HANDLERS",
@@ -320,13 +321,22 @@ def run_worker(ref: ModelRef, settings: dict[str, Any]) -> batch.BatchResult:
 
 
 def load_npz(path: Path, what: str) -> dict[str, np.ndarray]:
-    """The arrays of an ``.npz`` file by name (``numpy.savez(path, data=x)``)."""
-    if not path.is_file():
+    """The arrays of an ``.npz`` file by name (``numpy.savez(path, data=x)``); a pipe
+    (``--feeds <(...)``) is read once, as a model file from a pipe is."""
+    if not path.exists() or path.is_dir():
         raise SerdeError(path, f"cannot read {what}: no such file")
-    if not zipfile.is_zipfile(path):
+    source: Path | io.BytesIO = path
+    if not path.is_file():
+        try:
+            source = io.BytesIO(read_stream_once(path))
+        except OSError as exc:
+            raise SerdeError(path, f"cannot read {what}: {exc.strerror or exc}") from exc
+    if not zipfile.is_zipfile(source):
         raise SerdeError(path, "not an .npz archive of named arrays (write it with numpy.savez)")
+    if isinstance(source, io.BytesIO):
+        source.seek(0)  # is_zipfile read from its end
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        with np.load(source, allow_pickle=False) as archive:
             return {name: _as_loaded(archive[name]) for name in archive.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise SerdeError(path, f"cannot read {what}: {exc}") from exc

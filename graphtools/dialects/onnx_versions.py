@@ -118,7 +118,7 @@ def _check_converted(
             differs between the two opsets, or the converter's own result.
     """
     try:
-        onnx.checker.check_model(converted)
+        onnx.checker.check_model(_external_data_set_aside(converted))
     except onnx.checker.ValidationError as exc:
         text = " ".join(str(exc).split())[:300]
         if functions:
@@ -131,6 +131,29 @@ def _check_converted(
             f"onnx's version converter took the model from opset {current} to {opset}, and "
             f"onnx's checker refuses the result: {text}; keep the opset"
         ) from exc
+
+
+def _external_data_set_aside(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` for onnx's checker: an initializer whose data lies in an external file
+    replaced by an empty one of its name and type. Given a model in memory, the checker looks
+    for data files from the working folder, not the model's; the conversion does not change
+    the data, and the files were checked where they lie when the model loaded."""
+    if not any(
+        tensor.data_location == onnx.TensorProto.EXTERNAL
+        for graph in _graphs(model.graph)
+        for tensor in graph.initializer
+    ):
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)  # external tensors hold no data: the copy is the graph's size
+    for graph in _graphs(copy.graph):
+        for tensor in graph.initializer:
+            if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                name, data_type = tensor.name, tensor.data_type
+                tensor.Clear()
+                tensor.name, tensor.data_type = name, data_type
+                tensor.dims.append(0)  # no values to hold (the check reads no shapes)
+    return copy
 
 
 def _keep_what_the_converter_drops(source: onnx.ModelProto, converted: onnx.ModelProto) -> None:

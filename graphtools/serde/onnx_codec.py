@@ -48,6 +48,7 @@ __all__ = [
     "OnnxTensor",
     "argument_from_attribute",
     "attribute_to_proto",
+    "check_external_data",
     "external_file",
     "external_tensors",
     "model_from_onnx_bytes",
@@ -210,17 +211,23 @@ class OnnxTensor(Tensor):
             self._array = array
         return self._array
 
-    def _check_external_data(self) -> None:
+    def _check_external_data(self, sizes: dict[Path, int] | None = None) -> None:
         """Refuse, naming the file, external data that is missing or too short (onnx's own
-        reader says "not regular file" of a file that does not exist)."""
+        reader says "not regular file" of a file that does not exist). ``sizes``: file sizes
+        known already, filled as files are looked at (one ``stat`` per file for a model)."""
         assert self.external is not None
         path = self.external.path
-        try:
-            size = path.stat().st_size
-        except OSError as exc:
-            raise SerdeError(
-                path, f"cannot read the data of initializer {self.name!r}: {exc.strerror or exc}"
-            ) from exc
+        size = None if sizes is None else sizes.get(path)
+        if size is None:
+            try:
+                size = path.stat().st_size
+            except OSError as exc:
+                raise SerdeError(
+                    path,
+                    f"cannot read the data of initializer {self.name!r}: {exc.strerror or exc}",
+                ) from exc
+            if sizes is not None:
+                sizes[path] = size
         offset, length, needed = external_extent(self.proto)
         wanted = length if length is not None else needed
         if offset + (wanted or 0) > size:
@@ -1028,6 +1035,20 @@ def nets_of(net: Net) -> Iterable[Net]:
     for index in sorted(net.nested_op_indices()):
         for _, nested in net[index].nested_nets():
             yield from nets_of(nested)
+
+
+def check_external_data(model: Model) -> None:
+    """Refuse a model whose external data files are missing or too short for the tensors
+    that lie in them, before anything reads one (a pass that folds a constant would otherwise
+    be blamed for the missing file).
+
+    Raises:
+        SerdeError: naming the first such file and an initializer that lies in it.
+    """
+    sizes: dict[Path, int] = {}
+    for _, _, tensor in external_tensors(model):
+        assert isinstance(tensor, OnnxTensor)
+        tensor._check_external_data(sizes)
 
 
 def external_tensors(model: Model) -> Sequence[tuple[Net, str, Tensor]]:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from pathlib import Path
 
 import onnx
+from google.protobuf.message import DecodeError
 
 from graphtools.errors import SerdeError
 from graphtools.ir import Model
@@ -45,6 +46,7 @@ from graphtools.values import Tensor
 
 __all__ = [
     "PROTOBUF_LIMIT",
+    "data_files_read",
     "load_onnx_model",
     "onnx_model_files",
     "save_onnx_model",
@@ -143,12 +145,19 @@ def _differs(target: Path, data: bytes) -> bool:
 
 
 def onnx_model_files(
-    model: Model, path: str | Path, *, external_data: bool = False, size_threshold: int = 1024
+    model: Model,
+    path: str | Path,
+    *,
+    external_data: bool = False,
+    size_threshold: int = 1024,
+    data_location: str | None = None,
 ) -> list[tuple[Path, bytes]]:
-    """``(path, bytes)`` of every file ``save_onnx_model`` writes: the model file first."""
+    """``(path, bytes)`` of every file ``save_onnx_model`` writes: the model file first.
+    ``data_location``: the file ``external_data`` writes the tensors to, relative to the
+    model's folder (default: the model file's name with ``.data`` added)."""
     path = Path(path)
     if external_data:
-        writer = _AllExternal(path.name + ".data", size_threshold)
+        writer = _AllExternal(data_location or path.name + ".data", size_threshold)
         data = model_to_onnx_bytes(model, writer)
         extra = writer.files(path.parent)
         pinned = _untracked_external(data, writer.external)
@@ -295,23 +304,35 @@ def _untracked_external(data: bytes, tracked: int) -> dict[str, onnx.TensorProto
 def _untracked_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
     """Every tensor of ``model`` but the dense initializers of its graph and of the graphs
     nested in its nodes (those the IR holds)."""
-    yield from _graph_tensors(model.graph, initializers=False)
+    return _model_tensors(model, graph_initializers=False)
+
+
+def _model_tensors(
+    model: onnx.ModelProto, *, graph_initializers: bool
+) -> Iterator[onnx.TensorProto]:
+    """Every tensor of ``model``; with ``graph_initializers`` false, not the dense
+    initializers of its graph and of the graphs nested in its nodes."""
+    yield from _graph_tensors(model.graph, initializers=graph_initializers)
     for function in model.functions:
-        yield from _node_tensors(function.node)
+        yield from _node_tensors(function.node, initializers=graph_initializers)
     for info in model.training_info:
         yield from _graph_tensors(info.algorithm, initializers=True)
         yield from _graph_tensors(info.initialization, initializers=True)
 
 
 def _graph_tensors(graph: onnx.GraphProto, *, initializers: bool) -> Iterator[onnx.TensorProto]:
+    """The tensors of ``graph`` and of the graphs nested in its nodes; their dense
+    initializers only with ``initializers``."""
     if initializers:
         yield from graph.initializer
     for sparse in graph.sparse_initializer:
         yield from (sparse.values, sparse.indices)
-    yield from _node_tensors(graph.node)
+    yield from _node_tensors(graph.node, initializers=initializers)
 
 
-def _node_tensors(nodes: Iterable[onnx.NodeProto]) -> Iterator[onnx.TensorProto]:
+def _node_tensors(
+    nodes: Iterable[onnx.NodeProto], *, initializers: bool
+) -> Iterator[onnx.TensorProto]:
     for node in nodes:
         for attribute in node.attribute:
             if attribute.HasField("t"):
@@ -326,7 +347,23 @@ def _node_tensors(nodes: Iterable[onnx.NodeProto]) -> Iterator[onnx.TensorProto]
                 *([attribute.g] if attribute.HasField("g") else []),
                 *attribute.graphs,
             ):
-                yield from _graph_tensors(graph, initializers=False)
+                yield from _graph_tensors(graph, initializers=initializers)
+
+
+def data_files_read(path: Path) -> set[Path]:
+    """The external data files the ONNX model file at ``path`` reads (resolved); none when
+    it cannot be read or parsed as a model. Parses the model file, reads no data file."""
+    try:
+        proto = onnx.ModelProto.FromString(read_bytes(path))
+    except (OSError, SerdeError, DecodeError):
+        return set()
+    found: set[Path] = set()
+    for tensor in _model_tensors(proto, graph_initializers=True):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            for entry in tensor.external_data:
+                if entry.key == "location" and entry.value:
+                    found.add((path.parent / entry.value).resolve())
+    return found
 
 
 def _copied_whole(
