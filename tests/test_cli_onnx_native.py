@@ -1965,3 +1965,31 @@ def test_exec_reads_feeds_from_a_pipe(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 0, err
     with np.load(out) as saved:
         np.testing.assert_allclose(saved["y"], run_model(load_onnx_model(model), {"x": x})["y"])
+
+
+def test_diff_says_an_initializer_holding_other_values_changed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two models with one weight of other values: diff listed it as removed and added."""
+    paths = []
+    for value in (0.0, 1.0):
+        graph = helper.make_graph(
+            [helper.make_node("MatMul", ["x", "fc.weight"], ["y"])],
+            "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+            [numpy_helper.from_array(np.full((4, 4), value, np.float32), "fc.weight")],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        paths.append(_save(model, tmp_path / f"m{value:.0f}.onnx"))
+    code, out, _ = run_cli(capsys, "diff", *map(str, paths))
+    assert code == 1
+    assert out.splitlines()[0] == "~ initializer fc.weight"
+    assert "initializers: 0 removed, 0 added, 1 changed" in out
+    code, out, _ = run_cli(capsys, "diff", *map(str, paths), "--json")
+    data = json.loads(out)
+    assert (data["params_changed"], data["params_removed"], data["same"]) == (
+        ["fc.weight"],
+        [],
+        False,
+    )

@@ -139,6 +139,8 @@ class ModelDiff:
         predict: the predict_net diff.
         init: the init_net diff (``None`` when neither model has an init_net).
         params_removed / params_added: blobs only one init_net fills.
+        params_changed: ONNX initializers both models hold under one name, with other
+            values or another type (a pair's changed fills are init_net op changes).
         init_presence: ``(before, after)`` when only one model has an init_net.
         opsets: ``(before, after)`` opset imports (``domain:version``) when they differ.
         ir_versions: ``(before, after)`` ONNX IR versions when they differ (it changes how a
@@ -161,6 +163,7 @@ class ModelDiff:
     init: NetDiff | None
     params_removed: list[str] = field(default_factory=list)
     params_added: list[str] = field(default_factory=list)
+    params_changed: list[str] = field(default_factory=list)
     init_presence: tuple[bool, bool] | None = None
     opsets: tuple[list[str], list[str]] | None = None
     ir_versions: tuple[int, int] | None = None
@@ -179,6 +182,7 @@ class ModelDiff:
             and init_same
             and not self.params_removed
             and not self.params_added
+            and not self.params_changed
             and self.init_presence is None
             and self.opsets is None
             and self.ir_versions is None

@@ -61,6 +61,7 @@ def render_diff(out: Output, change: ModelDiff) -> None:
         lines += _net_lines(change.init)
     lines += [f"- {change.params_label} {name}" for name in change.params_removed]
     lines += [f"+ {change.params_label} {name}" for name in change.params_added]
+    lines += [f"~ {change.params_label} {name}" for name in change.params_changed]
     if change.init_presence is not None:
         had = change.init_presence[0]
         lines.append(f"{'-' if had else '+'} init_net ({'removed' if had else 'added'})")
@@ -92,6 +93,7 @@ def render_diff(out: Output, change: ModelDiff) -> None:
         else f"{p.label}: {len(p.removed)} removed, {len(p.added)} added, "
         f"{len(p.changed)} changed ({renamed} renamed blobs); {change.params_label}s: "
         f"{len(change.params_removed)} removed, {len(change.params_added)} added"
+        + (f", {len(change.params_changed)} changed" if change.params_changed else "")
         + "".join(f"; {part}" for part in contract),
         level=0,
     )

@@ -3,7 +3,7 @@
 ``diff_models`` compares the graphs (ops matched by what they compute); an ONNX model's
 parameters are its main graph's initializers, so those only one side holds are listed as
 ``params_removed``/``params_added``, and one whose data or type changed under the same name
-as removed and added again (it is another constant).
+as ``params_changed``.
 """
 
 from __future__ import annotations
@@ -25,5 +25,6 @@ def add_initializer_changes(change: ModelDiff, before: Model, after: Model) -> N
         for name, tensor in first.items()
         if name in second and not tensor.same_as(second[name])
     ]
-    change.params_removed.extend(removed + changed)
-    change.params_added.extend(added + changed)
+    change.params_removed.extend(removed)
+    change.params_added.extend(added)
+    change.params_changed.extend(changed)
