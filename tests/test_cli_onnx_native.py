@@ -1863,11 +1863,11 @@ def test_in_place_with_external_data_never_rewrites_the_data_file_the_model_read
     shutil.copy(model, copy)  # reads m.onnx.data too, as `cp m.onnx copy.onnx` leaves it
     data = tmp_path / "m" / "m.onnx.data"
     before, reference = data.read_bytes(), _outputs(model)
-    for _ in range(2):
-        argv = ("run", str(model), "-p", "optimize", "--in-place", "--external-data")
+    argv = ("run", str(model), "-p", "optimize", "--in-place", "--external-data")
+    for run in range(2):
         code, out, err = run_cli(capsys, *argv)
         assert code == 0, err
-        assert "m.onnx.data holds other data" in out + err
+        assert ("m.onnx.data holds other data" in out + err) == (run == 0)
         assert "wrote" in out and "m.onnx.1.data" in out
     assert data.read_bytes() == before
     assert sorted(p.name for p in model.parent.iterdir()) == [
@@ -1880,21 +1880,31 @@ def test_in_place_with_external_data_never_rewrites_the_data_file_the_model_read
     np.testing.assert_allclose(_outputs(model), reference, rtol=1e-5, atol=1e-5)
 
 
-def test_a_run_into_its_own_output_again_replaces_that_outputs_data_file(
+def test_a_run_into_its_own_output_again_never_overwrites_a_data_file_others_may_read(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A second run into the same -o folder was refused: the output's data file (named as
-    the input's) "holds other data (another model's?)", and both fixes advised failed. The
-    model written over reads that file: it is replaced with it. A data file there that the
-    model written over does not read is still refused."""
+    """A second run into the same -o folder meets the first output's data file (named as the
+    input's), which a copy of that output reads too: it is refused, saying whose data it is,
+    with advice that works (the first message said "another model's?" and advised
+    --external-data, which wrote the same file name, and --in-place)."""
     model = _transposed_weights(tmp_path / "src")
     out = tmp_path / "out"
     assert run_cli(capsys, "run", str(model), "-p", "", "-o", f"{out}/")[0] == 0
+    shutil.copy(out / "m.onnx", out / "copy.onnx")
+    reference = _outputs(out / "copy.onnx")
+    before = (out / "m.onnx.data").read_bytes()
+    code, _, err = run_cli(capsys, "run", str(model), "-p", "optimize", "-o", f"{out}/")
+    assert code == 2
+    assert_one_error_line(err, "m.onnx.data", "the m.onnx this run replaces", "delete it first")
+    assert "--external-data" not in err and "--in-place" not in err
+    assert (out / "m.onnx.data").read_bytes() == before
+    np.testing.assert_array_equal(_outputs(out / "copy.onnx"), reference)
+    (out / "m.onnx.data").unlink()  # as advised, when nothing else reads it
+    (out / "copy.onnx").unlink()
     code, _, err = run_cli(capsys, "run", str(model), "-p", "optimize", "-o", f"{out}/")
     assert code == 0, err
     np.testing.assert_allclose(_outputs(out / "m.onnx"), _outputs(model), rtol=1e-5, atol=1e-5)
-    other = out / "other.onnx"
-    code, _, err = run_cli(capsys, "run", str(model), "-p", "", "-o", str(other))
+    code, _, err = run_cli(capsys, "run", str(model), "-p", "", "-o", str(out / "other.onnx"))
     assert code == 2
     assert_one_error_line(err, "m.onnx.data", "which other.onnx does not read", "--external-data")
 
@@ -1905,13 +1915,30 @@ def test_opset_conversion_finds_external_data_from_any_working_folder(
     """--opset on a model with external data failed unless run from the model's folder: onnx's
     checker, given the converted model in memory, looked for the data file there."""
     model = _transposed_weights(tmp_path / "src")
+    constant = tmp_path / "const" / "c.onnx"  # W a Constant's value, external too
+    proto = onnx.load(str(model))
+    weight = proto.graph.initializer[0]
+    del proto.graph.initializer[0]
+    proto.graph.node.insert(0, helper.make_node("Constant", [], ["W"], value=weight))
+    constant.parent.mkdir()
+    onnx.save(
+        proto,
+        str(constant),
+        save_as_external_data=True,
+        location="c.onnx.data",
+        size_threshold=0,
+        convert_attribute=True,
+    )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    code, _, err = run_cli(capsys, "run", str(model), "--opset", "18", "-o", "a.onnx")
-    assert code == 0, err
-    assert {o.version for o in onnx.load(str(elsewhere / "a.onnx")).opset_import} == {18}
-    np.testing.assert_allclose(_outputs(elsewhere / "a.onnx"), _outputs(model), rtol=1e-6)
+    for source in (model, constant):
+        code, _, err = run_cli(capsys, "run", str(source), "--opset", "18", "-o", "a.onnx")
+        assert code == 0, err
+        assert {o.version for o in onnx.load(str(elsewhere / "a.onnx")).opset_import} == {18}
+        np.testing.assert_allclose(_outputs(elsewhere / "a.onnx"), _outputs(model), rtol=1e-6)
+        for written in elsewhere.iterdir():
+            written.unlink()
 
 
 def test_a_missing_data_file_is_the_inputs_fault_named_before_any_pass(
@@ -1923,7 +1950,8 @@ def test_a_missing_data_file_is_the_inputs_fault_named_before_any_pass(
     alone = tmp_path / "alone"
     alone.mkdir()
     shutil.copy(model, alone / "m.onnx")
-    code, _, err = run_cli(capsys, "run", str(alone / "m.onnx"), "-p", "optimize", "-o", "o.onnx")
+    output = str(tmp_path / "o.onnx")
+    code, _, err = run_cli(capsys, "run", str(alone / "m.onnx"), "-p", "optimize", "-o", output)
     assert code == 2
     assert_one_error_line(err, str(alone / "m.onnx.data"), "No such file")
     assert "pass" not in err
@@ -1942,7 +1970,7 @@ def test_an_output_ending_in_a_slash_is_a_folder_and_an_existing_file_is_refused
     taken.write_text("mine")
     code, _, err = run_cli(capsys, "run", str(model), "-o", str(taken))
     assert code == 2
-    assert_one_error_line(err, "is a file", "-o OUT.onnx or a folder")
+    assert_one_error_line(err, "a file is there", "-o OUT.onnx or a folder")
     assert taken.read_text() == "mine"
 
 

@@ -127,8 +127,8 @@ def _target(source: Path, options: argparse.Namespace) -> Path:
         return output
     if output.exists() and not output.is_dir():
         raise UsageError(
-            f"-o {output} is a file, and an output not named .onnx is a folder to write "
-            "the model into: give -o OUT.onnx or a folder"
+            f"-o {options.output} names a folder to write the model into (a name not ending "
+            "in .onnx, or ending in /), and a file is there: give -o OUT.onnx or a folder"
         )
     if output.suffix.lower() in {".pb", *TEXT_SUFFIXES} and not output.is_dir():
         raise UsageError(
@@ -142,14 +142,14 @@ def _target(source: Path, options: argparse.Namespace) -> Path:
 def _refuse_overwrite(
     files: list[tuple[Path, bytes]], inputs: list[Path], *, external_data: bool
 ) -> None:
-    """Refuse to overwrite a file of the input model, or an external data file of another
-    model (data files keep their names: two models cut from one export share them), with
-    other bytes. The data file of the model written over (a run into the same output again)
-    is that model's: it is replaced with it."""
+    """Refuse to overwrite a file of the input model, or an external data file already in
+    the output's folder, with other bytes: data files keep their names, and two models cut
+    from one export, or a model and its copy, read one file. The output written over may be
+    one of its readers (a run into the same output again), never known to be the only one;
+    the message says which it is."""
     from graphtools.serde.onnx_io import data_files_read  # not for run of a Caffe2 pair
 
     inputs_set = set(inputs)
-    replaced: set[Path] | None = None  # the data files the model written over reads
     for index, (path, data) in enumerate(files):
         resolved = path.resolve()
         if resolved.is_file() and _same_bytes(resolved, data):
@@ -165,30 +165,37 @@ def _refuse_overwrite(
                 f"file or folder{data_file}, or pass --in-place"
             )
         if index and resolved.exists():
-            if replaced is None:
-                replaced = data_files_read(files[0][0])
-            if resolved in replaced:
-                continue
-            own_file = files[0][0].name + ".data"
+            model = files[0][0]
+            whose = (
+                f"the data of the {model.name} this run replaces, and maybe of other models"
+                if resolved in data_files_read(model)
+                else f"which {model.name} does not read (another model's?)"
+            )
+            own_file = model.name + ".data"
             other_name = (
-                f", or pass --external-data to write its tensors to {own_file}"
+                f", pass --external-data to write its tensors to {own_file}"
                 if not external_data and path.name != own_file
                 else ""
             )
             raise UsageError(
                 f"refusing to overwrite {path}, an external data file already there with other "
-                f"data, which {files[0][0].name} does not read (another model's?); write to "
-                f"another folder{other_name}"
+                f"data, {whose}; write to another folder{other_name}, or delete it first if no "
+                "other model reads it"
             )
 
 
 def _in_place_data_files(
-    model: Model, target: Path, files: list[tuple[Path, bytes]], out: Output
+    model: Model,
+    target: Path,
+    files: list[tuple[Path, bytes]],
+    inputs: list[Path],
+    out: Output,
 ) -> list[tuple[Path, bytes]]:
     """``--in-place --external-data``: the tensors' file is never written over when it
     holds other data (the model read it, and another model may read it too, or it is
     another's): they go to ``<model>.<n>.data`` beside the model instead, the first such
-    file that is free or holds these very bytes (a run again finds its own), with a note."""
+    file that is free or holds these very bytes (a run again finds its own). A note names
+    the file left as it was, unless the run found its own again."""
     taken = next(
         ((path, data) for path, data in files[1:] if path.exists() and not _same_bytes(path, data)),
         None,
@@ -199,12 +206,19 @@ def _in_place_data_files(
     while True:
         location = f"{target.name}.{number}.data"
         candidate = target.parent / location
-        if not candidate.exists() or _same_bytes(candidate, taken[1]):
+        if not candidate.exists():
             break
+        if _same_bytes(candidate, taken[1]):
+            return output_files(model, target, external_data=True, data_location=location)
         number += 1
+    whose = (
+        "the data the model read, which another model may read too"
+        if taken[0].resolve() in set(inputs)
+        else "an earlier run's or another model's, which may still be read"
+    )
     out.note(
-        f"{taken[0]} holds other data (the model's before this run, or another model's; "
-        f"either may still be read): left as it was; the tensors go to {location}"
+        f"{taken[0]} holds other data ({whose}): left as it was, the tensors go to {location}; "
+        "delete it if nothing reads it"
     )
     return output_files(model, target, external_data=True, data_location=location)
 
@@ -352,7 +366,7 @@ def _run_model(
         )
     files = output_files(model, target, external_data=external_data)
     if options.in_place and external_data:
-        files = _in_place_data_files(model, target, files, out)
+        files = _in_place_data_files(model, target, files, inputs, out)
     if not options.in_place:
         _refuse_overwrite(files, inputs, external_data=external_data)
     input_problem = input_check.problem()

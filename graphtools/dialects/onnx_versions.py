@@ -10,6 +10,7 @@ node and value metadata.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
 
 import onnx
 
@@ -134,26 +135,37 @@ def _check_converted(
 
 
 def _external_data_set_aside(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` for onnx's checker: an initializer whose data lies in an external file
-    replaced by an empty one of its name and type. Given a model in memory, the checker looks
-    for data files from the working folder, not the model's; the conversion does not change
-    the data, and the files were checked where they lie when the model loaded."""
-    if not any(
-        tensor.data_location == onnx.TensorProto.EXTERNAL
-        for graph in _graphs(model.graph)
-        for tensor in graph.initializer
-    ):
+    """``model`` for onnx's checker: a tensor whose data lies in an external file (an
+    initializer, a Constant's value) replaced by an empty one of its name and type. Given a
+    model in memory, the checker looks for data files from the working folder, not the
+    model's; the conversion does not change the data, and ``run`` checks the files where
+    they lie before any pass."""
+    if not any(_is_external(t) for graph in _graphs(model.graph) for t in _tensors(graph)):
         return model
     copy = onnx.ModelProto()
     copy.CopyFrom(model)  # external tensors hold no data: the copy is the graph's size
     for graph in _graphs(copy.graph):
-        for tensor in graph.initializer:
-            if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        for tensor in _tensors(graph):
+            if _is_external(tensor):
                 name, data_type = tensor.name, tensor.data_type
                 tensor.Clear()
                 tensor.name, tensor.data_type = name, data_type
                 tensor.dims.append(0)  # no values to hold (the check reads no shapes)
     return copy
+
+
+def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """The dense tensors of ``graph`` itself: initializers and node attributes."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("t"):
+                yield attribute.t
+            yield from attribute.tensors
+
+
+def _is_external(tensor: onnx.TensorProto) -> bool:
+    return tensor.data_location == onnx.TensorProto.EXTERNAL
 
 
 def _keep_what_the_converter_drops(source: onnx.ModelProto, converted: onnx.ModelProto) -> None:
