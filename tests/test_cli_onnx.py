@@ -762,3 +762,34 @@ def test_import_onnx_advises_optimize_only_when_it_would_convert(
     )
     code, _, err = run_cli(capsys, "import-onnx", str(folded), "-o", str(tmp_path / "b"))
     assert code == 2 and "-p optimize -o OUT.onnx' folds or fuses it away" in err
+
+
+def test_run_to_onnx_makes_an_init_net_placeholder_a_graph_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """run PAIR -o X.onnx exported the placeholder's values as a constant: the model took no
+    input and gave the same output for every image, while export-onnx made it an input. Now
+    run does too, at the fill's shape (said so); a dummy fill the net does not take (shape
+    1) is refused with a shape to pass, not "cannot be inferred (its rank)"."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    weight = Op("GivenTensorFill", [], ["w"], args={"shape": list(w.shape), "values": w.ravel()})
+    predict = Net([Op("Conv", ["data", "w"], ["y"], args={"kernel": 3})], ["data", "w"], ["y"])
+    for shape, name in (([1, 3, 8, 8], "sized"), ([1], "dummy")):
+        fill = Op("ConstantFill", [], ["data"], args={"shape": shape, "value": 0.0})
+        save_model(Model(predict, Net([fill, weight], name="init")), tmp_path / name)
+    target = tmp_path / "sized.onnx"
+    code, _, err = run_cli(capsys, "run", str(tmp_path / "sized"), "-o", str(target))
+    assert code == 0, err
+    assert "input 'data': a graph input instead of the init_net's placeholder" in err
+    exported = onnx.load(str(target))
+    assert [i.name for i in exported.graph.input] == ["data"]
+    assert "data" not in {i.name for i in exported.graph.initializer}
+    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    got = run_onnxruntime(exported, {"data": x})["y"]
+    pair = Model(predict, Net([weight], name="init"))
+    np.testing.assert_allclose(got, run_model(pair, {"data": x})["y"], rtol=1e-5, atol=1e-5)
+    code, _, err = run_cli(capsys, "run", str(tmp_path / "dummy"), "-o", str(tmp_path / "d.onnx"))
+    assert code == 2
+    assert_one_error_line(err, "placeholder", "--shapes data=")
+    assert not (tmp_path / "d.onnx").exists()

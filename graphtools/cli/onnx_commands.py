@@ -84,6 +84,47 @@ def required_shapes(
     return shapes
 
 
+def _placeholder_shapes(
+    model: Model, shapes: Mapping[str, Sequence[int]], out: Output
+) -> dict[str, tuple[int, ...]]:
+    """Shapes of the init_net placeholders of data inputs that ``shapes`` does not give:
+    their fills' (the size the pair was exported at) where the shape analysis accepts it,
+    said so. Declared so, each is a graph input of the export, as ``export-onnx`` makes it;
+    left out, the placeholder's values would be exported as a constant, and the model would
+    ignore its input.
+
+    Raises:
+        UsageError: a placeholder whose fill gives no shape the net accepts (a dummy of shape
+            1), with a guess to pass as ``--shapes``.
+    """
+    from graphtools.analysis.input_shapes import (
+        guess_input_shapes,
+        placeholder_hints,
+        placeholder_inputs,
+    )
+
+    placeholders = {n: p for n, p in placeholder_inputs(model).items() if n not in shapes}
+    if not placeholders:
+        return {}
+    guesses = guess_input_shapes(model, list(placeholders), shapes, placeholder_hints(placeholders))
+    found: dict[str, tuple[int, ...]] = {}
+    for name, (shape, fill) in placeholders.items():
+        guess = guesses.get(name)
+        if shape is None or guess is None or tuple(guess.shape) != shape:
+            suggested = "x".join(map(str, guess.shape)) if guess is not None else "..."
+            raise UsageError(
+                f"input {name!r} is an init_net placeholder ({fill}) whose shape the net does "
+                f"not take: pass --shapes {name}={suggested} (a guess: give the shape the "
+                "model is used at)"
+            )
+        found[name] = shape
+        out.note(
+            f"input {name!r}: a graph input instead of the init_net's placeholder ({fill}), "
+            f"at its shape {'x'.join(map(str, shape))} (--shapes gives another)"
+        )
+    return found
+
+
 def _refuse_missing_weights(model: Model, data: Sequence[str], shapes: Mapping[str, Any]) -> None:
     """A predict_net without its init_net reads blobs at a parameter position (as ``show``
     counts them): those are values to give, not shapes; refuse saying so."""
@@ -257,7 +298,8 @@ def run_onnx(options: argparse.Namespace, manager: PassManager, out: Output) -> 
     source = options.inputs[0]
     model = load_input(source, options.init, no_init=options.no_init, out=out)
     _outputs(model, options.outputs, out)
-    value_info = _float_inputs(required_shapes(model, source, options.shapes))
+    shapes = required_shapes(model, source, options.shapes)
+    value_info = _float_inputs({**_placeholder_shapes(model, shapes, out), **shapes})
     declare_types(model.predict_net, value_info)  # for a convert-to-onnx in the pipeline
     records = manager(model)
     report_records(out, manager, records, options.time_passes)
