@@ -793,3 +793,16 @@ def test_run_to_onnx_makes_an_init_net_placeholder_a_graph_input(
     assert code == 2
     assert_one_error_line(err, "placeholder", "--shapes data=")
     assert not (tmp_path / "d.onnx").exists()
+
+
+def test_verify_onnx_says_equal_proves_nothing_when_every_output_is_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A detector finding nothing in made-up inputs (the int8 Mask R-CNN2Go exported at
+    320x320): verify --onnx said "outputs equal" on 0 values compared, where verify warns."""
+    predict = Net([Op("Slice", ["x"], ["y"], args={"starts": [0], "ends": [0]})], ["x"], ["y"])
+    folder, target, _ = _exported(capsys, tmp_path, Model(predict, Net([], name="init")), "x=4")
+    code, out, err = run_cli(capsys, "verify", "--onnx", str(target), str(folder))
+    assert code == 0 and "outputs equal" in out, out + err
+    assert "every output compared is empty on these inputs (0 values)" in err
+    assert "exec both models --feeds" in err

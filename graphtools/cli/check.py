@@ -43,6 +43,7 @@ from graphtools.cli.common import (
     report_records,
     set_outputs,
     tolerances_by_name,
+    vacuous_notes,
 )
 from graphtools.cli.onnx_files import is_onnx_file
 from graphtools.cli.onnx_verify import saved_arrays, verify_onnx_model
@@ -257,7 +258,7 @@ def verify_one(
     report.diffs = compare_outputs(synthesis.outputs, out_after, **tolerances)
     report.tolerance = f"rtol={rtol:g}, atol={atol:g}, seed={settings['seed']}"
     report.verdict = "equal" if all(d.ok for d in report.diffs) else "differ"
-    report.notes += _vacuous(report.diffs) + _nan_notes(report.diffs)
+    report.notes += vacuous_notes(report.diffs) + _nan_notes(report.diffs)
     if settings["save_outputs"]:
         _save(Path(settings["save_outputs"]), synthesis)
     if report.verdict == "differ" and settings["bisect"]:
@@ -289,18 +290,6 @@ def _bisect_into(
             return
     found = bisect_pipeline(before, manager, synthesis.feeds, seed=seed, names=names, **tolerances)
     report.bisect = _bisect_data(found)
-
-
-def _vacuous(diffs: Sequence[OutputDiff]) -> list[str]:
-    """A note when every output compared is empty (a detector finding nothing in made-up
-    data): 'equal' then compared no value, whatever the models compute."""
-    if not diffs or any(d.size for d in diffs) or not all(d.ok for d in diffs):
-        return []
-    return [
-        "every output compared is empty on these inputs (0 values), so 'equal' proves "
-        "nothing here: compare on inputs that give values (--feeds with recorded ones, "
-        "or other --shapes)"
-    ]
 
 
 def _nan_notes(diffs: Sequence[OutputDiff]) -> list[str]:
@@ -358,7 +347,7 @@ def _verify_onnx(
         f"{_tolerances_used(report.diffs, tolerances)}, seed={settings['seed']}; onnxruntime"
     )
     report.verdict = "equal" if all(d.ok for d in report.diffs) else "differ"
-    report.notes += _vacuous(report.diffs) + _nan_notes(report.diffs)
+    report.notes += vacuous_notes(report.diffs) + _nan_notes(report.diffs)
     if settings["save_outputs"]:
         atomic_write_bytes(Path(settings["save_outputs"]), npz_bytes(saved_arrays(found)))
     if found.bisected:

@@ -69,6 +69,7 @@ __all__ = [
     "symbolic_dims",
     "tolerances_by_name",
     "typing_shapes",
+    "vacuous_notes",
     "writable_symbol",
 ]
 
@@ -245,6 +246,21 @@ def diff_json(diff: OutputDiff) -> dict[str, Any]:
 
 def _number(value: float) -> str:
     return "-" if value != value else f"{value:.3g}"
+
+
+def vacuous_notes(
+    diffs: Sequence[OutputDiff],
+    advice: str = "--feeds with recorded ones, or other --shapes",
+) -> list[str]:
+    """A note when every output compared is empty (a detector finding nothing in made-up
+    data): 'equal' then compared no value, whatever the models compute. ``advice``: how
+    this command compares on inputs that give values."""
+    if not diffs or any(d.size for d in diffs) or not all(d.ok for d in diffs):
+        return []
+    return [
+        "every output compared is empty on these inputs (0 values), so 'equal' proves "
+        f"nothing here: compare on inputs that give values ({advice})"
+    ]
 
 
 def diff_table(diffs: Iterable[OutputDiff], first: str = "output") -> Table:

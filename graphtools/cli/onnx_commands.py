@@ -38,6 +38,7 @@ from graphtools.cli.common import (
     shapes_file,
     shapes_text,
     symbolic_dims,
+    vacuous_notes,
     writable_symbol,
 )
 from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file
@@ -508,6 +509,7 @@ def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: O
             else {"op_index": found.op_index, "op_type": found.op_type, **diff_json(found.diff)},
         )
     data.update(verdict="equal" if equal else "differ", outputs=[diff_json(d) for d in diffs])
+    notes += vacuous_notes(diffs, "other --shapes, or exec both models --feeds your own")
     for note in notes:  # after the runs: an error stays the one line printed
         out.note(note)
     if options.json:
