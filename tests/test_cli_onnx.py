@@ -192,6 +192,27 @@ def test_export_onnx_without_weights_names_random_params(
         "--random-params",
     )
     assert code == 0 and "outputs equal" in out, out + err
+    # run takes no --random-params: its advice names the command that does
+    code, _, err = run_cli(capsys, "run", str(path), "-o", target, *args)
+    assert code == 2
+    assert_one_error_line(err, "the weights are missing", "use export-onnx --random-params")
+
+
+def test_run_to_onnx_suggests_an_input_shape_that_fits_the_net(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """run PAIR -o X.onnx without --shapes suggested 1x3x224x224 whatever the net: a LeNet
+    on one channel refused the suggestion with "cannot be inferred (its rank)"."""
+    w = np.ones((2, 1, 3, 3), np.float32)
+    init = Net(
+        [Op("GivenTensorFill", [], ["w"], args={"shape": list(w.shape), "values": w.ravel()})],
+        name="init",
+    )
+    predict = Net([Op("Conv", ["data", "w"], ["y"], args={"kernel": 3})], ["data", "w"], ["y"])
+    save_model(Model(predict, init), tmp_path / "pair")
+    code, _, err = run_cli(capsys, "run", str(tmp_path / "pair"), "-o", str(tmp_path / "o.onnx"))
+    assert code == 2
+    assert_one_error_line(err, "need shapes", "--shapes data=1x1x")
 
 
 def test_export_onnx_refuses_weights_that_do_not_fit_naming_random_params(

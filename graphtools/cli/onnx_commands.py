@@ -71,16 +71,21 @@ def required_shapes(
             position, as ``show`` counts them: values, not shapes to give), or an input
             without a shape.
     """
+    from graphtools.analysis.input_shapes import guess_input_shapes
+
     shapes, _ = read_shapes(model, path, items)
     data, _ = model_input_names(model)
-    _refuse_missing_weights(model, data, shapes)
+    _refuse_missing_weights(model, data, shapes, made_up="export-onnx --random-params")
     missing = [
         name for name in data if name not in shapes and name in model.predict_net.external_inputs
     ]
     if missing:
+        guess = guess_input_shapes(model, missing[:1], shapes).get(missing[0])
+        example = "1x3x224x224" if guess is None else "x".join(map(str, guess.shape))
         raise UsageError(
-            f"inputs {missing} need shapes: pass --shapes {missing[0]}=1x3x224x224 ... "
-            f"or write them in {shapes_file(path)}"
+            f"inputs {missing} need shapes: pass --shapes {missing[0]}={example} ... (the "
+            f"shapes the model is used at; this one a guess that fits the net) or write them "
+            f"in {shapes_file(path)}"
         )
     return shapes
 
@@ -126,9 +131,15 @@ def _placeholder_shapes(
     return found
 
 
-def _refuse_missing_weights(model: Model, data: Sequence[str], shapes: Mapping[str, Any]) -> None:
+def _refuse_missing_weights(
+    model: Model,
+    data: Sequence[str],
+    shapes: Mapping[str, Any],
+    made_up: str = "--random-params",
+) -> None:
     """A predict_net without its init_net reads blobs at a parameter position (as ``show``
-    counts them): those are values to give, not shapes; refuse saying so."""
+    counts them): those are values to give, not shapes; refuse saying so. ``made_up``: the
+    option (or command) that makes up weights for the caller."""
     from graphtools.analysis.input_shapes import first_readers
 
     readers = first_readers(model.predict_net)
@@ -140,7 +151,7 @@ def _refuse_missing_weights(model: Model, data: Sequence[str], shapes: Mapping[s
         raise UsageError(
             f"the weights are missing: the pair has no init_net, and its ops read {len(weights)} "
             f"parameters ({listed}); give its init_net with --init FILE (or put init_net.pb "
-            "beside the predict_net), or pass --random-params for made-up ones"
+            f"beside the predict_net), or use {made_up} for made-up ones"
         )
 
 
