@@ -192,3 +192,11 @@ def test_net_device_option_seed_applies_to_ops_without_their_own() -> None:
         return ws.fetch("g")
 
     np.testing.assert_array_equal(filled(1), filled(2))
+
+
+def test_a_failing_op_without_inputs_lists_none() -> None:
+    """A fill failing said "... (inputs: )" with nothing after it."""
+    fill = Op("GivenTensorFill", [], ["x"], args={"shape": [2], "values": [1.0, 2.0, 3.0]})
+    with pytest.raises(ExecutionError) as caught:
+        run_model(Model(Net([fill], [], ["x"]), None), {})
+    assert str(caught.value) == "op #0 (GivenTensorFill) failed: 3 values do not fill shape [2]"

@@ -107,8 +107,9 @@ def run_op(op: Op, workspace: Workspace, *, index: int = 0, net: Net | None = No
         raise UnsupportedOpError(f"{_where(index, op, net_name)}: {exc}") from exc
     except (*_KERNEL_FAILURES, GraphToolsError) as exc:
         shapes = {name: _shape(v) for name, v in zip(op.inputs, values, strict=False)}
+        described = f" (inputs: {_describe_inputs(op, values)})" if op.inputs else ""
         raise ExecutionError(
-            f"{_where(index, op, net_name)} failed: {exc} (inputs: {_describe_inputs(op, values)})",
+            f"{_where(index, op, net_name)} failed: {exc}{described}",
             op_index=index,
             op_type=op.type,
             net_name=net_name,
