@@ -57,12 +57,22 @@ _PREFETCH_MIN = 16
 _BULK_LOOKUP = 4096
 """Names from which a lookup is remembered and matched by address (``_NameTable.lookup``)."""
 _OUTPUTS = operator.attrgetter("outputs")
+_INT32 = np.iinfo(np.int32)
 
 
 def _int_array(values: np.ndarray) -> array[int]:
-    """``values`` (int64) as an ``array.array``: indexing and slicing it costs no numpy call."""
-    found = array("q")
-    found.frombytes(np.ascontiguousarray(values, dtype=np.int64).tobytes())
+    """``values`` (integers) as an ``array.array``: indexing and slicing it costs no numpy call.
+
+    4 bytes an item when every value fits (any net below 2^31 reads), else 8; the items are
+    copied from the numpy buffer itself (a ``bytes`` in between would double the peak).
+    """
+    if not len(values) or (values.min() >= _INT32.min and values.max() <= _INT32.max):
+        found = array("i")
+        values = values.astype(np.intc)
+    else:
+        found = array("q")
+        values = np.ascontiguousarray(values, dtype=np.int64)
+    found.frombytes(values.data.cast("B"))
     return found
 
 
@@ -607,7 +617,8 @@ class SSAView:
     def key_columns(self) -> tuple[array[int], array[int], array[int], array[int]]:
         """``in_ptr``, ``in_keys``, ``out_ptr`` and ``out_keys`` as ``array.array`` columns
         (made once), for sweeps over every op: indexing them costs no numpy call, and they
-        hold 8 bytes a value where lists of Python ints hold 40 (200 MB at 10^6 ops)."""
+        hold 4 bytes a value (``_int_array``) where lists of Python ints hold 40 (200 MB at
+        10^6 ops)."""
         if self._columns is None:
             self._columns = (
                 _int_array(self._in_ptr),
@@ -791,8 +802,8 @@ class SSAView:
         """``(op index, input position)`` of every read of ``key``, in op and position order.
 
         The first calls slice numpy arrays; a pass asking about many keys (a rewire per
-        removed identity) gets ``array.array`` copies made once (8 bytes a value, as numpy),
-        where a call costs no numpy call."""
+        removed identity) gets ``array.array`` copies made once (4 bytes a value,
+        ``_int_array``), where a call costs no numpy call."""
         fast = self._reader_lists
         if fast is None:
             self._reader_calls += 1
