@@ -943,6 +943,13 @@ class Net:
         self._memo.pop(_SSA_CARRY, None)
         return view
 
+    def release_ssa(self) -> None:
+        """Let go of the cached view (and the use-def an edit left): at 10^6 ops it holds
+        hundreds of MB that saving the net never reads. The next ``ssa()`` builds it anew;
+        the revision and everything else stay."""
+        for key in ("ssa", _USEDEF, _SSA_CARRY):
+            self._memo.pop(key, None)
+
     def ssa_is_cheap(self) -> bool:
         """Whether ``ssa()`` would come from the cache or be derived from the previous
         revision's (no full build): lets a check use the view only when it is cheap."""

@@ -158,6 +158,7 @@ class PassManager:
 
         ``after_pass(record, model)`` is called after each pass that ran (before the round's
         ``verify``; a round that fails is replayed, so its passes may be reported twice).
+        The nets' cached SSA views are let go at the end (``Net.release_ssa``).
         """
         if not isinstance(model, Model):
             raise InvalidArgumentError(
@@ -175,6 +176,8 @@ class PassManager:
                     continue
                 self._active = _expanded(segment, model.dialect)
                 self._run(model, records)
+        for net in model.nets():  # the passes' views: a save that follows reads none of them
+            net.release_ssa()
         return records
 
     _after_pass: Callable[[PassRecord, Model], None] | None = None
