@@ -58,6 +58,11 @@ _BULK_LOOKUP = 4096
 """Names from which a lookup is remembered and matched by address (``_NameTable.lookup``)."""
 _OUTPUTS = operator.attrgetter("outputs")
 _INT32 = np.iinfo(np.int32)
+_SMALL = np.int32
+"""The dtype of the view's columns of op indices, versions and name ids (those of the reads
+and writes aside): 4 bytes a value where int64 takes 8, and a net of 2^31 ops or names would
+not fit in memory as Python objects anyway. Keys and name ids of reads and writes stay int64:
+they are multiplied by strides to sort."""
 
 
 def _int_array(values: np.ndarray) -> array[int]:
@@ -106,8 +111,8 @@ def _versions(
     once = ~rewritten[out_name]
     writer = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
     writer[out_name[once]] = out_op[once]
-    in_version = (writer[in_name] < in_op).astype(np.int64)
-    out_version = np.ones(len(out_name), dtype=np.int64)
+    in_version = (writer[in_name] < in_op).astype(_SMALL)
+    out_version = np.ones(len(out_name), dtype=_SMALL)
     if not once.all():
         again = rewritten[in_name]
         in_version[again], out_version[~once] = _sorted_versions(
@@ -206,7 +211,7 @@ def _derived_column(
     names = np.empty(len(stale), dtype=np.int64)
     names[copied] = base_name[slots]
     names[stale] = new_ids
-    versions = np.zeros(len(stale), dtype=np.int64)
+    versions = np.zeros(len(stale), dtype=_SMALL)
     versions[copied] = base_version[slots]
     return ptr, names, versions, stale
 
@@ -383,7 +388,7 @@ class SSAView:
         self._in_ptr, self._in_name = in_ptr, in_name
         self._out_ptr, self._out_name = out_ptr, out_name
         num_ops = len(self._ops)
-        op_numbers = np.arange(num_ops, dtype=np.int64)
+        op_numbers = np.arange(num_ops, dtype=_SMALL)
         self._in_op = in_op = np.repeat(op_numbers, np.diff(in_ptr))
         self._out_op = out_op = np.repeat(op_numbers, np.diff(out_ptr))
         if carried is None:
@@ -403,7 +408,7 @@ class SSAView:
         self._first_key = _offsets(self._write_counts + 1)
         self._in_vid = self._first_key[in_name] + self._in_version
         self._out_vid = self._first_key[out_name] + self._out_version
-        self._producer = np.full(int(self._first_key[-1]), -1, dtype=np.int64)
+        self._producer = np.full(int(self._first_key[-1]), -1, dtype=_SMALL)
         self._producer[self._out_vid] = out_op
         self._lists: dict[str, list[int]] = {}
         self._columns: tuple[array[int], array[int], array[int], array[int]] | None = None
@@ -693,7 +698,7 @@ class SSAView:
     def _key_names(self) -> np.ndarray:
         """The name id of every key (built on first use)."""
         if self._key_name is None:
-            names = np.arange(len(self._write_counts), dtype=np.int64)
+            names = np.arange(len(self._write_counts), dtype=_SMALL)
             self._key_name = np.repeat(names, self._write_counts + 1)
         return self._key_name
 
