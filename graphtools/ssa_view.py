@@ -59,10 +59,9 @@ _BULK_LOOKUP = 4096
 _OUTPUTS = operator.attrgetter("outputs")
 _INT32 = np.iinfo(np.int32)
 _SMALL = np.int32
-"""The dtype of the view's columns of op indices, versions and name ids (those of the reads
-and writes aside): 4 bytes a value where int64 takes 8, and a net of 2^31 ops or names would
-not fit in memory as Python objects anyway. Keys and name ids of reads and writes stay int64:
-they are multiplied by strides to sort."""
+"""The dtype of the view's columns (op indices, versions, name ids, keys, offsets): 4 bytes a
+value where int64 takes 8. None reaches 2^31: a net of 2^31 reads would not fit in memory as
+Python objects anyway. Products with a stride (sorting by name, then op) are taken in int64."""
 
 
 def _int_array(values: np.ndarray) -> array[int]:
@@ -83,7 +82,7 @@ def _int_array(values: np.ndarray) -> array[int]:
 
 def _offsets(counts: np.ndarray) -> np.ndarray:
     """CSR offsets ``[0, c0, c0 + c1, ...]`` of per-op counts."""
-    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    offsets = np.zeros(len(counts) + 1, dtype=_SMALL)
     np.cumsum(counts, out=offsets[1:])
     return offsets
 
@@ -126,6 +125,7 @@ def _sorted_versions(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``_versions`` for any names: writes sorted by (name, op), counting those before a
     position gives the version there."""
+    in_name, out_name = in_name.astype(np.int64), out_name.astype(np.int64)  # * stride: wide
     stride = int(max(in_op.max(initial=0), out_op.max(initial=0))) + 2
     write_at = out_name * stride + out_op
     order = np.sort(write_at)
@@ -208,7 +208,7 @@ def _derived_column(
     stale = np.repeat(~from_base, counts)
     copied = ~stale
     slots = np.repeat(keep, base_counts)
-    names = np.empty(len(stale), dtype=np.int64)
+    names = np.empty(len(stale), dtype=_SMALL)
     names[copied] = base_name[slots]
     names[stale] = new_ids
     versions = np.zeros(len(stale), dtype=_SMALL)
@@ -246,7 +246,7 @@ class _NameTable:
         """
         numbering: defaultdict[str, int] = defaultdict(count().__next__)
         declared_ids = np.fromiter(map(numbering.__getitem__, declared), np.int64, len(declared))
-        ids = np.fromiter(map(numbering.__getitem__, names), np.int64, len(names))
+        ids = np.fromiter(map(numbering.__getitem__, names), _SMALL, len(names))
         numbering.default_factory = None  # a plain dict from now on, kept rather than copied
         table = cls()
         table.ids = numbering
@@ -917,8 +917,9 @@ class SSAView:
         name (-1: none), in one vectorised lookup (the edit check asks it for bulk rewires)."""
         if self._write_order is None:
             stride = len(self._ops) + 1
-            order = np.argsort(self._out_name * stride + self._out_op, kind="stable")
-            self._write_order = (self._out_name[order] * stride + self._out_op[order], order)
+            written = self._out_name.astype(np.int64)  # * stride: wide
+            order = np.argsort(written * stride + self._out_op, kind="stable")
+            self._write_order = (written[order] * stride + self._out_op[order], order)
         sorted_at, order = self._write_order
         stride = len(self._ops) + 1
         ids = self._lookup_ids(list(names))
