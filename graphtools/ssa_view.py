@@ -372,18 +372,18 @@ class SSAView:
         out_ptr: np.ndarray,
         out_name: np.ndarray,
         carried: _CarriedVersions | None = None,
-        external_in: list[str] | None = None,
     ) -> None:
         """Derive the view from integer columns (use ``build`` or ``edited``, not this).
 
-        ``carried``: the versions an edit left valid, and which must be recomputed;
-        ``external_in``: the net's external inputs as a list already made.
+        ``carried``: the versions an edit left valid, and which must be recomputed.
         """
         self.net = net
         self.revision = net.revision
         self._ops: Sequence[OpLike] = net.ops  # immutable: shared, not copied
-        self._external_in = list(net.external_inputs) if external_in is None else external_in
-        self._external_out = list(net.external_outputs)
+        # Snapshots of the external lists: a net's own tuples are shared, not copied (a big
+        # export declares a million inputs).
+        self._external_in = tuple(net.external_inputs)
+        self._external_out = tuple(net.external_outputs)
         self._table = table
         self._in_ptr, self._in_name = in_ptr, in_name
         self._out_ptr, self._out_name = out_ptr, out_name
@@ -414,7 +414,7 @@ class SSAView:
         self._columns: tuple[array[int], array[int], array[int], array[int]] | None = None
         self._external_in_ids: np.ndarray | None = None
         # Set by the view this one is derived from: its external inputs and their ids.
-        self._external_source: tuple[list[str], np.ndarray] | None = None
+        self._external_source: tuple[Sequence[str], np.ndarray] | None = None
         self._key_name: np.ndarray | None = None
         self._readers: tuple[np.ndarray, np.ndarray] | None = None
         self._reader_calls = 0
@@ -441,10 +441,10 @@ class SSAView:
             ins = list(map(_INPUTS, net))
             outs = list(map(_OUTPUTS, net))
             in_counts, out_counts = _counts(ins), _counts(outs)
-            external = list(net.external_inputs)
+            external = net.external_inputs
             held = list(held)
             table, ids, declared_ids = _NameTable.interning(
-                list(chain.from_iterable(map(operator.add, ins, outs))), external + held
+                list(chain.from_iterable(map(operator.add, ins, outs))), [*external, *held]
             )
             external_ids = declared_ids[: len(external)]
             if len(held) >= _BULK_LOOKUP:
@@ -460,7 +460,6 @@ class SSAView:
                 ids[is_input],
                 _offsets(out_counts),
                 ids[~is_input],
-                external_in=external,
             )
             view._external_in_ids = external_ids
             return view
@@ -557,7 +556,7 @@ class SSAView:
 
     # -- external inputs' ids --------------------------------------------------------------------
 
-    def _external_ids_source(self) -> tuple[list[str], np.ndarray] | None:
+    def _external_ids_source(self) -> tuple[Sequence[str], np.ndarray] | None:
         """What a view derived from this one starts from to find its external inputs' ids."""
         if self._external_in_ids is not None:
             return self._external_in, self._external_in_ids
