@@ -399,7 +399,7 @@ class SSAView:
             )
         # A name written k times has versions 0..k (its final version is k): give each name
         # k + 1 consecutive keys.
-        self._write_counts = np.bincount(out_name, minlength=len(table.names))
+        self._write_counts = np.bincount(out_name, minlength=len(table.names)).astype(_SMALL)
         # The table is shared with the views derived from this one, and only grows: mark the
         # names this net's ops use.
         self._used = np.zeros(len(table.names), dtype=bool)
@@ -833,7 +833,7 @@ class SSAView:
         """Reads of keys ``first .. end - 1`` (one name's versions are consecutive keys), in
         op and position order. The first call sorts every read by key, once per view."""
         if self._readers is None:
-            order = np.argsort(self._in_vid, kind="stable")
+            order = np.argsort(self._in_vid, kind="stable").astype(_SMALL)
             bounds = _offsets(np.bincount(self._in_vid, minlength=self.num_keys))
             self._readers = (bounds, order)
         bounds, order = self._readers
