@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
+
+pytest.importorskip("torch", reason="torch is not installed (optional extra 'torch')")
 from conftest import REPO
 from onnx import TensorProto, helper
 from onnx_check import assert_same_outputs, check, graph_model, normal, run

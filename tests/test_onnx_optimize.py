@@ -31,6 +31,8 @@ from typing import Any, ClassVar
 import numpy as np
 import onnx
 import pytest
+
+pytest.importorskip("torch", reason="torch is not installed (optional extra 'torch')")
 from conftest import REPO, run_cli
 from onnx import TensorProto, helper
 from onnx_check import (

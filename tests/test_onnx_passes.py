@@ -18,6 +18,8 @@ import numpy as np
 import onnx
 import onnxruntime
 import pytest
+
+pytest.importorskip("torch", reason="torch is not installed (optional extra 'torch')")
 from onnx import TensorProto, helper, numpy_helper
 from onnx_corpus import seeded_inputs
 
