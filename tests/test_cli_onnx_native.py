@@ -2021,3 +2021,36 @@ def test_diff_says_an_initializer_holding_other_values_changed(
         [],
         False,
     )
+
+
+def test_a_node_leaving_out_a_required_input_is_refused_before_onnxruntime(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """onnxruntime 1.32 crashed the process (a segmentation fault, no error line) running
+    Max(x, ""), a mutant of the backend node cases: such a node is refused first."""
+    graph = helper.make_graph(
+        [helper.make_node("Max", ["x", ""], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+    )
+    source = _save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "m.onnx"
+    )
+    with pytest.raises(RuntimeFailure, match=r"node #0 \(Max\) leaves out its input 1"):
+        run_model(load_onnx_model(source), {"x": np.ones(3, np.float32)})
+    code, _, err = run_cli(capsys, "verify", str(source))
+    assert code == 2
+    assert_one_error_line(err, "node #0 (Max)", "which Max requires")
+    # an optional input left out (Clip's min and max) still runs
+    graph = helper.make_graph(
+        [helper.make_node("Clip", ["x", "", ""], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+    )
+    clip = _save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "c.onnx"
+    )
+    ones = np.ones(3, np.float32)
+    np.testing.assert_array_equal(run_model(load_onnx_model(clip), {"x": ones})["y"], ones)

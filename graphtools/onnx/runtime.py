@@ -32,6 +32,7 @@ from graphtools.feeds import MadeInput
 from graphtools.ir import Model
 from graphtools.serde.onnx_codec import external_tensors, model_to_onnx_bytes
 from graphtools.serde.onnx_io import PROTOBUF_LIMIT, onnx_model_files, write_onnx_files
+from graphtools.ssa import NO_VALUE
 from graphtools.values import ValueType
 
 __all__ = [
@@ -63,6 +64,37 @@ long enough to push the shapes that explain a failure out of a one-line error.""
 _MAX_REASON = 600
 MAX_MADE_BYTES = 2**31
 """The most data ``seeded_inputs`` makes up for one input (a declared dim can be huge)."""
+
+
+def missing_required_input(model: Model) -> str | None:
+    """The first node (nested graphs included) that leaves out (names ``""``) an input its
+    ``onnx.defs`` schema does not mark optional, said as a reason; ``None`` when none does.
+    onnxruntime may crash the whole process on such a node (1.32 does on ``Max(x, "")``)
+    instead of refusing it, so it is refused before onnxruntime sees the model."""
+    from graphtools.dialects import op_table
+
+    for net in model.nets():
+        table = op_table(net)
+        schema_of = getattr(table, "schema", None)
+        if schema_of is None:
+            continue
+        for index, op in enumerate(net):
+            if NO_VALUE not in op.inputs:
+                continue
+            schema = schema_of(op)
+            if schema is None or not schema.inputs:
+                continue
+            formal = schema.inputs
+            optional = type(formal[0].option).Optional
+            for position, name in enumerate(op.inputs):
+                param = formal[min(position, len(formal) - 1)]
+                if name == NO_VALUE and param.option != optional:
+                    where = f"node #{index} ({op.type}{f' {op.name!r}' if op.name else ''})"
+                    return (
+                        f"{where} leaves out its input {position} ({param.name}), which "
+                        f"{op.type} requires: not run in onnxruntime, which may crash on it"
+                    )
+    return None
 
 
 class RuntimeFailure(GraphToolsError):
@@ -178,6 +210,9 @@ def run_model(
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
+    missing = missing_required_input(model)
+    if missing is not None:  # onnxruntime 1.32 crashes the process on Max(x, "")
+        raise RuntimeFailure(model.predict_path, "load", missing, None, None)
     with tempfile.TemporaryDirectory(prefix="graphtools-ort-") as folder:
         source = _source(runnable, Path(folder))
         try:
