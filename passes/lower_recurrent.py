@@ -2,12 +2,15 @@
 
 Each RecurrentNetwork op whose sequence length is known (the ``seq_len`` option, or the first
 dim of its first input from the shape analysis, with ``input_shapes`` for the predict_net's
-inputs) is replaced by its steps: copies of the step net with the blobs each step writes named
-``<scope>/t<k>/<blob>``, rows of the states read and written through the links, and the outputs
-(the ``_all``/``_last`` aliases) keeping their names and values. A ``RecurrentNetworkGradient``
-op of a lowered op is unrolled too, so the flat net's gradients can be compared with the op's.
+inputs; ``run``/``verify`` give their ``--shapes`` or ``shapes.txt``) is replaced by its
+steps: copies of the step net with the blobs each step writes named ``<scope>/t<k>/<blob>``,
+rows of the states read and written through the links, and the outputs (the ``_all``/``_last``
+aliases) keeping their names and values. A ``RecurrentNetworkGradient`` op of a lowered op is
+unrolled too, so the flat net's gradients can be compared with the op's.
 What the unrolling does: ``graphtools.analysis.unroll_recurrent``. Ops whose sequence length
-is unknown, or whose step workspaces or states other ops read, are kept (stat ``kept``).
+is unknown, or comes from an init_net's placeholder of a data input (which the data fed
+replaces), or whose step workspaces or states other ops read, are kept (stat ``kept``, and a
+warning naming the op and why).
 
 Example (``lower-recurrent-networks{input_shapes=x:2x3x2;h0:3x2}``, a forward-only tanh RNN;
 ``fixtures/golden/lower-recurrent-networks``)::
@@ -30,6 +33,7 @@ Example (``lower-recurrent-networks{input_shapes=x:2x3x2;h0:3x2}``, a forward-on
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -43,6 +47,8 @@ from graphtools.ir import Model
 from graphtools.pass_infra import Pass, PassResult
 
 __all__ = ["LowerRecurrentNetworks"]
+
+logger = logging.getLogger(__name__)
 
 
 def _input_type(spec: str) -> tuple[str, TensorType]:
@@ -91,6 +97,8 @@ class LowerRecurrentNetworks(Pass):
             model, seq_len=None if self.seq_len < 0 else self.seq_len, inputs=inputs
         )
         net = model.predict_net
+        for index, why in plan.kept.items():
+            logger.warning("%s kept op #%d (%s): %s", self.name, index, net[index].type, why)
         added = 0
         with net.edit() as edit:
             for unroll in plan.unrolls:

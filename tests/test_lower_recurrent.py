@@ -140,7 +140,7 @@ def test_the_lstm_demo_loads_verifies_runs_and_lowers_to_equal_outputs(real_fixt
     assert expected["softmax"].shape == (1, 1, 62)
     np.testing.assert_allclose(expected["softmax"].sum(), 1.0, rtol=1e-5)
     lowered = model.copy()
-    result = LowerRecurrentNetworks()(lowered)
+    result = LowerRecurrentNetworks(input_shapes=("input_blob:1x1x62",))(lowered)
     assert result.stats["lowered"] == 1 and result.stats["kept"] == 0
     assert "RecurrentNetwork" not in [o.type for o in lowered.predict_net]
     assert verify(lowered) == []
@@ -148,6 +148,37 @@ def test_the_lstm_demo_loads_verifies_runs_and_lowers_to_equal_outputs(real_fixt
     assert list(actual) == list(expected)
     for name in expected:
         np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
+
+
+def test_a_length_read_from_an_init_net_placeholder_is_not_unrolled_for(
+    real_fixtures: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The demo's init_net fills its input with a 1x1x62 placeholder that the data replaces:
+    unrolled for that one step, a 4-step sequence would fail (or worse, a 1-step one pass). So
+    the op is kept, with a warning that says why and what to give; given the shape, the
+    unrolled net computes the op's values for a sequence of that length."""
+    model, weights = _demo(real_fixtures)
+    kept = model.copy()
+    with caplog.at_level("WARNING", logger="graphtools"):
+        result = LowerRecurrentNetworks()(kept)
+    assert not result.modified and result.stats["kept"] == 1
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "kept op #1 (RecurrentNetwork)" in warning
+    assert "placeholder of 'input_blob' (Reshape of shape 1x1x62)" in warning
+    assert "input_shapes" in warning and "seq_len" in warning
+
+    rows = np.random.default_rng(5).standard_normal((4, 1, 62)).astype(np.float32)
+    feeds = {**weights, "input_blob": rows}
+    expected = run_model(model, feeds)
+    assert expected["softmax"].shape == (4, 1, 62)
+    lowered = model.copy()
+    result = LowerRecurrentNetworks(input_shapes=("input_blob:4x1x62",))(lowered)
+    assert result.stats["lowered"] == 1
+    assert [o.type for o in lowered.predict_net].count("LSTMUnit") == 4
+    actual = run_model(lowered, feeds)
+    for name in expected:
+        np.testing.assert_allclose(actual[name], expected[name], rtol=1e-6, atol=1e-6)
+    assert LowerRecurrentNetworks(seq_len=4)(model.copy()).stats["lowered"] == 1
 
 
 def _upstream_simple_rnn(step_ops: list[Op]) -> Net:
@@ -199,3 +230,59 @@ def test_upstreams_rnn_cases_lower_with_the_sequence_length_alone(
         expected = run_model(Model(net), feeds)
         for name, value in run_model(model, feeds).items():
             np.testing.assert_allclose(value, expected[name], rtol=1e-6, err_msg=name)
+
+
+def _demo_pair(real_fixtures: Path, folder: Path) -> Path:
+    """The demo as a model folder (predict_net.pbtxt and init_net.pbtxt) in ``folder``."""
+    folder.mkdir()
+    for name in ("predict_net", "init_net"):
+        source = real_fixtures / DEMO / f"lstm_{name}.pbtxt"
+        (folder / f"{name}.pbtxt").write_bytes(source.read_bytes())
+    return folder
+
+
+def test_run_unrolls_for_the_shapes_it_is_given_and_never_for_the_placeholder(
+    real_fixtures: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``run --shapes`` (or a shapes.txt beside the model) reaches lower-recurrent-networks:
+    it wrote the net unrolled for the init_net's one-step placeholder, silently, whatever
+    length the user said the data has."""
+    from conftest import run_cli
+
+    pair = _demo_pair(real_fixtures, tmp_path / "demo")
+    spec = ["-p", "lower-recurrent-networks"]
+    code, _, err = run_cli(capsys, "run", str(pair), *spec, "-o", str(tmp_path / "kept"))
+    assert code == 0 and "kept op #1 (RecurrentNetwork)" in err
+    kept = load_model(tmp_path / "kept" / "predict_net.pbtxt")
+    assert "RecurrentNetwork" in [op.type for op in kept.predict_net]
+
+    given = ["--shapes", "input_blob=3x1x62", "-o", str(tmp_path / "given")]
+    code, out, err = run_cli(capsys, "run", str(pair), *spec, *given)
+    assert code == 0, err
+    assert "'lowered': 1" in out
+    flat = load_model(tmp_path / "given" / "predict_net.pbtxt")
+    assert [op.type for op in flat.predict_net].count("LSTMUnit") == 3
+
+    (pair / "shapes.txt").write_text("input_blob=5x1x62\n")
+    code, _, err = run_cli(capsys, "run", str(pair), *spec, "-o", str(tmp_path / "beside"))
+    assert code == 0, err
+    flat = load_model(tmp_path / "beside" / "predict_net.pbtxt")
+    assert [op.type for op in flat.predict_net].count("LSTMUnit") == 5
+
+
+def test_verify_unrolls_for_the_length_it_feeds(
+    real_fixtures: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """verify feeds ``--shapes`` to the pipeline's lowering: the unrolled net runs on the
+    same 4-step data as the op (it failed with a Split error, unrolled for one step)."""
+    from conftest import run_cli
+
+    pair = _demo_pair(real_fixtures, tmp_path / "demo")
+    code, out, err = run_cli(
+        capsys, "verify", str(pair), "-p", "lower-recurrent-networks", "--shapes",
+        "input_blob=4x1x62",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "'lowered': 1" in out and "outputs equal" in out
+    softmax = next(line for line in out.splitlines() if line.startswith("softmax"))
+    assert "[4, 1, " in softmax  # the 4 steps' rows

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from graphtools.analysis.input_shapes import placeholder_inputs
 from graphtools.analysis.recurrent import (
     ACCUMULATE_INPUT_GRADIENT,
     APPLY_LINK,
@@ -683,10 +684,11 @@ def plan_recurrent_unrolls(
     indices = [i for i, op in enumerate(net) if op.type == "RecurrentNetwork"]
     if not indices:
         return UnrollPlan((), {})
-    try:
-        info = infer_model_shapes(model, inputs or {})
-    except InvalidNetError:  # shapes are a help: without them only seq_len gives lengths
-        info = ShapeInfo()
+    given = dict(inputs or {})
+    info = _shape_info(model, given)
+    stand_ins = {} if seq_len is not None else _stand_ins(model, indices, given)
+    blanked = {**given, **dict.fromkeys(stand_ins, TensorType())}
+    unfilled = _shape_info(model, blanked) if stand_ins else info
     scratches = {net[i].outputs[-1]: i for i in indices if net[i].outputs}
     gradients: dict[int, int] = {}
     init_names = set() if model.init_net is None else set(model.init_net.written_names())
@@ -694,6 +696,7 @@ def plan_recurrent_unrolls(
     first_writes: dict[str, int] = {}
     counts: dict[str, int] = {}
     types: dict[int, list[TensorType]] = {}
+    counts_before: dict[int, int] = {}  # versions of an op's first input written before it
     readers: dict[str, list[int]] = {}
     wanted = set(indices)
     for index, op in enumerate(net):
@@ -706,6 +709,7 @@ def plan_recurrent_unrolls(
             wanted.add(index)
         if index in wanted:
             types[index] = [info.types.get((n, counts.get(n, 0)), TensorType()) for n in op.inputs]
+            counts_before[index] = counts.get(op.inputs[0], 0) if op.inputs else 0
         for name in op.outputs:
             counts[name] = counts.get(name, 0) + 1
             first_writes.setdefault(name, index)
@@ -728,6 +732,14 @@ def plan_recurrent_unrolls(
             length = sequence[0]
         if length is None:
             kept[index] = f"the sequence length of {op.inputs[0]!r} is unknown"
+            continue
+        if seq_len is None and stand_ins and _length(unfilled, op, counts_before[index]) is None:
+            fills = ", ".join(f"{name!r} ({fill})" for name, fill in stand_ins.items())
+            kept[index] = (
+                f"the sequence length of {op.inputs[0]!r} ({length}) comes from the init_net's "
+                f"placeholder of {fills}, which the data fed replaces: give the input's shape "
+                "(input_shapes) or seq_len"
+            )
             continue
         why = _kept_because(net, index, gradient, readers)
         if why is not None:
@@ -752,6 +764,46 @@ def plan_recurrent_unrolls(
             )
         )
     return UnrollPlan(tuple(unrolls), kept)
+
+
+def _shape_info(model: Model, inputs: Mapping[str, TypeLike]) -> ShapeInfo:
+    """The shape analysis of ``model`` with ``inputs``; empty when it refuses the net (shapes
+    are a help: without them only ``seq_len`` gives lengths)."""
+    try:
+        return infer_model_shapes(model, inputs)
+    except InvalidNetError:
+        return ShapeInfo()
+
+
+def _stand_ins(
+    model: Model, indices: Sequence[int], given: Mapping[str, TypeLike]
+) -> dict[str, str]:
+    """The predict_net's data inputs that the init_net fills with a placeholder (and
+    ``given`` does not type): a feed replaces them, so a length read from one is the
+    placeholder's, not the data's. ``{name: the fill, described}``: the inputs
+    ``placeholder_inputs`` finds, and a RecurrentNetwork's sequence read straight from a
+    declared input the init_net fills."""
+    found = {name: fill for name, (_, fill) in placeholder_inputs(model).items()}
+    init = model.init_net
+    if init is not None:
+        declared = frozenset(model.predict_net.external_inputs)
+        sequences = {model.predict_net[i].inputs[0] for i in indices if model.predict_net[i].inputs}
+        for op in init:
+            for name in op.outputs:
+                if name in sequences and name in declared:
+                    found.setdefault(name, f"{op.type} of shape {_dims(op.arg('shape'))}")
+    return {name: fill for name, fill in found.items() if name not in given}
+
+
+def _dims(shape: Sequence[int] | None) -> str:
+    return "?" if shape is None else "x".join(str(int(d)) for d in shape) or "()"
+
+
+def _length(info: ShapeInfo, op: Op, version: int) -> int | None:
+    """The first dim of op's first input (at ``version``) in ``info``, when known."""
+    found = info.types.get((op.inputs[0], version)) if op.inputs else None
+    shape = None if found is None else found.shape
+    return shape[0] if shape and isinstance(shape[0], int) else None
 
 
 def _kept_because(

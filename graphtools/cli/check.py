@@ -54,6 +54,7 @@ from graphtools.cli.pipeline import (
     npz_bytes,
     printer_after_pass,
     saved_inputs,
+    with_input_shapes,
 )
 from graphtools.errors import GraphToolsError
 from graphtools.executor import Int8Tensor
@@ -233,6 +234,10 @@ def verify_one(
     ]
     report.params = synthesis.params
     _notes(synthesis, report)
+    fed = synthesis.inputs
+    manager = with_input_shapes(
+        manager, {i.name: i.shape for i in fed}, {i.name: i.dtype for i in fed}
+    )
     before = _strip(model, synthesis)
     after = before.copy()
     report.ops_before = len(before.predict_net)

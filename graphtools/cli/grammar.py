@@ -457,8 +457,9 @@ def _register_pipeline(
     run.add_argument("--json", action="store_true", help="write the result as JSON on stdout")
     shapes_option(
         run,
-        "input shapes of a Caffe2 pair written as .onnx, comma-separated or repeated "
-        "(default: shapes.txt beside the model; an ONNX input is typed already)",
+        "input shapes of a Caffe2 pair, for its export (-o X.onnx) and the lengths "
+        "lower-recurrent-networks unrolls for; comma-separated or repeated (default: "
+        "shapes.txt beside the model; an ONNX input is typed already)",
     )
     add_export_options(run)
     fmt = run.add_mutually_exclusive_group()

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import io
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from graphtools.cli.common import (
     output_folder,
     parse_name_list,
     read_shape_specs,
+    read_shapes,
     record_data,
     refuse_dump_in_json,
     refuse_links_in_place,
@@ -80,6 +82,32 @@ def manager_for(pipeline: str, steps: int, devices: tuple[str, ...] = ()) -> Pas
         return manager
     parse_input_devices(devices)
     return PassManager([*manager.passes, InferDevices(inputs=devices)], steps=manager.steps)
+
+
+def with_input_shapes(
+    manager: PassManager,
+    shapes: Mapping[str, Sequence[int]],
+    dtypes: Mapping[str, str] | None = None,
+) -> PassManager:
+    """``manager`` with the input shapes the command was given (``--shapes``, a
+    ``shapes.txt``; verify's fed inputs, with their ``dtypes``) as the ``input_shapes`` of each
+    pass that takes them and was given none: ``lower-recurrent-networks`` then unrolls for the
+    length of the data, where an init_net's placeholder (whose length it refuses to take) is
+    all the model says."""
+    dtypes = dtypes or {}
+    given = tuple(
+        f"{name}:{'x'.join(map(str, shape))}" + (f":{dtypes[name]}" if name in dtypes else "")
+        for name, shape in shapes.items()
+    )
+    if not given:
+        return manager
+    passes = [
+        replace(item, **{"input_shapes": given})
+        if getattr(item, "input_shapes", None) == ()
+        else item
+        for item in manager.passes
+    ]
+    return PassManager(passes, steps=manager.steps)
 
 
 def check_devices(model: Model, devices: tuple[str, ...]) -> None:
@@ -211,7 +239,10 @@ def _cmd_run(options: argparse.Namespace) -> int:
     if outputs:
         set_outputs(model, outputs)
     check_devices(model, tuple(options.device or ()))
-    manager = manager_for(options.pipeline, options.steps, tuple(options.device or ()))
+    given_shapes, _ = read_shapes(model, options.inputs[0], options.shapes)
+    manager = with_input_shapes(
+        manager_for(options.pipeline, options.steps, tuple(options.device or ())), given_shapes
+    )
     if any(item.name == "remove-dead-ends" for item in manager.passes_for(model.dialect)):
         warn_no_outputs(out, model, "remove-dead-ends keeps every op then")
     converting = [item.name for item in manager.passes if item.changes_dialect]
