@@ -136,7 +136,8 @@ def _stylizer_preprocess(op: Op, inputs: list[Any], ctx: OpContext) -> list[Any]
     """uint8 BGRA NHWC -> float BGR NCHW minus ``mean``, plus cycled Gaussian noise.
 
     The noise (``noise_size`` values, default 491, std ``noise_std``, default 10) is drawn once
-    from the op's seed and cached in the workspace under Caffe2's blob name; value ``k`` of an
+    per workspace, seeded by the op's seed and Caffe2's cache blob name (not the op's output,
+    which the ONNX export renames), and cached under that name; value ``k`` of an
     image (pixel-major, channel-minor) gets ``noise[k % noise_size]``.
     """
     x = np.asarray(inputs[0])
@@ -155,7 +156,7 @@ def _stylizer_preprocess(op: Op, inputs: list[Any], ctx: OpContext) -> list[Any]
         noise = np.asarray(workspace.fetch(STYLIZER_NOISE_BLOB), dtype=np.float32).reshape(-1)
     else:
         std = float(op.arg("noise_std", 10.0))
-        noise = ctx.rng(op).normal(0.0, std, size).astype(np.float32)
+        noise = ctx.rng(op, STYLIZER_NOISE_BLOB).normal(0.0, std, size).astype(np.float32)
         workspace.feed(STYLIZER_NOISE_BLOB, noise)
     if noise.size < size:
         raise ValueError(f"cached noise has {noise.size} values, noise_size is {size}")

@@ -61,15 +61,19 @@ class OpContext:
     net_name: str | None
     device_option: DeviceOption | None
 
-    def rng(self, op: Op) -> np.random.Generator:
-        """A generator seeded by the op's ``random_seed`` (else the workspace seed) and its output.
+    def rng(self, op: Op, key: str | None = None) -> np.random.Generator:
+        """A generator seeded by the op's ``random_seed`` (else the workspace seed) and ``key``,
+        by default its output's name.
 
         Mixing in the output name keeps two fills with one seed different, and makes each fill
-        independent of the order in which ops run.
+        independent of the order in which ops run. A draw Caffe2 makes once per workspace,
+        whatever op makes it, passes its own ``key`` (the blob it is cached in): renaming the
+        op's output (as the ONNX export's SSA names do) then draws the same values.
         """
         device = self.device_option
         seed = self.workspace.seed
         if device is not None and device.random_seed is not None:
             seed = device.random_seed
-        key = op.outputs[0] if op.outputs else op.type
+        if key is None:
+            key = op.outputs[0] if op.outputs else op.type
         return np.random.default_rng([seed, zlib.crc32(key.encode())])

@@ -243,8 +243,7 @@ def _our_feeds(model: Model, feeds: Mapping[str, Any]) -> dict[str, Any]:
 
 def _as_exported(model: Model) -> Model:
     """The pair with its blobs under the names ``export_onnx`` gives them (in-place writes get
-    their versions' names; op indices do not change), so both sides name the same values and
-    an op that seeds its draws by its output's name (the stylizer's noise) draws the same."""
+    their versions' names; op indices do not change), so both sides name the same values."""
     params = [] if model.init_net is None else [n for op in model.init_net for n in op.outputs]
     init = None if model.init_net is None else model.init_net.copy()
     net = model.predict_net
