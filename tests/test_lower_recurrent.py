@@ -263,6 +263,11 @@ def test_run_unrolls_for_the_shapes_it_is_given_and_never_for_the_placeholder(
     flat = load_model(tmp_path / "given" / "predict_net.pbtxt")
     assert [op.type for op in flat.predict_net].count("LSTMUnit") == 3
 
+    (pair / "shapes.txt").write_text("input_blob=5xQx62\n")  # read only when a pass takes it
+    code, _, err = run_cli(capsys, "run", str(pair), "-o", str(tmp_path / "default"))
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "run", str(pair), *spec, "-o", str(tmp_path / "bad"))
+    assert code == 2 and "shapes.txt" in err
     (pair / "shapes.txt").write_text("input_blob=5x1x62\n")
     code, _, err = run_cli(capsys, "run", str(pair), *spec, "-o", str(tmp_path / "beside"))
     assert code == 0, err

@@ -102,12 +102,19 @@ def with_input_shapes(
     if not given:
         return manager
     passes = [
-        replace(item, **{"input_shapes": given})
-        if getattr(item, "input_shapes", None) == ()
-        else item
-        for item in manager.passes
+        replace(item, **{"input_shapes": given}) if _open(item) else item for item in manager.passes
     ]
     return PassManager(passes, steps=manager.steps)
+
+
+def takes_input_shapes(manager: PassManager) -> bool:
+    """Whether a pass of ``manager`` takes input shapes and was given none (what
+    ``with_input_shapes`` fills)."""
+    return any(_open(item) for item in manager.passes)
+
+
+def _open(item: Any) -> bool:
+    return getattr(item, "input_shapes", None) == ()
 
 
 def check_devices(model: Model, devices: tuple[str, ...]) -> None:
@@ -239,10 +246,11 @@ def _cmd_run(options: argparse.Namespace) -> int:
     if outputs:
         set_outputs(model, outputs)
     check_devices(model, tuple(options.device or ()))
-    given_shapes, _ = read_shapes(model, options.inputs[0], options.shapes)
-    manager = with_input_shapes(
-        manager_for(options.pipeline, options.steps, tuple(options.device or ())), given_shapes
-    )
+    manager = manager_for(options.pipeline, options.steps, tuple(options.device or ()))
+    if takes_input_shapes(manager):  # a stale shapes.txt stops no other pipeline
+        manager = with_input_shapes(
+            manager, read_shapes(model, options.inputs[0], options.shapes)[0]
+        )
     if any(item.name == "remove-dead-ends" for item in manager.passes_for(model.dialect)):
         warn_no_outputs(out, model, "remove-dead-ends keeps every op then")
     converting = [item.name for item in manager.passes if item.changes_dialect]
