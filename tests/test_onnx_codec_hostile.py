@@ -206,3 +206,23 @@ def test_damage_in_a_node_s_or_tensor_s_metadata_is_refused_at_load(
         code, _, err = run_cli(capsys, "run", str(path), "-o", str(tmp_path / "out.onnx"))
         assert code == 2, err
         assert not (tmp_path / "out.onnx").exists()
+
+
+def test_a_model_cut_short_after_its_graph_is_refused(tmp_path: Path) -> None:
+    """Protobuf cannot tell a file cut between two fields from a whole one; an ONNX model
+    cut right after its graph loses its opset imports (field 8 follows the graph), which
+    every model of IR version 3 on has. It loaded, and saved a model onnxruntime refuses."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [])
+    graph.output.add().CopyFrom(helper.make_tensor_value_info("y", TensorProto.FLOAT, [2]))
+    whole = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    data = whole.SerializeToString()
+    opsets = onnx.ModelProto(opset_import=whole.opset_import).SerializeToString()
+    assert data.endswith(opsets)  # the writer puts them last
+    path = tmp_path / "cut.onnx"
+    path.write_bytes(data[: -len(opsets)])
+    with pytest.raises(SerdeError, match=r"no opset imports.*cut short") as caught:
+        load_onnx_model(path)
+    assert caught.value.path == path
+    path.write_bytes(data)
+    assert load_onnx_model(path).opset_imports == {"": 17}

@@ -964,8 +964,14 @@ def model_from_onnx_bytes(
     lite.ClearField("graph")
     header = onnx.ModelProto.FromString(lite.SerializeToString())
     del lite
-    if header.ir_version == 0 and not len(header.opset_import):
-        raise SerdeError(where, "not an ONNX model: no IR version and no opset imports")
+    if not len(header.opset_import) and not 0 < header.ir_version < 3:  # IR 3 brought opsets
+        raise SerdeError(
+            where,
+            "not an ONNX model: no IR version and no opset imports"
+            if header.ir_version == 0
+            else f"not a whole ONNX model: IR version {header.ir_version} but no opset imports, "
+            "which every model declares after its graph (a file cut short?)",
+        )
     opsets = _opsets(header)
     base = Path(base_dir) if base_dir is not None else (None if where is None else where.parent)
     net = _net_from_parts(
