@@ -28,7 +28,7 @@ import numpy as np
 
 from graphtools._core import CAFFE2, DIALECTS, STEP_NET_OPS, as_names, is_text_step_net
 from graphtools._gc import paused_gc
-from graphtools.errors import IllegalRewriteError
+from graphtools.errors import IllegalRewriteError, InvalidArgumentError
 from graphtools.layout import Layout
 from graphtools.oplist import OpList
 from graphtools.rewriter import Edit, affected_names
@@ -1427,6 +1427,26 @@ class Model:
             dict(self.opset_imports),
             self.header,
         )
+
+
+def expect_model(value: object, caller: str) -> Model:
+    """``value``, when it is a ``Model``; otherwise an ``InvalidArgumentError`` saying that
+    ``caller`` (a public function's name) takes one and how to make one of what was given
+    (an ``onnx.ModelProto``, NetDefs, a ``Net``, a path)."""
+    if isinstance(value, Model):
+        return value
+    kind = type(value).__name__
+    if kind == "ModelProto":
+        how = "graphtools.serde.onnx_codec.model_from_onnx_bytes(proto.SerializeToString())"
+    elif kind == "NetDef":
+        how = "graphtools.serde.codec.model_from_netdefs(predict_net, init_net)"
+    elif isinstance(value, Net):
+        how = "Model(net)"
+    else:
+        how = "graphtools.load_model(path)"
+    raise InvalidArgumentError(
+        f"{caller} takes a graphtools Model, not a {kind}: make one with {how}"
+    )
 
 
 @dataclass(frozen=True)

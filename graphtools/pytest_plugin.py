@@ -39,7 +39,7 @@ import pytest
 
 from graphtools._core import ONNX
 from graphtools.errors import PreconditionError
-from graphtools.ir import Model, Net
+from graphtools.ir import Model, Net, expect_model
 
 if TYPE_CHECKING:
     from graphtools.testing import OutputDiff
@@ -171,6 +171,8 @@ def assert_models_equivalent(
     ``feeds``."""
     from graphtools import testing
 
+    expect_model(before, "assert_models_equivalent")
+    expect_model(after, "assert_models_equivalent")
     if ONNX not in (before.dialect, after.dialect):
         testing.assert_models_equivalent(before, after, feeds, rtol, atol, shapes, seed)
         return

@@ -24,7 +24,7 @@ from graphtools.errors import InvalidNetError, PreconditionError, did_you_mean
 from graphtools.executor import Int8Tensor, Workspace, run_model, run_net, run_op
 from graphtools.feeds import ParamMaker, Synthesis, synthesize
 from graphtools.gradient_check import GradientCheck, check_gradients
-from graphtools.ir import Model, Net
+from graphtools.ir import Model, Net, expect_model
 from graphtools.pass_infra import PassManager
 from graphtools.printer import describe_net
 
@@ -270,6 +270,8 @@ def compare_models(
     declares as external inputs. An output present in only one model is a failed entry.
     ONNX models are refused (``graphtools.pytest_plugin.assert_models_equivalent`` runs them).
     """
+    expect_model(before, "compare_models")
+    expect_model(after, "compare_models")
     if ONNX in (before.dialect, after.dialect):
         raise PreconditionError(
             "compare_models runs Caffe2 pairs on the reference executor; compare ONNX models "
@@ -550,6 +552,8 @@ def assert_models_equivalent(
             shape or dtype, or exists in only one model; or nothing was compared.
         PreconditionError: ``feeds`` names no input of the model.
     """
+    expect_model(before, "assert_models_equivalent")
+    expect_model(after, "assert_models_equivalent")
     if feeds is None:
         synthesis = synthesize(before, shapes or {}, seed=seed)
         feeds = synthesis.feeds

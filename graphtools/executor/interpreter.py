@@ -21,7 +21,7 @@ from graphtools.errors import (
 )
 from graphtools.executor.registry import KERNELS, OpContext
 from graphtools.executor.workspace import Int8Tensor, Workspace
-from graphtools.ir import Model, Net, Op
+from graphtools.ir import Model, Net, Op, expect_model
 from graphtools.printer import describe_net
 
 __all__ = ["ExecutionError", "run_model", "run_net", "run_op"]
@@ -188,7 +188,7 @@ def run_model(
             predict_net reads is neither fed nor produced by the init_net (checked before
             running), or an external output is never written.
     """
-    _refuse_onnx(model.predict_net)
+    _refuse_onnx(expect_model(model, "run_model").predict_net)
     ws = Workspace(seed=seed) if workspace is None else workspace
     predict = model.predict_net
     described = describe_net(predict, "predict_net", model.predict_path)

@@ -15,7 +15,7 @@ import onnx
 
 from graphtools._core import ONNX
 from graphtools.errors import InvalidArgumentError, PreconditionError, SerdeError, did_you_mean
-from graphtools.ir import Model, Net
+from graphtools.ir import Model, Net, expect_model
 from graphtools.onnx.external import ModelSource
 from graphtools.passes.convert_to_caffe2 import ConvertToCaffe2
 from graphtools.passes.convert_to_onnx import ConvertToOnnx
@@ -132,7 +132,7 @@ def export_onnx(
             for name, (scale, zero_point) in (input_quantization or {}).items()
         ),
     )
-    work = model.copy()
+    work = expect_model(model, "export_onnx").copy()
     if value_info:
         _refuse_unknown_names(work.predict_net, value_info)
         declare_types(work.predict_net, value_info)

@@ -11,13 +11,14 @@ Replacing a file in place in the other format renames it (``predict_net.pbtxt`` 
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from graphtools._core import ONNX
-from graphtools.errors import SerdeError
-from graphtools.ir import Model, Net
+from graphtools.errors import InvalidArgumentError, SerdeError
+from graphtools.ir import Model, Net, expect_model
 from graphtools.serde.atomic import folder_for_write, recover_interrupted_write, write_files
 from graphtools.serde.codec import net_from_netdef
 from graphtools.serde.netdef_io import (
@@ -50,7 +51,15 @@ def load_model(
     model folder given alone as ``load_model_dir`` loads it.
 
     ``allow_empty`` lets an empty init_net file through (a few published nets ship one).
+
+    Raises:
+        InvalidArgumentError: a path is neither a ``str`` nor a ``PathLike`` (a ModelProto,
+            bytes: the message says how to load those).
+        SerdeError: a file cannot be read or is not a model.
     """
+    _expect_path(predict_path, "predict_path")
+    if init_path is not None:
+        _expect_path(init_path, "init_path")
     if init_path is None and Path(predict_path).is_dir():
         return load_model_dir(predict_path, allow_empty=allow_empty)
     data = read_bytes(predict_path)
@@ -158,6 +167,21 @@ def find_model_files(directory: str | Path) -> tuple[Path, Path | None]:
     return folder / predicts[0], folder / inits[0] if inits else None
 
 
+def _expect_path(value: object, what: str) -> None:
+    if isinstance(value, str | os.PathLike):
+        return
+    kind = type(value).__name__
+    if kind == "ModelProto":
+        how = "; an onnx.ModelProto in memory loads with graphtools.serde.onnx_codec."
+        how += "model_from_onnx_bytes(proto.SerializeToString())"
+    elif isinstance(value, bytes | bytearray | memoryview):
+        how = "; bytes in memory load with graphtools.serde.codec.net_from_bytes (a binary "
+        how += "NetDef) or graphtools.serde.onnx_codec.model_from_onnx_bytes (an ONNX model)"
+    else:
+        how = ""
+    raise InvalidArgumentError(f"load_model's {what} is a file path, not a {kind}{how}")
+
+
 def load_model_dir(directory: str | Path, *, allow_empty: bool = False) -> Model:
     """Load the model in ``directory`` (``predict_net.pb(txt)``, ``init_net.pb(txt)``, ...)."""
     predict, init = find_model_files(directory)
@@ -255,7 +279,9 @@ def save_model(model: Model, directory: str | Path, *, text: bool | None = None)
         SerdeError: the folder would be left ambiguous, is being written by another process
             or cannot be written; the nets cannot be written so that they load again; an
             ONNX model given a folder, or a Caffe2 pair given an ``.onnx`` path.
+        InvalidArgumentError: ``model`` is not a graphtools ``Model``.
     """
+    model = expect_model(model, "save_model")
     folder = Path(directory)
     if model.dialect == ONNX:
         return [_save_onnx(model, folder, text)]
