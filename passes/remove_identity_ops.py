@@ -1,5 +1,6 @@
 """Remove ops that pass their input through unchanged, as the model's op table says: Caffe2's
-``Identity``, ``Alias``, ``AliasWithName`` and test-mode ``Dropout``, ONNX's ``Identity`` and
+``Identity``, ``Alias``, ``AliasWithName`` (the aliases share their input's storage: kept when
+either name is written after them) and test-mode ``Dropout``, ONNX's ``Identity`` and
 inference-mode ``Dropout`` (whose masks nobody reads), and the op types of the ``types``
 option. Which can go, and how an external output keeps its name:
 ``graphtools.analysis.identities`` (in a net declaring no outputs, one writing a blob nobody
@@ -53,6 +54,7 @@ class RemoveIdentityOps(Pass):
             table.identity_types(),
             lambda op: table.passes_through(op, net),
             self.types,
+            table.shares_storage,
         )
         with net.edit() as edit:
             found.apply(edit)

@@ -82,6 +82,7 @@ def _check_values_interface_and_fixpoint(net: Net) -> None:
         model.predict_net,
         CAFFE2_TABLE.identity_types(),
         lambda op: CAFFE2_TABLE.passes_through(op, model.predict_net),
+        shares_storage=CAFFE2_TABLE.shares_storage,
     ).removed
 
 
@@ -136,7 +137,10 @@ def mostly_ssa_nets(draw: st.DrawFn) -> Net:
 
 def _found(net: Net) -> Any:
     return find_identity_ops(
-        net, CAFFE2_TABLE.identity_types(), lambda op: CAFFE2_TABLE.passes_through(op, net)
+        net,
+        CAFFE2_TABLE.identity_types(),
+        lambda op: CAFFE2_TABLE.passes_through(op, net),
+        shares_storage=CAFFE2_TABLE.shares_storage,
     )
 
 
@@ -177,3 +181,32 @@ def test_a_net_declaring_no_outputs_keeps_the_identities_writing_what_it_is_fetc
     assert [op.type for op in model.predict_net] == ["Relu", "Sigmoid", "Dropout"]
     assert model.predict_net[1].inputs == ("a",)
     assert model.predict_net[2].outputs == ("out", "mask")
+
+
+def test_an_alias_whose_names_are_written_after_it_stays() -> None:
+    """Caffe2's Alias shares its input's storage: after ``Relu(a) -> a`` in place, ``x`` holds
+    the Relu's values too, so dropping the Alias (Add then reads the x it had) changes ``y``.
+    An alias whose names nobody writes again goes, as an Identity does."""
+    shared = Net(
+        [
+            Op("Alias", ["x"], ["a"]),
+            Op("Relu", ["a"], ["a"]),
+            Op("Add", ["x", "a"], ["y"]),
+        ],
+        ["x"],
+        ["y"],
+    )
+    for net in (shared, shared.copy()):
+        model = Model(net)
+        result = RemoveIdentityOps()(model)
+        assert not result.modified and model.predict_net[0].type == "Alias"
+    written_input = Net(
+        [Op("AliasWithName", ["x"], ["a"]), Op("Relu", ["x"], ["x"]), Op("Add", ["x", "a"], ["y"])],
+        ["x"],
+        ["y"],
+    )
+    assert not RemoveIdentityOps()(Model(written_input)).modified
+    plain = Net([Op("Alias", ["x"], ["a"]), Op("Relu", ["a"], ["y"])], ["x"], ["y"])
+    model = Model(plain)
+    assert RemoveIdentityOps()(model).stats["ops_removed"] == 1
+    assert [(op.type, op.inputs) for op in model.predict_net] == [("Relu", ("x",))]

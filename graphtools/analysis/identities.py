@@ -36,6 +36,12 @@ __all__ = ["IdentityRemoval", "find_identity_ops"]
 _TYPE = operator.attrgetter("type")
 
 
+def _written_again(view: SSAView, index: int) -> bool:
+    """Whether an op writes op ``index``'s first input or first output after it."""
+    keys = (view.input_keys(index)[0], view.output_keys(index)[0])
+    return any(view.next_write(key) is not None for key in keys)
+
+
 @dataclass(frozen=True)
 class IdentityRemoval:
     """What ``find_identity_ops`` found.
@@ -67,12 +73,16 @@ def find_identity_ops(
     candidates: frozenset[str],
     passes_through: Callable[[Op], bool],
     types: Iterable[str] = (),
+    shares_storage: Callable[[Op], bool] | None = None,
 ) -> IdentityRemoval:
     """The identities of ``net`` that can go (see the module docstring); linear time.
 
     ``candidates`` are the op types that may be identities and ``passes_through(op)`` says
     whether one is (the op table's ``identity_types`` and ``passes_through``); ``types`` are
-    more types taken as identities when they have one input and one output.
+    more types taken as identities when they have one input and one output;
+    ``shares_storage(op)`` (the op table's) says whether an identity's output shares its
+    input's storage, which keeps it when either name is written after it (an in-place write
+    to one changes the other: dropped, the other would keep its old value).
 
     An identity the view calls plain (``SSAView.pass_through_keys``: the common case, a
     value no op overwrites, a mask nobody reads, no external output) in a net without nested
@@ -95,6 +105,10 @@ def find_identity_ops(
     if not found:  # the common case once a pipeline removed them: no view, no sets built
         return IdentityRemoval(frozenset(), (), ())
     view = net.ssa()
+    if shares_storage is not None:
+        found = [i for i in found if not (shares_storage(net[i]) and _written_again(view, i))]
+        if not found:
+            return IdentityRemoval(frozenset(), (), ())
     if not net.external_outputs:
         # A net declaring no outputs is fetched from the blobs it never reads (as verify
         # compares it): an identity writing one of those stays, as remove-dead-ends keeps

@@ -35,6 +35,12 @@ class OpTable(ABC):
         unchanged as its first output; its other outputs, if any, are side products a caller
         must check are unread."""
 
+    def shares_storage(self, op: Op) -> bool:
+        """Whether ``op``'s output shares its input's storage (Caffe2's ``Alias``): an
+        in-place write to either name after it changes the other too, so it passes its input
+        through only while neither name is written again."""
+        return False
+
     @abstractmethod
     def branch_nets(self, op: Op) -> list[tuple[str, Net]]:
         """``(argument name, net)`` of the nested nets of ``op`` that are control-flow bodies

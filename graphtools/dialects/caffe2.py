@@ -2,7 +2,8 @@
 
 Liveness keeps ops holding nested nets (an ``If``'s branches, a ``Do``'s net write enclosing
 blobs the op does not list) and, with side effects, the ops in ``SIDE_EFFECT_TYPES``;
-``Identity``, ``Alias``, ``AliasWithName`` and test-mode ``Dropout`` pass their input through;
+``Identity``, ``Alias``, ``AliasWithName`` and test-mode ``Dropout`` pass their input through
+(the two aliases share its storage: only while neither name is written again);
 an ``If``'s ``then_net``/``else_net`` are its branches; an op is evaluated by its executor kernel.
 """
 
@@ -29,6 +30,7 @@ SIDE_EFFECT_TYPES: frozenset[str] = frozenset(
 raise. (Caffe2's ``Log`` is the elementwise logarithm, not a logging op, so it is not here.)"""
 
 _IDENTITY_TYPES = frozenset({"Identity", "Alias", "AliasWithName"})
+_SHARING_TYPES = frozenset({"Alias", "AliasWithName"})  # output.ShareData(input)
 _BRANCHES = ("then_net", "else_net")
 _TYPE = operator.attrgetter("type")
 
@@ -53,6 +55,9 @@ class Caffe2OpTable(OpTable):
         if op.type == "Dropout":
             return bool(op.arg("is_test", 0)) and len(op.outputs) in (1, 2)
         return op.type in _IDENTITY_TYPES and len(op.outputs) == 1
+
+    def shares_storage(self, op: Op) -> bool:
+        return op.type in _SHARING_TYPES
 
     def branch_nets(self, op: Op) -> list[tuple[str, Net]]:
         if op.type != "If":
