@@ -200,3 +200,11 @@ def test_a_failing_op_without_inputs_lists_none() -> None:
     with pytest.raises(ExecutionError) as caught:
         run_model(Model(Net([fill], [], ["x"]), None), {})
     assert str(caught.value) == "op #0 (GivenTensorFill) failed: 3 values do not fill shape [2]"
+
+
+def test_an_op_missing_an_input_its_kernel_reads_says_so() -> None:
+    """A Conv without its weights failed with a bare "list index out of range"."""
+    model = Model(Net([Op("Conv", ["x"], ["y"], args={"kernel": 1})], ["x"], ["y"]))
+    with pytest.raises(ExecutionError, match=r"op #0 \(Conv\) failed") as caught:
+        run_model(model, {"x": np.zeros((1, 1, 2, 2), np.float32)})
+    assert "the op lists 1 input(s) and 1 output(s): does Conv take more?" in str(caught.value)

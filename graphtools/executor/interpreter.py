@@ -108,6 +108,9 @@ def run_op(op: Op, workspace: Workspace, *, index: int = 0, net: Net | None = No
     except (*_KERNEL_FAILURES, GraphToolsError) as exc:
         shapes = {name: _shape(v) for name, v in zip(op.inputs, values, strict=False)}
         described = f" (inputs: {_describe_inputs(op, values)})" if op.inputs else ""
+        if isinstance(exc, IndexError):  # a kernel reading an input or output the op lacks
+            counted = f"{len(op.inputs)} input(s) and {len(op.outputs)} output(s)"
+            described += f"; the op lists {counted}: does {op.type} take more?"
         raise ExecutionError(
             f"{_where(index, op, net_name)} failed: {exc}{described}",
             op_index=index,
