@@ -843,6 +843,11 @@ class MakeDynamicBatch(Pass):
                 "make-dynamic-batch: symbol must name the batch dim (an empty one would tie "
                 "nothing: each dim would be its own unknown)"
             )
+        if self.symbol.strip().lstrip("+-").isdigit():
+            raise PipelineSpecError(
+                f"make-dynamic-batch: symbol {self.symbol!r} is a number, which would read as "
+                "a size: name the batch dim (N, batch_size)"
+            )
 
     def call(self, model: Model) -> PassResult:
         """Try axis 0 (then axis 1 when a sequence op refuses axis 0); each try is

@@ -358,6 +358,13 @@ def test_an_empty_symbol_is_refused() -> None:
         PassManager.parse("make-dynamic-batch{symbol=}")
 
 
+def test_a_number_as_the_symbol_is_refused() -> None:
+    """``symbol=1`` wrote dim_param "1", which reads as a size of one."""
+    with pytest.raises(PipelineSpecError, match="symbol '1' is a number"):
+        PassManager.parse("make-dynamic-batch{symbol=1}")
+    assert PassManager.parse("make-dynamic-batch{symbol=batch_size}").spec
+
+
 def test_a_minus_one_dealing_rows_out_is_refused_and_a_view_of_batch_one_passes(
     tmp_path: Path,
 ) -> None:
