@@ -3,8 +3,9 @@ included): the readers of a copy read the first initializer holding the same dat
 and the copy goes.
 
 Equal means the same element type, shape and bytes. An initializer that is also a graph
-input (IR 3 models list them: a user may feed another value), a graph output, or read by a
-nested graph (whose reads cannot be rewired) is neither dropped nor kept for others. Exporters
+input (IR 3 models list them: a user may feed another value), a graph output, read by a
+nested graph (whose reads cannot be rewired) or by something besides the nodes (a
+``training_info``, a ``quantization_annotation``) is neither dropped nor kept for others. Exporters
 write equal constants under several names (the legacy exporter's shape constants, a batch norm
 as constructed); merged, they also let ``merge-common-subexpressions`` see that ops reading
 them compute the same thing.
@@ -26,16 +27,17 @@ from typing import Any, ClassVar
 from graphtools._core import ONNX
 from graphtools.analysis.dataflow import DataFlow
 from graphtools.analysis.scopes import scopes
-from graphtools.dialects import op_table
+from graphtools.dialects import op_table, read_outside_graph
 from graphtools.ir import Model, Net
 from graphtools.pass_infra import Pass, PassResult, register_pass
 
 __all__ = ["DedupeInitializers"]
 
 
-def _copies(net: Net, flow: DataFlow) -> dict[str, str]:
-    """``{copy: the initializer it equals}`` for the initializers of ``net`` that can go."""
-    fixed = set(net.external_inputs) | flow.escaping
+def _copies(net: Net, flow: DataFlow, outside: frozenset[str]) -> dict[str, str]:
+    """``{copy: the initializer it equals}`` for the initializers of ``net`` that can go
+    (``outside``: the names something besides the nodes reads, which stay)."""
+    fixed = set(net.external_inputs) | flow.escaping | outside
     groups: dict[tuple[Any, ...], list[str]] = defaultdict(list)
     for name, tensor in net.initializers.items():
         if name not in fixed:
@@ -71,11 +73,13 @@ class DedupeInitializers(Pass):
         table = op_table(model)
         stats = {"initializers_removed": 0}
         changed = False
+        outside = read_outside_graph(model)
         for scope in scopes(model.predict_net, table):
             net = scope.net
             if len(net.initializers) < 2:
                 continue
-            copies = _copies(net, DataFlow(scope))
+            main = net is model.predict_net
+            copies = _copies(net, DataFlow(scope), outside if main else frozenset())
             if not copies:
                 continue
             with net.edit() as edit:

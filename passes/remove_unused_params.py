@@ -10,7 +10,8 @@ params leave the init_net (their fill ops, when every blob the op fills is unuse
 init op reads it), its external outputs, and the predict_net's external inputs. An ONNX
 initializer that is also a graph input a user may feed (IR 4 and later) is part of the
 model's interface and stays, and so does one an ONNX model's ``training_info`` reads (a
-training step's learning rate, say).
+training step's learning rate, say) or its graph's ``quantization_annotation`` names (a
+quantized tensor's scale or zero point).
 
 Example (``w_old`` is filled but never read)::
 

@@ -120,3 +120,41 @@ def test_an_initializer_only_training_info_reads_stays(tmp_path: Path) -> None:
     saved = onnx.load(str(save_onnx_model(loaded, tmp_path / "out.onnx")))
     assert [t.name for t in saved.graph.initializer] == ["w", "lr"]
     onnx.checker.check_model(saved, full_check=True)
+
+
+def test_scales_a_quantization_annotation_names_stay_and_are_not_deduped(tmp_path: Path) -> None:
+    """A quantized tensor's scale and zero point are initializers only the graph's
+    quantization_annotation names: remove-unused-params dropped them, and dedupe-initializers
+    would drop one equal to another, leaving the annotation naming nothing."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from graphtools.passes.dedupe_initializers import DedupeInitializers
+    from graphtools.serde.onnx_io import load_onnx_model, save_onnx_model
+
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "w"], ["y"])],
+        "main",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        initializer=[
+            numpy_helper.from_array(np.ones(4, np.float32), "w"),
+            numpy_helper.from_array(np.array(0.5, np.float32), "y_scale"),
+            numpy_helper.from_array(np.array(0.5, np.float32), "x_scale"),
+            numpy_helper.from_array(np.array(0.2, np.float32), "unused"),
+        ],
+    )
+    for tensor, scale in (("x", "x_scale"), ("y", "y_scale")):
+        annotation = graph.quantization_annotation.add(tensor_name=tensor)
+        annotation.quant_parameter_tensor_names.add(key="SCALE_TENSOR", value=scale)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    loaded = load_onnx_model(tmp_path / "m.onnx")
+    assert unused_params(loaded) == ["unused"]
+    PassManager([RemoveUnusedParams(), DedupeInitializers()])(loaded)
+    saved = onnx.load(str(save_onnx_model(loaded, tmp_path / "out.onnx")))
+    assert [t.name for t in saved.graph.initializer] == ["w", "y_scale", "x_scale"]
+    named = {
+        e.value for a in saved.graph.quantization_annotation for e in a.quant_parameter_tensor_names
+    }
+    assert named == {"x_scale", "y_scale"}

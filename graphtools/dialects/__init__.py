@@ -57,10 +57,13 @@ def _function_ids(model: Model) -> frozenset[tuple[str, str]]:
 def read_outside_graph(model: Model) -> frozenset[str]:
     """Names of ``model``'s main graph that something besides its nodes reads: an ONNX
     model's ``training_info`` (its algorithm and initialization graphs' nodes, nested graphs
-    included, and the names its bindings update). A pass must keep such a value (an
-    initializer no node reads may be a training step's learning rate)."""
+    included, and the names its bindings update) and the scales and zero points its graph's
+    ``quantization_annotation`` names. A pass must keep such a value (an initializer no node
+    reads may be a training step's learning rate, or a quantized tensor's scale)."""
     infos = getattr(model.header, "training_info", ())
     names: set[str] = set()
+    for annotation in getattr(model.predict_net.header, "quantization_annotation", ()):
+        names.update(entry.value for entry in annotation.quant_parameter_tensor_names)
     for info in infos:
         for graph in (info.algorithm, info.initialization):
             names.update(_graph_reads(graph))
