@@ -370,6 +370,17 @@ def test_export_onnx_makes_the_init_nets_im_info_a_graph_input(
     ours = run_model(Model(predict, init), feeds)["b"]
     assert ours.max() <= 64  # clipped to the image fed, not to 320x427
     np.testing.assert_allclose(run_onnxruntime(exported, feeds)["b"], ours, rtol=1e-5, atol=1e-4)
+    # run -o X.onnx makes the same model (it kept im_info as the init_net's constant, silently)
+    ran = tmp_path / "run.onnx"
+    shapes = ["--shapes", "r=6x5,d=6x4"]
+    code, _, err = run_cli(capsys, "run", str(tmp_path / "pair"), "-p", "", "-o", str(ran), *shapes)
+    assert code == 0, err
+    assert "input 'im': a graph input instead of the init_net's fill" in err
+    assert "op #0 (BBoxTransform) reads per image" in err
+    assert [i.name for i in onnx.load(str(ran)).graph.input] == ["r", "d", "im"]
+    np.testing.assert_allclose(
+        run_onnxruntime(onnx.load(str(ran)), feeds)["b"], ours, rtol=1e-5, atol=1e-4
+    )
 
 
 def test_export_onnx_dynamic_batch_refuses_a_net_pinned_to_its_batch(

@@ -43,6 +43,7 @@ __all__ = [
     "first_readers",
     "guess_generic",
     "guess_input_shapes",
+    "per_image_fills",
     "placeholder_hints",
     "placeholder_inputs",
 ]
@@ -324,9 +325,29 @@ def placeholder_inputs(model: Model) -> dict[str, tuple[tuple[int, ...] | None, 
     for name, (_, op, position) in first_readers(model.predict_net).items():
         reads_data = op.type in IMAGE_READERS or op.type in DENSE_READERS
         if name in filled and name in declared and position == 0 and reads_data:
-            fill = filled[name]
-            raw = fill.arg("shape")
-            shape = None if raw is None else tuple(int(d) for d in raw)
-            dims = "?" if shape is None else "x".join(str(d) for d in shape) or "()"
-            found[name] = (shape, f"{fill.type} of shape {dims}")
+            found[name] = _fill_shape(filled[name])
     return found
+
+
+def per_image_fills(model: Model) -> dict[str, tuple[tuple[int, ...] | None, str, int, str]]:
+    """Declared inputs the init_net fills that an op reads as per-image data (a detector's
+    ``im_info``, ``PLACEHOLDER_ROLES``), filled for the image size the pair was exported at:
+    ``{name: (the fill's shape or None, the fill described, reader's index, reader's type)}``.
+    A feed replaces them as it does ``placeholder_inputs``."""
+    if model.init_net is None:
+        return {}
+    filled = {name: op for op in model.init_net for name in op.outputs}
+    declared = set(model.predict_net.external_inputs)
+    return {
+        name: (*_fill_shape(filled[name]), index, op.type)
+        for name, (index, op, position) in first_readers(model.predict_net).items()
+        if name in filled and name in declared and (op.type, position) in PLACEHOLDER_ROLES
+    }
+
+
+def _fill_shape(fill: Op) -> tuple[tuple[int, ...] | None, str]:
+    """A fill's ``shape`` argument (``None`` without one) and the fill described."""
+    raw = fill.arg("shape")
+    shape = None if raw is None else tuple(int(d) for d in raw)
+    dims = "?" if shape is None else "x".join(str(d) for d in shape) or "()"
+    return shape, f"{fill.type} of shape {dims}"

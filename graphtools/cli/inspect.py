@@ -7,11 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from graphtools._core import ONNX
-from graphtools.analysis.input_shapes import (
-    PLACEHOLDER_ROLES,
-    first_readers,
-    placeholder_inputs,
-)
+from graphtools.analysis.input_shapes import per_image_fills, placeholder_inputs
 from graphtools.analysis.summary import ModelSummary, dtype_bytes, summarize
 from graphtools.cli.common import (
     Output,
@@ -255,27 +251,13 @@ def _show_one(out: Output, options: argparse.Namespace, path: str, model: Model)
             f"input {name!r}: the init_net fills it with a placeholder ({fill}); verify and "
             "export-onnx feed it as an input, and so it is typed here"
         )
-    for name, (index, op_type) in _per_image_fills(model).items():
+    for name, (_, _, index, op_type) in per_image_fills(model).items():
         out.note(
             f"{name!r}: the init_net fills it, for the image size the model was exported at; "
             f"op #{index} ({op_type}) reads it as per-image data, so verify and export-onnx "
             "feed it as an input made to fit the image they feed"
         )
     return _summary_data(summary, path, model)
-
-
-def _per_image_fills(model: Model) -> dict[str, tuple[int, str]]:
-    """Declared inputs the init_net fills that an op reads as per-image data (a detector's
-    ``im_info``, ``PLACEHOLDER_ROLES``): ``{name: (op index, op type)}``."""
-    if model.init_net is None:
-        return {}
-    filled = {name for op in model.init_net for name in op.outputs}
-    declared = set(model.predict_net.external_inputs)
-    return {
-        name: (index, op.type)
-        for name, (index, op, position) in first_readers(model.predict_net).items()
-        if name in filled and name in declared and (op.type, position) in PLACEHOLDER_ROLES
-    }
 
 
 def _ssa_rows(net: Net) -> list[tuple[str, str | None, list[str]]]:

@@ -97,7 +97,8 @@ def _placeholder_shapes(
     their fills' (the size the pair was exported at) where the shape analysis accepts it,
     said so. Declared so, each is a graph input of the export, as ``export-onnx`` makes it;
     left out, the placeholder's values would be exported as a constant, and the model would
-    ignore its input.
+    ignore its input. So is a detector's per-image ``im_info`` (``per_image_fills``), at its
+    fill's shape: a constant would clip every box to the exported image size.
 
     Raises:
         UsageError: a placeholder whose fill gives no shape the net accepts (a dummy of shape
@@ -105,15 +106,29 @@ def _placeholder_shapes(
     """
     from graphtools.analysis.input_shapes import (
         guess_input_shapes,
+        per_image_fills,
         placeholder_hints,
         placeholder_inputs,
     )
 
+    found: dict[str, tuple[int, ...]] = {}
+    for name, (shape, fill, index, op_type) in per_image_fills(model).items():
+        if name in shapes:
+            continue
+        if shape is None:
+            raise UsageError(
+                f"input {name!r} is filled by the init_net ({fill}) for one image size, and "
+                f"op #{index} ({op_type}) reads it per image: pass its shape with --shapes"
+            )
+        found[name] = shape
+        out.note(
+            f"input {name!r}: a graph input instead of the init_net's fill ({fill}) for the "
+            f"image size the pair was exported at, which op #{index} ({op_type}) reads per image"
+        )
     placeholders = {n: p for n, p in placeholder_inputs(model).items() if n not in shapes}
     if not placeholders:
-        return {}
+        return found
     guesses = guess_input_shapes(model, list(placeholders), shapes, placeholder_hints(placeholders))
-    found: dict[str, tuple[int, ...]] = {}
     for name, (shape, fill) in placeholders.items():
         guess = guesses.get(name)
         if shape is None or guess is None or tuple(guess.shape) != shape:
