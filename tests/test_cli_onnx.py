@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -838,3 +839,7 @@ def test_verify_onnx_says_equal_proves_nothing_when_every_output_is_empty(
     assert code == 0 and "outputs equal" in out, out + err
     assert "every output compared is empty on these inputs (0 values)" in err
     assert "exec both models --feeds" in err
+    code, out, _ = run_cli(capsys, "verify", "--onnx", str(target), str(folder), "--json")
+    document = json.loads(out)
+    assert code == 0 and document["verdict"] == "equal"
+    assert any("0 values" in note for note in document["notes"])  # the JSON says it too
