@@ -262,6 +262,8 @@ def test_run_unrolls_for_the_shapes_it_is_given_and_never_for_the_placeholder(
     assert "'lowered': 1" in out
     flat = load_model(tmp_path / "given" / "predict_net.pbtxt")
     assert [op.type for op in flat.predict_net].count("LSTMUnit") == 3
+    # the shapes go with the net unrolled for them: later commands read them as given
+    assert (tmp_path / "given" / "shapes.txt").read_text().split() == ["input_blob=3x1x62"]
 
     (pair / "shapes.txt").write_text("input_blob=5xQx62\n")  # read only when a pass takes it
     code, _, err = run_cli(capsys, "run", str(pair), "-o", str(tmp_path / "default"))

@@ -179,9 +179,17 @@ def _write(
     return written
 
 
-def source_shapes(model: Model, source: str | Path) -> dict[str, Shape]:
-    """The input shapes ``shapes.txt`` beside ``source`` gives ``model`` (none when it has no
-    such file, or one that does not fit it)."""
+def source_shapes(
+    model: Model, source: str | Path, items: Sequence[str] | None = None
+) -> dict[str, Shape]:
+    """The input shapes ``--shapes`` (``items``) gives, else those ``shapes.txt`` beside
+    ``source`` gives ``model`` (none when it has no such file, or one that does not fit it).
+
+    Raises:
+        UsageError: an item of ``items`` is malformed or names no input of ``model``.
+    """
+    if items:
+        return read_shape_specs(model, source, items)[0]
     try:
         shapes, _ = read_shape_specs(model, source, None)
     except GraphToolsError:
@@ -192,7 +200,8 @@ def source_shapes(model: Model, source: str | Path) -> dict[str, Shape]:
 def carry_shapes(
     shapes: Mapping[str, Shape], model: Model, folder: Path, out: Output | None = None
 ) -> Path | None:
-    """Write the input shapes the source's ``shapes.txt`` gave into the output ``folder``, for
+    """Write the input shapes ``--shapes`` or the source's ``shapes.txt`` gave into the output
+    ``folder``, for
     the inputs the run left (a later command on the output reads them as given, not guessed
     again); ``None`` when there are none. A ``shapes.txt`` already there that this run does
     not replace is another model's, which later commands would take as this one's: said."""
@@ -260,7 +269,7 @@ def _cmd_run(options: argparse.Namespace) -> int:
             "the result; write it to an .onnx file (-o OUT.onnx)"
         )
     out_dir = _output_plan(model, options)
-    shapes = source_shapes(model, options.inputs[0])
+    shapes = source_shapes(model, options.inputs[0], options.shapes)
     after_pass = printer_after_pass(out) if options.print_after_each else None
     records = manager(model, after_pass=after_pass)
     report_records(out, manager, records, options.time_passes)
