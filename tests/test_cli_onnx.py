@@ -843,3 +843,20 @@ def test_verify_onnx_says_equal_proves_nothing_when_every_output_is_empty(
     document = json.loads(out)
     assert code == 0 and document["verdict"] == "equal"
     assert any("0 values" in note for note in document["notes"])  # the JSON says it too
+
+
+def test_verify_onnx_takes_the_shape_of_an_input_the_predict_net_reads_undeclared(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """jolibrain's lenet declares its params but not ``data``: verify --onnx guessed a batch
+    of one for it, and onnxruntime refused the model exported at a batch of two. It takes the
+    ONNX model's shape, and says the shape came from that file."""
+    w = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    init = Net(
+        [Op("GivenTensorFill", [], ["w"], args={"shape": [3, 4], "values": w.ravel().tolist()})]
+    )
+    predict = Net([Op("MatMul", ["data", "w"], ["y"])], ["w"], ["y"])
+    folder, target, _ = _exported(capsys, tmp_path, Model(predict, init), "data=2x3")
+    code, out, err = run_cli(capsys, "verify", "--onnx", str(target), str(folder))
+    assert code == 0 and "outputs equal" in out, out + err
+    assert f"input data: float32[2, 3] (given: {target})" in out + err

@@ -181,20 +181,22 @@ def _shapes_from_onnx(
     onnx_path: str,
     *,
     made_up: bool = False,
-) -> tuple[dict[str, tuple[int, ...]], list[str]]:
+) -> tuple[dict[str, tuple[int, ...]], dict[str, str], list[str]]:
     """Input shapes for ``verify --onnx``: ``--shapes`` or ``shapes.txt`` first, then the
     ONNX model's declared input shapes (a symbolic dim taken as 1, said so); an input the
-    ONNX model does not shape is left to ``verify``'s guess. A pair without its weights is
-    refused (``_refuse_missing_weights``) unless ``made_up`` (``--random-params``: the ONNX
-    model was exported with made-up ones)."""
-    shapes, _ = read_shapes(model, path, items)
+    ONNX model does not shape is left to ``verify``'s guess. Returns the shapes, where each
+    came from and notes. A pair without its weights is refused (``_refuse_missing_weights``)
+    unless ``made_up`` (``--random-params``: the ONNX model was exported with made-up ones)."""
+    shapes, where = read_shapes(model, path, items)
+    origins = dict.fromkeys(shapes, where)
     data, _ = model_input_names(model)
     if not made_up:
         _refuse_missing_weights(model, data, shapes)
-    declared = set(model.predict_net.external_inputs)
-    missing = [name for name in data if name not in shapes and name in declared]
+    # data inputs, declared or only read (jolibrain's lenet declares its params, not data)
+    missing = [name for name in data if name not in shapes]
     onnx_graph = load_onnx_file(onnx_path).predict_net
     # An init_net placeholder of a data input is a graph input of the export: its shape too.
+    declared = set(model.predict_net.external_inputs)
     missing += [
         name
         for name in onnx_graph.external_inputs
@@ -211,9 +213,10 @@ def _shapes_from_onnx(
             continue
         free = [i for i, d in enumerate(value_type.shape) if not isinstance(d, int) or d < 0]
         shapes[name] = tuple(d if isinstance(d, int) and d >= 0 else 1 for d in value_type.shape)
+        origins[name] = onnx_path
         said = f" (dims {free} symbolic: taken as 1)" if free else ""
         notes.append(f"input {name!r}: shape {list(shapes[name])} from {onnx_path}{said}")
-    return shapes, notes
+    return shapes, origins, notes
 
 
 def _export(
@@ -372,20 +375,20 @@ def _prepared(
     *,
     export: bool = False,
     shapes: dict[str, tuple[int, ...]] | None = None,
+    origins: Mapping[str, str] | None = None,
 ) -> Any:
     """The pair made whole and its feeds (``export_feeds.prepare_export``), reported. For an
     export, parameters are made up only with ``--random-params``: without it a pair whose
     weights are missing (no init_net, a ``Load`` from a missing database, a blob nothing
     fills) or do not fit the net is refused, naming the option. ``shapes``: input shapes the
-    caller found (else ``--shapes`` and ``shapes.txt``)."""
+    caller found (else ``--shapes`` and ``shapes.txt``), ``origins`` where each came from."""
     from graphtools.feeds.report import guessed_shapes
     from graphtools.onnx.export_feeds import prepare_export
 
     names = _outputs(model, options.outputs, out)
     if shapes is None:
         shapes, where = read_shapes(model, path, options.shapes)
-    else:
-        where = "--shapes, shapes.txt or the ONNX model"
+        origins = dict.fromkeys(shapes, where)
     random_params = (options.random_params or None) if export else options.random_params
     try:
         prepared = prepare_export(
@@ -409,9 +412,10 @@ def _prepared(
             f"{_missing_weights(model, synthesis)}; pass --random-params to export with "
             f"made-up ones{hint if synthesis.replaced else ''}"
         )
+    origins = origins or {}
     for made in synthesis.inputs:
         dims = ", ".join(map(str, made.shape))
-        reason = where if made.reason == "--shapes" else made.reason
+        reason = origins.get(made.name, made.reason) if made.reason == "--shapes" else made.reason
         out.line(f"input {made.name}: {made.dtype}[{dims}] ({made.origin}: {reason})")
     guessed = guessed_shapes(synthesis.inputs)
     if export and guessed:
@@ -501,10 +505,10 @@ def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: O
         raise UsageError(f"--onnx {options.onnx} is not an ONNX model")
     if not options.test_mode:
         _note_training_ops(model, out)
-    shapes, notes = _shapes_from_onnx(
+    shapes, origins, notes = _shapes_from_onnx(
         model, path, options.shapes, options.onnx, made_up=options.random_params is True
     )
-    prepared = _prepared(model, path, options, out, shapes=shapes)
+    prepared = _prepared(model, path, options, out, shapes=shapes, origins=origins)
     _check_graph_inputs(options.onnx, prepared.feeds)
     rtol, per_rtol = settings["rtol"] if options.rtol else (1e-4, {})
     atol, per_atol = settings["atol"] if options.atol else (1e-5, {})
