@@ -192,11 +192,12 @@ def _shapes_from_onnx(
     data, _ = model_input_names(model)
     if not made_up:
         _refuse_missing_weights(model, data, shapes)
-    # data inputs, declared or only read (jolibrain's lenet declares its params, not data)
-    missing = [name for name in data if name not in shapes]
+    declared = set(model.predict_net.external_inputs)
+    # Data inputs, declared or not (jolibrain's lenet declares its params, not data); a net
+    # declaring no input at all leaves them to verify's guess, made to fit their readers.
+    missing = [name for name in data if name not in shapes] if declared else []
     onnx_graph = load_onnx_file(onnx_path).predict_net
     # An init_net placeholder of a data input is a graph input of the export: its shape too.
-    declared = set(model.predict_net.external_inputs)
     missing += [
         name
         for name in onnx_graph.external_inputs
