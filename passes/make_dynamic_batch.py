@@ -859,6 +859,7 @@ class MakeDynamicBatch(Pass):
             return PassResult(model, False, {"symbol": "", "rewrites": 0})
         FoldConstants()(model)  # targets, sizes and pads computed from constants become constants
         first: _Refused | None = None
+        symbolic: str | None = None  # the first refused attempt's symbol, when already so
         mixed = None if self.inputs else _mixed_batch_axes(model)
         tried: list[dict[str, int]] = []  # each choice once: two sequence ops may refuse both
         while trials:
@@ -870,7 +871,8 @@ class MakeDynamicBatch(Pass):
                 stats = attempt.run()
             except _Refused as refusal:
                 model.restore(state)
-                first = first or refusal
+                if first is None:
+                    first, symbolic = refusal, attempt.symbol if attempt.already else None
                 more = [mixed]  # recurrent states batched on axis 1
                 if refusal.pin.kind == "sequence" and not self.inputs:
                     more.insert(0, _batch_axes(model, 1))
@@ -887,6 +889,11 @@ class MakeDynamicBatch(Pass):
             )
         else:
             hint = "" if self.inputs else f"; {_axes_hint(model)}"
+        if symbolic is not None:  # nothing to make dynamic: the refusal is the checks'
+            hint += (
+                f"; the inputs' batch is symbolic already ({symbolic!r}): without "
+                "make-dynamic-batch (the CLI's --dynamic-batch) the model stays as exported"
+            )
         raise PreconditionError(f"cannot make the batch dynamic: {first}{hint}")
 
 

@@ -594,3 +594,24 @@ def test_a_body_output_declared_without_a_type_is_refused_by_name_not_a_codec_er
     with pytest.raises(PassError) as refused:
         run_stages(model, PassManager.parse("default"), dynamic_batch=True)
     assert "carries the batch" in str(refused.value.__cause__)
+
+
+def test_a_model_dynamic_already_is_told_it_needs_no_dynamic_batch(tmp_path: Path) -> None:
+    """An export with a symbolic batch that combines its rows (a batch mean) is refused, as
+    any model whose rows are not separate results; the refusal now says the model is
+    dynamic already, so leaving the option out is what the user wants."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    nodes = [
+        helper.make_node("ReduceMean", ["x"], ["m"], axes=[0], keepdims=1),
+        helper.make_node("Sub", ["x", "m"], ["y"]),
+    ]
+    path = tmp_path / "centred.onnx"
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)]
+    )
+    onnx.save(model, str(path))
+    loaded = load_onnx_model(path)
+    with pytest.raises(PassError, match="combines the rows") as caught:
+        PassManager.parse("make-dynamic-batch")(loaded)
+    assert "the inputs' batch is symbolic already ('N')" in str(caught.value)
