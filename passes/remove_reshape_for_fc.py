@@ -3,8 +3,10 @@
 ``x.view(x.size(0), -1)`` before a ``Linear`` exports as ``Shape -> Gather -> ExpandDims/
 Unsqueeze -> Concat -> Reshape -> FC``; Caffe2's ``FC`` flattens its input itself, so the whole
 sub-graph can go and the ``FC`` read the Reshape's data input directly. Which sub-graphs can
-go, and how this differs from detectron2: ``graphtools.analysis.reshape``. The params only
-the removed chains read leave the predict_net's external inputs and the init_net.
+go, and how this differs from detectron2: ``graphtools.analysis.reshape``. As detectron2, it
+keeps a Reshape whose data is a value the net does not compute (an input or a param: a net
+cut at the pooled blob by ``extract --inputs``), which nothing shows is not a param. The
+params only the removed chains read leave the predict_net's external inputs and the init_net.
 
 Example::
 
