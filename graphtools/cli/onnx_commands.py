@@ -93,12 +93,12 @@ def required_shapes(
 def _placeholder_shapes(
     model: Model, shapes: Mapping[str, Sequence[int]], out: Output
 ) -> dict[str, tuple[int, ...]]:
-    """Shapes of the init_net placeholders of data inputs that ``shapes`` does not give:
-    their fills' (the size the pair was exported at) where the shape analysis accepts it,
-    said so. Declared so, each is a graph input of the export, as ``export-onnx`` makes it;
-    left out, the placeholder's values would be exported as a constant, and the model would
-    ignore its input. So is a detector's per-image ``im_info`` (``per_image_fills``), at its
-    fill's shape: a constant would clip every box to the exported image size.
+    """Shapes of the init_net placeholders of data inputs that ``shapes`` does not give, a
+    detector's per-image ``im_info`` included (``per_image_fills``): their fills' (the size
+    the pair was exported at) where the shape analysis accepts it, said so. Declared so, each
+    is a graph input of the export, as ``export-onnx`` makes it; left out, the fill's values
+    would be exported as a constant, and the model would ignore its input (or clip every box
+    to the exported image size).
 
     Raises:
         UsageError: a placeholder whose fill gives no shape the net accepts (a dummy of shape
@@ -111,24 +111,13 @@ def _placeholder_shapes(
         placeholder_inputs,
     )
 
-    found: dict[str, tuple[int, ...]] = {}
-    for name, (shape, fill, index, op_type) in per_image_fills(model).items():
-        if name in shapes:
-            continue
-        if shape is None:
-            raise UsageError(
-                f"input {name!r} is filled by the init_net ({fill}) for one image size, and "
-                f"op #{index} ({op_type}) reads it per image: pass its shape with --shapes"
-            )
-        found[name] = shape
-        out.note(
-            f"input {name!r}: a graph input instead of the init_net's fill ({fill}) for the "
-            f"image size the pair was exported at, which op #{index} ({op_type}) reads per image"
-        )
-    placeholders = {n: p for n, p in placeholder_inputs(model).items() if n not in shapes}
+    per_image = {n: (shape, fill) for n, (shape, fill, _, _) in per_image_fills(model).items()}
+    found = {**placeholder_inputs(model), **per_image}
+    placeholders = {n: p for n, p in found.items() if n not in shapes}
     if not placeholders:
-        return found
+        return {}
     guesses = guess_input_shapes(model, list(placeholders), shapes, placeholder_hints(placeholders))
+    taken: dict[str, tuple[int, ...]] = {}
     for name, (shape, fill) in placeholders.items():
         guess = guesses.get(name)
         if shape is None or guess is None or tuple(guess.shape) != shape:
@@ -138,12 +127,12 @@ def _placeholder_shapes(
                 f"not take: pass --shapes {name}={suggested} (a guess: give the shape the "
                 "model is used at)"
             )
-        found[name] = shape
+        taken[name] = shape
         out.note(
             f"input {name!r}: a graph input instead of the init_net's placeholder ({fill}), "
             f"at its shape {'x'.join(map(str, shape))} (--shapes gives another)"
         )
-    return found
+    return taken
 
 
 def _refuse_missing_weights(
