@@ -52,7 +52,8 @@ logger = logging.getLogger(__name__)
 
 
 def _input_type(spec: str) -> tuple[str, TensorType]:
-    """``name:3x2x4`` (float32) or ``name:3x2x4:float64`` as a blob name and its type."""
+    """``name:3x2x4`` (float32), ``name:3x2x4:float64`` or ``name:3x2x4:?`` (element type
+    unknown) as a blob name and its type."""
     parts = spec.rsplit(":", 2) if spec.count(":") >= 2 else spec.rsplit(":", 1)
     if len(parts) < 2 or not parts[0]:
         raise PreconditionError(
@@ -61,7 +62,8 @@ def _input_type(spec: str) -> tuple[str, TensorType]:
     name, dims = parts[0], parts[1]
     try:
         shape = tuple(int(d) for d in dims.split("x")) if dims else ()
-        dtype = np.dtype(parts[2] if len(parts) == 3 else np.float32)
+        given = parts[2] if len(parts) == 3 else "float32"
+        dtype = None if given == "?" else np.dtype(given)
     except (ValueError, TypeError) as exc:
         raise PreconditionError(
             f"lower-recurrent-networks: input_shapes entry {spec!r}: {exc}"
@@ -76,7 +78,8 @@ class LowerRecurrentNetworks(Pass):
     Options:
         seq_len: the sequence length of every RecurrentNetwork op (-1: from the shapes).
         input_shapes: types of the predict_net's inputs for the shape analysis, as
-            ``name:3x2x4`` or ``name:3x2x4:float64`` (spec ``input_shapes=x:5x2x4;h0:2x4``).
+            ``name:3x2x4`` (float32), ``name:3x2x4:int64`` or ``name:3x2x4:?`` (any element
+            type) (spec ``input_shapes=x:5x2x4;h0:2x4``).
 
     Stats: ``lowered`` (RecurrentNetwork ops), ``gradients_lowered``, ``ops_added``, ``kept``.
 

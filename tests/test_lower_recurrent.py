@@ -293,3 +293,71 @@ def test_verify_unrolls_for_the_length_it_feeds(
     assert "'lowered': 1" in out and "outputs equal" in out
     softmax = next(line for line in out.splitlines() if line.startswith("softmax"))
     assert "[4, 1, " in softmax  # the 4 steps' rows
+
+
+def test_every_run_path_gives_the_pass_the_shapes_and_none_a_guess_or_symbol(
+    real_fixtures: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The shapes reach the pass on a run written as ONNX, a batch run over a folder and an
+    in-place run (whose shapes.txt follows the net); a symbolic length says no length (the
+    op is kept), and verify gives the pass only the shapes it was given, never its guess."""
+    import onnx
+    from conftest import run_cli
+
+    from graphtools.onnx import run_onnxruntime
+    from graphtools.serde import save_model
+
+    model, weights = _demo(real_fixtures)
+    init = model.init_net
+    assert init is not None
+    fills = [
+        Op(
+            "GivenTensorFill",
+            [],
+            [name],
+            args={"shape": list(w.shape), "values": w.ravel().tolist()},
+        )
+        for name, w in weights.items()
+    ]
+    with init.edit() as edit:
+        edit.insert(len(init), fills)
+    pair = tmp_path / "whole"
+    save_model(model, pair)
+    spec = ["-p", "lower-recurrent-networks"]
+
+    target = tmp_path / "flat.onnx"
+    given = ["--shapes", "input_blob=3x1x62"]
+    code, _, err = run_cli(capsys, "run", str(pair), *spec, *given, "-o", str(target))
+    assert code == 0, err
+    exported = onnx.load(str(target))
+    assert "Loop" not in {node.op_type for node in exported.graph.node}
+    rows = np.random.default_rng(2).standard_normal((3, 1, 62)).astype(np.float32)
+    expected = run_model(model, {"input_blob": rows})
+    actual = run_onnxruntime(exported, {"input_blob": rows})
+    np.testing.assert_allclose(actual["softmax"], expected["softmax"], rtol=1e-5, atol=1e-6)
+
+    symbolic = ["--shapes", "input_blob={T}x1x62", "-o", str(tmp_path / "any")]
+    code, _, err = run_cli(capsys, "run", str(pair), *spec, *symbolic)
+    assert code == 0 and "kept op #1 (RecurrentNetwork)" in err
+
+    folder = tmp_path / "several"
+    for name, steps in (("a", 4), ("b", 2)):
+        save_model(model, folder / name)
+        (folder / name / "shapes.txt").write_text(f"input_blob={steps}x1x62\n")
+    code, _, err = run_cli(capsys, "run", str(folder), *spec, "-o", str(tmp_path / "batch"))
+    assert code == 0, err
+    for name, steps in (("a", 4), ("b", 2)):
+        flat = load_model(tmp_path / "batch" / name)
+        assert [op.type for op in flat.predict_net].count("LSTMUnit") == steps
+
+    in_place = tmp_path / "in_place"
+    save_model(model, in_place)
+    (in_place / "shapes.txt").write_text("input_blob=3x1x62\n")
+    code, _, err = run_cli(
+        capsys, "run", str(in_place), *spec, "--in-place", "--shapes", "input_blob=5x1x62"
+    )
+    assert code == 0, err
+    assert (in_place / "shapes.txt").read_text().split() == ["input_blob=5x1x62"]
+
+    code, out, err = run_cli(capsys, "verify", str(pair), *spec)
+    assert code == 0 and "no pass changed the model" in err + out  # the guessed 1x1x62 is no length

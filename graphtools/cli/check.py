@@ -47,6 +47,7 @@ from graphtools.cli.common import (
 )
 from graphtools.cli.onnx_files import is_onnx_file
 from graphtools.cli.onnx_verify import saved_arrays, verify_onnx_model
+from graphtools.cli.pass_shapes import with_input_shapes
 from graphtools.cli.pipeline import (
     feeds_of,
     is_collection,
@@ -54,7 +55,6 @@ from graphtools.cli.pipeline import (
     npz_bytes,
     printer_after_pass,
     saved_inputs,
-    with_input_shapes,
 )
 from graphtools.errors import GraphToolsError
 from graphtools.executor import Int8Tensor
@@ -234,9 +234,9 @@ def verify_one(
     ]
     report.params = synthesis.params
     _notes(synthesis, report)
-    fed = synthesis.inputs
+    given = [i for i in synthesis.inputs if i.origin == "given"]  # never a guess's length
     manager = with_input_shapes(
-        manager, {i.name: i.shape for i in fed}, {i.name: i.dtype for i in fed}
+        manager, {i.name: i.shape for i in given}, {i.name: i.dtype for i in given}
     )
     before = _strip(model, synthesis)
     after = before.copy()

@@ -42,6 +42,7 @@ from graphtools.cli.common import (
     writable_symbol,
 )
 from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file
+from graphtools.cli.pass_shapes import with_input_shapes
 from graphtools.errors import (
     GraphToolsError,
     InvalidNetError,
@@ -321,6 +322,7 @@ def run_onnx(options: argparse.Namespace, manager: PassManager, out: Output) -> 
     shapes = required_shapes(model, source, options.shapes)
     value_info = _float_inputs({**_placeholder_shapes(model, shapes, out), **shapes})
     declare_types(model.predict_net, value_info)  # for a convert-to-onnx in the pipeline
+    manager = with_input_shapes(manager, shapes)
     records = manager(model)
     report_records(out, manager, records, options.time_passes)
     if model.dialect != ONNX:

@@ -10,7 +10,6 @@ import argparse
 import io
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,6 @@ from graphtools.cli.common import (
     output_folder,
     parse_name_list,
     read_shape_specs,
-    read_shapes,
     record_data,
     refuse_dump_in_json,
     refuse_links_in_place,
@@ -50,6 +48,7 @@ from graphtools.cli.onnx_run import (
     run_onnx_batch_one,
     run_onnx_model,
 )
+from graphtools.cli.pass_shapes import takes_input_shapes, with_input_shapes
 from graphtools.errors import GraphToolsError, SerdeError
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager, PassRecord
@@ -82,39 +81,6 @@ def manager_for(pipeline: str, steps: int, devices: tuple[str, ...] = ()) -> Pas
         return manager
     parse_input_devices(devices)
     return PassManager([*manager.passes, InferDevices(inputs=devices)], steps=manager.steps)
-
-
-def with_input_shapes(
-    manager: PassManager,
-    shapes: Mapping[str, Sequence[int]],
-    dtypes: Mapping[str, str] | None = None,
-) -> PassManager:
-    """``manager`` with the input shapes the command was given (``--shapes``, a
-    ``shapes.txt``; verify's fed inputs, with their ``dtypes``) as the ``input_shapes`` of each
-    pass that takes them and was given none: ``lower-recurrent-networks`` then unrolls for the
-    length of the data, where an init_net's placeholder (whose length it refuses to take) is
-    all the model says."""
-    dtypes = dtypes or {}
-    given = tuple(
-        f"{name}:{'x'.join(map(str, shape))}" + (f":{dtypes[name]}" if name in dtypes else "")
-        for name, shape in shapes.items()
-    )
-    if not given:
-        return manager
-    passes = [
-        replace(item, **{"input_shapes": given}) if _open(item) else item for item in manager.passes
-    ]
-    return PassManager(passes, steps=manager.steps)
-
-
-def takes_input_shapes(manager: PassManager) -> bool:
-    """Whether a pass of ``manager`` takes input shapes and was given none (what
-    ``with_input_shapes`` fills)."""
-    return any(_open(item) for item in manager.passes)
-
-
-def _open(item: Any) -> bool:
-    return getattr(item, "input_shapes", None) == ()
 
 
 def check_devices(model: Model, devices: tuple[str, ...]) -> None:
@@ -197,15 +163,26 @@ def source_shapes(
     return shapes
 
 
+def _model_folder(model: Model) -> Path | None:
+    return None if model.predict_path is None else model.predict_path.parent
+
+
 def carry_shapes(
-    shapes: Mapping[str, Shape], model: Model, folder: Path, out: Output | None = None
+    shapes: Mapping[str, Shape],
+    model: Model,
+    folder: Path,
+    out: Output | None = None,
+    *,
+    given: bool = False,
 ) -> Path | None:
     """Write the input shapes ``--shapes`` or the source's ``shapes.txt`` gave into the output
     ``folder``, for
     the inputs the run left (a later command on the output reads them as given, not guessed
     again); ``None`` when there are none. A ``shapes.txt`` already there that this run does
-    not replace is another model's, which later commands would take as this one's: said."""
-    if folder.resolve() == Path(model.predict_path or folder).parent.resolve():
+    not replace is another model's, which later commands would take as this one's: said. The
+    source's own folder gets them only when ``given`` (``--shapes``, which may differ from the
+    ``shapes.txt`` there)."""
+    if not given and folder.resolve() == Path(model.predict_path or folder).parent.resolve():
         return None
     data, params = model_input_names(model)
     still = set(data) | set(params)
@@ -256,10 +233,12 @@ def _cmd_run(options: argparse.Namespace) -> int:
         set_outputs(model, outputs)
     check_devices(model, tuple(options.device or ()))
     manager = manager_for(options.pipeline, options.steps, tuple(options.device or ()))
-    if takes_input_shapes(manager):  # a stale shapes.txt stops no other pipeline
-        manager = with_input_shapes(
-            manager, read_shapes(model, options.inputs[0], options.shapes)[0]
-        )
+    # Read strictly when a pass takes them; a stale shapes.txt stops no other pipeline.
+    if takes_input_shapes(manager):
+        shapes = read_shape_specs(model, options.inputs[0], options.shapes)[0]
+        manager = with_input_shapes(manager, shapes)
+    else:
+        shapes = source_shapes(model, options.inputs[0], options.shapes)
     if any(item.name == "remove-dead-ends" for item in manager.passes_for(model.dialect)):
         warn_no_outputs(out, model, "remove-dead-ends keeps every op then")
     converting = [item.name for item in manager.passes if item.changes_dialect]
@@ -269,12 +248,17 @@ def _cmd_run(options: argparse.Namespace) -> int:
             "the result; write it to an .onnx file (-o OUT.onnx)"
         )
     out_dir = _output_plan(model, options)
-    shapes = source_shapes(model, options.inputs[0], options.shapes)
     after_pass = printer_after_pass(out) if options.print_after_each else None
     records = manager(model, after_pass=after_pass)
     report_records(out, manager, records, options.time_passes)
     written = _write(model, options, out_dir, out)
-    carried = None if out_dir is None else carry_shapes(shapes, model, out_dir, out)
+    # in place, --shapes replace the shapes.txt beside the model: the net may be made for them
+    folder = out_dir if out_dir is not None or not options.shapes else _model_folder(model)
+    carried = (
+        None
+        if folder is None
+        else carry_shapes(shapes, model, folder, out, given=bool(options.shapes))
+    )
     written += [] if carried is None else [carried]
     for path in written:
         out.line(f"wrote {path}")
@@ -355,6 +339,7 @@ def run_worker(ref: ModelRef, settings: dict[str, Any]) -> batch.BatchResult:
     manager = manager_for(settings["pipeline"], settings["steps"], settings["devices"])
     before = len(model.predict_net)
     shapes = source_shapes(model, ref.path)
+    manager = with_input_shapes(manager, shapes)
     records = manager(model)
     folder = Path(settings["output"]) / ref.name
     written = save_model(model, folder, text=settings["text"])
