@@ -208,3 +208,12 @@ def test_an_op_missing_an_input_its_kernel_reads_says_so() -> None:
     with pytest.raises(ExecutionError, match=r"op #0 \(Conv\) failed") as caught:
         run_model(model, {"x": np.zeros((1, 1, 2, 2), np.float32)})
     assert "the op lists 1 input(s) and 1 output(s): does Conv take more?" in str(caught.value)
+
+
+def test_an_axis_out_of_range_is_not_blamed_on_a_missing_input() -> None:
+    """numpy's AxisError is an IndexError: a Transpose with a bad axis was asked whether it
+    takes more inputs."""
+    model = Model(Net([Op("Transpose", ["x"], ["y"], args={"axes": [0, 5]})], ["x"], ["y"]))
+    with pytest.raises(ExecutionError, match=r"op #0 \(Transpose\) failed") as caught:
+        run_model(model, {"x": np.zeros((2, 3), np.float32)})
+    assert "take more" not in str(caught.value)

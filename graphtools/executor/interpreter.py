@@ -108,7 +108,8 @@ def run_op(op: Op, workspace: Workspace, *, index: int = 0, net: Net | None = No
     except (*_KERNEL_FAILURES, GraphToolsError) as exc:
         shapes = {name: _shape(v) for name, v in zip(op.inputs, values, strict=False)}
         described = f" (inputs: {_describe_inputs(op, values)})" if op.inputs else ""
-        if isinstance(exc, IndexError):  # a kernel reading an input or output the op lacks
+        if isinstance(exc, IndexError) and not isinstance(exc, np.exceptions.AxisError):
+            # a kernel reading an input or output the op lacks (an axis out of range is not)
             counted = f"{len(op.inputs)} input(s) and {len(op.outputs)} output(s)"
             described += f"; the op lists {counted}: does {op.type} take more?"
         raise ExecutionError(
