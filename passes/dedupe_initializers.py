@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 from graphtools._core import ONNX
 from graphtools.analysis.dataflow import DataFlow
 from graphtools.analysis.scopes import scopes
-from graphtools.dialects import op_table, read_outside_graph
+from graphtools.dialects import annotated_params, op_table, read_outside_graph
 from graphtools.ir import Model, Net
 from graphtools.pass_infra import Pass, PassResult, register_pass
 
@@ -78,8 +78,8 @@ class DedupeInitializers(Pass):
             net = scope.net
             if len(net.initializers) < 2:
                 continue
-            main = net is model.predict_net
-            copies = _copies(net, DataFlow(scope), outside if main else frozenset())
+            spared = outside if net is model.predict_net else annotated_params(net)
+            copies = _copies(net, DataFlow(scope), spared)
             if not copies:
                 continue
             with net.edit() as edit:

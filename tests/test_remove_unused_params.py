@@ -158,3 +158,47 @@ def test_scales_a_quantization_annotation_names_stay_and_are_not_deduped(tmp_pat
         e.value for a in saved.graph.quantization_annotation for e in a.quant_parameter_tensor_names
     }
     assert named == {"x_scale", "y_scale"}
+
+
+def test_a_branchs_annotated_scale_is_not_deduped(tmp_path: Path) -> None:
+    """An If branch's equal initializers, one of them a scale only the branch's
+    quantization_annotation names: dedupe-initializers dropped it from the branch."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from graphtools.passes.dedupe_initializers import DedupeInitializers
+    from graphtools.serde.onnx_io import load_onnx_model, save_onnx_model
+
+    def branch(name: str, out: str) -> onnx.GraphProto:
+        graph = helper.make_graph(
+            [helper.make_node("Mul", ["x", "s1"], [out])],
+            name,
+            [],
+            [helper.make_tensor_value_info(out, TensorProto.FLOAT, [4])],
+            initializer=[
+                numpy_helper.from_array(np.array(0.5, np.float32), "s1"),
+                numpy_helper.from_array(np.array(0.5, np.float32), "s2"),
+            ],
+        )
+        note = graph.quantization_annotation.add(tensor_name=out)
+        note.quant_parameter_tensor_names.add(key="SCALE_TENSOR", value="s2")
+        return graph
+
+    node = helper.make_node(
+        "If", ["c"], ["y"], then_branch=branch("t", "o1"), else_branch=branch("e", "o2")
+    )
+    inputs = [
+        helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
+    ]
+    output = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
+    model = helper.make_model(
+        helper.make_graph([node], "main", inputs, [output]),
+        opset_imports=[helper.make_opsetid("", 18)],
+    )
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    loaded = load_onnx_model(tmp_path / "m.onnx")
+    PassManager([DedupeInitializers()])(loaded)
+    saved = onnx.load(str(save_onnx_model(loaded, tmp_path / "out.onnx")))
+    for attribute in saved.graph.node[0].attribute:
+        assert [t.name for t in attribute.g.initializer] == ["s1", "s2"], attribute.name

@@ -40,6 +40,7 @@ __all__ = [
     "IMAGE_READERS",
     "IMAGE_SIZES",
     "InputGuess",
+    "fill_shape",
     "first_readers",
     "guess_generic",
     "guess_input_shapes",
@@ -325,7 +326,7 @@ def placeholder_inputs(model: Model) -> dict[str, tuple[tuple[int, ...] | None, 
     for name, (_, op, position) in first_readers(model.predict_net).items():
         reads_data = op.type in IMAGE_READERS or op.type in DENSE_READERS
         if name in filled and name in declared and position == 0 and reads_data:
-            found[name] = _fill_shape(filled[name])
+            found[name] = fill_shape(filled[name])
     return found
 
 
@@ -339,13 +340,13 @@ def per_image_fills(model: Model) -> dict[str, tuple[tuple[int, ...] | None, str
     filled = {name: op for op in model.init_net for name in op.outputs}
     declared = set(model.predict_net.external_inputs)
     return {
-        name: (*_fill_shape(filled[name]), index, op.type)
+        name: (*fill_shape(filled[name]), index, op.type)
         for name, (index, op, position) in first_readers(model.predict_net).items()
         if name in filled and name in declared and (op.type, position) in PLACEHOLDER_ROLES
     }
 
 
-def _fill_shape(fill: Op) -> tuple[tuple[int, ...] | None, str]:
+def fill_shape(fill: Op) -> tuple[tuple[int, ...] | None, str]:
     """A fill's ``shape`` argument (``None`` without one) and the fill described."""
     raw = fill.arg("shape")
     shape = None if raw is None else tuple(int(d) for d in raw)

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from graphtools.analysis.input_shapes import placeholder_inputs
+from graphtools.analysis.input_shapes import fill_shape, placeholder_inputs
 from graphtools.analysis.recurrent import (
     ACCUMULATE_INPUT_GRADIENT,
     APPLY_LINK,
@@ -791,12 +791,8 @@ def _stand_ins(
         for op in init:
             for name in op.outputs:
                 if name in sequences and name in declared:
-                    found.setdefault(name, f"{op.type} of shape {_dims(op.arg('shape'))}")
+                    found.setdefault(name, fill_shape(op)[1])
     return {name: fill for name, fill in found.items() if name not in given}
-
-
-def _dims(shape: Sequence[int] | None) -> str:
-    return "?" if shape is None else "x".join(str(int(d)) for d in shape) or "()"
 
 
 def _length(info: ShapeInfo, op: Op, version: int) -> int | None:

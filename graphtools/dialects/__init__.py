@@ -17,7 +17,13 @@ from graphtools._core import CAFFE2, ONNX
 from graphtools.dialects.base import OpTable
 from graphtools.ir import Model, Net
 
-__all__ = ["OpTable", "initializer_inputs_are_defaults", "op_table", "read_outside_graph"]
+__all__ = [
+    "OpTable",
+    "annotated_params",
+    "initializer_inputs_are_defaults",
+    "op_table",
+    "read_outside_graph",
+]
 
 
 def op_table(model: Model | Net) -> OpTable:
@@ -61,15 +67,22 @@ def read_outside_graph(model: Model) -> frozenset[str]:
     ``quantization_annotation`` names. A pass must keep such a value (an initializer no node
     reads may be a training step's learning rate, or a quantized tensor's scale)."""
     infos = getattr(model.header, "training_info", ())
-    names: set[str] = set()
-    for annotation in getattr(model.predict_net.header, "quantization_annotation", ()):
-        names.update(entry.value for entry in annotation.quant_parameter_tensor_names)
+    names = set(annotated_params(model.predict_net))
     for info in infos:
         for graph in (info.algorithm, info.initialization):
             names.update(_graph_reads(graph))
         names.update(binding.key for binding in info.update_binding)
         names.update(binding.key for binding in info.initialization_binding)
     return frozenset(names)
+
+
+def annotated_params(net: Net) -> frozenset[str]:
+    """The scales and zero points an ONNX graph's ``quantization_annotation`` names (a nested
+    graph's too): values read by name from outside the nodes."""
+    annotations = getattr(net.header, "quantization_annotation", ())
+    return frozenset(
+        entry.value for note in annotations for entry in note.quant_parameter_tensor_names
+    )
 
 
 def _graph_reads(graph: Any) -> Iterator[str]:
