@@ -859,3 +859,23 @@ def test_verify_onnx_takes_the_shape_of_an_input_the_predict_net_reads_undeclare
     code, out, err = run_cli(capsys, "verify", "--onnx", str(target), str(folder))
     assert code == 0 and "outputs equal" in out, out + err
     assert f"input data: float32[2, 3] (given: {target})" in out + err
+
+
+def test_verify_onnx_json_carries_the_notes_on_made_up_parameters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The notes ``verify --onnx`` prints while making the pair whole (made-up parameters)
+    were missing from its --json document, where only the later notes went."""
+    predict = Net([Op("FC", ["data", "w", "b"], ["y"])], ["data", "w", "b"], ["y"])
+    folder = tmp_path / "pair"
+    save_model(Model(predict), folder)
+    target = tmp_path / "fc.onnx"
+    shapes = ["--shapes", "data=2x4", "--random-params"]
+    code, _, err = run_cli(capsys, "export-onnx", str(folder), *shapes, "-o", str(target))
+    assert code == 0, err
+    code, out, err = run_cli(
+        capsys, "verify", "--onnx", str(target), str(folder), *shapes, "--json"
+    )
+    assert code == 0, err
+    notes = json.loads(out)["notes"]
+    assert any(note.startswith("made up 2 parameters") for note in notes), notes

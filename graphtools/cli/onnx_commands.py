@@ -368,8 +368,10 @@ def _prepared(
     export: bool = False,
     shapes: dict[str, tuple[int, ...]] | None = None,
     origins: Mapping[str, str] | None = None,
+    noted: list[str] | None = None,
 ) -> Any:
-    """The pair made whole and its feeds (``export_feeds.prepare_export``), reported. For an
+    """The pair made whole and its feeds (``export_feeds.prepare_export``), reported (each
+    note also appended to ``noted``, for a ``--json`` document). For an
     export, parameters are made up only with ``--random-params``: without it a pair whose
     weights are missing (no init_net, a ``Load`` from a missing database, a blob nothing
     fills) or do not fit the net is refused, naming the option. ``shapes``: input shapes the
@@ -412,20 +414,28 @@ def _prepared(
     guessed = guessed_shapes(synthesis.inputs)
     if export and guessed:
         _warn_guessed_shapes(guessed, path, options.dynamic_batch, out)
-    for name, fill in synthesis.placeholders.items():
-        out.note(f"input {name!r}: a graph input instead of the init_net's placeholder ({fill})")
-    for skipped in synthesis.skipped_ops:
-        out.note(
-            f"{skipped.net} op #{skipped.index} ({skipped.type}) cannot run here and is left "
-            f"out; its blobs {', '.join(skipped.outputs)} get made-up values ({skipped.reason})"
-        )
-    for name, reason in synthesis.replaced.items():
-        out.note(f"parameter {name!r} replaced by a made-up one: {reason}")
+    notes = [
+        f"input {name!r}: a graph input instead of the init_net's placeholder ({fill})"
+        for name, fill in synthesis.placeholders.items()
+    ]
+    notes += [
+        f"{skipped.net} op #{skipped.index} ({skipped.type}) cannot run here and is left "
+        f"out; its blobs {', '.join(skipped.outputs)} get made-up values ({skipped.reason})"
+        for skipped in synthesis.skipped_ops
+    ]
+    notes += [
+        f"parameter {name!r} replaced by a made-up one: {reason}"
+        for name, reason in synthesis.replaced.items()
+    ]
     if synthesis.params:
-        out.note(
+        notes.append(
             f"made up {len(synthesis.params)} parameters ({synthesis.param_values} values) "
             "that nothing provides (--random-params)"
         )
+    for note in notes:
+        out.note(note)
+    if noted is not None:
+        noted += notes
     return prepared
 
 
@@ -500,7 +510,8 @@ def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: O
     shapes, origins, notes = _shapes_from_onnx(
         model, path, options.shapes, options.onnx, made_up=options.random_params is True
     )
-    prepared = _prepared(model, path, options, out, shapes=shapes, origins=origins)
+    made: list[str] = []
+    prepared = _prepared(model, path, options, out, shapes=shapes, origins=origins, noted=made)
     _check_graph_inputs(options.onnx, prepared.feeds)
     rtol, per_rtol = settings["rtol"] if options.rtol else (1e-4, {})
     atol, per_atol = settings["atol"] if options.atol else (1e-5, {})
@@ -534,7 +545,7 @@ def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: O
     notes += vacuous_notes(diffs, "other --shapes, or exec both models --feeds your own")
     for note in notes:  # after the runs: an error stays the one line printed
         out.note(note)
-    data["notes"] = notes  # a script reading the verdict reads what qualifies it
+    data["notes"] = made + notes  # a script reading the verdict reads what qualifies it
     if options.json:
         out.json(data)
         return 0 if equal else 1
