@@ -643,3 +643,21 @@ def test_bisect_against_loaded_outputs_names_the_pass_or_says_none_is_to_blame(
     )
     assert code == 1
     assert "no pass is to blame" in err
+
+
+def test_the_table_shows_both_shapes_of_an_output_whose_shape_differs() -> None:
+    """A 'shape differs' row showed one side's shape only (the other was in --json alone)."""
+    from graphtools.cli.common import diff_table
+    from graphtools.testing import compare_outputs
+
+    diffs = compare_outputs({"y": np.zeros(2, np.float32)}, {"y": np.zeros(0, np.float32)})
+    console_text = "\n".join(_rows(diff_table(diffs)))
+    assert "[2] vs [0]" in console_text and "shape" in diffs[0].reason
+
+
+def _rows(table: Any) -> list[str]:
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    console.print(table)
+    return console.export_text().splitlines()

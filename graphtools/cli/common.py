@@ -279,7 +279,6 @@ def diff_table(diffs: Iterable[OutputDiff], first: str = "output") -> Table:
         "reason",
     )
     for d in diffs:
-        shape = d.shape_before if d.shape_before is not None else d.shape_after
         table.add_row(
             d.name,
             "yes" if d.ok else "NO",
@@ -288,11 +287,20 @@ def diff_table(diffs: Iterable[OutputDiff], first: str = "output") -> Table:
             _number(d.max_rel),
             _number(d.mean_rel),
             f"{d.mismatches}/{d.size}",
-            "-" if shape is None else str(list(shape)),
+            _shapes(d),
             f"{d.rtol:g}/{d.atol:g}",
             d.reason,
         )
     return table
+
+
+def _shapes(diff: OutputDiff) -> str:
+    """The compared shape; both sides' when they differ (``[2] vs [0]``)."""
+    before, after = diff.shape_before, diff.shape_after
+    if before is None or after is None or tuple(before) == tuple(after):
+        shape = before if before is not None else after
+        return "-" if shape is None else str(list(shape))
+    return f"{list(before)} vs {list(after)}"
 
 
 def tolerances_by_name(
