@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -84,24 +85,31 @@ def test_unused_initializer_of_a_zoo_model_goes() -> None:
     assert_models_equivalent(before, model, {"gpu_0/data_0": x})
 
 
-def test_an_initializer_only_training_info_reads_stays(tmp_path: Path) -> None:
-    """A learning rate the model's training step reads, and no node, is a used param."""
-    import onnx
+def _mul_graph(scalars: dict[str, float]) -> Any:
+    """``y = x * w`` over four floats, with float32 scalar initializers ``scalars`` besides
+    ``w`` that no node reads."""
     from onnx import TensorProto, helper, numpy_helper
 
-    from graphtools.serde.onnx_io import load_onnx_model, save_onnx_model
-
-    graph = helper.make_graph(
+    return helper.make_graph(
         [helper.make_node("Mul", ["x", "w"], ["y"])],
         "main",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
         initializer=[
             numpy_helper.from_array(np.ones(4, np.float32), "w"),
-            numpy_helper.from_array(np.array(0.1, np.float32), "lr"),
-            numpy_helper.from_array(np.array(0.2, np.float32), "unused"),
+            *(numpy_helper.from_array(np.array(v, np.float32), n) for n, v in scalars.items()),
         ],
     )
+
+
+def test_an_initializer_only_training_info_reads_stays(tmp_path: Path) -> None:
+    """A learning rate the model's training step reads, and no node, is a used param."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from graphtools.serde.onnx_io import load_onnx_model, save_onnx_model
+
+    graph = _mul_graph({"lr": 0.1, "unused": 0.2})
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     step = model.training_info.add()
     step.algorithm.CopyFrom(
@@ -127,23 +135,12 @@ def test_scales_a_quantization_annotation_names_stay_and_are_not_deduped(tmp_pat
     quantization_annotation names: remove-unused-params dropped them, and dedupe-initializers
     would drop one equal to another, leaving the annotation naming nothing."""
     import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper
 
     from graphtools.passes.dedupe_initializers import DedupeInitializers
     from graphtools.serde.onnx_io import load_onnx_model, save_onnx_model
 
-    graph = helper.make_graph(
-        [helper.make_node("Mul", ["x", "w"], ["y"])],
-        "main",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
-        initializer=[
-            numpy_helper.from_array(np.ones(4, np.float32), "w"),
-            numpy_helper.from_array(np.array(0.5, np.float32), "y_scale"),
-            numpy_helper.from_array(np.array(0.5, np.float32), "x_scale"),
-            numpy_helper.from_array(np.array(0.2, np.float32), "unused"),
-        ],
-    )
+    graph = _mul_graph({"y_scale": 0.5, "x_scale": 0.5, "unused": 0.2})
     for tensor, scale in (("x", "x_scale"), ("y", "y_scale")):
         annotation = graph.quantization_annotation.add(tensor_name=tensor)
         annotation.quant_parameter_tensor_names.add(key="SCALE_TENSOR", value=scale)
