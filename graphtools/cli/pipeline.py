@@ -176,12 +176,11 @@ def carry_shapes(
     given: bool = False,
 ) -> Path | None:
     """Write the input shapes ``--shapes`` or the source's ``shapes.txt`` gave into the output
-    ``folder``, for
-    the inputs the run left (a later command on the output reads them as given, not guessed
-    again); ``None`` when there are none. A ``shapes.txt`` already there that this run does
-    not replace is another model's, which later commands would take as this one's: said. The
-    source's own folder gets them only when ``given`` (``--shapes``, which may differ from the
-    ``shapes.txt`` there)."""
+    ``folder``, for the inputs the run left (a later command on the output reads them as
+    given, not guessed again); ``None`` when there are none. A ``shapes.txt`` already there
+    that this run does not replace is another model's, which later commands would take as this
+    one's: said. The source's own folder gets them only when ``given`` (``--shapes``, which may
+    differ from the ``shapes.txt`` there)."""
     if not given and folder.resolve() == Path(model.predict_path or folder).parent.resolve():
         return None
     data, params = model_input_names(model)
