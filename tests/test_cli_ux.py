@@ -387,6 +387,26 @@ def test_show_of_a_pair_imports_neither_onnx_nor_the_executor_nor_the_passes() -
     assert sorted(m for m in loaded if m.startswith(unused)) == []
 
 
+def test_a_command_builds_the_parser_of_that_command_alone() -> None:
+    from graphtools.cli.grammar import _REGISTER, command_parser
+
+    def commands(parser: argparse.ArgumentParser) -> list[str]:
+        found = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        return list(found.choices)
+
+    everything = build_parser()
+    assert commands(everything) == [name for names, _ in _REGISTER for name in names]
+    assert commands(build_parser(["-v", "show", "x"])) == ["show", "ssa", "list-passes"]
+    assert commands(build_parser(["verify", "x"])) == ["verify"]
+    assert commands(build_parser(["--version"])) == []
+    for whole in (["shwo", "x"], ["-h"], ["--help", "show"]):
+        assert commands(build_parser(whole)) == commands(everything)
+    for names, _ in _REGISTER:  # each group's parsers are the whole grammar's
+        for name in names:
+            alone = command_parser(build_parser([name]), name)
+            assert alone.format_help() == command_parser(everything, name).format_help()
+
+
 def test_run_of_a_pair_imports_neither_onnx_nor_the_executor(tmp_path: Path) -> None:
     loaded = _imported_by("-q", "run", str(TINY), "-o", str(tmp_path / "out"))
     assert _heavy(loaded, "onnx", "onnxruntime") == []

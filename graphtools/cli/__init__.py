@@ -110,10 +110,9 @@ def _stopping_signal(exc: BaseException) -> int | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``graphtools`` console script; returns the exit code."""
-    parser = build_parser()
-    options, unknown = parser.parse_known_args(
-        attach_ops_values(sys.argv[1:] if argv is None else argv)
-    )
+    words = attach_ops_values(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(words)
+    options, unknown = parser.parse_known_args(words)
     if unknown:  # the command's own usage, which lists the options it takes
         command_parser(parser, options.command).error(
             f"unrecognized arguments: {' '.join(unknown)}"

@@ -5,7 +5,7 @@ executor): ``graphtools --version`` and ``--help`` answer from here alone, and a
 imports only the module that runs it. Each command's parser sets ``handler_module``, the
 module of ``graphtools.cli`` whose ``HANDLERS`` maps the command's name to its function;
 ``graphtools.cli.main`` imports that one module. A new command is a ``_register_*`` function
-here (listed in ``_REGISTER``) and its handler in its module's ``HANDLERS``.
+here (listed in ``_REGISTER`` with the names it adds) and its handler in its module's ``HANDLERS``.
 """
 
 from __future__ import annotations
@@ -163,8 +163,13 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
         super().__init__(prog, max_help_position=32, width=100)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (exposed for documentation and tests)."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser (exposed for documentation and tests).
+
+    Given the command line, only the parser of the command it names is built (the whole
+    grammar for the top-level help and for a word it lacks, none for ``--version``): a short
+    command starts faster (``benchmarks/bench_startup.py``); what it parses is the same.
+    """
     parser = argparse.ArgumentParser(
         prog="graphtools",
         description="Read, analyse, rewrite and verify exported Caffe2 models "
@@ -178,9 +183,23 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common = argparse.ArgumentParser(add_help=False)
     _global_options(common, top=False)
-    for register in _REGISTER:
-        register(commands, [common], _Formatter)
+    named = None if argv is None else _named_command(argv)
+    for names, register in _REGISTER:
+        if named is None or named in names:
+            register(commands, [common], _Formatter)
     return parser
+
+
+def _named_command(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names (its first word that is no option) when the grammar has it,
+    ``""`` when it names none (``--version``, or the error that a command is missing); ``None``
+    for a word the grammar lacks (the error lists the commands) and for the top-level help."""
+    for word in argv:
+        if word in ("-h", "--help"):
+            return None
+        if not word.startswith("-"):
+            return word if any(word in names for names, _ in _REGISTER) else None
+    return ""
 
 
 # -- options several commands share -----------------------------------------------------------
@@ -763,12 +782,12 @@ def _register_onnx_commands(
 
 
 _REGISTER = (
-    _register_inspect,
-    _register_pipeline,
-    _register_check,
-    _register_draw,
-    _register_diff,
-    _register_extract,
-    _register_onnx_commands,
+    (("show", "ssa", "list-passes"), _register_inspect),
+    (("run", "exec"), _register_pipeline),
+    (("verify",), _register_check),
+    (("draw",), _register_draw),
+    (("diff",), _register_diff),
+    (("extract",), _register_extract),
+    (("import-onnx", "export-onnx"), _register_onnx_commands),
 )
-"""The functions adding the commands, in help order."""
+"""The commands each function adds, in help order."""
