@@ -19,7 +19,6 @@ are nested nets, as an If's branches are in Caffe2. A Caffe2 net has none of the
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -209,6 +208,8 @@ def _shown_in_part(arg: Argument, full: bool) -> bool:
 def argument_digest(arg: Argument) -> str:
     """A short digest of an argument's content: its values, its tensors' bytes and its nested
     nets (their interface, types, initializers and ops with their arguments)."""
+    import hashlib
+
     digest = hashlib.sha256()
     _digest_argument(digest, arg)
     return digest.hexdigest()[:8]
@@ -216,6 +217,8 @@ def argument_digest(arg: Argument) -> str:
 
 def tensor_digest(tensor: Tensor) -> str:
     """A short digest of an initializer's element type, shape and values."""
+    import hashlib
+
     digest = hashlib.sha256()
     _digest_tensor(digest, tensor)
     return digest.hexdigest()[:8]

@@ -50,6 +50,24 @@ def test_piped_lines_are_what_rich_writes(monkeypatch: pytest.MonkeyPatch) -> No
     assert stream.getvalue() == "".join(expected)
 
 
+def test_piped_notes_warnings_and_errors_are_what_rich_writes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = random.Random(2)
+    stream = io.StringIO()  # stderr, not a terminal
+    monkeypatch.setattr(sys, "stderr", stream)
+    out = Output()
+    expected = []
+    for _ in range(1000):
+        text = _text(rng, rng.randint(0, 40), control=True)
+        out.note(text)
+        out.warn(text)
+        out.error(text)
+        for line in (f"note: {text}", f"warning: {text}", text):
+            expected.append(_rich(line, markup=False, highlight=False, soft_wrap=True))
+    assert stream.getvalue() == "".join(expected)
+
+
 def test_piped_tables_are_what_rich_writes(monkeypatch: pytest.MonkeyPatch) -> None:
     # Random tables: plain cells, wide and zero-width characters, empty cells and columns,
     # control characters now and then, some wider than the console (rich folds those).

@@ -385,6 +385,12 @@ def test_show_of_a_pair_imports_neither_onnx_nor_the_executor_nor_the_passes() -
     unused = ("graphtools.executor", "graphtools.pass_infra", "graphtools.passes")
     unused += ("graphtools.testing", "graphtools.feeds", "graphtools.serde.onnx_codec")
     assert sorted(m for m in loaded if m.startswith(unused)) == []
+    # Piped, its lines and tables are written as rich would write them, without rich's
+    # console (a tenth of show's start); a model without recurrent ops needs not their
+    # analysis, and a command that writes no file needs no temporary files.
+    assert "rich.console" not in loaded and "rich.table" not in loaded
+    assert "graphtools.analysis.recurrent" not in loaded
+    assert "tempfile" not in loaded and "hashlib" not in loaded
 
 
 def test_a_command_builds_the_parser_of_that_command_alone() -> None:

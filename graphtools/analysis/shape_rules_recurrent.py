@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphtools.analysis.recurrent import recurrent_aliases, recurrent_states
 from graphtools.analysis.shape_types import UNKNOWN, Dim, TensorType, shape_rule
 from graphtools.ir import Op
 
@@ -44,6 +43,8 @@ def _recurrent_network(op: Op, inputs: list[TensorType]) -> list[TensorType]:
     batch: Dim = sequence[1] if sequence is not None and len(sequence) > 1 else None
     if sequence is not None and len(sequence) < 2:
         raise ValueError(f"the sequence input must be T x N x ..., got {inputs[0]}")
+    from graphtools.analysis.recurrent import recurrent_aliases, recurrent_states
+
     states = {s.state: inputs[s.input_index] for s in recurrent_states(op)}
     aliases = {a.dst: a for a in recurrent_aliases(op)}
     outputs = []

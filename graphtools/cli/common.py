@@ -1,6 +1,6 @@
-"""What every command shares: loading models the one way, console output (rich tables, notes
-on stderr, JSON) and the usage error (the options that mean the same everywhere are in
-``graphtools.cli.grammar``).
+"""What every command shares: loading models the one way, console output (``Output`` and
+``new_table``, from ``graphtools.cli.output``) and the usage error (the options that mean the
+same everywhere are in ``graphtools.cli.grammar``).
 
 One rule for files across commands: a file is an ONNX model or a NetDef by its content
 (``graphtools.cli.onnx_files``; ``.onnx`` is the fast path), and an ONNX model loads alone
@@ -13,22 +13,16 @@ file given alone gets the init_net beside it (``graphtools.serde.pairing``), sai
 
 from __future__ import annotations
 
-import json
 import math
 import re
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
-
-from rich.cells import cell_len
-from rich.console import Console
-from rich.control import strip_control_codes
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from graphtools._core import MAIN_NET
 from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file, model_files, one_onnx_model
+from graphtools.cli.output import Output, TextTable, new_table
 from graphtools.errors import SerdeError, UsageError, did_you_mean
 from graphtools.ir import Model
 from graphtools.serde import find_model_files, load_model
@@ -77,162 +71,6 @@ SHAPES_FILE = "shapes.txt"
 """The case file beside a model that gives its input shapes, one ``name=1x3x8x8`` a line."""
 
 
-# -- output ------------------------------------------------------------------------------------
-
-
-class Output:
-    """Where a command writes: results to stdout, notes and warnings to stderr.
-
-    ``verbosity`` is 0 with ``-q`` (verdicts and errors only), 1 by default, 2 with ``-v``.
-    Tables go through rich, with markup off (blob names such as ``_[mask]_w`` print as they
-    are); when stdout is not a terminal they are plain and wide enough never to wrap a blob
-    name.
-    """
-
-    def __init__(self, verbosity: int = 1, json_mode: bool = False) -> None:
-        self.verbosity = verbosity
-        self.json_mode = json_mode
-        self.stdout = _console(sys.stdout)
-        self.stderr = _console(sys.stderr)
-        # Piped, a line is written as rich would write it, without rich's cost per line
-        # (a tenth of a millisecond: seconds for the diff of two big models).
-        self._piped = None if sys.stdout.isatty() else sys.stdout
-
-    def line(self, text: str = "", *, level: int = 1) -> None:
-        """A result line on stdout (not in JSON mode, and only at ``level`` or above)."""
-        if not self.json_mode and self.verbosity >= level:
-            if self._piped is not None and "\t" not in text:  # rich widens tabs by cells
-                self._piped.write(strip_control_codes(text) + "\n")
-                self._piped.flush()  # as rich does: stdout and stderr stay in order in a pipe
-            else:
-                self.stdout.print(text, markup=False, highlight=False, soft_wrap=True)
-
-    def table(self, table: Table, *, level: int = 1) -> None:
-        if not self.json_mode and self.verbosity >= level:
-            piped, text = self._piped, None
-            if piped is not None and isinstance(table, TextTable):
-                text = table.plain_text(self.stdout.width)
-            if piped is not None and text is not None:
-                piped.write(text)
-                piped.flush()
-            else:
-                self.stdout.print(table)
-
-    def note(self, text: str, *, level: int = 1) -> None:
-        """An informational line on stderr (``note: ...``)."""
-        if self.verbosity >= level:
-            self.stderr.print(f"note: {text}", markup=False, highlight=False, soft_wrap=True)
-
-    def error(self, text: str) -> None:
-        """An error line on stderr (``NAME: error: ...`` of a model in a batch), shown at every
-        verbosity: the README's contract puts errors there."""
-        self.stderr.print(text, markup=False, highlight=False, soft_wrap=True)
-
-    def warn(self, text: str) -> None:
-        """A warning on stderr, shown at every verbosity."""
-        self.stderr.print(f"warning: {text}", markup=False, highlight=False, soft_wrap=True)
-
-    def json(self, data: Any) -> None:
-        """The command's machine-readable result on stdout: strict JSON (an infinite number,
-        a tolerance of inf, is the string ``"inf"``; NaN is ``null``)."""
-        print(json.dumps(_strict(data), indent=2, default=_json_default, allow_nan=False))
-
-
-def _console(stream: TextIO) -> Console:
-    terminal = stream.isatty()
-    return Console(
-        file=stream,
-        width=None if terminal else 200,
-        no_color=not terminal,
-        markup=False,
-        highlight=False,
-        emoji=False,
-    )
-
-
-def _strict(value: Any) -> Any:
-    """``value`` with every non-finite number (numpy's too) as JSON can hold it."""
-    if isinstance(value, dict):
-        return {key: _strict(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_strict(item) for item in value]
-    if hasattr(value, "item") and getattr(value, "ndim", None) == 0:
-        value = value.item()  # a numpy scalar
-    if isinstance(value, float) and not math.isfinite(value):
-        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    return value
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, tuple | set | frozenset):
-        return list(value)
-    if hasattr(value, "item"):
-        return value.item()
-    if isinstance(value, float):
-        return None
-    raise TypeError(f"cannot write {type(value).__name__} as JSON")
-
-
-def new_table(*columns: str, title: str | None = None) -> TextTable:
-    """A plain table with these column headers (no boxes: easy to read and to grep)."""
-    table = TextTable(*columns, title=title, box=None, pad_edge=False, show_edge=False)
-    for column in table.columns:
-        column.overflow = "fold"
-    return table
-
-
-class TextTable(Table):
-    """A ``new_table`` table that keeps its cells' text, so that a piped table is written
-    without rich's rendering (a third of a millisecond per row: ``ssa`` of a 10^5-op net
-    took 74 s, nearly all of it in rich).
-
-    ``plain_text`` gives what rich writes for it, when that is sure to be the same: no title,
-    cells of plain strings (no control code, no whitespace but the space), no column empty
-    throughout and the table within the width (nothing folded); ``None`` otherwise (rich
-    renders it then).
-    """
-
-    _texts: list[tuple[str, ...]] | None = None
-    _rich_only = False  # a row holds more than plain strings
-
-    def add_row(self, *cells: Any, **options: Any) -> None:
-        if options or not all(type(cell) is str for cell in cells):
-            self._rich_only = True
-        elif not self._rich_only:
-            if self._texts is None:
-                self._texts = []
-            self._texts.append(cells)
-        super().add_row(*cells, **options)
-
-    def plain_text(self, width: int) -> str | None:
-        """The table as rich renders it at ``width`` cells, or ``None`` (see the class)."""
-        headers = tuple(c.header for c in self.columns if isinstance(c.header, str))
-        rows = [headers, *(self._texts or [])]
-        if self.title is not None or self._rich_only:
-            return None
-        if len(headers) < len(self.columns) or any(len(row) != len(headers) for row in rows):
-            return None
-        if any(_NOT_PLAIN.search(cell) for row in rows for cell in row):
-            return None
-        widths = [max(cell_len(row[i]) for row in rows) for i in range(len(headers))]
-        if not widths or min(widths) == 0 or sum(widths) + 2 * (len(widths) - 1) > width:
-            return None
-        lines = (
-            "  ".join(
-                cell + " " * (size - cell_len(cell)) for cell, size in zip(row, widths, strict=True)
-            )
-            for row in rows
-        )
-        return "".join(line + "\n" for line in lines)
-
-
-_NOT_PLAIN = re.compile(r"[^\S ]|[\x00-\x1f\x7f]")
-"""A character rich's rendering of a table may widen, strip or break a line at: control
-codes and every whitespace but the space (rich folds a cell at U+2028, drops a U+3000)."""
-
-
 def diff_json(diff: OutputDiff) -> dict[str, Any]:
     """An output's comparison as JSON data: its histogram as two lists, and a statistic that
     is no finite number (NaN, an infinite relative error against a zero) as ``null``."""
@@ -263,7 +101,7 @@ def vacuous_notes(
     ]
 
 
-def diff_table(diffs: Iterable[OutputDiff], first: str = "output") -> Table:
+def diff_table(diffs: Iterable[OutputDiff], first: str = "output") -> TextTable:
     """The one table of compared values (``verify``'s outputs, ``verify --onnx``'s outputs and
     blobs): max/mean absolute and relative error, mismatches, shape, tolerances."""
     table = new_table(

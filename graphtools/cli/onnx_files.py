@@ -15,9 +15,7 @@ when the input passed it (a rewrite must not break a valid model).
 
 from __future__ import annotations
 
-import shutil
 import signal
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -169,6 +167,8 @@ def checker_problem(
     (an unchanged data file is not written again). The checker runs in a child process (see
     ``isolated``); a crash is its verdict.
     """
+    import tempfile
+
     from graphtools.serde.onnx_codec import external_tensors
 
     if isinstance(files, Path):
@@ -358,6 +358,8 @@ def isolated(fn: Callable[..., _T], *args: Any) -> tuple[str | None, _T | None]:
 def _staged(files: Sequence[tuple[Path, bytes]], model: Model | None, folder: Path) -> Path:
     """Write ``files`` into ``folder`` as they would lie in their own, link the kept data
     files beside them; the staged model file."""
+    import shutil
+
     from graphtools.serde.onnx_codec import external_tensors
     from graphtools.serde.onnx_io import write_onnx_files
 

@@ -29,7 +29,6 @@ import json
 import os
 import signal
 import stat
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -197,6 +196,8 @@ def _mode_for(target: Path) -> int:
 
 def _write_temp(target: Path, data: bytes) -> Path:
     """``data`` in a complete, synced temporary file beside ``target``."""
+    import tempfile  # here: a command that writes nothing starts without it (shutil, lzma, ...)
+
     fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=_folder(target))
     temp = Path(name)
     try:

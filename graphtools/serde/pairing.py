@@ -15,7 +15,6 @@ partner) and every ``.onnx`` file (alone: an ONNX model has no partner), recursi
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Iterable
@@ -244,6 +243,8 @@ def _fitting(name: str) -> str:
     encoded = name.encode("utf-8", "surrogateescape")
     if len(encoded) <= _NAME_BYTES:
         return name
+    import hashlib
+
     digest = hashlib.sha256(encoded).hexdigest()[:12]
     start = encoded[: _NAME_BYTES - len(digest) - 1].decode("utf-8", "ignore")
     return f"{start}_{digest}"
