@@ -75,6 +75,18 @@ def ml_dtypes_import_seconds(env: dict[str, str]) -> tuple[str, float]:
     return version, float(seconds)
 
 
+def install_kind(env: dict[str, str]) -> str:
+    """How the measured graphtools is installed: an editable install's import finder runs at
+    every start of the interpreter (``python -c pass`` included), which ``pip install .``
+    does not have."""
+    code = "import sys, graphtools; print(any(m.startswith('__editable__') for m in sys.modules))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    editable = done.stdout.strip() == "True"
+    return "an editable install (pip install -e)" if editable else "a regular install"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7, help="fresh processes per command")
@@ -119,12 +131,14 @@ def main() -> None:
                 [name, f"{seconds:.3f}s", floor, by_floor, f"{seconds / python_floor:.1f}x"]
             )
         version, seconds = ml_dtypes_import_seconds(env)
+        kind = install_kind(env)
     print(
         f"Fresh processes with bytecode, fastest of {options.repeats}; ratio to the floor "
         "each command needs, and to the interpreter's start"
     )
     print(format_table(["command", "seconds", "floor", "ratio", "to python"], rows))
     print(f"ml_dtypes {version}: import {seconds * 1000:.0f} ms after numpy")
+    print(f"graphtools measured: {kind}")
 
 
 if __name__ == "__main__":
