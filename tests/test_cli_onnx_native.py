@@ -546,6 +546,23 @@ def test_run_never_overwrites_the_input_unless_asked(
     onnx.checker.check_model(str(tmp_path / "same.onnx"), full_check=True)  # still whole
 
 
+def test_exec_never_writes_its_npz_over_the_models_data_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = _mlp(tmp_path / "m.onnx", external=True)
+    data = tmp_path / "m.onnx.data"
+    original = data.read_bytes()
+    feeds = tmp_path / "feeds.npz"
+    np.savez(feeds, x=np.ones((1, 4), np.float32))
+    for target in (data, source, feeds):
+        code, _, err = run_cli(
+            capsys, "exec", str(source), "--feeds", str(feeds), "-o", str(target)
+        )
+        assert code == 2
+        assert_one_error_line(err, f"refusing to overwrite the input {target}")
+    assert data.read_bytes() == original
+
+
 def test_run_options_on_onnx(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = _mlp(tmp_path / "m.onnx")
     target = tmp_path / "o.onnx"

@@ -35,6 +35,7 @@ from graphtools.cli.common import (
     record_data,
     refuse_dump_in_json,
     refuse_links_in_place,
+    refuse_overwriting_input,
     report_records,
     set_outputs,
     shapes_text,
@@ -470,9 +471,9 @@ def _cmd_exec(options: argparse.Namespace) -> int:
         warn_no_outputs(out, model, "the .npz file will hold no arrays")
     feeds_path = Path(options.feeds)
     out_path = Path(options.output)
-    inputs = (feeds_path, model.predict_path, model.init_path)
-    if out_path.resolve() in {p.resolve() for p in inputs if p is not None}:
+    if out_path.resolve() == feeds_path.resolve():
         raise UsageError(f"refusing to overwrite the input {out_path}; name another -o file")
+    refuse_overwriting_input(model, [out_path], "name another -o file")  # data files too
     from graphtools.executor import Int8Tensor, run_model  # exec alone runs it: run does not
 
     feeds = feeds_of(load_npz(feeds_path, "feeds"))
