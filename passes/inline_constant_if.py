@@ -13,7 +13,10 @@ then drops where it can.
 The model names each value once: a value the branch defines that another graph of the model
 also names (two Ifs whose branches both compute ``tmp``) gets a fresh name (``tmp_1``). An
 ``If`` stays when a body inside its branch reads a value whose name the inlining changes
-(a body reads by name).
+(a body reads by name), and when its branch defines a name the ``If`` sees from outside (an
+initializer ``k`` of the branch while the graph holds its own ``k``): the checker takes such
+a model, and onnxruntime and onnx's reference evaluator then read the outer ``k`` in the
+branch, so which value the branch means is not the model's to say.
 
 Example (``c`` a true initializer)::
 
@@ -25,12 +28,13 @@ Example (``c`` a true initializer)::
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Set
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from graphtools._core import ONNX
 from graphtools.analysis.dataflow import DataFlow
-from graphtools.analysis.scopes import NameSource, model_names, scopes
+from graphtools.analysis.scopes import NameSource, Scope, model_names, scopes
 from graphtools.dialects import op_table
 from graphtools.ir import Model, Net, Op
 from graphtools.nested import nested_access
@@ -69,14 +73,20 @@ def _defined_in(branch: Net) -> Counter[str]:
     return defined
 
 
-def _inline(op: Op, branch: Net, everywhere: Counter[str], names: NameSource) -> _Inlined | None:
+def _inline(
+    op: Op, branch: Net, everywhere: Counter[str], names: NameSource, visible: Set[str]
+) -> _Inlined | None:
     """The ops and values ``op`` (an ``If`` taking ``branch``) becomes; ``None`` when it must
     stay (see the module docstring). ``everywhere`` counts the names every graph of the model
     defines: a name of the branch also defined outside ``op``'s branches gets a fresh one
-    from ``names``."""
+    from ``names``. ``visible``: the names ``op``'s graph and the graphs around it define,
+    which the branch must not define again."""
     results = list(branch.external_outputs)
     if len(results) != len(op.outputs):
         return None
+    defined = _defined_in(branch)
+    if any(name in visible and name not in op.outputs for name in defined):
+        return None  # the branch shadows a value of outside: what it reads is ambiguous
     written = {name for node in branch for name in node.outputs if name}
     renames: dict[str, str] = {}
     copies: list[tuple[str, str]] = []  # (value, If output) an Identity copies
@@ -90,7 +100,6 @@ def _inline(op: Op, branch: Net, everywhere: Counter[str], names: NameSource) ->
     in_op: Counter[str] = Counter()
     for _, nested in op.nested_nets():
         in_op.update(_names_defined(nested))
-    defined = _defined_in(branch)
     for name in defined:
         if name not in renames and everywhere[name] > in_op[name]:  # taken elsewhere
             renames[name] = names.fresh(name)
@@ -149,10 +158,11 @@ class InlineConstantIf(Pass):
             if everywhere is None:
                 everywhere = _names_defined(model.predict_net)
                 names.reserve(model_names(model.predict_net))
+            visible = _visible_in(scope)
             plans = {
                 i: plan
                 for i, branch in taken.items()
-                if (plan := _inline(net[i], branch, everywhere, names))
+                if (plan := _inline(net[i], branch, everywhere, names, visible))
             }
             if not plans:
                 continue
@@ -166,6 +176,17 @@ class InlineConstantIf(Pass):
             changed = edit.changed or changed
             stats["ifs_inlined"] += len(plans)
         return PassResult(model, changed, stats)
+
+
+def _visible_in(scope: Scope) -> set[str]:
+    """The names a body nested in ``scope``'s net sees from outside: what the graphs around
+    the net define, and the net's own inputs, initializers and op outputs."""
+    net = scope.net
+    visible = set(scope.outer_names)
+    visible.update(net.external_inputs)
+    visible.update(net.initializers)
+    visible.update(name for op in net for name in op.outputs if name)
+    return visible
 
 
 def _names_defined(net: Net) -> Counter[str]:

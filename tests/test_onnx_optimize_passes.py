@@ -778,6 +778,30 @@ def test_a_branch_value_named_as_another_graph_names_one_gets_a_fresh_name(
     assert len(set(written)) == len(written) and {"tmp_1", "tmp_2"} <= set(written)
 
 
+def test_an_if_whose_branch_shadows_a_value_of_its_graph_stays(tmp_path: Path) -> None:
+    """The branch holds an initializer ``k`` while the graph holds its own ``k`` and reads it
+    after the If: the checker takes the model, and onnxruntime reads the outer ``k`` in the
+    branch (inlined, the branch's ``k`` was read, and the output changed)."""
+    then = _branch(
+        "then", [helper.make_node("Add", ["x", "k"], ["t"])], ["t"], k=np.float32([10, 20])
+    )
+    other = _branch("else", [helper.make_node("Sub", ["x", "k"], ["e"])], ["e"])
+    nodes = [
+        helper.make_node("If", ["c"], ["r"], then_branch=then, else_branch=other),
+        helper.make_node("Add", ["r", "k"], ["y"]),
+    ]
+    path = graph_model(
+        tmp_path / "m.onnx",
+        nodes,
+        {"x": (F, [2])},
+        {"y": (F, [2])},
+        {"k": np.float32([1, 2]), "c": np.array(True)},
+    )
+    onnx.checker.check_model(str(path), full_check=True)
+    model, _ = rewritten(path, "inline-constant-if", {"x": normal(2)}, tmp_path)
+    assert types(model) == ["If", "Add"]
+
+
 def test_an_if_in_a_loop_body_on_a_main_graph_constant_is_inlined(tmp_path: Path) -> None:
     """A body reads the main graph's constants: its If on one goes, inside the body, and the
     optimize pipeline leaves the loop computing what it did."""
