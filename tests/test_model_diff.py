@@ -58,6 +58,17 @@ def test_devices_engines_and_interfaces() -> None:
     assert change.inputs_added == ["z"] and change.outputs_added == ["b"]
 
 
+def test_an_op_of_another_domain_is_a_change() -> None:
+    """An ONNX ``Relu`` and a model's own ``my::Relu`` compute other things: the diff says so
+    (it said 'same structure'); ONNX's own domain, named or not, is one domain."""
+    before = Net([Op("Relu", ["x"], ["y"])], ["x"], ["y"], dialect="onnx")
+    mine = Net([Op("Relu", ["x"], ["y"], domain="my")], ["x"], ["y"], dialect="onnx")
+    (relu,) = diff_nets(before, mine).changed
+    assert relu.domain == ("-", "my")
+    named = Net([Op("Relu", ["x"], ["y"], domain="ai.onnx")], ["x"], ["y"], dialect="onnx")
+    assert diff_nets(before, named).changed == []
+
+
 def test_fills_match_by_the_names_they_write() -> None:
     fill = {"shape": [2], "values": [1.0, 2.0]}
     init = Net([Op("GivenTensorFill", [], [n], args=fill) for n in ("w1", "w2", "w3")])

@@ -58,7 +58,7 @@ class ArgChange:
 
 @dataclass
 class OpChange:
-    """A matched op whose inputs, outputs, arguments, device or engine differ.
+    """A matched op whose inputs, outputs, arguments, device, engine or domain differ.
 
     Attributes:
         before / after: the op's index in each net.
@@ -69,6 +69,8 @@ class OpChange:
         args: the arguments that differ.
         device: ``(before, after)`` when the device option differs.
         engine: ``(before, after)`` when the engine differs.
+        domain: ``(before, after)`` when the domain differs (an ONNX ``Relu`` and a model's
+            own ``my::Relu`` are other ops; ``-`` for none, ONNX's own).
     """
 
     before: int
@@ -79,6 +81,7 @@ class OpChange:
     args: list[ArgChange] = field(default_factory=list)
     device: tuple[str, str] | None = None
     engine: tuple[str, str] | None = None
+    domain: tuple[str, str] | None = None
 
 
 @dataclass
@@ -525,13 +528,20 @@ def _op_change(matcher: _Matcher, a_index: int, b_index: int) -> OpChange | None
         change.args = _args(a, b)
         if (a.engine or "") != (b.engine or ""):
             change.engine = (a.engine or "-", b.engine or "-")
+        if _domain(a) != _domain(b):
+            change.domain = (_domain(a), _domain(b))
     if not same_fields or matcher.before.device_option != matcher.after.device_option:
         device_a, device_b = _device(matcher.before, a), _device(matcher.after, b)
         if device_a != device_b:
             change.device = (device_a, device_b)
     if change.rewired or change.renamed or change.args or change.device or change.engine:
         return change
-    return None
+    return change if change.domain is not None else None
+
+
+def _domain(op: Op) -> str:
+    """The op's domain as ``diff`` shows it: ``-`` for none and for ONNX's own."""
+    return "-" if op.domain in (None, "", "ai.onnx") else op.domain
 
 
 def diff_models(before: Model, after: Model) -> ModelDiff:

@@ -36,6 +36,8 @@ def _net_lines(change: NetDiff) -> list[str]:
             lines.append(f"{where}: device {op.device[0]} -> {op.device[1]}")
         if op.engine is not None:
             lines.append(f"{where}: engine {op.engine[0]} -> {op.engine[1]}")
+        if op.domain is not None:
+            lines.append(f"{where}: domain {op.domain[0]} -> {op.domain[1]}")
     for name in change.inputs_removed:
         lines.append(f"- {label} {ends}input {name}")
     for name in change.inputs_added:
