@@ -242,8 +242,37 @@ def test_missing_or_short_external_data_is_one_error_naming_the_file_for_every_c
         ["run", str(source), "-p", "fold-constants", "-o", str(tmp_path / "out.onnx")],
         ["run", str(source), "-p", "optimize", "-o", str(tmp_path / "out.onnx")],
         ["import-onnx", str(source), "-o", str(tmp_path / "pair")],
+        ["extract", str(source), "--inputs", "x", "--outputs", "y", "-o", str(tmp_path / "c")],
     ):
         code, _, err = run_cli(capsys, *argv)
         assert code == 2
         assert_one_error_line(err.splitlines()[-1], str(data), words)
         assert "not regular file" not in err
+
+
+@pytest.mark.parametrize(("key", "value"), [("offset", "abc"), ("offset", "1.5"), ("length", "-4")])
+def test_an_offset_or_length_that_is_no_byte_count_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str, value: str
+) -> None:
+    """int() of the value raised ValueError from deep inside the codec, a traceback."""
+    from conftest import assert_one_error_line, run_cli
+
+    weights = [numpy_helper.from_array(np.ones((32, 32), np.float32), "w")]
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["y"])], weights, 32)
+    source = tmp_path / "m.onnx"
+    onnx.save_model(
+        model, str(source), save_as_external_data=True, location="weights.bin", size_threshold=0
+    )
+    saved = onnx.load(str(source), load_external_data=False)
+    entry = next(e for e in saved.graph.initializer[0].external_data if e.key == key)
+    entry.value = value
+    onnx.save(saved, str(source))
+    for argv in (
+        ["show", str(source)],
+        ["run", str(source), "-o", str(tmp_path / "out.onnx")],
+        ["diff", str(source), str(source)],
+        ["import-onnx", str(source), "-o", str(tmp_path / "pair")],
+    ):
+        code, _, err = run_cli(capsys, *argv)
+        assert code == 2, argv
+        assert_one_error_line(err, f"external data {key} {value!r} is not a number of bytes")

@@ -25,7 +25,7 @@ from graphtools.cli.common import (
     shapes_text,
     typing_shapes,
 )
-from graphtools.cli.onnx_files import is_onnx_file
+from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file
 from graphtools.errors import SerdeError
 from graphtools.serde import model_output_paths, save_model
 from graphtools.serde.atomic import atomic_write_bytes
@@ -143,8 +143,11 @@ def _extract_onnx(
 
     if options.shapes or options.init or options.no_init or options.text:
         raise UsageError("--shapes, --init, --no-init and --text are for pairs, not ONNX models")
-    if Path(target).resolve() == Path(source).resolve():
-        raise UsageError(f"refusing to overwrite the input {target}; name another -o file")
+    from graphtools.serde.onnx_codec import check_external_data
+
+    model = load_onnx_file(source)
+    refuse_overwriting_input(model, [Path(target)], "name another -o file")  # data files too
+    check_external_data(model)  # onnx's reader would say "not regular file", naming nothing
     extracted = extract_onnx(source, inputs, outputs)
     for value in extracted.graph.input:
         dims = [

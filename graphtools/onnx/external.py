@@ -75,11 +75,13 @@ def load_onnx(source: ModelSource, *, base_dir: str | Path | None = None) -> Mod
         model = copy
     base = Path(base_dir)
     for tensor in _external_tensors(model):
-        info = external_data_helper.ExternalDataInfo(tensor)
-        location = base / info.location
+        entries = {entry.key: entry.value for entry in tensor.external_data}
+        location = base / entries.get("location", "")
         try:
+            info = external_data_helper.ExternalDataInfo(tensor)  # int() of offset and length
             external_data_helper.load_external_data_for_tensor(tensor, str(base))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, onnx.checker.ValidationError) as exc:
+            # onnx's reader says "not regular file" of a missing one, with no name
             raise SerdeError(
                 location, f"cannot load external data of tensor {tensor.name!r}: {exc}"
             ) from exc

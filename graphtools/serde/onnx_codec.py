@@ -106,7 +106,7 @@ def external_extent(proto: onnx.TensorProto) -> tuple[int, int | None, int | Non
             needed = count * onnx.helper.tensor_dtype_to_np_dtype(proto.data_type).itemsize
         except (KeyError, ValueError, TypeError):  # a type this onnx does not know
             needed = None
-    return int(entries.get("offset", 0) or 0), None if length is None else int(length), needed
+    return int(entries.get("offset") or 0), int(length) if length else None, needed
 
 
 @dataclass(eq=False)
@@ -325,6 +325,14 @@ def external_file(
                 f"the model's folder {base}; refusing to read it",
             )
         found = files[key] = ExternalFile(base, location)
+    for key in ("offset", "length"):  # ONNX's reader takes them as decimal byte counts
+        value = entries.get(key, "")
+        if value and not (value.isascii() and value.isdigit()):
+            raise SerdeError(
+                path,
+                f"initializer {proto.name!r}: external data {key} {value!r} is not a number "
+                "of bytes",
+            )
     found.count += 1
     return found
 
