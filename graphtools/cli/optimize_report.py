@@ -12,9 +12,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from rich.table import Table
-
 from graphtools.cli.common import new_table
+from graphtools.cli.output import TextTable
 from graphtools.errors import PassError
 from graphtools.ir import Model, Net
 from graphtools.pass_infra import PassManager, PassRecord
@@ -130,7 +129,7 @@ def _size(value: int) -> str:
     return str(value)
 
 
-def census_table(before: Census, after: Census) -> Table:
+def census_table(before: Census, after: Census) -> TextTable:
     """The op types before and after (those present in either), then nodes and file size."""
     table = new_table("", "before", "after")
     for op_type in sorted(before.ops.keys() | after.ops.keys()):
