@@ -661,3 +661,41 @@ def _rows(table: Any) -> list[str]:
     console = Console(width=200, record=True)
     console.print(table)
     return console.export_text().splitlines()
+
+
+def test_verify_refuses_an_init_net_whose_weights_do_not_fit_unless_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An init_net filling a bias of the wrong size: verify replaced it by a made-up one and
+    said 'outputs equal' (exit 0, the notes gone with -q) of a model that cannot run on its
+    own weights; now refused, as export-onnx refuses it, naming both ways out."""
+    net = Net([Op("FC", ["x", "w", "b"], ["y"])], ["x", "w", "b"], ["y"], name="net")
+    init = Net(
+        [
+            Op("GivenTensorFill", [], ["w"], args={"shape": [3, 7], "values": [0.5] * 21}),
+            Op("GivenTensorFill", [], ["b"], args={"shape": [5], "values": [0.0] * 5}),
+        ],
+        name="init",
+    )
+    folder = tmp_path / "pair"
+    save_model(Model(net, init), folder)
+    code, out, err = run_cli(capsys, "verify", str(folder), "-q")
+    assert code == 2 and "equal" not in out
+    assert_one_error_line(err, "do not fit the net: 'w', 'b'", "--shapes", "--random-params")
+    code, out, err = run_cli(capsys, "verify", str(folder), "--random-params")
+    assert code == 0 and "outputs equal" in out and "replaced by a made-up one" in err
+
+
+def test_verify_with_no_output_written_has_nothing_to_compare(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The net declares an output no op writes: an empty table and 'outputs equal' proved
+    nothing; it is an error naming the output and --outputs."""
+    net = Net([Op("Relu", ["x"], ["a"])], ["x"], ["never"], name="net")
+    folder = tmp_path / "pair"
+    save_model(Model(net), folder)
+    code, out, err = run_cli(capsys, "verify", str(folder), "--shapes", "x=2x3")
+    assert code == 2 and "equal" not in out
+    assert_one_error_line(err, "nothing to compare", "'never'", "--outputs")
+    code, out, _ = run_cli(capsys, "verify", str(folder), "--shapes", "x=2x3", "--outputs", "a")
+    assert code == 0 and "outputs equal" in out

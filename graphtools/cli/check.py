@@ -59,6 +59,7 @@ from graphtools.cli.pipeline import (
 from graphtools.errors import GraphToolsError
 from graphtools.executor import Int8Tensor
 from graphtools.feeds import MadeInput, Synthesis, synthesize
+from graphtools.feeds.report import unfit_weights
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager, PassRecord
 from graphtools.serde.atomic import atomic_write_bytes
@@ -227,6 +228,20 @@ def verify_one(
         if guessed:
             raise UsageError(f"{exc}; {guessed[0]}") from exc
         raise
+    unfit = unfit_weights(synthesis) if settings["random_params"] is None else None
+    if unfit is not None:  # "equal" would be about weights the model does not have
+        raise UsageError(
+            f"{unfit}; the model cannot run on its own weights at the input shapes guessed: "
+            "give the shapes they were made for (--shapes), or pass --random-params to verify "
+            "the pipeline on made-up ones"
+        )
+    compared = [name for name in names if name not in synthesis.missing_outputs]
+    if not compared:  # "equal" over no value would prove nothing
+        never = ", ".join(repr(n) for n in names[:6])
+        what = f"never writes its outputs ({never})" if names else "writes no output"
+        raise UsageError(
+            f"nothing to compare: the model {what}; choose outputs it writes with --outputs A,B"
+        )
     named = {"--shapes": where, "fed values": "--feeds"}  # where the CLI's user gave them
     report.inputs = [
         MadeInput(i.name, i.shape, i.dtype, i.origin, named.get(i.reason, i.reason))

@@ -585,8 +585,9 @@ def _register_check(
         action="store_const",
         const=True,
         default=None,
-        help="make up every parameter nothing provides (default: only for a predict_net "
-        "without init_net, and for init_net ops that cannot run here)",
+        help="make up every parameter nothing provides, and those of the init_net that do "
+        "not fit the net (default: only for a predict_net without init_net, and for init_net "
+        "ops that cannot run here)",
     )
     params.add_argument(
         "--no-random-params",

@@ -472,11 +472,9 @@ def _missing_weights(model: Model, synthesis: Any) -> str:
             f"the weights are missing: init_net op #{first.index} ({first.type}) cannot run "
             f"here ({first.reason})"
         )
-    if not synthesis.replaced:
-        return f"the weights are missing: nothing provides {shown}"
-    names = ", ".join(repr(n) for n in synthesis.replaced)
-    reason = next(iter(synthesis.replaced.values())).split("from the init_net: ", 1)[-1]
-    return f"the init_net's weights do not fit the net: {names} ({reason})"
+    from graphtools.feeds.report import unfit_weights
+
+    return unfit_weights(synthesis) or f"the weights are missing: nothing provides {shown}"
 
 
 def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: Output) -> int:

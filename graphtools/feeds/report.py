@@ -8,7 +8,14 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Any
 
-__all__ = ["MadeInput", "SkippedOp", "Synthesis", "guessed_note", "guessed_shapes"]
+__all__ = [
+    "MadeInput",
+    "SkippedOp",
+    "Synthesis",
+    "guessed_note",
+    "guessed_shapes",
+    "unfit_weights",
+]
 
 
 @dataclass(frozen=True)
@@ -99,3 +106,13 @@ class Synthesis:
     def param_values(self) -> int:
         """How many values the made-up parameters hold together."""
         return sum(prod(shape) for shape in self.params.values())
+
+
+def unfit_weights(synthesis: Synthesis) -> str | None:
+    """Why the init_net's own parameters were replaced by made-up ones (they do not fit the
+    ops that read them), naming them; ``None`` when none was."""
+    if not synthesis.replaced:
+        return None
+    names = ", ".join(repr(n) for n in synthesis.replaced)
+    reason = next(iter(synthesis.replaced.values())).split("from the init_net: ", 1)[-1]
+    return f"the init_net's weights do not fit the net: {names} ({reason})"
