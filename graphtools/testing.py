@@ -20,7 +20,7 @@ import numpy as np
 from graphtools._core import ONNX
 from graphtools.analysis.channels import plan_channels
 from graphtools.analysis.liveness import unread_outputs
-from graphtools.errors import InvalidNetError, PreconditionError, did_you_mean
+from graphtools.errors import ExecutionError, InvalidNetError, PreconditionError, did_you_mean
 from graphtools.executor import Int8Tensor, Workspace, run_model, run_net, run_op
 from graphtools.feeds import ParamMaker, Synthesis, synthesize
 from graphtools.gradient_check import GradientCheck, check_gradients
@@ -433,12 +433,16 @@ class BisectResult:
     Attributes:
         pass_name: pipeline name of that pass.
         round: the pipeline round in which it ran (1-based).
-        diffs: the output comparison right after it, against the original model.
+        diffs: the output comparison right after it, against the original model (none
+            when the model fails to run after it).
+        failure: why the model fails to run after it, where the original ran (``None``
+            when it runs).
     """
 
     pass_name: str
     round: int
     diffs: list[OutputDiff]
+    failure: str | None = None
 
 
 def bisect_pipeline(
@@ -479,7 +483,8 @@ def first_diverging_pass(
     model: Model, manager: PassManager, compare: Callable[[Model], list[OutputDiff]]
 ) -> BisectResult | None:
     """The first pass of ``manager``'s pipeline after which ``compare`` (the model as it is
-    then, against the original's outputs) finds a difference; ``None`` when none does.
+    then, against the original's outputs) finds a difference, or the model fails to run
+    (``ExecutionError``); ``None`` when none does.
 
     Passes run on a copy of ``model`` in the manager's order (named pipelines expanded for
     its dialect), round after round to the fixpoint, each under the same checks as in the
@@ -494,7 +499,10 @@ def first_diverging_pass(
             if not record.modified:
                 continue
             changed = True
-            diffs = compare(current)
+            try:
+                diffs = compare(current)
+            except ExecutionError as exc:  # the rewrite broke what ran before it
+                return BisectResult(record.name, round_, [], failure=str(exc))
             if not all(d.ok for d in diffs):
                 return BisectResult(record.name, round_, diffs)
         if not changed:

@@ -699,3 +699,39 @@ def test_verify_with_no_output_written_has_nothing_to_compare(
     assert_one_error_line(err, "nothing to compare", "'never'", "--outputs")
     code, out, _ = run_cli(capsys, "verify", str(folder), "--shapes", "x=2x3", "--outputs", "a")
     assert code == 0 and "outputs equal" in out
+
+
+def test_a_model_the_pipeline_leaves_unable_to_run_differs_and_bisect_names_the_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Reshape to [-1, 4] is no flatten, but remove-reshape-for-fc decides from its readers
+    alone (as detectron2 does): after it the FC fails its size check. verify ended with the
+    executor's error (exit 2), as if the input were at fault; the original runs, so the
+    outputs differ, and --bisect names the pass."""
+    net = Net(
+        [
+            Op("Relu", ["x"], ["r"]),
+            Op("Reshape", ["r"], ["flat", "old"], args={"shape": [-1, 4]}),
+            Op("FC", ["flat", "w", "b"], ["y"]),
+        ],
+        ["x", "w", "b"],
+        ["y"],
+        name="net",
+    )
+    init = Net(
+        [
+            Op("GivenTensorFill", [], ["w"], args={"shape": [3, 4], "values": [0.5] * 12}),
+            Op("GivenTensorFill", [], ["b"], args={"shape": [3], "values": [0.0] * 3}),
+        ],
+        name="init",
+    )
+    folder = tmp_path / "pair"
+    save_model(Model(net, init), folder)
+    argv = ["verify", str(folder), "--shapes", "x=1x2x2x2", "-p", "remove-reshape-for-fc"]
+    code, out, err = run_cli(capsys, *argv, "--bisect")
+    assert code == 1 and "outputs differ" in out
+    assert "fails to run after the pipeline, where the original ran" in err
+    assert "first pass that changed the outputs: remove-reshape-for-fc (round 1)" in out
+    assert "after it the model fails to run: op #1 (FC)" in out
+    code, out, _ = run_cli(capsys, *argv, "--json")
+    assert code == 1 and '"verdict": "differ"' in out

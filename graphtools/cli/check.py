@@ -56,7 +56,7 @@ from graphtools.cli.pipeline import (
     printer_after_pass,
     saved_inputs,
 )
-from graphtools.errors import GraphToolsError
+from graphtools.errors import ExecutionError, GraphToolsError
 from graphtools.executor import Int8Tensor
 from graphtools.feeds import MadeInput, Synthesis, synthesize
 from graphtools.feeds.report import unfit_weights
@@ -262,14 +262,17 @@ def verify_one(
     report.records = manager(after, after_pass=after_pass)
     report.ops_after = len(after.predict_net)
     if loaded is not None or any(record.modified for record in report.records):
-        out_after = run_after(
-            before,
-            after,
-            synthesis.feeds,
-            seed=settings["seed"],
-            names=names,
-            init_values=synthesis.init_values if loaded is None else None,
-        )
+        try:
+            out_after = run_after(
+                before,
+                after,
+                synthesis.feeds,
+                seed=settings["seed"],
+                names=names,
+                init_values=synthesis.init_values if loaded is None else None,
+            )
+        except ExecutionError as exc:  # the original ran on these data: the pipeline broke it
+            return _broken_by_pipeline(report, exc, before, manager, synthesis, names, settings)
     else:  # nothing changed: the executor is deterministic, the outputs are the original's
         out_after = dict(synthesis.outputs)
         report.notes.append("no pass changed the model: its outputs are the original's")
@@ -283,6 +286,26 @@ def verify_one(
         _save(Path(settings["save_outputs"]), synthesis)
     if report.verdict == "differ" and settings["bisect"]:
         _bisect_into(report, before, manager, synthesis, names, loaded, settings, tolerances)
+    return report
+
+
+def _broken_by_pipeline(
+    report: VerifyReport,
+    exc: ExecutionError,
+    before: Model,
+    manager: PassManager,
+    synthesis: Synthesis,
+    names: Sequence[str],
+    settings: Mapping[str, Any],
+) -> VerifyReport:
+    """The verdict when the model fails to run after the pipeline where the original ran:
+    the outputs differ (there are none to compare); ``--bisect`` names the pass."""
+    report.verdict = "differ"
+    report.tolerance = f"seed={settings['seed']}"
+    report.notes.append(f"the model fails to run after the pipeline, where the original ran: {exc}")
+    if settings["bisect"]:
+        tolerances = _tolerance_settings(settings, names)
+        _bisect_into(report, before, manager, synthesis, names, None, settings, tolerances)
     return report
 
 
@@ -382,6 +405,7 @@ def _bisect_data(found: BisectResult | None) -> dict[str, Any]:
         "pass": found.pass_name,
         "round": found.round,
         "outputs": [diff_json(d) for d in found.diffs],
+        "failure": found.failure,
     }
 
 
@@ -446,7 +470,8 @@ def render(out: Output, report: VerifyReport) -> None:
     verdict = "outputs equal" if report.verdict == "equal" else "outputs differ"
     pipeline = report.pipeline or "(no passes)"
     out.line(f"pipeline {pipeline}: {verdict} ({report.tolerance})", level=0)
-    out.table(diff_table(report.diffs))
+    if report.diffs:  # none when the model fails to run after the pipeline
+        out.table(diff_table(report.diffs))
     for d in report.diffs:
         if not d.ok or out.verbosity >= 2:
             _histogram(out, d)
@@ -459,7 +484,11 @@ def render(out: Output, report: VerifyReport) -> None:
                 f"first pass that changed the outputs: {found} (round {report.bisect['round']})",
                 level=0,
             )
+            if report.bisect.get("failure"):
+                out.line(f"after it the model fails to run: {report.bisect['failure']}", level=0)
             table = new_table("output", "ok", "max abs", "max rel")
+            if not report.bisect["outputs"]:
+                return
             for row in report.bisect["outputs"]:
                 table.add_row(
                     row["name"],
