@@ -266,6 +266,7 @@ def _save_npz(path: Path, **arrays: Any) -> Path:
     ("make_feeds", "fragments"),
     [
         (lambda d: d / "absent.npz", ["absent.npz", "no such file"]),
+        (lambda d: d, ["a folder, not an .npz file"]),
         (lambda d: TINY / "predict_net.pbtxt", ["not an .npz archive"]),
         (
             lambda d: _save_npz(d / "f.npz", data=np.ones((1, 1, 6, 6), np.float32), extra=[1]),
@@ -277,7 +278,7 @@ def _save_npz(path: Path, **arrays: Any) -> Path:
             ["op #11 (FC)", "failed"],
         ),
     ],
-    ids=["missing", "not-npz", "extra-feed", "missing-feed", "bad-shape"],
+    ids=["missing", "folder", "not-npz", "extra-feed", "missing-feed", "bad-shape"],
 )
 def test_exec_bad_input_exits_2(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, make_feeds: Any, fragments: list[str]
@@ -735,3 +736,15 @@ def test_a_model_the_pipeline_leaves_unable_to_run_differs_and_bisect_names_the_
     assert "after it the model fails to run: op #1 (FC)" in out
     code, out, _ = run_cli(capsys, *argv, "--json")
     assert code == 1 and '"verdict": "differ"' in out
+
+
+def test_an_input_listed_twice_is_named_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """yolo-v3's predict_net lists its data input twice: run -o X.onnx asked shapes for
+    ['gpu_0/data', 'gpu_0/data']."""
+    net = Net([Op("Relu", ["x"], ["y"])], ["x", "x"], ["y"], name="net")
+    save_model(Model(net), tmp_path / "pair")
+    code, _, err = run_cli(capsys, "run", str(tmp_path / "pair"), "-o", str(tmp_path / "o.onnx"))
+    assert code == 2
+    assert_one_error_line(err, "inputs ['x'] need shapes")

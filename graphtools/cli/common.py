@@ -466,7 +466,7 @@ def model_input_names(model: Model) -> tuple[list[str], list[str]]:
 
     net = model.predict_net
     declared = net.external_input_set()
-    names = list(net.external_inputs)
+    names = list(dict.fromkeys(net.external_inputs))  # a name listed twice is one input
     names += [name for name in first_readers(net) if name not in declared]
     produced = set() if model.init_net is None else {n for op in model.init_net for n in op.outputs}
     return [n for n in names if n not in produced], [n for n in names if n in produced]

@@ -356,7 +356,9 @@ def run_worker(ref: ModelRef, settings: dict[str, Any]) -> batch.BatchResult:
 def load_npz(path: Path, what: str) -> dict[str, np.ndarray]:
     """The arrays of an ``.npz`` file by name (``numpy.savez(path, data=x)``); a pipe
     (``--feeds <(...)``) is read once, as a model file from a pipe is."""
-    if not path.exists() or path.is_dir():
+    if path.is_dir():
+        raise SerdeError(path, f"cannot read {what}: a folder, not an .npz file")
+    if not path.exists():
         raise SerdeError(path, f"cannot read {what}: no such file")
     source: Path | io.BytesIO = path
     if not path.is_file():
