@@ -123,6 +123,24 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, out, err
 
 
+def save_pair_with_unfit_weights(folder: Path) -> Path:
+    """An FC pair whose init_net fills a bias of the wrong size (5 for 3 outputs), saved in
+    ``folder``: the weights a verify or an export must not take as they are."""
+    from graphtools.ir import Model, Net, Op
+    from graphtools.serde import save_model
+
+    net = Net([Op("FC", ["x", "w", "b"], ["y"])], ["x", "w", "b"], ["y"], name="net")
+    init = Net(
+        [
+            Op("GivenTensorFill", [], ["w"], args={"shape": [3, 7], "values": [0.5] * 21}),
+            Op("GivenTensorFill", [], ["b"], args={"shape": [5], "values": [0.0] * 5}),
+        ],
+        name="init",
+    )
+    save_model(Model(net, init), folder)
+    return folder
+
+
 def assert_one_error_line(err: str, *fragments: str) -> None:
     """The CLI's bad-input contract: one ``error: ...`` line holding every fragment."""
     lines = err.splitlines()

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import assert_one_error_line, run_cli
+from conftest import assert_one_error_line, run_cli, save_pair_with_unfit_weights
 from onnx import TensorProto, helper, numpy_helper
 from onnx_check import graph_model
 
@@ -221,16 +221,7 @@ def test_export_onnx_refuses_weights_that_do_not_fit_naming_random_params(
 ) -> None:
     """An init_net filling a bias of the wrong size: refused (the input shape guessed, so
     --shapes is suggested too); with --random-params the weight is made up, said so."""
-    net = Net([Op("FC", ["x", "w", "b"], ["y"])], ["x", "w", "b"], ["y"], name="net")
-    init = Net(
-        [
-            Op("GivenTensorFill", [], ["w"], args={"shape": [3, 7], "values": [0.5] * 21}),
-            Op("GivenTensorFill", [], ["b"], args={"shape": [5], "values": [0.0] * 5}),
-        ],
-        name="init",
-    )
-    folder = tmp_path / "pair"
-    save_model(Model(net, init), folder)
+    folder = save_pair_with_unfit_weights(tmp_path / "pair")
     target = str(tmp_path / "o.onnx")
     code, _, err = run_cli(capsys, "export-onnx", str(folder), "-o", target)
     assert code == 2

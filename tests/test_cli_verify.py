@@ -13,7 +13,13 @@ from typing import Any, ClassVar
 import numpy as np
 import onnx
 import pytest
-from conftest import FIXTURES, assert_one_error_line, publish_passes, run_cli
+from conftest import (
+    FIXTURES,
+    assert_one_error_line,
+    publish_passes,
+    run_cli,
+    save_pair_with_unfit_weights,
+)
 
 from graphtools.executor import run_model
 from graphtools.ir import Model, Net, Op
@@ -670,16 +676,7 @@ def test_verify_refuses_an_init_net_whose_weights_do_not_fit_unless_asked(
     """An init_net filling a bias of the wrong size: verify replaced it by a made-up one and
     said 'outputs equal' (exit 0, the notes gone with -q) of a model that cannot run on its
     own weights; now refused, as export-onnx refuses it, naming both ways out."""
-    net = Net([Op("FC", ["x", "w", "b"], ["y"])], ["x", "w", "b"], ["y"], name="net")
-    init = Net(
-        [
-            Op("GivenTensorFill", [], ["w"], args={"shape": [3, 7], "values": [0.5] * 21}),
-            Op("GivenTensorFill", [], ["b"], args={"shape": [5], "values": [0.0] * 5}),
-        ],
-        name="init",
-    )
-    folder = tmp_path / "pair"
-    save_model(Model(net, init), folder)
+    folder = save_pair_with_unfit_weights(tmp_path / "pair")
     code, out, err = run_cli(capsys, "verify", str(folder), "-q")
     assert code == 2 and "equal" not in out
     assert_one_error_line(err, "do not fit the net: 'w', 'b'", "--shapes", "--random-params")
