@@ -78,7 +78,8 @@ def test_shapes_inferred_from_a_guess_are_not_written_as_given(
 ) -> None:
     """Without shapes.txt the tiny net's input is guessed 1x1x28x28 (its FC takes 6x6 only):
     the cut's shapes.txt held 1x2x13x13, and verify of the cut then failed in the FC, reading
-    it as given. Shapes resting on a guess are left out, said so; given ones are written."""
+    it as given. Shapes resting on a guess are left out, said so; given ones are written.
+    (verify of the cut guesses again, and refuses the guess its weights do not fit.)"""
     source = tmp_path / "tiny"
     source.mkdir()
     for name in ("predict_net.pbtxt", "init_net.pbtxt"):
@@ -89,7 +90,9 @@ def test_shapes_inferred_from_a_guess_are_not_written_as_given(
     assert code == 0, err
     assert "no shape written for pool1_cpu: inferred from guessed or symbolic input" in err
     assert not (cut / "shapes.txt").exists()
-    code, text, err = run_cli(capsys, "verify", str(cut))
+    code, text, err = run_cli(capsys, "verify", str(cut))  # guessed again: refused, not read
+    assert code == 2 and "do not fit the net" in err and "--shapes" in err, err
+    code, text, err = run_cli(capsys, "verify", str(cut), "--shapes", "pool1_cpu=1x2x2x2")
     assert code == 0 and "outputs equal" in text, err
     code, _, err = run_cli(capsys, *argv, "--shapes", "data=1x1x6x6")
     assert code == 0 and "no shape written" not in err
