@@ -982,6 +982,31 @@ class SSAView:
         ids = self._table.ids
         return {name for name in names if (i := ids.get(name)) is not None and read[i]}
 
+    def dead_end_writes(self) -> list[str]:
+        """The names written by ops none of whose outputs any op reads (at any version): the
+        heads a net declaring outputs may have forgotten to declare. One numpy pass over the
+        writes and the reads."""
+        unread = np.ones(len(self._table.names), dtype=bool)
+        unread[self._in_name] = False
+        per_slot = unread[self._out_name]
+        starts = self._out_ptr[:-1][np.diff(self._out_ptr) > 0]
+        if not len(starts):
+            return []
+        heads = np.logical_and.reduceat(per_slot, starts)
+        slots = np.repeat(heads, np.diff(np.append(starts, len(per_slot))))
+        names = self._table.names
+        return list(dict.fromkeys(names[i] for i in self._out_name[slots].tolist()))
+
+    def written(self, names: Sequence[str]) -> np.ndarray:
+        """For each of ``names``, whether some op writes it: a boolean array, in one pass of
+        numpy over the writes."""
+        written = np.zeros(len(self._table.names), dtype=bool)
+        written[self._out_name] = True
+        ids = self._lookup_ids(names)
+        hit = ids >= 0
+        hit[hit] = written[ids[hit]]
+        return hit
+
     def initially_read(self, names: Sequence[str]) -> np.ndarray:
         """For each of ``names``, whether some op reads its value before any op runs (version
         0): a boolean array, in one pass of numpy over the reads (for the hundreds of

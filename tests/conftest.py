@@ -141,6 +141,13 @@ def save_pair_with_unfit_weights(folder: Path) -> Path:
     return folder
 
 
+TINY_DEAD_HEAD_NOTE = (
+    "note: no op writes unused_debug any more: nothing read it and the net does not declare "
+    "it as an output (to keep an output, declare it: --outputs A,B)\n"
+)
+"""What ``run`` says when its pipeline removes the bundled fixture's dead debug head."""
+
+
 def assert_one_error_line(err: str, *fragments: str) -> None:
     """The CLI's bad-input contract: one ``error: ...`` line holding every fragment."""
     lines = err.splitlines()

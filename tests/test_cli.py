@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, assert_one_error_line, run_cli
+from conftest import FIXTURES, TINY_DEAD_HEAD_NOTE, assert_one_error_line, run_cli
 
 from graphtools.cli import main
 from graphtools.pass_infra import DEFAULT_PIPELINES, OPTIMIZE_PIPELINES
@@ -186,7 +186,7 @@ def test_run_writes_output_folder(
     code, out, err = run_cli(
         capsys, "run", str(tiny_copy), "-p", "remove-dead-ends", "-o", str(out_dir)
     )
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, TINY_DEAD_HEAD_NOTE)  # the fixture's dead debug head goes
     written = ["init_net.pbtxt", "predict_net.pbtxt", "shapes.txt"]
     assert sorted(p.name for p in out_dir.iterdir()) == written
     assert f"wrote {out_dir / 'predict_net.pbtxt'}" in out
@@ -235,7 +235,7 @@ def test_run_binary_output(
 
 def test_run_in_place(capsys: pytest.CaptureFixture[str], tiny_copy: Path) -> None:
     code, out, err = run_cli(capsys, "run", str(tiny_copy), "-p", "remove-dead-ends", "--in-place")
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, TINY_DEAD_HEAD_NOTE)
     assert sorted(p.name for p in tiny_copy.iterdir()) == [
         "init_net.pbtxt",
         "predict_net.pbtxt",
@@ -435,3 +435,34 @@ def test_options_that_would_do_nothing_are_refused_by_name(
     except SystemExit as exc:  # argparse's own refusal: usage, then the error line
         code, err = exc.code, capsys.readouterr().err
     assert code == 2 and fragment in err.splitlines()[-1], err
+
+
+def test_run_notes_a_head_it_removes_that_the_net_does_not_declare(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """MTCNN's PNet declares prob1 only: the default pipeline removed its box-regression
+    head without a word. Now a note names it; declared, it stays and nothing is said."""
+    from graphtools.ir import Model, Net, Op
+
+    net = Net(
+        [
+            Op("Relu", ["x"], ["trunk"]),
+            Op("Sigmoid", ["trunk"], ["prob"]),
+            Op("Tanh", ["trunk"], ["boxes"]),
+        ],
+        ["x"],
+        ["prob"],
+        name="pnet",
+    )
+    save_model(Model(net), tmp_path / "pair")
+    code, _, err = run_cli(capsys, "run", str(tmp_path / "pair"), "-o", str(tmp_path / "a"))
+    assert code == 0
+    assert "note: no op writes boxes any more" in err and "--outputs" in err
+    argv = ["run", str(tmp_path / "pair"), "-o", str(tmp_path / "b"), "--outputs", "prob,boxes"]
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 0 and "no op writes" not in err
+    assert [op.type for op in load_model_dir(tmp_path / "b").predict_net] == [
+        "Relu",
+        "Sigmoid",
+        "Tanh",
+    ]

@@ -250,3 +250,26 @@ def test_names_numbered_with_the_ops_answer_as_names_looked_up_later() -> None:
         assert view.rewritten_names(list(held)) >= {held[3]}
         last = [view.blob(key) for key in view.last_write_keys(net.external_inputs)]
         assert last == [("x", len(ops) - 2)]  # not the write of "", which declares nothing
+
+
+def test_dead_end_writes_are_the_outputs_of_ops_nothing_reads_from() -> None:
+    """An op none of whose outputs is read is a dead end (both its names); an op with one
+    output read is not, even if its other output is not."""
+    net = Net(
+        [
+            Op("Relu", ["x"], ["a"]),
+            Op("SpatialBN", ["a", "s"], ["b", "saved_mean"]),
+            Op("Sigmoid", ["b"], ["y"]),
+            Op("Split", ["a"], ["head1", "head2"]),
+            Op("Tanh", ["a"], ["a"]),  # writes a again: its reads keep version 1's readers
+        ],
+        ["x", "s"],
+        ["y"],
+    )
+    assert net.ssa().dead_end_writes() == ["y", "head1", "head2"]
+    assert net.ssa().written(["head1", "saved_mean", "x", "unknown"]).tolist() == [
+        True,
+        True,
+        False,
+        False,
+    ]

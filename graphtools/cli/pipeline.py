@@ -249,8 +249,10 @@ def _cmd_run(options: argparse.Namespace) -> int:
         )
     out_dir = _output_plan(model, options)
     after_pass = printer_after_pass(out) if options.print_after_each else None
+    dead_ends = _undeclared_dead_ends(model)
     records = manager(model, after_pass=after_pass)
     report_records(out, manager, records, options.time_passes)
+    _note_dead_ends_gone(out, model, dead_ends)
     written = _write(model, options, out_dir, out)
     # in place, --shapes replace the shapes.txt beside the model: the net may be made for them
     folder = out_dir if out_dir is not None or not options.shapes else _model_folder(model)
@@ -275,6 +277,32 @@ def _cmd_run(options: argparse.Namespace) -> int:
     if options.json:
         out.json(data)
     return 0
+
+
+def _undeclared_dead_ends(model: Model) -> list[str]:
+    """What ops write that nothing reads (none of their outputs) and the net does not declare
+    as outputs, when it declares some (a second head a file forgot to declare, MTCNN's box
+    regression): the pipeline may remove those ops, said by ``_note_dead_ends_gone``."""
+    net = model.predict_net
+    if not net.external_outputs:
+        return []  # warn_no_outputs says it; remove-dead-ends keeps every op then
+    declared = set(net.external_outputs)
+    return [name for name in net.ssa().dead_end_writes() if name not in declared]
+
+
+def _note_dead_ends_gone(out: Output, model: Model, dead_ends: list[str]) -> None:
+    """A note naming the undeclared dead ends no op writes any more."""
+    if not dead_ends:
+        return
+    still = model.predict_net.ssa().written(dead_ends)
+    gone = [name for name, kept in zip(dead_ends, still.tolist(), strict=True) if not kept]
+    if gone:
+        shown = ", ".join(gone[:4]) + (f", ... ({len(gone)} in all)" if len(gone) > 4 else "")
+        them = "it" if len(gone) == 1 else "them"
+        out.note(
+            f"no op writes {shown} any more: nothing read {them} and the net does not declare "
+            f"{them} as an output (to keep an output, declare it: --outputs A,B)"
+        )
 
 
 def is_collection(path: str) -> bool:
