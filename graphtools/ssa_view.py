@@ -997,16 +997,6 @@ class SSAView:
         names = self._table.names
         return list(dict.fromkeys(names[i] for i in self._out_name[slots].tolist()))
 
-    def written(self, names: Sequence[str]) -> np.ndarray:
-        """For each of ``names``, whether some op writes it: a boolean array, in one pass of
-        numpy over the writes."""
-        written = np.zeros(len(self._table.names), dtype=bool)
-        written[self._out_name] = True
-        ids = self._lookup_ids(names)
-        hit = ids >= 0
-        hit[hit] = written[ids[hit]]
-        return hit
-
     def initially_read(self, names: Sequence[str]) -> np.ndarray:
         """For each of ``names``, whether some op reads its value before any op runs (version
         0): a boolean array, in one pass of numpy over the reads (for the hundreds of

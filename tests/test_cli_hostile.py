@@ -345,8 +345,9 @@ def test_killed_runs_leave_one_whole_pair(two_models: dict[str, object], tmp_pat
             assert _leftovers(folder) == []
             # 0: the signal came after the process's last bytecode
             assert code in (0, 128 + signum), err
-            if code == 128 + signum:
-                assert len(err.splitlines()) == 1 and err.startswith("error: "), err
+            if code == 128 + signum:  # after the note on the dead ends, when it came late
+                lines = [x for x in err.splitlines() if not x.startswith("note: no op writes ")]
+                assert len(lines) == 1 and lines[0].startswith("error: "), err
         outcomes.append(_which_pair(folder, two_models))
         assert main(["run", str(two_models["A"]), "-o", str(folder)]) == 0
         assert _leftovers(folder) == []  # a killed writer's temporaries are gone

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import io
+import operator
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -279,6 +281,9 @@ def _cmd_run(options: argparse.Namespace) -> int:
     return 0
 
 
+_OUTPUTS = operator.attrgetter("outputs")
+
+
 def _undeclared_dead_ends(model: Model) -> list[str]:
     """What ops write that nothing reads (none of their outputs) and the net does not declare
     as outputs, when it declares some (a second head a file forgot to declare, MTCNN's box
@@ -294,8 +299,10 @@ def _note_dead_ends_gone(out: Output, model: Model, dead_ends: list[str]) -> Non
     """A note naming the undeclared dead ends no op writes any more."""
     if not dead_ends:
         return
-    still = model.predict_net.ssa().written(dead_ends)
-    gone = [name for name, kept in zip(dead_ends, still.tolist(), strict=True) if not kept]
+    # One C-level sweep of the outputs: the view of the rewritten net is not kept, and
+    # building it again would cost more than the whole note is worth.
+    still = set(dead_ends).intersection(chain.from_iterable(map(_OUTPUTS, model.predict_net)))
+    gone = [name for name in dead_ends if name not in still]
     if gone:
         shown = ", ".join(gone[:4]) + (f", ... ({len(gone)} in all)" if len(gone) > 4 else "")
         them = "it" if len(gone) == 1 else "them"
