@@ -458,6 +458,10 @@ def test_run_notes_a_head_it_removes_that_the_net_does_not_declare(
     code, _, err = run_cli(capsys, "run", str(tmp_path / "pair"), "-o", str(tmp_path / "a"))
     assert code == 0
     assert "note: no op writes boxes any more" in err and "--outputs" in err
+    code, _, err = run_cli(
+        capsys, "run", str(tmp_path / "pair"), "-p", "", "-o", str(tmp_path / "c")
+    )
+    assert (code, err) == (0, "")  # no pass: nothing removed, and no view built to say so
     argv = ["run", str(tmp_path / "pair"), "-o", str(tmp_path / "b"), "--outputs", "prob,boxes"]
     code, _, err = run_cli(capsys, *argv)
     assert code == 0 and "no op writes" not in err

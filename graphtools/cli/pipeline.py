@@ -251,7 +251,8 @@ def _cmd_run(options: argparse.Namespace) -> int:
         )
     out_dir = _output_plan(model, options)
     after_pass = printer_after_pass(out) if options.print_after_each else None
-    dead_ends = _undeclared_dead_ends(model)
+    # no pass, no view to build (run -p '' copies a big net)
+    dead_ends = _undeclared_dead_ends(model) if manager.passes_for(model.dialect) else []
     records = manager(model, after_pass=after_pass)
     report_records(out, manager, records, options.time_passes)
     _note_dead_ends_gone(out, model, dead_ends)
