@@ -255,8 +255,9 @@ def _cmd_run(options: argparse.Namespace) -> int:
     dead_ends = _undeclared_dead_ends(model) if manager.passes_for(model.dialect) else []
     records = manager(model, after_pass=after_pass)
     report_records(out, manager, records, options.time_passes)
-    _note_dead_ends_gone(out, model, dead_ends)
     written = _write(model, options, out_dir, out)
+    # said once the write stood: a refused write prints its one error line alone
+    _note_dead_ends_gone(out, model, dead_ends)
     # in place, --shapes replace the shapes.txt beside the model: the net may be made for them
     folder = out_dir if out_dir is not None or not options.shapes else _model_folder(model)
     carried = (
