@@ -870,3 +870,30 @@ def test_verify_onnx_json_carries_the_notes_on_made_up_parameters(
     assert code == 0, err
     notes = json.loads(out)["notes"]
     assert any(note.startswith("made up 2 parameters") for note in notes), notes
+
+
+def test_run_to_onnx_types_its_inputs_as_export_onnx_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], real_fixtures: Path
+) -> None:
+    """run PAIR -o X.onnx declared every input float: crayon's uint8 BGRA image and a
+    Gather's indices became float inputs, onnxruntime refused the fed image and verify
+    --onnx failed, while export-onnx typed them from their readers. run types them so now."""
+    crayon = real_fixtures / "caffe2-models" / "style_transfer" / "crayon"
+    table = np.arange(12, dtype=np.float32).reshape(4, 3)
+    fill = Op("GivenTensorFill", [], ["table"], args={"shape": [4, 3], "values": table.ravel()})
+    gather = Net([Op("Gather", ["table", "idx"], ["rows"])], ["table", "idx"], ["rows"])
+    save_model(Model(gather, Net([fill], name="init")), tmp_path / "gather")
+    cases = [(crayon, "data_int8_bgra=1x64x64x4", np.uint8), (tmp_path / "gather", "idx=5", None)]
+    for folder, shapes, dtype in cases:
+        target = tmp_path / f"{folder.name}.onnx"
+        code, _, err = run_cli(capsys, "run", str(folder), "-o", str(target), "--shapes", shapes)
+        assert code == 0, err
+        declared = onnx.load(str(target)).graph.input[0].type.tensor_type.elem_type
+        if dtype is not None:
+            assert helper.tensor_dtype_to_np_dtype(declared) == dtype
+        else:
+            assert helper.tensor_dtype_to_np_dtype(declared).kind == "i"
+        code, out, err = run_cli(
+            capsys, "verify", "--onnx", str(target), str(folder), "--shapes", shapes
+        )
+        assert code == 0 and "outputs equal" in out, out + err

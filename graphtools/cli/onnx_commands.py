@@ -160,8 +160,25 @@ def _refuse_missing_weights(
         )
 
 
-def _float_inputs(shapes: Mapping[str, Sequence[int]]) -> dict[str, tuple[int, list[int]]]:
-    return {name: (1, list(shape)) for name, shape in shapes.items()}  # 1: ONNX FLOAT
+def _export_inputs(
+    model: Model, shapes: Mapping[str, tuple[int, ...]], options: argparse.Namespace
+) -> Any:
+    """The inputs ``run PAIR -o OUT.onnx`` exports, typed as ``export-onnx`` types them: the
+    feeds made to fit their readers at ``shapes`` (a stylizer's uint8 image, an Int8 input
+    with its scale, integer indices), not all float. ``run`` has no ``--random-params``: its
+    export never makes up parameters."""
+    from graphtools.onnx.export_feeds import prepare_export
+
+    try:
+        return prepare_export(
+            model,
+            shapes,
+            random_params=False,
+            outputs=parse_name_list(options.outputs) or None,
+            test_mode=options.test_mode,
+        )
+    except GraphToolsError as exc:
+        _raise_with_guess(exc)
 
 
 def _shapes_from_onnx(
@@ -320,14 +337,14 @@ def run_onnx(options: argparse.Namespace, manager: PassManager, out: Output) -> 
     model = load_input(source, options.init, no_init=options.no_init, out=out)
     _outputs(model, options.outputs, out)
     shapes = required_shapes(model, source, options.shapes)
-    value_info = _float_inputs({**_placeholder_shapes(model, shapes, out), **shapes})
-    declare_types(model.predict_net, value_info)  # for a convert-to-onnx in the pipeline
+    inputs = _export_inputs(model, {**_placeholder_shapes(model, shapes, out), **shapes}, options)
+    declare_types(model.predict_net, inputs.value_info)  # for a convert-to-onnx in the pipeline
     manager = with_input_shapes(manager, shapes)
     records = manager(model)
     report_records(out, manager, records, options.time_passes)
     if model.dialect != ONNX:
         batch = _symbolic_batch(model, source, options, out)
-        _export(model, options, value_info, out, batch=batch)
+        _export(model, options, inputs.value_info, out, inputs.quantization, inputs.feeds, batch)
         return 0
     if options.dynamic_batch or options.opset is not None:
         raise UsageError(
