@@ -217,7 +217,8 @@ class Rename(Pass):
     from_producer: bool = False
 
     def requires(self, model: Model) -> None:
-        """Exactly one of ``input``/``output``, a valid ``op`` and a non-empty ``to``."""
+        """Exactly one of ``input``/``output``, naming a slot of a valid ``op``, and a non-empty
+        ``to``."""
         if (self.input >= 0) == (self.output >= 0):
             raise PreconditionError("rename needs exactly one of input=N or output=N")
         if not self.to:
@@ -226,6 +227,16 @@ class Rename(Pass):
             raise PreconditionError(
                 f"rename: op #{self.op} does not exist (the {MAIN_NET[model.dialect]} has "
                 f"{len(model.predict_net)} ops)"
+            )
+        op = model.predict_net[self.op]
+        kind, slot, names = (
+            ("input", self.input, op.inputs)
+            if self.input >= 0
+            else ("output", self.output, op.outputs)
+        )
+        if slot >= len(names):
+            raise PreconditionError(
+                f"rename: op #{self.op} ({op.type}) has no {kind} #{slot} (it has {len(names)})"
             )
 
     def call(self, model: Model) -> PassResult:

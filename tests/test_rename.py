@@ -325,6 +325,8 @@ def test_rename_pass_through_pipeline_spec() -> None:
         ({"op": 0, "to": "y"}, "exactly one"),
         ({"op": 0, "input": 0}, "new name"),
         ({"op": 5, "input": 0, "to": "y"}, "does not exist"),
+        ({"op": 0, "output": 5, "to": "y"}, r"op #0 \(Relu\) has no output #5 \(it has 1\)"),
+        ({"op": 0, "input": 1, "to": "y"}, r"op #0 \(Relu\) has no input #1 \(it has 1\)"),
     ],
 )
 def test_rename_pass_options_are_checked(options: dict[str, Any], message: str) -> None:
