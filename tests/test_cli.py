@@ -470,3 +470,21 @@ def test_run_notes_a_head_it_removes_that_the_net_does_not_declare(
         "Sigmoid",
         "Tanh",
     ]
+
+
+def test_a_misspelt_shapes_txt_in_the_model_folder_is_refused_not_ignored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shapes.txt naming no input of the model was taken for another net's and ignored:
+    with its one name misspelt, show and verify silently guessed the input shape instead. In
+    the folder named (one model) it is refused as --shapes is; beside a net file named on the
+    command line it may still belong to another net of the folder, and is ignored."""
+    folder = tmp_path / "tiny"
+    shutil.copytree(TINY, folder)
+    (folder / "shapes.txt").write_text("dta=1x1x6x6\n")
+    for command in ("show", "verify"):
+        code, _, err = run_cli(capsys, command, str(folder))
+        assert code == 2
+        assert_one_error_line(err, "shapes.txt names 'dta'", "did you mean 'data'?")
+    code, out, err = run_cli(capsys, "show", str(folder / "predict_net.pbtxt"))
+    assert code == 0 and "data=1x1x6x6 (guessed)" in out, out + err

@@ -390,8 +390,10 @@ def read_shapes(
 ) -> tuple[dict[str, tuple[int, ...]], str]:
     """Input shapes from ``--shapes``, else from ``shapes.txt`` beside the model, and where
     they came from (a symbolic dim taken as 1: ``read_shape_specs`` keeps it); every name
-    must be an input the model reads (a ``shapes.txt`` naming no input at all belongs to
-    another net of the folder and is ignored).
+    must be an input the model reads. A ``shapes.txt`` naming no input at all, beside a net
+    file named on the command line, belongs to another net of its folder and is ignored; in
+    the folder named (which holds one model) it is this model's, and a misspelt name is
+    refused as ``--shapes`` refuses it, not ignored for a guess.
 
     Raises:
         UsageError: a malformed item, or a name the model has no input of.
@@ -421,8 +423,8 @@ def read_shape_specs(
         if not shapes:  # a case file saying no shape
             return {}, ""
         data, params = model_input_names(model)
-        if not set(shapes) & (set(data) | set(params)):
-            return {}, ""  # the case file of another net in the same folder
+        if not set(shapes) & (set(data) | set(params)) and not Path(path).is_dir():
+            return {}, ""  # the case file of another net beside the file named
     check_input_names(model, shapes, where)
     return shapes, where
 
