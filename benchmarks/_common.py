@@ -139,6 +139,33 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join([line(headers), rule, *(line(row) for row in rows)])
 
 
+_CLI_RUN = """
+import sys
+from graphtools.interrupt import exit_on_signals
+exit_on_signals()
+from graphtools.cli import main
+code = main(sys.argv[1:])
+status = open("/proc/self/status").read().split("VmHWM:")[1].split()[0]
+print(int(status) * 1024)
+sys.exit(code)
+"""
+"""``graphtools run`` as ``console_main`` runs it, then its own peak (``VmHWM``: ``ru_maxrss``
+of a child starts at its parent's peak on Linux, and the console script ends by ``os._exit``)."""
+
+
+def cli_run(predict_path: Path, init_path: Path | None, out_dir: Path) -> tuple[float, int]:
+    """Wall seconds and whole-process peak resident bytes of a fresh ``graphtools run -q`` of
+    the pair into ``out_dir``: what a user's command costs, start-up and reporting included."""
+    argv = ["run", "-q", str(predict_path), "-o", str(out_dir)]
+    argv += [] if init_path is None else ["--init", str(init_path)]
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", _CLI_RUN, *argv], check=True, capture_output=True, text=True
+    )
+    seconds = time.perf_counter() - start
+    return seconds, int(done.stdout.split()[-1])
+
+
 def peak_memory(mode: str, predict_path: Path, init_path: Path | None = None) -> int:
     """Peak resident bytes that step ``mode`` adds, measured in a fresh child process."""
     command = [sys.executable, str(Path(__file__).resolve()), mode, str(predict_path)]

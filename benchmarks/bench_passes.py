@@ -46,6 +46,7 @@ import upstream_naive
 from _common import (
     best_of,
     children_use_bytecode,
+    cli_run,
     cpu_cells,
     cpu_since,
     cpu_usage,
@@ -299,18 +300,25 @@ def main(argv: Sequence[str] | None = None) -> None:
             pb_bytes = peak_memory("pb-parse", *paths[largest])
             load_bytes = peak_memory("gt-load", *paths[largest])
             run_bytes = peak_memory("gt-pipeline", *paths[largest])
+            with tempfile.TemporaryDirectory() as scratch:
+                cli_seconds, cli_peak = cli_run(*paths[largest], Path(scratch) / "out")
             print(f"\nPeak resident memory at {largest:,} ops (fresh process each), both nets")
             print(
                 format_table(
-                    ["pb parse", "gt load", "gt load+pipeline+save"],
+                    ["pb parse", "gt load", "gt load+pipeline+save", "graphtools run (whole)"],
                     [
                         [
                             f"{pb_bytes / 1e6:.0f} MB",
                             f"{load_bytes / 1e6:.0f} MB {load_bytes / pb_bytes:.1f}x",
                             f"{run_bytes / 1e6:.0f} MB {run_bytes / pb_bytes:.1f}x",
+                            f"{cli_peak / 1e6:.0f} MB, {cli_seconds:.1f} s",
                         ]
                     ],
                 )
+            )
+            print(
+                "(the first three: what the step adds to the interpreter's; the last: a fresh "
+                "`graphtools run PAIR -o OUT`'s whole peak and wall time, start-up included)"
             )
 
 

@@ -186,9 +186,11 @@ def carry_shapes(
     differ from the ``shapes.txt`` there)."""
     if not given and folder.resolve() == Path(model.predict_path or folder).parent.resolve():
         return None
-    data, params = model_input_names(model)
-    still = set(data) | set(params)
-    kept = {name: shape for name, shape in shapes.items() if name in still}
+    kept: dict[str, Shape] = {}
+    if shapes:  # finding the inputs walks the whole net: a quarter of a big run's time
+        data, params = model_input_names(model)
+        still = set(data) | set(params)
+        kept = {name: shape for name, shape in shapes.items() if name in still}
     if not kept:
         stale = folder / SHAPES_FILE
         if out is not None and stale.is_file():
