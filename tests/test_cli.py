@@ -488,3 +488,24 @@ def test_a_misspelt_shapes_txt_in_the_model_folder_is_refused_not_ignored(
         assert_one_error_line(err, "shapes.txt names 'dta'", "did you mean 'data'?")
     code, out, err = run_cli(capsys, "show", str(folder / "predict_net.pbtxt"))
     assert code == 0 and "data=1x1x6x6 (guessed)" in out, out + err
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (["--opset", "13"], "--opset: an option"),
+        (["--dynamic-batch", "--test-mode"], "--dynamic-batch, --test-mode: options"),
+        (["--external-data"], "--external-data: an option"),
+    ],
+)
+def test_run_refuses_export_options_when_it_writes_a_pair(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], options: list[str], named: str
+) -> None:
+    """--opset, --dynamic-batch, --external-data and --test-mode shape an ONNX output; with a
+    Caffe2 pair written they were ignored without a word. Refused now, before anything is
+    written, naming the option and the way to an ONNX output."""
+    target = tmp_path / "out"
+    code, _, err = run_cli(capsys, "run", str(TINY), "-o", str(target), *options)
+    assert code == 2
+    assert_one_error_line(err, named, "-o OUT.onnx")
+    assert not target.exists()

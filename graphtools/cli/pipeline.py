@@ -229,6 +229,7 @@ def _cmd_run(options: argparse.Namespace) -> int:
     if onnx_commands.wants_export(options):
         manager = manager_for(options.pipeline, options.steps, tuple(options.device or ()))
         return onnx_commands.run_onnx(options, manager, out)
+    _refuse_export_options(options)
     model = load_input(options.inputs[0], options.init, no_init=options.no_init, out=out)
     # --diff shows what the run changed, the outputs --outputs declares included
     before = model.copy() if options.diff else None
@@ -286,6 +287,26 @@ def _cmd_run(options: argparse.Namespace) -> int:
 
 
 _OUTPUTS = operator.attrgetter("outputs")
+
+_EXPORT_OPTIONS = (
+    ("opset", "--opset"),
+    ("dynamic_batch", "--dynamic-batch"),
+    ("external_data", "--external-data"),
+    ("test_mode", "--test-mode"),
+)
+
+
+def _refuse_export_options(options: argparse.Namespace) -> None:
+    """The ONNX export's options with a Caffe2 pair written: they shape an ONNX output, and
+    were ignored silently (a ``--dynamic-batch`` the user then relied on)."""
+    given = [
+        flag for field, flag in _EXPORT_OPTIONS if getattr(options, field) not in (None, False)
+    ]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)}: {'options' if len(given) > 1 else 'an option'} of the ONNX "
+            "export, and this run writes a Caffe2 pair; write an ONNX model with -o OUT.onnx"
+        )
 
 
 def _undeclared_dead_ends(model: Model) -> list[str]:
