@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import argparse
 import io
-import operator
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -286,8 +284,6 @@ def _cmd_run(options: argparse.Namespace) -> int:
     return 0
 
 
-_OUTPUTS = operator.attrgetter("outputs")
-
 _EXPORT_OPTIONS = (
     ("opset", "--opset"),
     ("dynamic_batch", "--dynamic-batch"),
@@ -326,7 +322,7 @@ def _note_dead_ends_gone(out: Output, model: Model, dead_ends: list[str]) -> Non
         return
     # One C-level sweep of the outputs: the view of the rewritten net is not kept, and
     # building it again would cost more than the whole note is worth.
-    still = set(dead_ends).intersection(chain.from_iterable(map(_OUTPUTS, model.predict_net)))
+    still = model.predict_net.written_among(dead_ends)
     gone = [name for name in dead_ends if name not in still]
     if gone:
         shown = ", ".join(gone[:4]) + (f", ... ({len(gone)} in all)" if len(gone) > 4 else "")
