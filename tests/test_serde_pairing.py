@@ -8,7 +8,12 @@ from pathlib import Path
 import pytest
 
 from graphtools.errors import SerdeError
-from graphtools.serde.pairing import discover_models, find_init_beside, inits_in_two_formats
+from graphtools.serde.pairing import (
+    discover_models,
+    find_init_beside,
+    inits_in_two_formats,
+    nets_left_beside,
+)
 
 
 def _touch(folder: Path, *names: str) -> None:
@@ -163,3 +168,28 @@ def test_a_folder_holding_more_than_its_pair_is_a_batch(tmp_path: Path) -> None:
         ("glow/relu.pbtxt", None),
         ("plain", None),
     }
+
+
+def test_the_nets_a_model_folder_leaves_out_are_said(
+    real_fixtures: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """AICamera's history/ holds shufflenet_predict.pb and two versioned
+    squeeze_predict_net_NNNN.pb: show and a batch read shufflenet alone, without a word of
+    the others. Now both name what they leave out."""
+    from conftest import run_cli
+
+    aicamera = real_fixtures / "facebookarchive-AICamera"
+    history = aicamera / "history"
+    predict, others = nets_left_beside(history)
+    assert predict.name == "shufflenet_predict.pb"
+    assert [p.name for p in others] == [
+        "squeeze_predict_net_5301.pb",
+        "squeeze_predict_net_6185.pb",
+    ]
+    said = "the model is shufflenet_predict.pb; squeeze_predict_net_5301.pb, "
+    code, _, err = run_cli(capsys, "show", str(history))
+    assert code == 0 and said in err, err
+    code, _, err = run_cli(capsys, "run", str(aicamera), "-o", str(tmp_path / "out"))
+    assert code == 0 and said in err, err
+    _touch(tmp_path / "plain", "predict_net.pb", "init_net.pb", "labels.txt")
+    assert nets_left_beside(tmp_path / "plain")[1] == []  # a label file is no net

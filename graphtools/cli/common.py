@@ -27,7 +27,7 @@ from graphtools.errors import SerdeError, UsageError, did_you_mean
 from graphtools.ir import Model
 from graphtools.serde import find_model_files, load_model
 from graphtools.serde.netdef_io import TEXT_SUFFIXES, is_blank
-from graphtools.serde.pairing import find_init_beside, inits_in_two_formats
+from graphtools.serde.pairing import find_init_beside, inits_in_two_formats, left_out_note
 
 if TYPE_CHECKING:  # types only: show and friends import neither the passes nor the executor
     from graphtools.pass_infra import PassManager, PassRecord
@@ -201,6 +201,9 @@ def load_input(
             ) from None
         if no_init:
             found = None
+        note = left_out_note(source) if out is not None else None
+        if note is not None and out is not None:
+            out.note(note)
     else:
         if not source.exists():
             raise SerdeError(source, "cannot read: no such file or folder")

@@ -62,7 +62,7 @@ from graphtools.serde import (
     save_model_in_place,
 )
 from graphtools.serde.atomic import atomic_write_bytes
-from graphtools.serde.pairing import ModelRef, discover_models
+from graphtools.serde.pairing import ModelRef, discover_models, left_out_note
 from graphtools.serde.streams import read_stream_once
 
 __all__ = [
@@ -362,6 +362,10 @@ def _run_batch(options: argparse.Namespace, out: Output) -> int:
     ]
     if not refs:
         raise UsageError(f"no model to run outside the output folder {options.output}")
+    for ref in refs:
+        note = left_out_note(ref.path) if ref.path.is_dir() else None
+        if note is not None:
+            out.note(note)
     manager_for(options.pipeline, options.steps, tuple(options.device or ()))  # check it now
     if any(is_onnx_file(ref.path) for ref in refs):
         check_run_options(options)  # what an ONNX model of the batch cannot take

@@ -31,6 +31,8 @@ __all__ = [
     "init_candidates",
     "inits_in_two_formats",
     "is_one_model_folder",
+    "left_out_note",
+    "nets_left_beside",
 ]
 
 _EXTENSIONS = (".pb", ".pbtxt")
@@ -133,6 +135,30 @@ def is_one_model_folder(folder: Path) -> bool:
         ):
             return False
     return True
+
+
+def nets_left_beside(folder: Path) -> tuple[Path, list[Path]]:
+    """The predict_net file ``find_model_files`` takes from a model folder, and the other
+    NetDef-named files in it, which loading the folder leaves out (AICamera's ``history/``
+    holds ``shufflenet_predict.pb`` and two versioned ``squeeze_predict_net_NNNN.pb``)."""
+    predict, init = find_model_files(folder)
+    taken = {p.resolve() for p in (predict, init) if p is not None}  # a link's target is it
+    others = [p for p in folder.iterdir() if p.suffix in _EXTENSIONS and p.resolve() not in taken]
+    return predict, sorted(p for p in others if p.is_file())
+
+
+def left_out_note(folder: Path) -> str | None:
+    """The note naming the nets ``nets_left_beside`` finds (``None`` when there are none):
+    the commands say it rather than let a user believe every net of the folder was read."""
+    predict, others = nets_left_beside(folder)
+    if not others:
+        return None
+    shown = ", ".join(p.name for p in others[:3]) + (", ..." if len(others) > 3 else "")
+    verb = "is" if len(others) == 1 else "are"
+    return (
+        f"{folder}: the model is {predict.name}; {shown} beside it {verb} not read (name a "
+        "file to read it)"
+    )
 
 
 def discover_models(paths: Iterable[str | Path]) -> list[ModelRef]:
