@@ -201,7 +201,7 @@ def load_input(
             ) from None
         if no_init:
             found = None
-        note = left_out_note(source) if out is not None else None
+        note = left_out_note(source)
         if note is not None and out is not None:
             out.note(note)
     else:
