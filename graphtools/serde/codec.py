@@ -17,7 +17,9 @@ so that a million-op net needs no per-op probe.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, Protocol
 
 from google.protobuf import unknown_fields
@@ -281,13 +283,12 @@ def op_bytes_reusing_loaded(
     return found
 
 
-def _op_fields(ops: Iterable[Op]) -> list[bytes | memoryview]:
-    """The net's ``op`` fields, in order: each run of ops exactly as loaded (and known at load
-    to hold no nested net, which nothing could have edited) is one slice of the loaded bytes,
-    and each run of other ops is serialised. The save of a 10^6-op net walks every op here, so
-    the op's slots are read inline (the codec is the IR's friend, as in
+def _write_op_fields(ops: Iterable[Op], write: Callable[[Any], object]) -> None:
+    """Write the net's ``op`` fields, in order: each run of ops exactly as loaded (and known at
+    load to hold no nested net, which nothing could have edited) as one slice of the loaded
+    bytes, and each run of other ops serialised. The save of a 10^6-op net walks every op
+    here, so the op's slots are read inline (the codec is the IR's friend, as in
     ``op_bytes_reusing_loaded``)."""
-    fields: list[bytes | memoryview] = []
     serialized: list[bytes] = []
     source: _RawSource | None = None
     first = end = 0
@@ -299,21 +300,20 @@ def _op_fields(ops: Iterable[Op]) -> list[bytes | memoryview]:
                 end += 1
                 continue
             if source is not None:
-                fields.append(source.ops.tagged(first, end))
+                source.ops.write_tagged(first, end, write)
             elif serialized:
-                fields.append(tagged_ops(serialized))
+                write(tagged_ops(serialized))
                 serialized = []
             source, first, end = found, index, index + 1
         else:
             if source is not None:
-                fields.append(source.ops.tagged(first, end))
+                source.ops.write_tagged(first, end, write)
                 source = None
             serialized.append(_serialized_op(op))
     if source is not None:
-        fields.append(source.ops.tagged(first, end))
+        source.ops.write_tagged(first, end, write)
     elif serialized:
-        fields.append(tagged_ops(serialized))
-    return fields
+        write(tagged_ops(serialized))
 
 
 def _serialized_op(op: Op) -> bytes:
@@ -411,13 +411,16 @@ def net_from_bytes(
     *,
     probe: NetProbe | None = None,
     raw: netdef_lite_pb2.NetDefWithRawOps | None = None,
+    file: str | Path | None = None,
 ) -> Net:
     """The IR of a binary NetDef, without building its messages: the net keeps ``data``, its
     ops decode their messages from it when first needed, and unchanged ops are saved as their
     bytes (``graphtools.serde.op_bytes``).
 
     ``probe`` is what ``check.probe_netdef`` found in ``data`` and ``raw`` is ``data`` parsed
-    as ``NetDefWithRawOps``, when the caller has them already.
+    as ``NetDefWithRawOps``, when the caller has them already. ``file`` is the file ``data``
+    was read from: a large one is then kept as a map of the file, not as ``data``
+    (``graphtools.serde.mapped_file``).
 
     Raises:
         SerdeError: a string of the net is not UTF-8, or its nets nest too deep.
@@ -438,7 +441,7 @@ def net_from_bytes(
             ops += Op.wrap_loaded(records, net, source, nested=nested, control=control, start=first)
         return ops
 
-    return Net.loaded(
+    net = Net.loaded(
         make_ops,
         list(raw.external_input),
         list(raw.external_output),
@@ -448,6 +451,9 @@ def net_from_bytes(
         name=header.name if header.HasField("name") else None,
         device_option=_device_of(header),
     )
+    if file is not None:
+        layout.keep_mapped(file)
+    return net
 
 
 def _device_of(header: NetDef) -> DeviceOption | None:
@@ -508,9 +514,12 @@ def serialize_net(net: Net) -> bytes:
         rest.ClearField("name")
     rest.external_input.extend(net.external_inputs)
     rest.external_output.extend(net.external_outputs)
+    out = io.BytesIO()
+    out.write(name)
     with paused_gc():
-        fields = _op_fields(net)
-    return b"".join([name, *fields, rest.SerializePartialToString()])
+        _write_op_fields(net, out.write)
+    out.write(rest.SerializePartialToString())
+    return out.getvalue()
 
 
 def _undecoded_loaded_op(net: Net) -> bool:

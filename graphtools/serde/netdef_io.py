@@ -146,7 +146,15 @@ def binary_net(data: bytes, path: str | Path | None = None) -> Net | None:
         return None
     if problem is not None:
         return None
-    return net_from_bytes(data, probe=probe, raw=raw)
+    return net_from_bytes(data, probe=probe, raw=raw, file=_regular_file(path))
+
+
+def _regular_file(path: str | Path | None) -> Path | None:
+    """``path`` when it names a regular file (whose bytes a net may map), else ``None``."""
+    if path is None:
+        return None
+    file = Path(path)
+    return file if file.is_file() else None
 
 
 def _parse_binary(data: bytes, path: str | Path | None) -> caffe2_pb2.NetDef:

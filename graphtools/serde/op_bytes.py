@@ -13,12 +13,14 @@ when first asked for a field the IR does not keep. A file whose ops do not lie b
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from graphtools.proto import netdef_lite_pb2
+from graphtools.serde.mapped_file import MappedFile
 
 __all__ = ["CHUNK", "OpBytes", "read_ops", "tagged_ops"]
 
@@ -39,33 +41,68 @@ class OpBytes:
 
     ``starts[i]`` is where op ``i``'s field (tag, length, message) begins in ``data`` and
     ``starts[i + 1]`` where it ends; without ``data``, ``ops`` holds each op's message bytes.
+    ``data`` is the file's bytes as read, or a map of the file (``keep_mapped``).
     """
 
-    __slots__ = ("_data", "_ops", "_starts")
+    __slots__ = ("_data", "_file", "_ops", "_starts")
 
     def __init__(
         self, data: bytes | None, starts: array[int] | None, ops: list[bytes] | None
     ) -> None:
-        self._data = data
+        self._data: Any = data
         self._starts = starts
         self._ops = ops
+        self._file: MappedFile | None = None
+
+    def keep_mapped(self, path: str | Path) -> None:
+        """Read the ops from a map of ``path`` from now on, instead of the bytes loaded from
+        it, when the file is large and still holds those bytes (``mapped_file``)."""
+        if self._data is None or self._file is not None:
+            return
+        mapped = MappedFile.of(path, self._data)
+        if mapped is not None:
+            self._file, self._data = mapped, mapped.data
 
     def message(self, index: int) -> bytes:
-        """Op ``index``'s serialized OperatorDef."""
+        """Op ``index``'s serialized OperatorDef.
+
+        Raises:
+            SerdeError: the mapped file changed on disk since it was loaded.
+        """
         if self._ops is not None:
             return self._ops[index]
         assert self._data is not None and self._starts is not None
+        if self._file is not None:
+            self._file.check()
         data, start = self._data, self._starts[index] + 1  # past the tag
         while data[start] & 0x80:  # past the length (a varint)
             start += 1
         return data[start + 1 : self._starts[index + 1]]
 
-    def tagged(self, first: int, end: int) -> bytes | memoryview:
-        """Ops ``first .. end - 1`` as the ``op`` fields of a NetDef, as the file has them."""
+    def write_tagged(self, first: int, end: int, write: Callable[[Any], object]) -> None:
+        """Write ops ``first .. end - 1`` as the ``op`` fields of a NetDef, as the file has
+        them; from a mapped file a step at a time, giving back each step's pages once written.
+
+        Raises:
+            SerdeError: the mapped file changed on disk since it was loaded.
+        """
         if self._ops is not None:
-            return tagged_ops(self._ops[first:end])
+            write(tagged_ops(self._ops[first:end]))
+            return
         assert self._data is not None and self._starts is not None
-        return memoryview(self._data)[self._starts[first] : self._starts[end]]
+        start, stop = self._starts[first], self._starts[end]
+        mapped = self._file
+        if mapped is None:
+            write(memoryview(self._data)[start:stop])
+            return
+        mapped.check()
+        for step in range(start, stop, _WRITE_STEP):
+            with memoryview(self._data)[step : min(step + _WRITE_STEP, stop)] as part:
+                write(part)
+            mapped.release(step, min(step + _WRITE_STEP, stop))
+
+
+_WRITE_STEP = 16 << 20
 
 
 def read_ops(raw: Any, data: bytes) -> tuple[Iterator[tuple[int, Any]], OpBytes]:
