@@ -13,7 +13,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from graphtools import load_model, save_model
+from graphtools import load_model, load_model_dir, save_model
 from graphtools.errors import InvalidArgumentError
 from graphtools.executor import run_model
 from graphtools.ir import Model, Net, Op
@@ -22,6 +22,8 @@ from graphtools.proto import caffe2_pb2
 from graphtools.pytest_plugin import assert_models_equivalent as assert_equivalent_anywhere
 from graphtools.serde.onnx_codec import model_from_onnx_bytes
 from graphtools.testing import assert_models_equivalent, compare_models
+
+_TINY = Path(__file__).resolve().parents[1] / "fixtures" / "models" / "tiny_export"
 
 
 def _onnx_proto() -> onnx.ModelProto:
@@ -94,3 +96,12 @@ def test_load_model_takes_a_path(given: Callable[[], Any], advice: str) -> None:
     assert advice in str(caught.value)
     with pytest.raises(InvalidArgumentError, match="init_path is a file path"):
         load_model("predict_net.pb", value if value is not None else 3)
+
+
+@pytest.mark.parametrize("directory", [None, 3, b"out"], ids=["None", "int", "bytes"])
+def test_save_model_takes_a_path(directory: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.chdir(tmp_path)
+    model = load_model_dir(_TINY)
+    with pytest.raises(InvalidArgumentError, match="save_model's directory is a path, not a"):
+        save_model(model, directory)
+    assert not list(tmp_path.iterdir())

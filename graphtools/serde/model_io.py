@@ -167,10 +167,12 @@ def find_model_files(directory: str | Path) -> tuple[Path, Path | None]:
     return folder / predicts[0], folder / inits[0] if inits else None
 
 
-def _expect_path(value: object, what: str) -> None:
+def _expect_path(value: object, what: str, function: str = "load_model") -> None:
     if isinstance(value, str | os.PathLike):
         return
     kind = type(value).__name__
+    if function != "load_model":
+        raise InvalidArgumentError(f"{function}'s {what} is a path, not a {kind}")
     if kind == "ModelProto":
         how = "; an onnx.ModelProto in memory loads with graphtools.serde.onnx_codec."
         how += "model_from_onnx_bytes(proto.SerializeToString())"
@@ -279,9 +281,11 @@ def save_model(model: Model, directory: str | Path, *, text: bool | None = None)
         SerdeError: the folder would be left ambiguous, is being written by another process
             or cannot be written; the nets cannot be written so that they load again; an
             ONNX model given a folder, or a Caffe2 pair given an ``.onnx`` path.
-        InvalidArgumentError: ``model`` is not a graphtools ``Model``.
+        InvalidArgumentError: ``model`` is not a graphtools ``Model``, or ``directory`` not
+            a path.
     """
     model = expect_model(model, "save_model")
+    _expect_path(directory, "directory", "save_model")
     folder = Path(directory)
     if model.dialect == ONNX:
         return [_save_onnx(model, folder, text)]
