@@ -14,6 +14,11 @@ An op is a no-op when, on the types shape inference gives and the constants it r
   a value of rank 2;
 * ``MaxPool``/``AveragePool`` whose windows are single elements (kernel, strides 1, no pads,
   one output);
+* an idempotent op applied again to its own output: ``Relu(Relu(x))``, ``Floor``, ``Ceil``,
+  ``Round``, ``Sign``, ``Abs``, ``Clip`` to the same bounds (the op table's ``repeats``;
+  exact; onnxsim drops these too);
+* ``ReduceSum``/``Mean``/``Max``/``Min``/``Prod`` keeping dims over axes all of size 1 (or
+  over no axes with ``noop_with_empty_axes``): the sum, mean, ... of one element is it;
 * ``Add``/``Sub`` of a constant of zeros and ``Mul``/``Div`` by a constant of ones, given as
   the second input, that broadcasts to the first without growing it (a GroupNorm's default
   zero bias in a dynamo export). Exact, but for ``-0.0 + 0.0``, which is ``+0.0`` (equal;
@@ -80,6 +85,7 @@ _NOOP_TYPES = frozenset(
         "Sub",
         "Mul",
         "Div",
+        *("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"),
     }
 )
 _RECURRENT_DEFAULTS = {"LSTM": (3, 5, 6), "GRU": (3, 5), "RNN": (3, 5)}
@@ -127,6 +133,9 @@ class _NoopCheck:
             return self.table.passes_through(op, self.flow.net)
         if len(op.outputs) != 1:
             return op.type in ("MaxPool",) and self._pool(op) and not any(op.outputs[1:])
+        if op.type in self.table.idempotent_types():
+            producer = self.flow.producer(op.inputs[0])
+            return producer is not None and self.table.repeats(op, self.flow.net[producer])
         check = getattr(self, f"_{op.type.lower()}", None)
         return bool(check is not None and check(op))
 
@@ -219,6 +228,27 @@ class _NoopCheck:
 
     _maxpool = _pool
     _averagepool = _pool
+
+    def _reduce(self, op: Op) -> bool:
+        if op.arg("keepdims", 1) != 1:
+            return False  # dropping the axes is a Squeeze, not a no-op
+        if len(op.inputs) > 1 and op.inputs[1] and self.array(op.inputs[1]) is None:
+            return False  # axes computed at run time
+        axes = self.ints(op, 1, "axes")
+        if not axes and op.arg("noop_with_empty_axes", 0):
+            return True
+        shape = self.shape(op.inputs[0])
+        if shape is None:
+            return False
+        rank = len(shape)
+        chosen = axes or range(rank)
+        return all(-rank <= axis < rank and shape[axis] == 1 for axis in chosen)
+
+    _reducesum = _reduce
+    _reducemean = _reduce
+    _reducemax = _reduce
+    _reducemin = _reduce
+    _reduceprod = _reduce
 
     def _neutral(self, op: Op, neutral: int) -> bool:
         """Whether ``op`` combines its first input with a constant of ``neutral`` elements
@@ -321,7 +351,7 @@ class RemoveNoopOps(Pass):
         table = cast("OnnxOpTable", op_table(model))
         stats = {"ops_removed": 0, "values_renamed": 0, "inputs_dropped": 0}
         all_scopes = scopes(model.predict_net, table)
-        wanted = _NOOP_TYPES | _RECURRENT_DEFAULTS.keys()
+        wanted = _NOOP_TYPES | table.idempotent_types() | _RECURRENT_DEFAULTS.keys()
         if not any(wanted.intersection(map(_type, scope.net)) for scope in all_scopes):
             return PassResult(model, False, stats)
         nested = len(all_scopes) > 1
@@ -348,7 +378,7 @@ def _remove(
     stats: dict[str, int],
 ) -> bool:
     check = _NoopCheck(flow, types, table)
-    found = find_identity_ops(net, _NOOP_TYPES, check)
+    found = find_identity_ops(net, _NOOP_TYPES | table.idempotent_types(), check)
     rewired = {output[0] for output, _ in found.rewires}
     defaults = {
         index: op

@@ -433,6 +433,73 @@ def test_ops_that_change_something_stay(tmp_path: Path) -> None:
     assert types(model) == ["Transpose", "Cast", "Slice", "Expand", "Tile", "Flatten"]
 
 
+def test_an_idempotent_op_applied_again_goes_exactly(tmp_path: Path) -> None:
+    """f(f(x)) is f(x) for Relu, Abs, Floor, Ceil, Round, Sign and Clip to the same bounds
+    (onnxsim drops these; it kept us bigger on hand-written activations): the repeats go,
+    bit for bit on NaN, -0.0 and halves; a Clip to other bounds, a Relu of an Abs, and a
+    repeat whose first result is a graph output too (both names answered) stay."""
+    unary = ["Relu", "Abs", "Floor", "Ceil", "Round", "Sign"]
+    nodes = []
+    last = "x"
+    for op_type in unary:
+        for step in (1, 2, 3):
+            nodes.append(helper.make_node(op_type, [last], [f"{op_type}{step}"]))
+            last = f"{op_type}{step}"
+    nodes += [
+        helper.make_node("Clip", [last, "lo", "hi"], ["c1"]),
+        helper.make_node("Clip", ["c1", "lo", "hi"], ["c2"]),  # goes
+        helper.make_node("Clip", ["c2", "lo", "wider"], ["c3"]),  # other bounds: stays
+        helper.make_node("Neg", ["c3"], ["n"]),
+        helper.make_node("Abs", ["n"], ["a"]),
+        helper.make_node("Relu", ["a"], ["y"]),  # a Relu of an Abs: stays
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Relu", ["r"], ["z"]),  # r is an output too: stays
+    ]
+    weights = {"lo": np.float32(-0.25), "hi": np.float32(0.75), "wider": np.float32(2.0)}
+    outputs = {"y": (F, [2, 4]), "r": (F, [2, 4]), "z": (F, [2, 4])}
+    path = graph_model(tmp_path / "m.onnx", nodes, {"x": (F, [2, 4])}, outputs, weights)
+    x = np.array([[np.nan, -0.0, 0.5, -1.5], [2.5, -2.5, 0.0, 7.25]], np.float32)
+    model, target = rewritten(path, "remove-noop-ops", {"x": x}, tmp_path)
+    assert types(model) == [*unary, "Clip", "Clip", "Neg", "Abs", "Relu", "Relu", "Relu"]
+    for before, after in zip(run(path, {"x": x}), run(target, {"x": x}), strict=True):
+        assert before.tobytes() == after.tobytes()
+
+
+@pytest.mark.parametrize("opset", [11, 18])
+def test_a_reduce_keeping_dims_over_axes_of_size_one_goes(tmp_path: Path, opset: int) -> None:
+    """ReduceSum/Mean/Max/Min/Prod over axes that are all of size 1 give back their input
+    (onnxsim drops them); over an axis of another size, a symbolic one, dropping the axis
+    (keepdims=0), or as an L2 norm (|x|), they stay. Axes are an attribute before opset 13
+    (ReduceSum) or 18 (the others), an input since."""
+
+    def reduce(op_type: str, x: str, y: str, axes: list[int], **attrs: int) -> onnx.NodeProto:
+        as_input = opset >= (13 if op_type == "ReduceSum" else 18)
+        if as_input:
+            name = f"axes_{y}"
+            weights[name] = np.array(axes, np.int64)
+            return helper.make_node(op_type, [x, name], [y], **attrs)
+        return helper.make_node(op_type, [x], [y], axes=axes, **attrs)
+
+    weights: dict[str, np.ndarray] = {}
+    nodes = [
+        reduce("ReduceSum", "x", "a", [1]),
+        reduce("ReduceMean", "a", "b", [1, -1]),
+        reduce("ReduceMax", "b", "c", [3]),
+        reduce("ReduceMin", "c", "d", [-1]),
+        reduce("ReduceProd", "d", "e", [1]),
+        reduce("ReduceSum", "e", "f", [2]),  # size 4: stays
+        reduce("ReduceMax", "f", "g", [0]),  # symbolic batch: stays
+        reduce("ReduceMean", "g", "h", [1], keepdims=0),  # a Squeeze: stays
+        reduce("ReduceL2", "h", "y", [2]),  # |x|: stays
+    ]
+    outputs = {"y": (F, None)}
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, ["N", 1, 4, 1])}, outputs, weights, opset
+    )
+    model, _ = rewritten(path, "remove-noop-ops", {"x": normal(2, 1, 4, 1)}, tmp_path)
+    assert types(model) == ["ReduceSum", "ReduceMax", "ReduceMean", "ReduceL2"]
+
+
 def test_arithmetic_by_a_neutral_constant_goes_unless_it_broadcasts_wider(tmp_path: Path) -> None:
     """x + 0, x - 0, x * 1, x / 1 (a dynamo GroupNorm's default zero bias kept an Add that
     onnxsim drops) go when the constant broadcasts to x without growing it; a constant that

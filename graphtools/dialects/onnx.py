@@ -48,6 +48,8 @@ _QUANTIZED_FORMAT = frozenset({"DequantizeLinear"})
 """Ops never folded although they could be: a ``DequantizeLinear`` of a constant is how a
 quantized (QDQ) model stores an integer weight, which back-ends (TensorRT, onnxruntime's
 quantized kernels) read as such; folded, the model would carry a float copy instead."""
+_IDEMPOTENT = frozenset({"Relu", "Abs", "Floor", "Ceil", "Round", "Sign", "Clip"})
+"""Standard ops with ``f(f(x)) == f(x)`` exactly (for ``Clip``, with the same bounds)."""
 _BODIES = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": ("body",)}
 _TYPE = operator.attrgetter("type")
 
@@ -250,6 +252,25 @@ class OnnxOpTable(OpTable):
         from graphtools.dialects.onnx_axes import broadcasts
 
         return broadcasts(op.type, self.opset() or 1)
+
+    def idempotent_types(self) -> frozenset[str]:
+        """Op types that may repeat their input's producer (``repeats``)."""
+        return _IDEMPOTENT
+
+    def repeats(self, op: Op, first: Op) -> bool:
+        """Whether ``op``, reading ``first``'s output, gives back exactly that output: both
+        apply one idempotent standard function (``Relu``, ``Floor``, ``Clip`` to the same
+        bounds, ...; ``f(f(x)) == f(x)``, NaN and -0.0 included)."""
+        return (
+            op.type == first.type
+            and op.type in _IDEMPOTENT
+            and not _domain(op)
+            and not _domain(first)
+            and len(op.outputs) == len(first.outputs) == 1
+            and op.inputs[1:] == first.inputs[1:]
+            and first.outputs[0] == op.inputs[0]
+            and self.attributes_key(op) == self.attributes_key(first) is not None
+        )
 
     def attribute_array(self, op: Op, name: str) -> np.ndarray | None:
         """The tensor attribute ``name`` of ``op`` as an array (``ConstantOfShape``'s and
