@@ -14,6 +14,10 @@
   float32``).
 * **Concat** of a ``Concat`` on the same axis takes its inputs in its place.
 * **Slice** of a ``Slice`` on other axes is one ``Slice`` (constant bounds, opset 10 on).
+* **Reduce**: ``ReduceMax``/``Min``/``Sum``/``Mean``/``Prod`` of the same reduce over
+  constant axes is one reduce over both sets of axes (``x.mean(3).mean(2)``), when both keep
+  their dims or neither does. Max and Min are exact; Sum, Mean and Prod add in another
+  order (within float rounding, as onnxsim's merge).
 
 New targets, axes and bounds are initializers; an op of the model's opset is never replaced by
 one it lacks (a ``Reshape`` target input needs opset 5, ``Squeeze`` axes inputs follow 13).
@@ -51,7 +55,9 @@ __all__ = ["MergeConsecutiveOps"]
 
 _MOVES = frozenset({"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten"})
 _RESHAPES = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten"})
-_FAMILIES = _MOVES | {"Cast", "Concat", "Slice"}
+_REDUCES = frozenset({"ReduceMax", "ReduceMin", "ReduceSum", "ReduceMean", "ReduceProd"})
+"""Reduces whose result over axes ``a`` then ``b`` is the result over ``a`` and ``b``."""
+_FAMILIES = _MOVES | _REDUCES | {"Cast", "Concat", "Slice"}
 _LARGEST_CHAIN = 1 << 20
 """Elements of the biggest static tensor whose chain is run on ``arange``."""
 _EXACT: dict[int, frozenset[int]] = {
@@ -383,6 +389,47 @@ class _Merger:
             rewrite.ops.append(self.net[follower].replace(inputs=[op.inputs[0], *params]))
             self.claim(rewrite)
 
+    def reduces(self) -> None:
+        for index, op in enumerate(self.net):
+            if op.type not in _REDUCES or index in self.used or not self.standard(op):
+                continue
+            follower = self.next_op(index, frozenset({op.type}))
+            shape = self.shape(op.inputs[0])
+            if follower is None or shape is None:
+                continue
+            second = self.net[follower]
+            axes = self.merged_axes(op, second, len(shape))
+            if axes is None:
+                continue
+            rewrite = _Rewrite([index, follower])
+            if len(second.inputs) > 1:  # axes are an input (ReduceSum 13, the others 18 on)
+                name = self.constant(rewrite, f"{second.outputs[0]}_axes", axes)
+                merged = second.replace(inputs=[op.inputs[0], name])
+            else:
+                merged = second.replace(inputs=[op.inputs[0]]).with_arg("axes", axes)
+            rewrite.ops.append(merged)
+            self.claim(rewrite)
+
+    def merged_axes(self, first: Op, second: Op, rank: int) -> list[int] | None:
+        """The axes of ``first`` then ``second`` (reading ``first``'s output, on an input of
+        ``rank``) as axes of that input; ``None`` when one reduce cannot do both: axes not
+        constant or empty (every axis, or none), one keeping the axes it reduces and the other
+        dropping them."""
+        kept = bool(first.arg("keepdims", 1))
+        if kept != bool(second.arg("keepdims", 1)):
+            return None  # one reduce either keeps every axis it reduces or drops them all
+        if first.arg("noop_with_empty_axes", 0) or second.arg("noop_with_empty_axes", 0):
+            return None
+        first_axes = normalize_axes(self.ints(first, 1, "axes") or [], rank)
+        left = rank if kept else rank - len(set(first_axes or ()))
+        second_axes = normalize_axes(self.ints(second, 1, "axes") or [], left)
+        if not first_axes or not second_axes:
+            return None
+        if not kept:  # the second's axes count the dims the first left
+            remaining = [axis for axis in range(rank) if axis not in set(first_axes)]
+            second_axes = [remaining[axis] for axis in second_axes]
+        return sorted(set(first_axes) | set(second_axes))
+
     def slice_params(self, op: Op, rank: int) -> tuple[list[int], ...] | None:
         starts, ends = self.ints(op, 1, "starts"), self.ints(op, 2, "ends")
         if starts is None or ends is None or len(starts) != len(ends):
@@ -434,7 +481,8 @@ def _chain_ops(
 @register_pass
 @dataclass(frozen=True)
 class MergeConsecutiveOps(Pass):
-    """Merge consecutive data-movement, Cast, Concat and Slice ops (see the module docstring).
+    """Merge consecutive data-movement, Cast, Concat, Slice and Reduce ops (see the module
+    docstring).
 
     Stats: ``merged`` (groups of ops replaced), ``ops_removed`` (ops fewer).
     """
@@ -460,6 +508,7 @@ class MergeConsecutiveOps(Pass):
             merger.casts()
             merger.concats()
             merger.slices()
+            merger.reduces()
             if merger.rewrites:
                 changed = _apply(merger.net, merger.rewrites) or changed
                 stats["merged"] += len(merger.rewrites)

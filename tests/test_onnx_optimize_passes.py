@@ -367,6 +367,45 @@ def test_concats_and_slices_merge(tmp_path: Path) -> None:
     assert types(model) == ["Concat", "Slice"]
 
 
+@pytest.mark.parametrize("opset", [13, 18])
+def test_consecutive_reduces_of_one_kind_merge(tmp_path: Path, opset: int) -> None:
+    """x.mean(3).mean(2) is one ReduceMean over (2, 3), and two reduces keeping their dims are
+    one; one dropping its dims and one keeping them (either way round), two kinds of reduce,
+    and a first result read twice stay. Axes as attributes or inputs."""
+
+    def reduce(op_type: str, x: str, y: str, axes: list[int], keepdims: int) -> onnx.NodeProto:
+        if opset >= (13 if op_type == "ReduceSum" else 18):
+            weights[f"axes_{y}"] = np.array(axes, np.int64)
+            return helper.make_node(op_type, [x, f"axes_{y}"], [y], keepdims=keepdims)
+        return helper.make_node(op_type, [x], [y], axes=axes, keepdims=keepdims)
+
+    weights: dict[str, np.ndarray] = {}
+    nodes = [
+        reduce("ReduceMean", "x", "m1", [3], 0),
+        reduce("ReduceMean", "m1", "m2", [2], 0),  # merges: mean over (2, 3)
+        reduce("ReduceMax", "x", "x1", [1], 1),
+        reduce("ReduceMax", "x1", "x2", [-1], 1),  # merges: max over (1, 3), kept
+        reduce("ReduceMax", "x", "k1", [1], 1),
+        reduce("ReduceMax", "k1", "k2", [0], 0),  # kept, then dropped: stays
+        reduce("ReduceSum", "x", "s1", [0], 0),
+        reduce("ReduceSum", "s1", "s2", [0], 1),  # dropped, then kept: stays
+        reduce("ReduceMin", "x", "n1", [2], 1),
+        reduce("ReduceMax", "n1", "n2", [2], 1),  # another kind: stays
+        reduce("ReduceProd", "x", "p1", [1], 1),
+        reduce("ReduceProd", "p1", "p2", [3], 1),  # p1 is read twice: stays
+        helper.make_node("Neg", ["p1"], ["p3"]),
+    ]
+    outputs = {name: (F, None) for name in ("m2", "x2", "k2", "s2", "n2", "p2", "p3")}
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, [2, 3, 4, 5])}, outputs, weights, opset
+    )
+    model, _ = rewritten(path, "merge-consecutive-ops", {"x": normal(2, 3, 4, 5)}, tmp_path)
+    assert types(model).count("ReduceMean") == types(model).count("ReduceMax") - 3 == 1
+    assert len(model.predict_net) == len(nodes) - 2
+    merged = {op.outputs[0]: op for op in model.predict_net}
+    assert merged["m2"].inputs[0] == merged["x2"].inputs[0] == "x"
+
+
 # -- remove-noop-ops -----------------------------------------------------------------------------
 
 
