@@ -18,6 +18,10 @@
   constant axes is one reduce over both sets of axes (``x.mean(3).mean(2)``), when both keep
   their dims or neither does. Max and Min are exact; Sum, Mean and Prod add in another
   order (within float rounding, as onnxsim's merge).
+* **Arithmetic**: ``Mul(Mul(x, c1), c2)`` is ``Mul(x, c1 * c2)`` and ``Add(Add(x, c1), c2)``
+  is ``Add(x, c1 + c2)`` for constants ``c1``, ``c2`` (either operand), the combined constant
+  computed by onnxruntime, when it holds no more elements than the two (a layer scale times
+  a scalar; within float rounding).
 
 New targets, axes and bounds are initializers; an op of the model's opset is never replaced by
 one it lacks (a ``Reshape`` target input needs opset 5, ``Squeeze`` axes inputs follow 13).
@@ -57,9 +61,11 @@ _MOVES = frozenset({"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten"})
 _RESHAPES = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten"})
 _REDUCES = frozenset({"ReduceMax", "ReduceMin", "ReduceSum", "ReduceMean", "ReduceProd"})
 """Reduces whose result over axes ``a`` then ``b`` is the result over ``a`` and ``b``."""
-_FAMILIES = _MOVES | _REDUCES | {"Cast", "Concat", "Slice"}
+_ASSOCIATIVE = frozenset({"Mul", "Add"})
+_FAMILIES = _MOVES | _REDUCES | _ASSOCIATIVE | {"Cast", "Concat", "Slice"}
 _LARGEST_CHAIN = 1 << 20
-"""Elements of the biggest static tensor whose chain is run on ``arange``."""
+"""Elements of the biggest static tensor whose chain is run on ``arange``, and of the
+constants of a Mul or Add chain combined."""
 _EXACT: dict[int, frozenset[int]] = {
     9: frozenset({1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 16}),
     2: frozenset({1, 4, 5, 6, 7, 10, 11, 12, 13, 16}),
@@ -107,6 +113,7 @@ class _Merger:
         self.flow = flow
         self.net = flow.net
         self.types = types
+        self.table = table
         self.opset = table.opset() or 1
         self.names = names
         self.used: set[int] = set()
@@ -430,6 +437,45 @@ class _Merger:
             second_axes = [remaining[axis] for axis in second_axes]
         return sorted(set(first_axes) | set(second_axes))
 
+    def arithmetic(self) -> None:
+        for index, op in enumerate(self.net):
+            if op.type not in _ASSOCIATIVE or index in self.used or not self.standard(op):
+                continue
+            first = self.constant_operand(op)
+            reader = self.flow.only_reader(op.outputs[0]) if first is not None else None
+            if first is None or reader is None or reader in self.used:
+                continue
+            follower = self.net[reader]
+            second = self.constant_operand(follower)
+            if follower.type != op.type or not self.standard(follower) or second is None:
+                continue
+            if second[0] != op.outputs[0]:
+                continue
+            constants = [self.flow.constant(first[1]), self.flow.constant(second[1])]
+            sizes = [tensor.size for tensor in constants if tensor is not None]
+            if sum(sizes) > _LARGEST_CHAIN:
+                continue
+            operation = Op(op.type, ["first", "second"], ["combined"])
+            values = [tensor.numpy() for tensor in constants if tensor is not None]
+            combined = self.table.evaluate(operation, values)[0]
+            if combined.size > sum(sizes):
+                continue  # the constants broadcast against each other: a bigger file
+            rewrite = _Rewrite([index, reader])
+            name = self.names.fresh(f"{follower.outputs[0]}_{op.type.lower()}")
+            rewrite.initializers[name] = combined
+            rewrite.ops.append(follower.replace(inputs=[first[0], name]))
+            self.claim(rewrite)
+
+    def constant_operand(self, op: Op) -> tuple[str, str] | None:
+        """``(the other input, the constant input)`` of a binary ``op`` with exactly one
+        constant input (two: ``fold-constants`` computes it)."""
+        if len(op.inputs) != 2 or len(op.outputs) != 1 or not all(op.inputs):
+            return None
+        left, right = op.inputs
+        if (self.flow.constant(left) is None) == (self.flow.constant(right) is None):
+            return None
+        return (left, right) if self.flow.constant(right) is not None else (right, left)
+
     def slice_params(self, op: Op, rank: int) -> tuple[list[int], ...] | None:
         starts, ends = self.ints(op, 1, "starts"), self.ints(op, 2, "ends")
         if starts is None or ends is None or len(starts) != len(ends):
@@ -481,8 +527,8 @@ def _chain_ops(
 @register_pass
 @dataclass(frozen=True)
 class MergeConsecutiveOps(Pass):
-    """Merge consecutive data-movement, Cast, Concat, Slice and Reduce ops (see the module
-    docstring).
+    """Merge consecutive data-movement, Cast, Concat, Slice, Reduce and constant Mul/Add ops
+    (see the module docstring).
 
     Stats: ``merged`` (groups of ops replaced), ``ops_removed`` (ops fewer).
     """
@@ -509,6 +555,7 @@ class MergeConsecutiveOps(Pass):
             merger.concats()
             merger.slices()
             merger.reduces()
+            merger.arithmetic()
             if merger.rewrites:
                 changed = _apply(merger.net, merger.rewrites) or changed
                 stats["merged"] += len(merger.rewrites)

@@ -406,6 +406,35 @@ def test_consecutive_reduces_of_one_kind_merge(tmp_path: Path, opset: int) -> No
     assert merged["m2"].inputs[0] == merged["x2"].inputs[0] == "x"
 
 
+def test_a_mul_or_add_by_a_constant_of_one_by_a_constant_is_one(tmp_path: Path) -> None:
+    """x * k * 0.5 (a layer scale) is x * (k * 0.5), and (1 + x) + c one Add, the constant
+    computed by onnxruntime; a Mul after an Add, constants that broadcast into a bigger one,
+    and a Mul by a computed value stay."""
+    nodes = [
+        helper.make_node("Mul", ["x", "k"], ["a"]),
+        helper.make_node("Mul", ["half", "a"], ["b"]),  # merges (the constant first)
+        helper.make_node("Add", ["one", "b"], ["c"]),
+        helper.make_node("Add", ["c", "bias"], ["d"]),  # merges
+        helper.make_node("Mul", ["d", "col"], ["e"]),  # after an Add: stays
+        helper.make_node("Mul", ["e", "row"], ["f"]),  # col * row grows: stays
+        helper.make_node("Mul", ["f", "x"], ["y"]),  # by a computed value: stays
+    ]
+    weights = {
+        "k": np.arange(3, dtype=np.float32).reshape(3, 1, 1) + 0.25,
+        "half": np.float32(0.5),
+        "one": np.ones((1, 1), np.float32),
+        "bias": np.linspace(-1, 1, 4, dtype=np.float32),
+        "col": np.linspace(1, 2, 4, dtype=np.float32).reshape(4, 1),
+        "row": np.linspace(2, 3, 4, dtype=np.float32),
+    }
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, [2, 3, 4, 4])}, {"y": (F, None)}, weights
+    )
+    model, _ = rewritten(path, "merge-consecutive-ops", {"x": normal(2, 3, 4, 4)}, tmp_path)
+    assert types(model) == ["Mul", "Add", "Mul", "Mul", "Mul"]
+    assert model.predict_net[0].inputs[0] == "x" and model.predict_net[1].inputs[0] == "b"
+
+
 # -- remove-noop-ops -----------------------------------------------------------------------------
 
 
