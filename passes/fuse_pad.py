@@ -4,12 +4,14 @@ the ``Pad`` goes.
 
 Legal when the ``Pad`` pads only the spatial dims (none of the batch and channel dims), by
 non-negative constant amounts, in ``constant`` mode with a value the op's own padding means:
-zero for ``Conv`` and for ``AveragePool`` with ``count_include_pad=1`` (padded zeros counted
-in the average), minus infinity for ``MaxPool`` (a padded element never wins); the op's
+zero for ``Conv`` and ``AveragePool``, minus infinity for ``MaxPool`` (a padded element never
+wins); the op's
 ``auto_pad`` must be unset (explicit pads), and the ``Pad``'s output read by that op alone, as
 its data. A pooling op's pads must stay smaller than its window (onnxruntime refuses the
-others). ``AveragePool`` without ``count_include_pad`` leaves padding out of the average, so
-a padded zero would change it: such a ``Pad`` stays. So does one before a pool with
+others). ``AveragePool`` without ``count_include_pad`` leaves its own padding out of the
+average while it counts the ``Pad``'s zeros: with no padding of its own it takes the ``Pad``
+as padding it counts (``count_include_pad=1``, what PyTorch's ``F.pad`` before ``avg_pool2d``
+exports); with some, the ``Pad`` stays. So does one before a pool with
 ``ceil_mode=1``: the last window of a ceiled pool may start in its own end padding, which
 onnxruntime (and ONNX's reference) then drop, so the output would shrink.
 
@@ -96,8 +98,9 @@ def _fusion(flow: DataFlow, reader: _PadReader, index: int, op: Op) -> tuple[int
     if rank < 3 or any(begins[:2]) or any(ends[:2]):
         return None
     wanted = -np.inf if op.type == "MaxPool" else 0.0
-    if value != wanted or (op.type == "AveragePool" and not op.arg("count_include_pad", 0)):
+    if value != wanted:
         return None
+    counts_own_pads = op.type != "AveragePool" or op.arg("count_include_pad", 0)
     if op.type != "Conv" and op.arg("ceil_mode", 0):
         return None
     auto_pad = op.arg("auto_pad", b"NOTSET")
@@ -105,7 +108,7 @@ def _fusion(flow: DataFlow, reader: _PadReader, index: int, op: Op) -> tuple[int
         return None
     spatial = rank - 2
     own = [int(v) for v in op.arg("pads") or [0] * (2 * spatial)]
-    if len(own) != 2 * spatial:
+    if len(own) != 2 * spatial or (not counts_own_pads and any(own)):
         return None
     pads = [own[i] + begins[2 + i] for i in range(spatial)]
     pads += [own[spatial + i] + ends[2 + i] for i in range(spatial)]
@@ -113,7 +116,8 @@ def _fusion(flow: DataFlow, reader: _PadReader, index: int, op: Op) -> tuple[int
         kernel = [int(k) for k in op.arg("kernel_shape") or ()]
         if len(kernel) != spatial or any(p >= kernel[i % spatial] for i, p in enumerate(pads)):
             return None
-    return pad_index, op.replace(inputs=[pad.inputs[0], *op.inputs[1:]]).with_arg("pads", pads)
+    fused = op.replace(inputs=[pad.inputs[0], *op.inputs[1:]]).with_arg("pads", pads)
+    return pad_index, fused if counts_own_pads else fused.with_arg("count_include_pad", 1)
 
 
 @register_pass

@@ -149,9 +149,10 @@ def test_a_scale_that_is_not_per_channel_stays(tmp_path: Path) -> None:
 # -- fuse-pad ------------------------------------------------------------------------------------
 
 
-def test_a_zero_pad_folds_into_conv_and_counting_average_pool_only(tmp_path: Path) -> None:
+def test_a_zero_pad_folds_into_conv_and_average_pools(tmp_path: Path) -> None:
     """A pooling window padded by its own size or more is refused by onnxruntime: that Pad
-    stays; so does one before an average that leaves padding out."""
+    stays. An average leaving its own padding out counts the Pad's zeros: with no padding of
+    its own it takes the Pad as padding it counts; with some, the Pad stays."""
     pads = np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64)
     small = np.array([0, 0, 1, 0, 0, 0, 0, 1], np.int64)
     nodes = [
@@ -162,7 +163,9 @@ def test_a_zero_pad_folds_into_conv_and_counting_average_pool_only(tmp_path: Pat
         helper.make_node("Pad", ["d", "p"], ["e"]),
         helper.make_node("AveragePool", ["e"], ["f"], kernel_shape=[2, 2], count_include_pad=1),
         helper.make_node("Pad", ["f", "small"], ["g"]),
-        helper.make_node("AveragePool", ["g"], ["y"], kernel_shape=[3, 3]),
+        helper.make_node("AveragePool", ["g"], ["h"], kernel_shape=[3, 3]),
+        helper.make_node("Pad", ["h", "small"], ["i"]),
+        helper.make_node("AveragePool", ["i"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
     ]
     path = graph_model(
         tmp_path / "m.onnx",
@@ -172,9 +175,12 @@ def test_a_zero_pad_folds_into_conv_and_counting_average_pool_only(tmp_path: Pat
         {"p": pads, "small": small, "w": normal(2, 3, 3, 3)},
     )
     model, _ = rewritten(path, "fuse-pad", {"x": normal(1, 3, 5, 5)}, tmp_path)
-    assert types(model) == ["Conv", "AveragePool", "Pad", "AveragePool", "Pad", "AveragePool"]
+    kinds = ["Conv", "AveragePool", "Pad", "AveragePool", "AveragePool", "Pad", "AveragePool"]
+    assert types(model) == kinds
     assert list(model.predict_net[0].arg("pads")) == [2, 2, 2, 2]
     assert list(model.predict_net[1].arg("pads")) == [1, 0, 0, 1]
+    assert list(model.predict_net[4].arg("pads")) == [1, 0, 0, 1]
+    assert model.predict_net[4].arg("count_include_pad") == 1
 
 
 def test_a_reflecting_or_nonzero_pad_stays(tmp_path: Path) -> None:
