@@ -9,6 +9,10 @@ producer's weights along its output channels and its bias (a ``BatchNormalizatio
 bias); adding ``t`` adds to its bias (a missing bias counts as zero). The new weights are
 computed by onnxruntime from ONNX arithmetic ops (``graphtools.dialects.onnx_fusion``).
 
+A ``Mul`` by a constant varying along the channels alone of a ``Conv``'s input (or a scalar)
+goes into the ``Conv`` reading it: its weights scaled along their input channels (per group),
+the bias unchanged; the padded zeros stay zeros. The constant must be finite (``0 * inf``).
+
 A fusion needs the producer's output read by the ``Mul``/``Add`` alone, its weights, bias and
 the constant to be initializers of one float type, a ``ConvTranspose`` of one group, a ``Gemm``
 without ``transA``, and a ``BatchNormalization`` in inference mode (``fuse-batchnorm``'s rule).
@@ -201,9 +205,19 @@ def _fusion(
 
 
 def _apply(
-    net: Net, fusions: list[_Fusion], values: dict[int, tuple[np.ndarray, np.ndarray]]
+    net: Net,
+    fusions: list[_Fusion],
+    values: dict[int, tuple[np.ndarray, np.ndarray]],
+    scales: list[_InputScale],
+    scaled: dict[int, np.ndarray],
 ) -> bool:
     with net.edit() as edit:
+        for scale in scales:
+            edit.set_initializer(scale.new_weight, ArrayTensor(scaled[id(scale)]))
+            conv = net[scale.conv]
+            inputs = [scale.source, scale.new_weight, *conv.inputs[2:]]
+            edit.set_op(scale.conv, conv.replace(inputs=inputs))
+            edit.remove(scale.scale)
         for fusion in fusions:
             weight, bias = values[id(fusion)]
             if fusion.new_weight is not None:
@@ -217,11 +231,85 @@ def _apply(
     return edit.changed
 
 
+@dataclass(frozen=True)
+class _InputScale:
+    """A ``Mul`` by a per-input-channel constant to fold into the ``Conv`` reading it."""
+
+    scale: int
+    conv: int
+    source: str
+    weight: np.ndarray
+    factor: np.ndarray  # the constant laid out along the weight's dims
+    new_weight: str
+
+
+def _find_input_scales(flow: DataFlow, taken: set[int], names: NameSource) -> list[_InputScale]:
+    """The ``Mul`` -> ``Conv`` pairs of ``flow``'s net whose scale goes into the weights; ops of
+    ``taken`` (in another fusion) stay out."""
+    net = flow.net
+    found: list[_InputScale] = []
+    for index, conv in enumerate(net):
+        if conv.type != "Conv" or not _standard(conv) or len(conv.inputs) < 2 or index in taken:
+            continue
+        scale_index = flow.producer(conv.inputs[0])
+        weight = flow.constant(conv.inputs[1])
+        if scale_index is None or scale_index in taken or weight is None:
+            continue
+        scale = net[scale_index]
+        if scale.type != "Mul" or not _standard(scale) or len(scale.inputs) != 2:
+            continue
+        if flow.only_reader(conv.inputs[0]) != index or conv.inputs[1] == conv.inputs[0]:
+            continue
+        for source, other in (
+            (scale.inputs[0], scale.inputs[1]),
+            (scale.inputs[1], scale.inputs[0]),
+        ):
+            factor = _input_factor(flow.constant(other), weight.numpy(), conv.arg("group", 1))
+            if factor is not None and flow.constant(source) is None:
+                hint = f"{conv.outputs[0]}_weight" if conv.outputs else "weight"
+                found.append(
+                    _InputScale(
+                        scale_index, index, source, weight.numpy(), factor, names.fresh(hint)
+                    )
+                )
+                taken.update((index, scale_index))
+                break
+    return found
+
+
+def _input_factor(constant: Any, weight: np.ndarray, group: int) -> np.ndarray | None:
+    """``constant`` (a per-channel scale of a ``Conv``'s input) as a factor of the weight's
+    shape ``[M, C / group, k...]`` to multiply it by; ``None`` when it is not one."""
+    if constant is None or weight.dtype not in _FLOATS or weight.ndim < 3 or group < 1:
+        return None
+    values = constant.numpy()
+    channels, outputs = weight.shape[1] * group, weight.shape[0]
+    if values.dtype != weight.dtype or outputs % group or not np.all(np.isfinite(values)):
+        return None
+    if not _per_channel(values, channels, weight.ndim):
+        return None
+    per_channel = np.broadcast_to(values.reshape(-1), (channels,))
+    # output channel m reads input channels of its group: (m // (M / group)) * (C / group) + j
+    rows = per_channel.reshape(group, channels // group)[np.arange(outputs) // (outputs // group)]
+    return np.ascontiguousarray(rows.reshape(rows.shape + (1,) * (weight.ndim - 2)))
+
+
+def _scaled_weights(table: OnnxOpTable, scales: list[_InputScale]) -> list[np.ndarray]:
+    """Each scale's new weight, ``weight * factor``, computed by onnxruntime in one run."""
+    ops = [Op("Mul", [f"w{n}", f"f{n}"], [f"out{n}"]) for n in range(len(scales))]
+    feeds = {f"w{n}": s.weight for n, s in enumerate(scales)}
+    feeds.update({f"f{n}": s.factor for n, s in enumerate(scales)})
+    wanted = [f"out{n}" for n in range(len(scales))]
+    values = table.evaluate_ops(ops, feeds, wanted)
+    return [values[name] for name in wanted]
+
+
 @register_pass
 @dataclass(frozen=True)
 class FuseAffine(Pass):
     """Fold Mul/Add by per-channel constants into the Conv, ConvTranspose, Gemm or
-    BatchNormalization before them (see the module docstring).
+    BatchNormalization before them, and a per-channel Mul into the Conv after it (see the
+    module docstring).
 
     Stats: ``fused``.
     """
@@ -244,20 +332,25 @@ class FuseAffine(Pass):
             return table.infer_types(model, nested=nested)
 
         names = NameSource(model_names(model.predict_net))
-        plans: list[tuple[Net, list[_Fusion]]] = []
+        plans: list[tuple[Net, list[_Fusion], list[_InputScale]]] = []
         for scope in all_scopes:
             flow = DataFlow(scope)
             fusions = _find(flow, opset, types, names)
-            if fusions:
-                plans.append((scope.net, fusions))
+            taken = {index for f in fusions for index in (f.affine, f.producer)}
+            scales = _find_input_scales(flow, taken, names)
+            if fusions or scales:
+                plans.append((scope.net, fusions, scales))
         if not plans:
             return PassResult(model, False, {"fused": 0})
         from graphtools.dialects.onnx_fusion import scale_and_shift
 
-        fusions = [fusion for _, found in plans for fusion in found]
-        results = scale_and_shift([fusion.item for fusion in fusions])
+        fusions = [fusion for _, found, _ in plans for fusion in found]
+        results = scale_and_shift([fusion.item for fusion in fusions]) if fusions else []
         values = {id(f): result for f, result in zip(fusions, results, strict=True)}
+        scales = [scale for _, _, found in plans for scale in found]
+        weights = _scaled_weights(table, scales) if scales else []
+        scaled = {id(s): weight for s, weight in zip(scales, weights, strict=True)}
         changed = False
-        for net, found in plans:
-            changed = _apply(net, found, values) or changed
-        return PassResult(model, changed, {"fused": len(fusions)})
+        for net, found, net_scales in plans:
+            changed = _apply(net, found, values, net_scales, scaled) or changed
+        return PassResult(model, changed, {"fused": len(fusions) + len(scales)})

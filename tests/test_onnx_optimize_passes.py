@@ -133,6 +133,49 @@ def test_a_per_channel_scale_or_shift_folds_into_conv_batchnorm_and_gemm(
     assert types(model) == ["BatchNormalization", "Conv", "Flatten", "Gemm"]
 
 
+def test_a_per_channel_scale_of_a_conv_input_folds_into_its_weights(tmp_path: Path) -> None:
+    """conv(x * k) with k per input channel (a normalising layer before the stem, onnxsim
+    folds it) is conv(x) with the weights scaled along their input channels, per group, the
+    bias and the zero padding unchanged; a scale along another axis, a non-finite one, and one
+    whose product is read elsewhere stay."""
+    rng = np.random.default_rng(7)
+    nodes = [
+        helper.make_node("Mul", ["x", "k"], ["a"]),
+        helper.make_node("Conv", ["a", "w", "c"], ["b"], pads=[1, 1, 1, 1]),  # folds
+        helper.make_node("Relu", ["b"], ["br"]),  # (a Mul after a Conv goes into it)
+        helper.make_node("Mul", ["kg", "br"], ["d"]),
+        helper.make_node("Conv", ["d", "wg"], ["e"], group=2, pads=[1, 1, 1, 1]),  # folds
+        helper.make_node("Relu", ["e"], ["er"]),
+        helper.make_node("Mul", ["er", "k_row"], ["f"]),
+        helper.make_node("Conv", ["f", "w2"], ["g"]),  # along the width: stays
+        helper.make_node("Relu", ["g"], ["gr"]),
+        helper.make_node("Mul", ["gr", "k_inf"], ["h"]),
+        helper.make_node("Conv", ["h", "w2"], ["i"]),  # an infinite factor: stays
+        helper.make_node("Relu", ["i"], ["ir"]),
+        helper.make_node("Mul", ["ir", "k4"], ["j"]),
+        helper.make_node("Conv", ["j", "w2"], ["l"]),  # j is read twice: stays
+        helper.make_node("Add", ["l", "j"], ["y"]),
+    ]
+    weights = {
+        "k": rng.uniform(0.5, 1.5, (1, 3, 1, 1)).astype(np.float32),
+        "w": normal(4, 3, 3, 3),
+        "c": normal(4),
+        "kg": rng.uniform(0.5, 1.5, (4, 1, 1)).astype(np.float32),
+        "wg": normal(4, 2, 3, 3),
+        "k_row": rng.uniform(0.5, 1.5, (1, 1, 1, 4)).astype(np.float32),
+        "w2": normal(4, 4, 1, 1),
+        "k_inf": np.array([1.0, np.inf, 1.0, 1.0], np.float32).reshape(1, 4, 1, 1),
+        "k4": rng.uniform(0.5, 1.5, (1, 4, 1, 1)).astype(np.float32),
+    }
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, [2, 3, 4, 4])}, {"y": (F, None)}, weights
+    )
+    model, _ = rewritten(path, "fuse-affine", {"x": normal(2, 3, 4, 4)}, tmp_path)
+    kept = ["Relu", "Mul", "Conv"]
+    assert types(model) == ["Conv", "Relu", "Conv", *kept, *kept, *kept, "Add"]
+    assert model.predict_net[0].inputs[0] == "x" and model.predict_net[0].inputs[2] == "c"
+
+
 def test_a_scale_that_is_not_per_channel_stays(tmp_path: Path) -> None:
     nodes = [
         helper.make_node("Conv", ["x", "w"], ["h"]),
