@@ -484,6 +484,73 @@ def test_a_mul_or_add_by_a_constant_of_one_by_a_constant_is_one(tmp_path: Path) 
     assert model.predict_net[0].inputs[0] == "x" and model.predict_net[1].inputs[0] == "b"
 
 
+def _layer_norm(x: str, out: str, axes: list[int], square: str = "Pow") -> list[onnx.NodeProto]:
+    """A layer norm written out as a hand-written module exports it (opset 17: axes as an
+    attribute), ending in ``{out}_n`` (the normalised value)."""
+    p = f"{out}_"
+    return [
+        helper.make_node("ReduceMean", [x], [p + "m"], axes=axes),
+        helper.make_node("Sub", [x, p + "m"], [p + "d"]),
+        helper.make_node("Pow", [p + "d", "two"], [p + "sq"])
+        if square == "Pow"
+        else helper.make_node("Mul", [p + "d", p + "d"], [p + "sq"]),
+        helper.make_node("ReduceMean", [p + "sq"], [p + "v"], axes=axes),
+        helper.make_node("Add", [p + "v", "eps"], [p + "e"]),
+        helper.make_node("Sqrt", [p + "e"], [p + "s"]),
+        helper.make_node("Div", [p + "d", p + "s"], [p + "n"]),
+    ]
+
+
+def test_a_layer_norm_written_out_becomes_layer_normalization(tmp_path: Path) -> None:
+    """Mean, centre, variance, divide, scale and shift over the last dims (a hand-written
+    LayerNorm module; onnxsim fuses it) become one LayerNormalization, with ones for a missing
+    scale; one over a middle axis, one whose centred value is read elsewhere, and one with
+    a scale of another shape (fused up to the division) keep what LayerNormalization cannot
+    take."""
+    nodes = [
+        *_layer_norm("x", "a", [-1]),
+        helper.make_node("Mul", ["a_n", "gamma"], ["a_y"]),
+        helper.make_node("Add", ["beta", "a_y"], ["a_z"]),  # fused: 9 ops into 1
+        *_layer_norm("a_z", "b", [1, 2], square="Mul"),  # no scale: ones; Mul(d, d)
+        *_layer_norm("b_n", "c", [1]),  # a middle axis: stays
+        *_layer_norm("c_n", "d", [-1]),
+        helper.make_node("Mul", ["d_n", "scalar"], ["d_y"]),  # a scalar scale: stays apart
+        helper.make_node("Relu", ["d_y"], ["r"]),
+        *_layer_norm("r", "e", [-1]),
+        helper.make_node("Add", ["e_n", "e_d"], ["y"]),  # e_d read outside: stays
+    ]
+    weights = {
+        "two": np.float32(2.0),
+        "eps": np.float32(1e-5),
+        "gamma": np.linspace(0.5, 1.5, 8, dtype=np.float32),
+        "beta": np.linspace(-1, 1, 8, dtype=np.float32).reshape(1, 8),
+        "scalar": np.float32(1.5),
+    }
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, ["N", 3, 8])}, {"y": (F, None)}, weights
+    )
+    model, _ = rewritten(path, "fuse-layer-norm", {"x": normal(2, 3, 8)}, tmp_path)
+    kinds = types(model)
+    assert kinds[:2] == ["LayerNormalization", "LayerNormalization"]
+    assert kinds.count("LayerNormalization") == 3 and len(kinds) == 2 + 7 + 1 + 1 + 1 + 7 + 1
+    first, second = model.predict_net[0], model.predict_net[1]
+    assert first.inputs == ("x", "gamma", "beta") and first.outputs == ("a_z",)
+    assert (first.arg("axis"), second.arg("axis")) == (2, 1)
+    assert first.arg("epsilon") == pytest.approx(1e-5)
+    ones = model.predict_net.initializers[second.inputs[1]].numpy()
+    assert ones.shape == (3, 8) and np.all(ones == 1)
+
+
+def test_a_layer_norm_before_opset_17_stays(tmp_path: Path) -> None:
+    nodes = _layer_norm("x", "a", [-1])
+    weights = {"two": np.float32(2.0), "eps": np.float32(1e-5)}
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, [2, 8])}, {"a_n": (F, None)}, weights, opset=16
+    )
+    model, _ = rewritten(path, "fuse-layer-norm", {"x": normal(2, 8)}, tmp_path)
+    assert "LayerNormalization" not in types(model)
+
+
 # -- remove-noop-ops -----------------------------------------------------------------------------
 
 

@@ -42,7 +42,7 @@ DEFAULT_PIPELINE = DEFAULT_PIPELINES[CAFFE2]
 OPTIMIZE_PIPELINES: dict[str, str] = {
     ONNX: (
         "fold-constants,inline-constant-if,fuse-batchnorm,fuse-affine,fuse-pad,fuse-matmul-add,"
-        "merge-consecutive-ops,remove-noop-ops,remove-identity-ops,dedupe-initializers,"
+        "fuse-layer-norm,merge-consecutive-ops,remove-noop-ops,remove-identity-ops,dedupe-initializers,"
         "merge-common-subexpressions,remove-dead-ends,remove-unused-params,in-branches"
     ),
 }
