@@ -37,6 +37,7 @@ Example (``x`` is ``8 x 2 x 96``)::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, cast
@@ -113,7 +114,6 @@ class _Merger:
         self.flow = flow
         self.net = flow.net
         self.types = types
-        self.table = table
         self.opset = table.opset() or 1
         self.names = names
         self.used: set[int] = set()
@@ -437,7 +437,10 @@ class _Merger:
             second_axes = [remaining[axis] for axis in second_axes]
         return sorted(set(first_axes) | set(second_axes))
 
-    def arithmetic(self) -> None:
+    def arithmetic(self) -> list[tuple[_Rewrite, Op, list[np.ndarray]]]:
+        """The Mul/Add chains by constants to merge, each with the merged op and the two
+        constants whose combination it reads (computed for all at once: ``combine``)."""
+        found = []
         for index, op in enumerate(self.net):
             if op.type not in _ASSOCIATIVE or index in self.used or not self.standard(op):
                 continue
@@ -452,19 +455,15 @@ class _Merger:
             if second[0] != op.outputs[0]:
                 continue
             constants = [self.flow.constant(first[1]), self.flow.constant(second[1])]
-            sizes = [tensor.size for tensor in constants if tensor is not None]
-            if sum(sizes) > _LARGEST_CHAIN:
-                continue
-            operation = Op(op.type, ["first", "second"], ["combined"])
             values = [tensor.numpy() for tensor in constants if tensor is not None]
-            combined = self.table.evaluate(operation, values)[0]
-            if combined.size > sum(sizes):
-                continue  # the constants broadcast against each other: a bigger file
+            if sum(value.size for value in values) > _LARGEST_CHAIN or _grows(values):
+                continue
             rewrite = _Rewrite([index, reader])
             name = self.names.fresh(f"{follower.outputs[0]}_{op.type.lower()}")
-            rewrite.initializers[name] = combined
             rewrite.ops.append(follower.replace(inputs=[first[0], name]))
             self.claim(rewrite)
+            found.append((rewrite, Op(op.type, ["", ""], [name]), values))
+        return found
 
     def constant_operand(self, op: Op) -> tuple[str, str] | None:
         """``(the other input, the constant input)`` of a binary ``op`` with exactly one
@@ -550,12 +549,15 @@ class MergeConsecutiveOps(Pass):
         mergers = [_Merger(DataFlow(s), types, table, names) for s in all_scopes]
         self._movements(mergers, table)
         changed = False
+        merges: list[tuple[_Rewrite, Op, list[np.ndarray]]] = []
         for merger in mergers:
             merger.casts()
             merger.concats()
             merger.slices()
             merger.reduces()
-            merger.arithmetic()
+            merges += merger.arithmetic()
+        _combine(merges, table)
+        for merger in mergers:
             if merger.rewrites:
                 changed = _apply(merger.net, merger.rewrites) or changed
                 stats["merged"] += len(merger.rewrites)
@@ -599,6 +601,32 @@ class MergeConsecutiveOps(Pass):
                 merger.symbolic_chain(chain)
             else:
                 merger.apply_form(chain, best.steps)
+
+
+def _grows(values: list[np.ndarray]) -> bool:
+    """Whether constants broadcast against each other into one bigger than both (a bigger
+    file), or not at all."""
+    try:
+        shape = np.broadcast_shapes(*(value.shape for value in values))
+    except ValueError:
+        return True
+    return math.prod(shape) > max(value.size for value in values)
+
+
+def _combine(merges: list[tuple[_Rewrite, Op, list[np.ndarray]]], table: OnnxOpTable) -> None:
+    """Compute the combined constant of each Mul/Add merge (onnxruntime, one run for all)
+    into its rewrite's initializers."""
+    if not merges:
+        return
+    ops: list[Op] = []
+    feeds: dict[str, np.ndarray] = {}
+    for number, (_, op, values) in enumerate(merges):
+        inputs = [f"c{number}_{side}" for side in range(2)]
+        feeds.update(zip(inputs, values, strict=True))
+        ops.append(op.replace(inputs=inputs))
+    combined = table.evaluate_ops(ops, feeds, [op.outputs[0] for op in ops])
+    for rewrite, op, _ in merges:
+        rewrite.initializers[op.outputs[0]] = combined[op.outputs[0]]
 
 
 def _apply(net: Net, rewrites: list[_Rewrite]) -> bool:
