@@ -11,7 +11,7 @@ its data. A pooling op's pads must stay smaller than its window (onnxruntime ref
 others). ``AveragePool`` without ``count_include_pad`` leaves its own padding out of the
 average while it counts the ``Pad``'s zeros: with no padding of its own it takes the ``Pad``
 as padding it counts (``count_include_pad=1``, what PyTorch's ``F.pad`` before ``avg_pool2d``
-exports); with some, the ``Pad`` stays. So does one before a pool with
+exports; opset 7 on); with some, the ``Pad`` stays. So does one before a pool with
 ``ceil_mode=1``: the last window of a ceiled pool may start in its own end padding, which
 onnxruntime (and ONNX's reference) then drop, so the output would shrink.
 
@@ -108,7 +108,9 @@ def _fusion(flow: DataFlow, reader: _PadReader, index: int, op: Op) -> tuple[int
         return None
     spatial = rank - 2
     own = [int(v) for v in op.arg("pads") or [0] * (2 * spatial)]
-    if len(own) != 2 * spatial or (not counts_own_pads and any(own)):
+    if not counts_own_pads and (any(own) or reader.opset < 7):
+        return None  # AveragePool takes count_include_pad from opset 7 on
+    if len(own) != 2 * spatial:
         return None
     pads = [own[i] + begins[2 + i] for i in range(spatial)]
     pads += [own[spatial + i] + ends[2 + i] for i in range(spatial)]

@@ -226,6 +226,21 @@ def test_a_zero_pad_folds_into_conv_and_average_pools(tmp_path: Path) -> None:
     assert model.predict_net[4].arg("count_include_pad") == 1
 
 
+def test_a_pad_before_an_average_pool_of_opset_6_stays(tmp_path: Path) -> None:
+    """AveragePool takes count_include_pad from opset 7 on (onnxruntime has no kernel for
+    AveragePool-1, so the checker is the proof here)."""
+    nodes = [
+        helper.make_node("Pad", ["x"], ["a"], pads=[0, 0, 1, 1, 0, 0, 1, 1]),
+        helper.make_node("AveragePool", ["a"], ["y"], kernel_shape=[3, 3]),
+    ]
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, [1, 2, 6, 7])}, {"y": (F, None)}, opset=6
+    )
+    model = load_onnx_model(path)
+    PassManager.parse("fuse-pad")(model)
+    assert types(model) == ["Pad", "AveragePool"]
+
+
 def test_a_reflecting_or_nonzero_pad_stays(tmp_path: Path) -> None:
     nodes = [
         helper.make_node("Pad", ["x", "p"], ["a"], mode="reflect"),
