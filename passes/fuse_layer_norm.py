@@ -10,9 +10,10 @@ A hand-written ``LayerNorm`` module (and older exports of one) computes::
 which is ``LayerNormalization(x, gamma, beta, axis, epsilon=eps)`` when ``axes`` are the last
 dims of ``x`` (``axis`` the first of them; both means keep their dims), ``eps`` is a constant
 scalar, ``gamma`` and ``beta`` are constants of the normalised dims' shape (a missing
-``gamma`` is ones), ``x`` is of a float type, and every value in between is read inside the
-pattern alone. Nine ops become one; onnxruntime computes the mean and variance in another
-order, so the outputs agree within float rounding, not bit for bit (onnxsim fuses the same).
+``gamma`` is ones), no constant has more dims than ``x`` (it would raise the result's rank),
+``x`` is of a float type, and every value in between is read inside the pattern alone. Nine
+ops become one; onnxruntime computes the mean and variance in another order, so the outputs
+agree within float rounding, not bit for bit (onnxsim fuses the same).
 
 Example (``x`` is ``N x S x 8``, ``gamma`` and ``beta`` are ``[8]``)::
 
@@ -87,9 +88,11 @@ class _Matcher:
             return None
         return index, op
 
-    def scalar(self, name: str) -> float | None:
+    def scalar(self, name: str, rank: int) -> float | None:
+        """The value of constant ``name`` when it holds one element and broadcasting it
+        against a rank-``rank`` value keeps the rank."""
         tensor = self.flow.constant(name)
-        if tensor is None or tensor.size != 1:
+        if tensor is None or tensor.size != 1 or len(tensor.shape) > rank:
             return None
         return float(tensor.numpy().reshape(-1)[0])
 
@@ -135,33 +138,33 @@ class _Matcher:
         if found_sqrt is None or found_sub is None:
             return None
         (sqrt_index, sqrt), (sub_index, sub) = found_sqrt, found_sub
+        source, mean_name = sub.inputs if len(sub.inputs) == 2 else ("", "")
+        shape = self.shape(source) if source else None
         found_add = self.op_of(sqrt.inputs[0], "Add", sqrt_index)
-        if found_add is None:
+        if found_add is None or shape is None:
             return None
+        rank = len(shape)
         add_index, add = found_add
         variance_name = next((n for n in add.inputs if self.flow.constant(n) is None), "")
         eps_name = self.other_operand(add, variance_name) if variance_name else None
-        epsilon = None if eps_name is None else self.scalar(eps_name)
+        epsilon = None if eps_name is None else self.scalar(eps_name, rank)
         found_var = (
             self.op_of(variance_name, "ReduceMean", add_index) if epsilon is not None else None
         )
         if found_var is None or epsilon is None:
             return None
         var_index, var = found_var
-        square = self.square_of(var.inputs[0], var_index, centred)
-        source, mean_name = sub.inputs if len(sub.inputs) == 2 else ("", "")
+        square = self.square_of(var.inputs[0], var_index, centred, rank)
         found_mean = self.op_of(mean_name, "ReduceMean", sub_index) if mean_name else None
         if square is None or found_mean is None or found_mean[1].inputs[0] != source:
             return None
         mean_index, mean = found_mean
-        shape = self.shape(source)
         readers = {reader for reader, _ in self.flow.readers(centred)}
-        if shape is None or readers != {square, index} or centred in self.flow.escaping:
+        if readers != {square, index} or centred in self.flow.escaping:
             return None
         axes = self.mean_axes(mean, len(shape))
         if axes is None or axes != self.mean_axes(var, len(shape)):
             return None
-        rank = len(shape)
         first = rank - len(axes)
         normalized = shape[first:]
         if sorted(axes) != list(range(first, rank)) or not all(
@@ -176,12 +179,12 @@ class _Matcher:
         inputs = [source, "", ""]
         last = index
         scale = self.follower(last, "Mul")
-        if scale is not None and self.fits(scale[2], normalized, dtype):
+        if scale is not None and self.fits(scale[2], normalized, dtype, rank):
             last = scale[0]
             ops.append(last)
             inputs[1] = scale[2]
             shift = self.follower(last, "Add")
-            if shift is not None and self.fits(shift[2], normalized, dtype):
+            if shift is not None and self.fits(shift[2], normalized, dtype, rank):
                 last = shift[0]
                 ops.append(last)
                 inputs[2] = shift[2]
@@ -199,9 +202,9 @@ class _Matcher:
         )
         return fusion
 
-    def square_of(self, name: str, reader: int, centred: str) -> int | None:
-        """The index of the op squaring ``centred`` into ``name`` (``Pow(d, 2)``, ``Mul(d, d)``)
-        read by ``reader`` alone."""
+    def square_of(self, name: str, reader: int, centred: str, rank: int) -> int | None:
+        """The index of the op squaring ``centred`` (of ``rank``) into ``name`` (``Pow(d, 2)``,
+        ``Mul(d, d)``) read by ``reader`` alone."""
         for kind in ("Pow", "Mul"):
             found = self.op_of(name, kind, reader)
             if found is None:
@@ -210,7 +213,7 @@ class _Matcher:
             if kind == "Mul" and list(op.inputs) == [centred, centred]:
                 return index
             if kind == "Pow" and len(op.inputs) == 2 and op.inputs[0] == centred:
-                return index if self.scalar(op.inputs[1]) == 2.0 else None
+                return index if self.scalar(op.inputs[1], rank) == 2.0 else None
         return None
 
     def shape(self, name: str) -> tuple[int | str | None, ...] | None:
@@ -225,11 +228,13 @@ class _Matcher:
             return None
         return _ELEM_DTYPES.get(value_type.elem_type or 0)
 
-    def fits(self, name: str, normalized: tuple[object, ...], dtype: type) -> bool:
-        """Whether constant ``name`` has the normalised dims' shape (leading 1s aside) and
-        the data's type."""
+    def fits(self, name: str, normalized: tuple[object, ...], dtype: type, rank: int) -> bool:
+        """Whether constant ``name`` has the normalised dims' shape (leading 1s aside, no more
+        dims than the data: broadcasting would raise its rank) and the data's type."""
         tensor = self.flow.constant(name)
         if tensor is None or np.dtype(tensor.dtype) != np.dtype(dtype):
+            return False
+        if len(tensor.shape) > rank:
             return False
         shape = list(tensor.shape)
         while len(shape) > len(normalized) and shape[0] == 1:

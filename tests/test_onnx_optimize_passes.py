@@ -556,6 +556,32 @@ def test_a_layer_norm_written_out_becomes_layer_normalization(tmp_path: Path) ->
     assert ones.shape == (3, 8) and np.all(ones == 1)
 
 
+def test_a_layer_norm_constant_raising_the_rank_stays_apart(tmp_path: Path) -> None:
+    """A scale of more dims than x broadcasts the result up a rank, which LayerNormalization
+    cannot (found by review): the norm fuses, the Mul stays; an eps of more dims keeps it
+    all."""
+    nodes = [
+        *_layer_norm("x", "a", [-1]),
+        helper.make_node("Mul", ["a_n", "gamma4"], ["a_y"]),
+        helper.make_node("Squeeze", ["a_y", "zero"], ["s"]),
+        *_layer_norm("s", "b", [-1]),
+    ]
+    nodes[-3] = helper.make_node("Add", ["b_v", "eps4"], ["b_e"])
+    weights = {
+        "two": np.float32(2.0),
+        "eps": np.float32(1e-5),
+        "eps4": np.full((1, 1, 1, 1), 1e-5, np.float32),
+        "gamma4": np.linspace(0.5, 1.5, 8, dtype=np.float32).reshape(1, 1, 1, 8),
+        "zero": np.array([0], np.int64),
+    }
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (F, [2, 3, 8])}, {"b_n": (F, None)}, weights
+    )
+    model, _ = rewritten(path, "fuse-layer-norm", {"x": normal(2, 3, 8)}, tmp_path)
+    assert types(model)[:3] == ["LayerNormalization", "Mul", "Squeeze"]
+    assert types(model).count("LayerNormalization") == 1
+
+
 def test_a_layer_norm_before_opset_17_stays(tmp_path: Path) -> None:
     nodes = _layer_norm("x", "a", [-1])
     weights = {"two": np.float32(2.0), "eps": np.float32(1e-5)}
