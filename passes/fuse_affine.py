@@ -11,7 +11,9 @@ computed by onnxruntime from ONNX arithmetic ops (``graphtools.dialects.onnx_fus
 
 A ``Mul`` by a constant varying along the channels alone of a ``Conv``'s input (or a scalar)
 goes into the ``Conv`` reading it: its weights scaled along their input channels (per group),
-the bias unchanged; the padded zeros stay zeros. The constant must be finite (``0 * inf``).
+the bias unchanged; the padded zeros stay zeros. The data must have the ``Conv``'s input
+shape already (the ``Mul`` broadcasts nothing up), the constant must be finite (``0 * inf``),
+and the scaled weights must stay in their type's normal range (``analysis.float_range``).
 
 A fusion needs the producer's output read by the ``Mul``/``Add`` alone, its weights, bias and
 the constant to be initializers of one float type, a ``ConvTranspose`` of one group, a ``Gemm``
@@ -35,6 +37,7 @@ import numpy as np
 
 from graphtools._core import ONNX
 from graphtools.analysis.dataflow import DataFlow
+from graphtools.analysis.float_range import fits_float_type
 from graphtools.analysis.scopes import NameSource, model_names, scopes
 from graphtools.dialects import op_table
 from graphtools.ir import Model, Net, Op
@@ -243,9 +246,15 @@ class _InputScale:
     new_weight: str
 
 
-def _find_input_scales(flow: DataFlow, taken: set[int], names: NameSource) -> list[_InputScale]:
+def _find_input_scales(
+    flow: DataFlow,
+    taken: set[int],
+    names: NameSource,
+    types: Callable[[], Mapping[str, ValueType]],
+) -> list[_InputScale]:
     """The ``Mul`` -> ``Conv`` pairs of ``flow``'s net whose scale goes into the weights; ops of
-    ``taken`` (in another fusion) stay out."""
+    ``taken`` (in another fusion) stay out. The data must have the ``Conv``'s input shape
+    already (a ``Mul`` broadcasting it up a rank or to more channels stays)."""
     net = flow.net
     found: list[_InputScale] = []
     for index, conv in enumerate(net):
@@ -265,7 +274,12 @@ def _find_input_scales(flow: DataFlow, taken: set[int], names: NameSource) -> li
             (scale.inputs[1], scale.inputs[0]),
         ):
             factor = _input_factor(flow.constant(other), weight.numpy(), conv.arg("group", 1))
-            if factor is not None and flow.constant(source) is None:
+            if factor is None or flow.constant(source) is not None:
+                continue
+            value_type = types().get(source)
+            shape = None if value_type is None else value_type.shape
+            channels = weight.shape[1] * conv.arg("group", 1)
+            if shape is not None and len(shape) == len(weight.shape) and shape[1] == channels:
                 hint = f"{conv.outputs[0]}_weight" if conv.outputs else "weight"
                 found.append(
                     _InputScale(
@@ -291,7 +305,10 @@ def _input_factor(constant: Any, weight: np.ndarray, group: int) -> np.ndarray |
     per_channel = np.broadcast_to(values.reshape(-1), (channels,))
     # output channel m reads input channels of its group: (m // (M / group)) * (C / group) + j
     rows = per_channel.reshape(group, channels // group)[np.arange(outputs) // (outputs // group)]
-    return np.ascontiguousarray(rows.reshape(rows.shape + (1,) * (weight.ndim - 2)))
+    factor = np.ascontiguousarray(rows.reshape(rows.shape + (1,) * (weight.ndim - 2)))
+    if not fits_float_type(weight.astype(np.float64) * factor.astype(np.float64), weight.dtype):
+        return None  # the scaled weights would overflow or flush to zero in their type
+    return factor
 
 
 def _scaled_weights(table: OnnxOpTable, scales: list[_InputScale]) -> list[np.ndarray]:
@@ -337,7 +354,7 @@ class FuseAffine(Pass):
             flow = DataFlow(scope)
             fusions = _find(flow, opset, types, names)
             taken = {index for f in fusions for index in (f.affine, f.producer)}
-            scales = _find_input_scales(flow, taken, names)
+            scales = _find_input_scales(flow, taken, names, types)
             if fusions or scales:
                 plans.append((scope.net, fusions, scales))
         if not plans:

@@ -16,12 +16,14 @@
 * **Slice** of a ``Slice`` on other axes is one ``Slice`` (constant bounds, opset 10 on).
 * **Reduce**: ``ReduceMax``/``Min``/``Sum``/``Mean``/``Prod`` of the same reduce over
   constant axes is one reduce over both sets of axes (``x.mean(3).mean(2)``), when both keep
-  their dims or neither does. Max and Min are exact; Sum, Mean and Prod add in another
-  order (within float rounding, as onnxsim's merge).
+  their dims or neither does. Max and Min are exact on data without NaN (onnxruntime's
+  reduce keeps or skips a NaN by where it lies); Sum, Mean and Prod add in another order
+  (within float rounding, as onnxsim's merge).
 * **Arithmetic**: ``Mul(Mul(x, c1), c2)`` is ``Mul(x, c1 * c2)`` and ``Add(Add(x, c1), c2)``
   is ``Add(x, c1 + c2)`` for constants ``c1``, ``c2`` (either operand), the combined constant
-  computed by onnxruntime, when it holds no more elements than the two (a layer scale times
-  a scalar; within float rounding).
+  computed by onnxruntime, when it holds no more elements than the two and its values stay in
+  the type's normal range (``1024 * 1024`` overflows float16; a layer scale times a scalar;
+  within float rounding).
 
 New targets, axes and bounds are initializers; an op of the model's opset is never replaced by
 one it lacks (a ``Reshape`` target input needs opset 5, ``Squeeze`` axes inputs follow 13).
@@ -46,6 +48,7 @@ import numpy as np
 
 from graphtools._core import ONNX
 from graphtools.analysis.dataflow import DataFlow
+from graphtools.analysis.float_range import fits_float_type
 from graphtools.analysis.layouts import compose_labels, element_forms, normalize_axes
 from graphtools.analysis.scopes import NameSource, model_names, scopes
 from graphtools.dialects import op_table
@@ -63,6 +66,8 @@ _RESHAPES = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten"})
 _REDUCES = frozenset({"ReduceMax", "ReduceMin", "ReduceSum", "ReduceMean", "ReduceProd"})
 """Reduces whose result over axes ``a`` then ``b`` is the result over ``a`` and ``b``."""
 _ASSOCIATIVE = frozenset({"Mul", "Add"})
+_ARITHMETIC = {"Mul": np.multiply, "Add": np.add}
+"""The float64 arithmetic that checks a combined constant fits its type (``float_range``)."""
 _FAMILIES = _MOVES | _REDUCES | _ASSOCIATIVE | {"Cast", "Concat", "Slice"}
 _LARGEST_CHAIN = 1 << 20
 """Elements of the biggest static tensor whose chain is run on ``arange``, and of the
@@ -458,6 +463,9 @@ class _Merger:
             values = [tensor.numpy() for tensor in constants if tensor is not None]
             if sum(value.size for value in values) > _LARGEST_CHAIN or _grows(values):
                 continue
+            exact = _ARITHMETIC[op.type](*(value.astype(np.float64) for value in values))
+            if not fits_float_type(exact, values[0].dtype):
+                continue  # c1 * c2 overflows or flushes to zero where each step did not
             rewrite = _Rewrite([index, reader])
             name = self.names.fresh(f"{follower.outputs[0]}_{op.type.lower()}")
             rewrite.ops.append(follower.replace(inputs=[first[0], name]))

@@ -176,6 +176,35 @@ def test_a_per_channel_scale_of_a_conv_input_folds_into_its_weights(tmp_path: Pa
     assert model.predict_net[0].inputs[0] == "x" and model.predict_net[0].inputs[2] == "c"
 
 
+@pytest.mark.parametrize(
+    ("shape", "weight_scale"),
+    [([1, 1, 5, 5], 1.0), ([4, 5, 5], 1.0), ([1, 4, 5, 5], 1e3)],
+    ids=["one-channel-broadcast", "rank-raised", "float16-overflow"],
+)
+def test_an_input_scale_that_broadcasts_or_overflows_stays(
+    tmp_path: Path, shape: list[int], weight_scale: float
+) -> None:
+    """A Mul that broadcasts the Conv's data up (one channel to four, rank 3 to 4) is not a
+    scale of its input channels, and weights that the scale would push out of float16 stay
+    (found by review)."""
+    dtype = TensorProto.FLOAT16 if weight_scale > 1 else F
+    numpy_type = helper.tensor_dtype_to_np_dtype(dtype)
+    nodes = [
+        helper.make_node("Mul", ["x", "k"], ["a"]),
+        helper.make_node("Conv", ["a", "w"], ["y"]),
+    ]
+    weights = {
+        "k": np.linspace(0.5, 1.5, 4).reshape(1, 4, 1, 1).astype(numpy_type) * weight_scale,
+        "w": (normal(6, 4, 3, 3) * 100).astype(numpy_type),  # times 1e3: past float16's max
+    }
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (dtype, shape)}, {"y": (dtype, None)}, weights
+    )
+    x = (normal(*shape) / weight_scale).astype(numpy_type)
+    model, _ = rewritten(path, "fuse-affine", {"x": x}, tmp_path)
+    assert types(model) == ["Mul", "Conv"]
+
+
 def test_a_scale_that_is_not_per_channel_stays(tmp_path: Path) -> None:
     nodes = [
         helper.make_node("Conv", ["x", "w"], ["h"]),
@@ -590,6 +619,30 @@ def test_a_layer_norm_before_opset_17_stays(tmp_path: Path) -> None:
     )
     model, _ = rewritten(path, "fuse-layer-norm", {"x": normal(2, 8)}, tmp_path)
     assert "LayerNormalization" not in types(model)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "first", "second"),
+    [(TensorProto.FLOAT16, 1024.0, 1024.0), (TensorProto.FLOAT16, 2**-12, 2**-13), (F, 1e30, 1e30)],
+    ids=["float16-overflow", "float16-underflow", "float32-overflow"],
+)
+def test_constants_whose_product_leaves_the_type_stay_apart(
+    tmp_path: Path, dtype: int, first: float, second: float
+) -> None:
+    """x * c1 * c2 where c1 * c2 overflows (or flushes to zero) in the type while each step
+    gave a number (found by review): merged, the output would be inf or 0."""
+    numpy_type = helper.tensor_dtype_to_np_dtype(dtype)
+    nodes = [
+        helper.make_node("Mul", ["x", "c1"], ["a"]),
+        helper.make_node("Mul", ["a", "c2"], ["y"]),
+    ]
+    weights = {"c1": np.array(first, numpy_type), "c2": np.array(second, numpy_type)}
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (dtype, [3])}, {"y": (dtype, [3])}, weights
+    )
+    x = (np.array([1e-3, 1e-2, 2e-2]) / (first * second) ** 0.5).astype(numpy_type)
+    model, _ = rewritten(path, "merge-consecutive-ops", {"x": x}, tmp_path)
+    assert types(model) == ["Mul", "Mul"]
 
 
 # -- remove-noop-ops -----------------------------------------------------------------------------
