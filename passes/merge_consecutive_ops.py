@@ -40,7 +40,7 @@ Example (``x`` is ``8 x 2 x 96``)::
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, cast
 
@@ -112,7 +112,7 @@ class _Merger:
     def __init__(
         self,
         flow: DataFlow,
-        types: Mapping[str, ValueType],
+        types: Callable[[], Mapping[str, ValueType]],
         table: OnnxOpTable,
         names: NameSource,
     ) -> None:
@@ -130,7 +130,7 @@ class _Merger:
         tensor = self.flow.constant(name)
         if tensor is not None:
             return tensor.shape
-        value_type = self.types.get(name)
+        value_type = self.types().get(name)
         if value_type is None or value_type.kind != "tensor":
             return None
         return value_type.shape
@@ -335,7 +335,7 @@ class _Merger:
         tensor = self.flow.constant(name)
         if tensor is not None:
             return None
-        value_type = self.types.get(name)
+        value_type = self.types().get(name)
         return None if value_type is None or value_type.kind != "tensor" else value_type.elem_type
 
     def casts(self) -> None:
@@ -552,7 +552,11 @@ class MergeConsecutiveOps(Pass):
         all_scopes = scopes(model.predict_net, table)
         if not any(_FAMILIES.intersection(op.type for op in s.net) for s in all_scopes):
             return PassResult(model, False, stats)
-        types = table.infer_types(model, nested=len(all_scopes) > 1)
+        nested = len(all_scopes) > 1
+
+        def types() -> Mapping[str, ValueType]:  # shape inference only once a rule asks
+            return table.infer_types(model, nested=nested)
+
         names = NameSource(model_names(model.predict_net))
         mergers = [_Merger(DataFlow(s), types, table, names) for s in all_scopes]
         self._movements(mergers, table)

@@ -6,10 +6,12 @@ per session, ``benchmarks/onnx_peers.py`` runs the ONNX optimisers users compare
 The models are what users of onnxsim and friends feed them, written by hand in plain ``torch.nn``
 (torchvision does not install beside this torch): torchvision-style CNNs (ResNet-18, MobileNetV3,
 EfficientNet, VGG, DenseNet), a transformer encoder and a GPT block, LSTM/GRU stacks, control
-flow (``torch.cond``, scripted loops and branches), and the odd ops (Resize, Pad, grouped and
-transposed convolutions, slicing, Split, Softmax, Clip). Each is exported with the legacy
-TorchScript exporter (``dynamo=False``) or the default dynamo exporter, or both, some with a
-dynamic batch, without constant folding, in training mode or at an older opset. The sizes are
+flow (``torch.cond``, scripted loops and branches), the odd ops (Resize, Pad, grouped and
+transposed convolutions, slicing, Split, Softmax, Clip), and what model code writes by hand
+where one op would do (a LayerNorm, a layer scale, two means for a global pool). Each is
+exported with the legacy TorchScript exporter (``dynamo=False``) or the default dynamo
+exporter, or both, some with a dynamic batch, without constant folding, in training mode or
+at an older opset. The sizes are
 small (the whole corpus builds in well under a minute on two cores) but the structure is the
 real one: a model's ONNX graph has the nodes the full-size model's graph has, fewer times.
 
@@ -856,6 +858,34 @@ class DetectHead(nn.Module):
         return torch.cat((xy, wh, p[..., 4:]), -1).view(b, -1, self.outputs)
 
 
+class HandWritten(nn.Module):
+    """What model code writes by hand where one op would do: the input normalised by a
+    per-channel scale before the stem conv, ``F.pad`` before an average pool that leaves
+    padding out, a layer scale times a constant, an activation applied twice, a global average
+    pool as two means, and a LayerNorm written out over the last dim (as custom modules do)."""
+
+    inv_std: Tensor
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("inv_std", torch.tensor([4.0, 4.5, 5.0]).view(1, 3, 1, 1))
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.scale = nn.Parameter(torch.rand(8, 1, 1) + 0.5)
+        self.fc = nn.Linear(8, 16)
+        self.gamma = nn.Parameter(torch.rand(16) + 0.5)
+        self.beta = nn.Parameter(torch.rand(16) - 0.5)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.stem(x * self.inv_std)
+        x = F.avg_pool2d(F.pad(x, (1, 1, 1, 1)), 3, 1, count_include_pad=False)
+        x = F.relu(F.relu(x * self.scale * 0.5))
+        x = self.fc(x.mean(3).mean(2))
+        mean = x.mean(-1, keepdim=True)
+        centred = x - mean
+        variance = centred.pow(2).mean(-1, keepdim=True)
+        return centred / torch.sqrt(variance + 1e-5) * self.gamma + self.beta
+
+
 # --- the registry -----------------------------------------------------------------------------
 
 _IMAGE = (InputSpec("x", (1, 3, 64, 64)),)
@@ -977,4 +1007,5 @@ CORPUS: tuple[CorpusEntry, ...] = (
         dynamic_axes=_BATCH,
     ),
     CorpusEntry("detect_head_dynamo", "dynamo", _IMAGE32, DetectHead),
+    *_pair("hand_written", HandWritten, (InputSpec("x", (1, 3, 16, 16)),)),
 )

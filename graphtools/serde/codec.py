@@ -291,6 +291,7 @@ def _write_op_fields(ops: Iterable[Op], write: Callable[[Any], object]) -> None:
     ``op_bytes_reusing_loaded``)."""
     serialized: list[bytes] = []
     source: _RawSource | None = None
+    read: dict[int, _RawSource] = {}  # the sources read from, checked once each
     first = end = 0
     for op in ops:
         found = op._source
@@ -304,6 +305,9 @@ def _write_op_fields(ops: Iterable[Op], write: Callable[[Any], object]) -> None:
             elif serialized:
                 write(tagged_ops(serialized))
                 serialized = []
+            if id(found) not in read:
+                found.ops.check()
+                read[id(found)] = found
             source, first, end = found, index, index + 1
         else:
             if source is not None:
@@ -314,6 +318,8 @@ def _write_op_fields(ops: Iterable[Op], write: Callable[[Any], object]) -> None:
         source.ops.write_tagged(first, end, write)
     elif serialized:
         write(tagged_ops(serialized))
+    for found in read.values():
+        found.ops.release_read()
 
 
 def _serialized_op(op: Op) -> bytes:

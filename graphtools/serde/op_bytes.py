@@ -44,7 +44,7 @@ class OpBytes:
     ``data`` is the file's bytes as read, or a map of the file (``keep_mapped``).
     """
 
-    __slots__ = ("_data", "_file", "_ops", "_starts")
+    __slots__ = ("_data", "_file", "_ops", "_read_from", "_starts")
 
     def __init__(
         self, data: bytes | None, starts: array[int] | None, ops: list[bytes] | None
@@ -53,6 +53,7 @@ class OpBytes:
         self._starts = starts
         self._ops = ops
         self._file: MappedFile | None = None
+        self._read_from = 0  # a mapped file's pages before this were given back
 
     def keep_mapped(self, path: str | Path) -> None:
         """Read the ops from a map of ``path`` from now on, instead of the bytes loaded from
@@ -79,13 +80,21 @@ class OpBytes:
             start += 1
         return data[start + 1 : self._starts[index + 1]]
 
-    def write_tagged(self, first: int, end: int, write: Callable[[Any], object]) -> None:
-        """Write ops ``first .. end - 1`` as the ``op`` fields of a NetDef, as the file has
-        them; from a mapped file a step at a time, giving back each step's pages once written.
+    def check(self) -> None:
+        """Refuse a mapped file that changed on disk since it was loaded (a save asks once,
+        before its first slice: ``write_tagged`` does not).
 
         Raises:
-            SerdeError: the mapped file changed on disk since it was loaded.
+            SerdeError: it changed.
         """
+        if self._file is not None:
+            self._file.check()
+
+    def write_tagged(self, first: int, end: int, write: Callable[[Any], object]) -> None:
+        """Write ops ``first .. end - 1`` as the ``op`` fields of a NetDef, as the file has
+        them (``check`` first). From a mapped file, a long run goes a step at a time, and the
+        pages read are given back every ``_WRITE_STEP`` bytes (a net's runs come in file
+        order, between edited ops) and by ``release_read`` at the end of a save."""
         if self._ops is not None:
             write(tagged_ops(self._ops[first:end]))
             return
@@ -95,11 +104,20 @@ class OpBytes:
         if mapped is None:
             write(memoryview(self._data)[start:stop])
             return
-        mapped.check()
         for step in range(start, stop, _WRITE_STEP):
             with memoryview(self._data)[step : min(step + _WRITE_STEP, stop)] as part:
                 write(part)
-            mapped.release(step, min(step + _WRITE_STEP, stop))
+            if step + _WRITE_STEP < stop:
+                mapped.release(step, step + _WRITE_STEP)
+        if stop - self._read_from >= _WRITE_STEP or stop < self._read_from:
+            mapped.release(min(self._read_from, start), stop)
+            self._read_from = stop
+
+    def release_read(self) -> None:
+        """Give back every page of a mapped file that reading brought in."""
+        if self._file is not None:
+            self._file.release()
+            self._read_from = 0
 
 
 _WRITE_STEP = 16 << 20
