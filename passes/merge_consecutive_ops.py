@@ -438,13 +438,14 @@ class _Merger:
         if not first_axes or not second_axes:
             return None
         if not kept:  # the second's axes count the dims the first left
-            remaining = [axis for axis in range(rank) if axis not in set(first_axes)]
+            dropped = set(first_axes)
+            remaining = [axis for axis in range(rank) if axis not in dropped]
             second_axes = [remaining[axis] for axis in second_axes]
         return sorted(set(first_axes) | set(second_axes))
 
     def arithmetic(self) -> list[tuple[_Rewrite, Op, list[np.ndarray]]]:
         """The Mul/Add chains by constants to merge, each with the merged op and the two
-        constants whose combination it reads (computed for all at once: ``combine``)."""
+        constants whose combination it reads (computed for all at once: ``_combine``)."""
         found = []
         for index, op in enumerate(self.net):
             if op.type not in _ASSOCIATIVE or index in self.used or not self.standard(op):
