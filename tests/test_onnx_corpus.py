@@ -67,6 +67,9 @@ EXPECTED_OPS = {
     "lstm_last_step_legacy": {"LSTM", "Squeeze", "Transpose", "Gather", "Gemm"},
     "transformer_encoder_legacy_dynbatch": {"LayerNormalization", "Softmax", "Add", "Reshape"},
     "detect_head_dynamo": {"Sigmoid", "Transpose", "Pow", "Slice"},
+    # what optimize fuses: a written-out LayerNorm, Pad before AveragePool, Mul before Conv
+    "hand_written_legacy": {"ReduceMean", "Pow", "Sqrt", "Div", "Pad", "AveragePool", "Mul"},
+    "hand_written_dynamo": {"ReduceMean", "Pow", "Sqrt", "Div", "Pad", "AveragePool", "Mul"},
 }
 
 
