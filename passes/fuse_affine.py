@@ -17,8 +17,10 @@ and the scaled weights must stay in their type's normal range (``analysis.float_
 
 A fusion needs the producer's output read by the ``Mul``/``Add`` alone, its weights, bias and
 the constant to be initializers of one float type, a ``ConvTranspose`` of one group, a ``Gemm``
-without ``transA``, and a ``BatchNormalization`` in inference mode (``fuse-batchnorm``'s rule).
-The replaced weights stay until ``remove-unused-params`` drops them.
+without ``transA``, a ``BatchNormalization`` in inference mode (``fuse-batchnorm``'s rule),
+and new weights that stay finite in their type (``onnx_fusion.overflows``: a float16 weight
+of 100 times 1000 does not). The replaced weights stay until ``remove-unused-params`` drops
+them.
 
 Example (``w`` is ``C x C x 1 x 1``, ``s`` is ``[1, C, 1, 1]``)::
 
@@ -359,11 +361,17 @@ class FuseAffine(Pass):
                 plans.append((scope.net, fusions, scales))
         if not plans:
             return PassResult(model, False, {"fused": 0})
-        from graphtools.dialects.onnx_fusion import scale_and_shift
+        from graphtools.dialects.onnx_fusion import overflows, scale_and_shift
 
         fusions = [fusion for _, found, _ in plans for fusion in found]
         results = scale_and_shift([fusion.item for fusion in fusions]) if fusions else []
-        values = {id(f): result for f, result in zip(fusions, results, strict=True)}
+        values = {
+            id(f): result
+            for f, result in zip(fusions, results, strict=True)
+            if not overflows(f.item, result)
+        }
+        fusions = [fusion for fusion in fusions if id(fusion) in values]
+        plans = [(net, [f for f in found if id(f) in values], s) for net, found, s in plans]
         scales = [scale for _, _, found in plans for scale in found]
         weights = _scaled_weights(table, scales) if scales else []
         scaled = {id(s): weight for s, weight in zip(scales, weights, strict=True)}

@@ -14,8 +14,9 @@ four parameters to be constants (initializers, of the graph or of an enclosing o
 float type with one entry per channel, and the normalisation to run in inference mode: one
 output, ``training_mode`` unset, ``spatial`` unset or 1, and before opset 7 ``is_test`` set.
 A training-mode normalisation uses the batch's statistics, which no weight can hold (onnxscript's
-optimizer folds it anyway and changes the outputs). The replaced weights stay as initializers
-until ``remove-unused-params`` drops them.
+optimizer folds it anyway and changes the outputs). A fusion whose new weights leave their type's
+range (``onnx_fusion.overflows``: float16 weights times a large scale) is not made. The replaced
+weights stay as initializers until ``remove-unused-params`` drops them.
 
 Example (``w``, ``s``, ``b``, ``m``, ``v`` initializers)::
 
@@ -212,6 +213,7 @@ class FuseBatchNorm(Pass):
         if not plans:
             return PassResult(model, False, {"fused": 0})
         values = _evaluate([fusion for _, fusions in plans for fusion in fusions])
+        plans = [(net, [f for f in fusions if id(f) in values]) for net, fusions in plans]
         changed = False
         for net, fusions in plans:
             changed = _apply(net, fusions, values) or changed
@@ -219,8 +221,13 @@ class FuseBatchNorm(Pass):
 
 
 def _evaluate(fusions: list[_Fusion]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """The new weights of every fusion (by ``id``), computed by onnxruntime."""
-    from graphtools.dialects.onnx_fusion import scale_and_shift
+    """The new weights of every fusion (by ``id``), computed by onnxruntime; a fusion whose
+    weights overflow their type (``onnx_fusion.overflows``) is left out."""
+    from graphtools.dialects.onnx_fusion import overflows, scale_and_shift
 
     results = scale_and_shift([fusion.item for fusion in fusions])
-    return {id(fusion): result for fusion, result in zip(fusions, results, strict=True)}
+    return {
+        id(fusion): result
+        for fusion, result in zip(fusions, results, strict=True)
+        if not overflows(fusion.item, result)
+    }

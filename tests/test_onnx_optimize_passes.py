@@ -205,6 +205,27 @@ def test_an_input_scale_that_broadcasts_or_overflows_stays(
     assert types(model) == ["Mul", "Conv"]
 
 
+def test_a_scale_that_would_push_the_layers_weights_past_float16_stays(tmp_path: Path) -> None:
+    """Conv(x, w) * 1000 in float16 with weights near 100: each step stays finite for a small
+    x, but w * 1000 is past float16's 65504, so folding would give inf."""
+    f16 = np.float16
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"]),
+        helper.make_node("Mul", ["c", "k"], ["y"]),
+    ]
+    weights = {
+        "w": (normal(2, 3, 3, 3) * 100).astype(f16),
+        "k": np.full((1, 2, 1, 1), 1000, f16),
+    }
+    float16 = TensorProto.FLOAT16
+    path = graph_model(
+        tmp_path / "m.onnx", nodes, {"x": (float16, [1, 3, 4, 4])}, {"y": (float16, None)}, weights
+    )
+    x = (normal(1, 3, 4, 4) * 1e-3).astype(f16)
+    model, _ = rewritten(path, "fuse-affine", {"x": x}, tmp_path)
+    assert types(model) == ["Conv", "Mul"]
+
+
 def test_a_scale_that_is_not_per_channel_stays(tmp_path: Path) -> None:
     nodes = [
         helper.make_node("Conv", ["x", "w"], ["h"]),

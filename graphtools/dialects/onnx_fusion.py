@@ -26,7 +26,7 @@ import numpy as np
 from graphtools.dialects.onnx import onnx_table
 from graphtools.ir import Op
 
-__all__ = ["ScaleShift", "scale_and_shift"]
+__all__ = ["ScaleShift", "overflows", "scale_and_shift"]
 
 _OPSET = {"": 17}
 """The opset the arithmetic runs in: it means the same in every one."""
@@ -67,6 +67,17 @@ def scale_and_shift(items: Sequence[ScaleShift]) -> list[tuple[np.ndarray, np.nd
         for position, member in enumerate(members):
             results[member] = (weights[position], biases[position])
     return results
+
+
+def overflows(item: ScaleShift, result: tuple[np.ndarray, np.ndarray]) -> bool:
+    """Whether ``result`` (``scale_and_shift``'s for ``item``) holds an infinity or NaN that
+    ``item``'s finite terms did not: a weight scaled past its type's range (a float16 weight
+    of 100 times a scale of 1000), which the layer unfused would not have reached when its
+    input was small. Such a fusion must not be made."""
+    terms = (item.weight, item.bias, item.num, item.var, item.mean, item.shift)
+    if not all(np.all(np.isfinite(np.asarray(term, np.float64))) for term in terms):
+        return False  # an infinity in, an infinity out: the fusion keeps what the layer did
+    return not all(np.all(np.isfinite(part)) for part in result)
 
 
 def _group_ops(
