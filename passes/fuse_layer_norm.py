@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 
 __all__ = ["FuseLayerNorm"]
 
-_FLOATS = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)})
 _ELEM_DTYPES = {1: np.float32, 10: np.float16, 11: np.float64}
 """ONNX float element types and their numpy types (bfloat16 has none: left alone)."""
 
