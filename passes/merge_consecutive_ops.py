@@ -8,7 +8,9 @@
   a run of ``Transpose``/``Squeeze``/``Unsqueeze`` becomes at most one of each (dims followed
   by rank alone: ``Unsqueeze -> Transpose -> Squeeze`` that moves a dim of size 1 around is one
   ``Transpose``), and a ``Reshape`` to a constant target that copies no dim reads past the
-  ``Reshape``/``Flatten``/``Squeeze``/``Unsqueeze`` ops before it.
+  ``Reshape``/``Flatten``/``Squeeze``/``Unsqueeze`` ops before it. A ``ReduceMax``/``Min``/
+  ``Sum``/``Mean``/``Prod`` that drops axes of size 1 moves elements as a ``Squeeze`` and
+  joins a chain as one (``x.unsqueeze(1).mean(1)`` is ``x``, exactly).
 * **Cast**: ``Cast(Cast(x, T1), T2)`` is ``Cast(x, T2)`` when ``T1`` holds every value of
   ``x``'s type exactly (``float32 -> float64 -> float16``, not ``float32 -> float16 ->
   float32``).
@@ -68,6 +70,8 @@ _REDUCES = frozenset({"ReduceMax", "ReduceMin", "ReduceSum", "ReduceMean", "Redu
 _ASSOCIATIVE = frozenset({"Mul", "Add"})
 _ARITHMETIC = {"Mul": np.multiply, "Add": np.add}
 """The float64 arithmetic that checks a combined constant fits its type (``float_range``)."""
+_CHAINED = _MOVES | _REDUCES
+"""Ops a chain of data movement may hold: a reduce over axes of size 1 drops them, a Squeeze."""
 _FAMILIES = _MOVES | _REDUCES | _ASSOCIATIVE | {"Cast", "Concat", "Slice"}
 _LARGEST_CHAIN = 1 << 20
 """Elements of the biggest static tensor whose chain is run on ``arange``, and of the
@@ -191,7 +195,10 @@ class _Merger:
     # -- chains of data movement ----------------------------------------------------------------
 
     def movable(self, op: Op) -> bool:
-        """Whether ``op`` is a data-movement op whose parameters are known."""
+        """Whether ``op`` is a data-movement op whose parameters are known (a reduce that
+        drops axes of size 1 is a ``Squeeze``)."""
+        if op.type in _REDUCES:
+            return self.dropped_axes(op) is not None
         if op.type not in _MOVES or not self.standard(op) or len(op.outputs) != 1:
             return False
         if op.type == "Reshape":
@@ -199,6 +206,33 @@ class _Merger:
         if op.type in ("Squeeze", "Unsqueeze") and len(op.inputs) > 1:
             return self.flow.constant(op.inputs[1]) is not None
         return True
+
+    def dropped_axes(self, op: Op) -> list[int] | None:
+        """The axes a reduce drops when they all have size 1 (one element each: the result
+        is its input without those dims, exactly, for every reduce of ``_REDUCES``), sorted
+        and counted from the front; ``None`` for any other op or reduce."""
+        if op.type not in _REDUCES or not self.standard(op) or len(op.outputs) != 1:
+            return None
+        if op.arg("keepdims", 1) != 0:
+            return None  # keeping them is remove-noop-ops' no-op
+        shape = self.shape(op.inputs[0])
+        if shape is None:
+            return None
+        axes_given = (len(op.inputs) > 1 and bool(op.inputs[1])) or op.arg("axes") is not None
+        if not axes_given:
+            if op.arg("noop_with_empty_axes", 0):
+                return None
+            axes = list(range(len(shape)))
+        else:
+            found = self.ints(op, 1, "axes")
+            if found is None:
+                return None  # axes computed at run time
+            axes = found
+        rank = len(shape)
+        if not axes or any(not -rank <= axis < rank for axis in axes):
+            return None
+        dropped = sorted({axis % rank for axis in axes})
+        return dropped if all(shape[axis] == 1 for axis in dropped) else None
 
     def chains(self) -> list[_Chain]:
         """Maximal chains of at least two movable ops, each feeding only the next."""
@@ -215,10 +249,10 @@ class _Merger:
             ):
                 continue  # not the first of its chain
             ops = [index]
-            follower = self.next_op(index, _MOVES)
+            follower = self.next_op(index, _CHAINED)
             while follower is not None and self.movable(net[follower]):
                 ops.append(follower)
-                follower = self.next_op(follower, _MOVES)
+                follower = self.next_op(follower, _CHAINED)
             if len(ops) > 1:
                 found.append(_Chain(ops, op.inputs[0], net[ops[-1]].outputs[0]))
         return found
@@ -270,6 +304,9 @@ class _Merger:
             self.absorb(chain.ops[:position], index)
 
     def label_step(self, op: Op) -> tuple[str, list[int] | None] | None:
+        if op.type in _REDUCES:
+            dropped = self.dropped_axes(op)
+            return None if dropped is None else ("Squeeze", dropped)
         if op.type == "Transpose":
             perm = op.arg("perm")
             return ("Transpose", None if perm is None else [int(p) for p in perm])
@@ -509,7 +546,9 @@ def _same_axis(first: int, second: int, shape: tuple[object, ...] | None) -> boo
 def _chain_ops(
     net: Net, merger: _Merger, chain: _Chain, number: int
 ) -> tuple[list[Op], dict[str, np.ndarray]]:
-    """The chain's ops renamed to run on ``arange`` of its input, with their constants."""
+    """The chain's ops renamed to run on ``arange`` of its input, with their constants (a
+    reduce over axes of size 1 runs as the ``Squeeze`` it is: ``arange`` is int64, which not
+    every reduce takes)."""
     prefix = f"chain{number}_"
     renamed = {chain.source: f"{prefix}in"}
     feeds: dict[str, np.ndarray] = {}
@@ -517,6 +556,16 @@ def _chain_ops(
     for position, index in enumerate(chain.ops):
         op = net[index]
         inputs = [renamed[op.inputs[0]]]
+        output = f"{prefix}{position}_out"
+        renamed[op.outputs[0]] = output
+        dropped = merger.dropped_axes(op)
+        if dropped is not None:
+            if merger.opset < 13:
+                ops.append(Op("Squeeze", inputs, [output], args={"axes": dropped}))
+                continue
+            feeds[f"{prefix}{position}_axes"] = np.asarray(dropped, dtype=np.int64)
+            ops.append(Op("Squeeze", [*inputs, f"{prefix}{position}_axes"], [output]))
+            continue
         for slot, name in enumerate(op.inputs[1:], start=1):
             if not name:
                 inputs.append("")
@@ -526,8 +575,6 @@ def _chain_ops(
             assert tensor is not None  # movable() checked every parameter is a constant
             feeds[fed] = tensor.numpy()
             inputs.append(fed)
-        output = f"{prefix}{position}_out"
-        renamed[op.outputs[0]] = output
         ops.append(op.replace(inputs=inputs, outputs=[output]))
     return ops, feeds
 

@@ -442,6 +442,52 @@ def test_moves_on_a_symbolic_batch_merge_by_rank(tmp_path: Path) -> None:
     assert run(path, {"x": normal(2, 3, 4)})[0].shape == (2, 12)
 
 
+@pytest.mark.parametrize("opset", [11, 13, 18])
+def test_a_reduce_dropping_axes_of_size_one_moves_as_a_squeeze(tmp_path: Path, opset: int) -> None:
+    """x.unsqueeze(1).mean(1) is x: a reduce over axes of size 1 that drops them is a Squeeze
+    in a chain of moves (on a symbolic batch and on a static shape, axes as attributes or
+    inputs), exactly; over an axis of size 3, or keeping its dims, it stays a reduce."""
+
+    def axes_node(op_type: str, x: str, y: str, axes: list[int], **attrs: int) -> onnx.NodeProto:
+        since = 13 if op_type in ("ReduceSum", "Unsqueeze", "Squeeze") else 18
+        if opset >= since:
+            weights[f"axes_{y}"] = np.array(axes, np.int64)
+            return helper.make_node(op_type, [x, f"axes_{y}"], [y], **attrs)
+        return helper.make_node(op_type, [x], [y], axes=axes, **attrs)
+
+    weights: dict[str, np.ndarray] = {}
+    nodes = [
+        axes_node("Unsqueeze", "x", "u", [1]),
+        axes_node("ReduceMean", "u", "m", [1], keepdims=0),  # x again: goes
+        helper.make_node("Relu", ["m"], ["r"]),
+        helper.make_node("Neg", ["s"], ["n"]),
+        axes_node("ReduceSum", "n", "t", [-2], keepdims=0),  # [4, 3, 1, 5] -> [4, 3, 5]
+        axes_node("Unsqueeze", "t", "y2", [2]),  # back: goes
+        axes_node("ReduceMax", "s", "k", [1], keepdims=0),  # size 3: stays
+        axes_node("Unsqueeze", "k", "y3", [1]),
+        axes_node("ReduceProd", "s", "p", [2], keepdims=1),  # keeps its dims: not a move
+        axes_node("Squeeze", "p", "y4", [2]),
+    ]
+    outputs = {"r": (F, None), "y2": (F, None), "y3": (F, None), "y4": (F, None)}
+    path = graph_model(
+        tmp_path / "m.onnx",
+        nodes,
+        {"x": (F, ["B", 6]), "s": (F, [4, 3, 1, 5])},
+        outputs,
+        weights,
+        opset,
+    )
+    feeds = {"x": normal(2, 6), "s": normal(4, 3, 1, 5)}
+    model, target = rewritten(path, "merge-consecutive-ops,remove-identity-ops", feeds, tmp_path)
+    kept = ["Neg", "ReduceMax", "ReduceProd", "Relu", "Squeeze", "Unsqueeze"]
+    assert sorted(types(model)) == kept
+    merged = {op.outputs[0]: op for op in model.predict_net}
+    assert merged["r"].inputs == ("x",) and merged["y2"].type == "Neg"
+    feeds = {"x": normal(5, 6), "s": normal(4, 3, 1, 5)}
+    for before, after in zip(run(path, feeds), run(target, feeds), strict=True):
+        np.testing.assert_array_equal(before, after)
+
+
 def test_casts_merge_only_through_a_type_holding_every_value(tmp_path: Path) -> None:
     nodes = [
         helper.make_node("Cast", ["x"], ["a"], to=TensorProto.DOUBLE),
