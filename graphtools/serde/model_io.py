@@ -21,6 +21,7 @@ from graphtools.errors import InvalidArgumentError, SerdeError
 from graphtools.ir import Model, Net, expect_model
 from graphtools.serde.atomic import folder_for_write, recover_interrupted_write, write_files
 from graphtools.serde.codec import net_from_netdef
+from graphtools.serde.loaded_text import remember_text
 from graphtools.serde.netdef_io import (
     TEXT_SUFFIXES,
     binary_net,
@@ -116,7 +117,10 @@ def _ir_net(data: bytes, path: str | Path, *, allow_empty: bool = False) -> tupl
         return net, False
     netdef, was_text, probe = parse_and_probe(data, path, allow_empty=allow_empty)
     serialized = None if was_text else data
-    return net_from_netdef(netdef, serialized=serialized, probe=probe), was_text
+    net = net_from_netdef(netdef, serialized=serialized, probe=probe)
+    if was_text:
+        remember_text(net, data, path)
+    return net, was_text
 
 
 def is_predict_name(name: str) -> bool:

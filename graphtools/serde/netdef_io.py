@@ -23,6 +23,7 @@ from graphtools.proto import caffe2_pb2, netdef_lite_pb2
 from graphtools.serde.atomic import atomic_write_bytes, recover_interrupted_write
 from graphtools.serde.check import MAX_NESTING, NetProbe, nesting_depth, probe_netdef, too_deep
 from graphtools.serde.codec import header_from_raw, net_from_bytes, net_to_netdef, serialize_net
+from graphtools.serde.loaded_text import loaded_text
 from graphtools.serde.sniff import (
     identify_binary,
     identify_text,
@@ -246,6 +247,9 @@ def netdef_bytes(
         )
     try:
         if text:
+            original = loaded_text(net) if isinstance(net, Net) else None
+            if original is not None:
+                return original  # unchanged since it was loaded from text: as it was
             netdef = net_to_netdef(net) if isinstance(net, Net) else net
             checked = _holds_nets(net)
             if checked:
