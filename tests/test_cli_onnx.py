@@ -334,6 +334,39 @@ def test_export_onnx_replaces_an_init_net_placeholder_by_a_graph_input(
     assert f"input 'data': shape [1, 3, 8, 8] from {target}" in err
 
 
+@pytest.mark.parametrize("command", ["export-onnx", "run"])
+def test_a_placeholder_given_a_symbolic_dim_0_stays_free(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """--shapes data={N}x3x8x8 for a blob the init_net fills as a placeholder: the graph
+    input it becomes takes any N, said so (it was written at N=1, silently: the LSTM demo's
+    time steps, given as {T}, were pinned at one)."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    init = Net(
+        [
+            Op("ConstantFill", [], ["data"], args={"shape": [1], "value": 0.0}),
+            Op("GivenTensorFill", [], ["w"], args={"shape": list(w.shape), "values": w.ravel()}),
+        ],
+        name="init",
+    )
+    predict = Net([Op("Conv", ["data", "w"], ["y"], args={"kernel": 3})], ["data", "w"], ["y"])
+    folder, target = tmp_path / "pair", tmp_path / "o.onnx"
+    save_model(Model(predict, init), folder)
+    code, _, err = run_cli(
+        capsys, command, str(folder), "-o", str(target), "--shapes", "data={N}x3x8x8"
+    )
+    assert code == 0, err
+    assert "gives a symbolic batch (data={N})" in err
+    (data,) = onnx.load(str(target)).graph.input
+    assert data.type.tensor_type.shape.dim[0].dim_param == "N"
+    for batch in (1, 3):
+        x = rng.standard_normal((batch, 3, 8, 8)).astype(np.float32)
+        want = run_model(Model(predict), {"data": x, "w": w})["y"]
+        got = run_onnxruntime(str(target), {"data": x})["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_export_onnx_makes_the_init_nets_im_info_a_graph_input(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -13,7 +13,7 @@ naming the option. ``verify --onnx`` feeds every input the ONNX graph takes.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -264,15 +264,14 @@ def _export(
 
 
 def _symbolic_batch(
-    model: Model, path: str, options: argparse.Namespace, out: Output
+    model: Model, path: str, options: argparse.Namespace, out: Output, inputs: Set[str]
 ) -> dict[str, str]:
-    """``{input: symbol}`` of the inputs whose dim 0 ``--shapes`` or ``shapes.txt`` gives by
-    name (import-onnx writes ``{batch_size}`` for a model taking any batch): the export
-    declares them so, and the model imported and exported back still takes any batch. Any
-    other symbolic dim is exported at 1, said so."""
+    """``{input: symbol}`` of the export's graph ``inputs`` (an init_net placeholder a
+    feed replaces included) whose dim 0 ``--shapes`` or ``shapes.txt`` gives by name
+    (import-onnx writes ``{batch_size}`` for a model taking any batch): the export declares
+    them so, and the model imported and exported back still takes any batch. Any other
+    symbolic dim is exported at 1, said so."""
     specs, where = read_shape_specs(model, path, options.shapes)
-    data, _ = model_input_names(model)
-    inputs = set(data)
     batch: dict[str, str] = {}
     for name, dims in symbolic_dims(specs).items():
         if name not in inputs:  # a parameter's shape types nothing in the export
@@ -343,7 +342,7 @@ def run_onnx(options: argparse.Namespace, manager: PassManager, out: Output) -> 
     records = manager(model)
     report_records(out, manager, records, options.time_passes)
     if model.dialect != ONNX:
-        batch = _symbolic_batch(model, source, options, out)
+        batch = _symbolic_batch(model, source, options, out, inputs.value_info.keys())
         _export(model, options, inputs.value_info, out, inputs.quantization, inputs.feeds, batch)
         return 0
     if options.dynamic_batch or options.opset is not None:
@@ -707,8 +706,8 @@ def _cmd_export_onnx(options: argparse.Namespace) -> int:
     if not options.random_params:
         shapes, _ = read_shapes(model, options.input, options.shapes)
         _refuse_missing_weights(model, model_input_names(model)[0], shapes)
-    batch = _symbolic_batch(model, options.input, options, out)
     prepared = _prepared(model, options.input, options, out, export=True)
+    batch = _symbolic_batch(model, options.input, options, out, prepared.value_info.keys())
     try:
         _export(
             prepared.model,
