@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import assert_one_error_line, run_cli, save_pair_with_unfit_weights
+from conftest import FIXTURES, assert_one_error_line, run_cli, save_pair_with_unfit_weights
 from onnx import TensorProto, helper, numpy_helper
 from onnx_check import graph_model
 
@@ -365,6 +365,21 @@ def test_a_placeholder_given_a_symbolic_dim_0_stays_free(
         want = run_model(Model(predict), {"data": x, "w": w})["y"]
         got = run_onnxruntime(str(target), {"data": x})["y"]
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_run_with_json_prints_one_document_whatever_it_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """run --json of a pair to a folder, of a pair to an .onnx file (which printed nothing)
+    and of an ONNX model to another: one JSON document naming what was written."""
+    pair = FIXTURES / "models" / "tiny_export"
+    onnx_out, folder, again = tmp_path / "x.onnx", tmp_path / "pair", tmp_path / "y.onnx"
+    for source, target in ((pair, folder), (pair, onnx_out), (onnx_out, again)):
+        code, out, err = run_cli(capsys, "run", str(source), "-o", str(target), "--json")
+        assert code == 0, err
+        document = json.loads(out)
+        assert document["model"] == str(source) and document["rounds"]
+        assert target.exists() and any(str(target) in p for p in document["written"])
 
 
 def test_export_onnx_makes_the_init_nets_im_info_a_graph_input(

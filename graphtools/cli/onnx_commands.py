@@ -32,6 +32,7 @@ from graphtools.cli.common import (
     parse_name_list,
     read_shape_specs,
     read_shapes,
+    record_data,
     refuse_overwriting_input,
     report_records,
     set_outputs,
@@ -235,9 +236,9 @@ def _export(
     quantization: Mapping[str, tuple[float, int]] | None = None,
     feeds: Mapping[str, Any] | None = None,
     batch: Mapping[str, str] | None = None,
-) -> None:
-    """Export ``model`` and write it. ``batch`` names the inputs whose dim 0 is symbolic
-    (``_symbolic_batch``): declared so, their sizes in ``value_info`` aside. With
+) -> Path:
+    """Export ``model`` and write it (returns the path). ``batch`` names the inputs whose
+    dim 0 is symbolic (``_symbolic_batch``): declared so, their sizes in ``value_info`` aside. With
     ``--dynamic-batch`` or such a batch the result must run at twice the batch of ``feeds``
     (the inputs it was exported with, else made up from its types)."""
     from graphtools.onnx import export_onnx
@@ -260,7 +261,7 @@ def _export(
     elif batch:
         listed = ", ".join(f"{name}={{{symbol}}}" for name, symbol in batch.items())
         _check_free_batch(exported, feeds, f"the symbolic batch ({listed})", "give dim 0 a size")
-    _save(exported, options, out)
+    return _save(exported, options, out)
 
 
 def _symbolic_batch(
@@ -309,8 +310,9 @@ def _check_free_batch(
         ) from exc
 
 
-def _save(exported: Any, options: argparse.Namespace, out: Output) -> None:
-    """Write the exported ``ModelProto`` to ``-o`` (external data with ``--external-data``)."""
+def _save(exported: Any, options: argparse.Namespace, out: Output) -> Path:
+    """Write the exported ``ModelProto`` to ``-o`` (external data with ``--external-data``);
+    returns the path written."""
     from graphtools.onnx import save_onnx
 
     target = Path(options.output)
@@ -320,6 +322,7 @@ def _save(exported: Any, options: argparse.Namespace, out: Output) -> None:
     except OSError as exc:
         raise SerdeError(target, f"cannot write: {exc.strerror or exc}") from exc
     out.line(f"wrote {path} (opset {exported.opset_import[0].version}, IR {exported.ir_version})")
+    return Path(path)
 
 
 def wants_export(options: argparse.Namespace) -> bool:
@@ -343,18 +346,29 @@ def run_onnx(options: argparse.Namespace, manager: PassManager, out: Output) -> 
     report_records(out, manager, records, options.time_passes)
     if model.dialect != ONNX:
         batch = _symbolic_batch(model, source, options, out, inputs.value_info.keys())
-        _export(model, options, inputs.value_info, out, inputs.quantization, inputs.feeds, batch)
-        return 0
-    if options.dynamic_batch or options.opset is not None:
+        written = _export(
+            model, options, inputs.value_info, out, inputs.quantization, inputs.feeds, batch
+        )
+    elif options.dynamic_batch or options.opset is not None:
         raise UsageError(
             "the pipeline converted the model (convert-to-onnx): give --opset and "
             "--dynamic-batch as its options, convert-to-onnx{opset=13,dynamic_batch=true}"
         )
-    import onnx
+    else:
+        import onnx
 
-    from graphtools.serde.onnx_codec import model_to_onnx_bytes
+        from graphtools.serde.onnx_codec import model_to_onnx_bytes
 
-    _save(onnx.ModelProto.FromString(model_to_onnx_bytes(model)), options, out)
+        written = _save(onnx.ModelProto.FromString(model_to_onnx_bytes(model)), options, out)
+    if options.json:
+        out.json(
+            {
+                "model": source,
+                "pipeline": manager.spec,
+                "rounds": record_data(records),
+                "written": [str(written)],
+            }
+        )
     return 0
 
 
