@@ -238,9 +238,9 @@ def _export(
     batch: Mapping[str, str] | None = None,
 ) -> Path:
     """Export ``model`` and write it (returns the path). ``batch`` names the inputs whose
-    dim 0 is symbolic (``_symbolic_batch``): declared so, their sizes in ``value_info`` aside. With
-    ``--dynamic-batch`` or such a batch the result must run at twice the batch of ``feeds``
-    (the inputs it was exported with, else made up from its types)."""
+    dim 0 is symbolic (``_symbolic_batch``): declared so, their sizes in ``value_info``
+    aside. With ``--dynamic-batch`` or such a batch the result must run at twice the batch of
+    ``feeds`` (the inputs it was exported with, else made up from its types)."""
     from graphtools.onnx import export_onnx
 
     batch = batch or {}
