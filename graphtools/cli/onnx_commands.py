@@ -399,13 +399,15 @@ def _prepared(
     shapes: dict[str, tuple[int, ...]] | None = None,
     origins: Mapping[str, str] | None = None,
     noted: list[str] | None = None,
+    values: Mapping[str, Any] | None = None,
 ) -> Any:
     """The pair made whole and its feeds (``export_feeds.prepare_export``), reported (each
     note also appended to ``noted``, for a ``--json`` document). For an
     export, parameters are made up only with ``--random-params``: without it a pair whose
     weights are missing (no init_net, a ``Load`` from a missing database, a blob nothing
     fills) or do not fit the net is refused, naming the option. ``shapes``: input shapes the
-    caller found (else ``--shapes`` and ``shapes.txt``), ``origins`` where each came from."""
+    caller found (else ``--shapes`` and ``shapes.txt``), ``origins`` where each came from;
+    ``values``: input arrays given (``--feeds``), fed as they are."""
     from graphtools.feeds.report import guessed_shapes
     from graphtools.onnx.export_feeds import prepare_export
 
@@ -422,6 +424,7 @@ def _prepared(
             random_params=random_params,
             outputs=names,
             test_mode=options.test_mode,
+            values=values,
         )
     except InvalidNetError as exc:
         if "--random-params" in str(exc):
@@ -514,15 +517,15 @@ def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: O
     blobs are compared with the same statistics and tolerances. Default tolerances: rtol
     1e-4, atol 1e-5 (onnxruntime and numpy round differently); Int8 blobs within one
     quantization step."""
+    from graphtools.cli.pipeline import feeds_of, load_npz  # imports this module
     from graphtools.onnx import compare_blobs_with_onnxruntime, compare_with_onnxruntime
 
     if len(options.inputs) != 1:
         raise UsageError("verify --onnx takes one model")
-    if options.save_outputs or options.load_outputs or options.feeds:
+    if options.save_outputs or options.load_outputs:
         raise UsageError(
-            "--save-outputs, --load-outputs and --feeds belong to a pipeline's reference run; "
-            "verify --onnx compares two models on the inputs it makes (exec either with --feeds "
-            "to run it on your own)"
+            "--save-outputs and --load-outputs belong to a pipeline's reference run; verify "
+            "--onnx runs both models on the inputs it makes, or on yours (--feeds)"
         )
     path = options.inputs[0]
     model = load_input(path, options.init, no_init=options.no_init, out=out)
@@ -539,7 +542,10 @@ def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: O
         model, path, options.shapes, options.onnx, made_up=options.random_params is True
     )
     made: list[str] = []
-    prepared = _prepared(model, path, options, out, shapes=shapes, origins=origins, noted=made)
+    given = feeds_of(load_npz(Path(options.feeds), "feeds")) if options.feeds else None
+    prepared = _prepared(
+        model, path, options, out, shapes=shapes, origins=origins, noted=made, values=given
+    )
     _check_graph_inputs(options.onnx, prepared.feeds)
     rtol, per_rtol = settings["rtol"] if options.rtol else (1e-4, {})
     atol, per_atol = settings["atol"] if options.atol else (1e-5, {})
@@ -570,7 +576,7 @@ def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: O
             else {"op_index": found.op_index, "op_type": found.op_type, **diff_json(found.diff)},
         )
     data.update(verdict="equal" if equal else "differ", outputs=[diff_json(d) for d in diffs])
-    notes += vacuous_notes(diffs, "other --shapes, or exec both models --feeds your own")
+    notes += vacuous_notes(diffs, "other --shapes, or --feeds with real inputs")
     for note in notes:  # after the runs: an error stays the one line printed
         out.note(note)
     data["notes"] = made + notes  # a script reading the verdict reads what qualifies it

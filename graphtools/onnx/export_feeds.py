@@ -97,11 +97,13 @@ def prepare_export(
     random_params: bool | None = None,
     outputs: Sequence[str] | None = None,
     test_mode: bool = False,
+    values: Mapping[str, Any] | None = None,
 ) -> PreparedExport:
     """Make up what exporting ``model`` needs, as ``graphtools verify`` does (see the module
     docstring); ``random_params`` as ``synthesize`` takes it (``None``: only for a predict_net
     without an init_net); ``test_mode``: the pair's inference form (``is_test=1`` where an op
-    has it, as ``export_onnx(test_mode=True)`` exports it).
+    has it, as ``export_onnx(test_mode=True)`` exports it); ``values``: input arrays to feed
+    as they are (``synthesize``'s), the others made up.
 
     The prepared model declares the outputs to export: ``outputs``, else those the
     predict_net declares, else the blobs it writes and never reads (as ``export-onnx``).
@@ -114,7 +116,9 @@ def prepare_export(
     if test_mode:
         model = Model(net_in_test_mode(model.predict_net), model.init_net)
     model = _with_outputs(model, outputs)
-    synthesis = synthesize(model, shapes, seed=seed, random_params=random_params, outputs=outputs)
+    synthesis = synthesize(
+        model, shapes, values=values, seed=seed, random_params=random_params, outputs=outputs
+    )
     feeds = {made.name: synthesis.feeds[made.name] for made in synthesis.inputs}
     value_info, quantization = feed_types(feeds)
     return PreparedExport(
