@@ -7,10 +7,12 @@
   ``arange`` (onnxruntime runs the chain; ``graphtools.analysis.layouts``). On symbolic shapes,
   a run of ``Transpose``/``Squeeze``/``Unsqueeze`` becomes at most one of each (dims followed
   by rank alone: ``Unsqueeze -> Transpose -> Squeeze`` that moves a dim of size 1 around is one
-  ``Transpose``), and a ``Reshape`` to a constant target that copies no dim reads past the
-  ``Reshape``/``Flatten``/``Squeeze``/``Unsqueeze`` ops before it. A ``ReduceMax``/``Min``/
-  ``Sum``/``Mean``/``Prod`` that drops axes of size 1 moves elements as a ``Squeeze`` and
-  joins a chain as one (``x.unsqueeze(1).mean(1)`` is ``x``, exactly).
+  ``Transpose``), a ``Reshape`` to a constant target reads past the
+  ``Reshape``/``Flatten``/``Squeeze``/``Unsqueeze`` ops before it when the dims it copies (its
+  0s) are the same there, and a ``Squeeze``/``Unsqueeze`` after such a ``Reshape`` is the
+  ``Reshape`` to the target squeezed or unsqueezed, when its 0s keep their places. A
+  ``ReduceMax``/``Min``/``Sum``/``Mean``/``Prod`` that drops axes of size 1 moves elements as a
+  ``Squeeze`` and joins a chain as one (``x.unsqueeze(1).mean(1)`` is ``x``, exactly).
 * **Cast**: ``Cast(Cast(x, T1), T2)`` is ``Cast(x, T2)`` when ``T1`` holds every value of
   ``x``'s type exactly (``float32 -> float64 -> float16``, not ``float32 -> float16 ->
   float32``).
@@ -302,6 +304,9 @@ class _Merger:
             if index in self.used or net[index].type != "Reshape" or position == 0:
                 continue
             self.absorb(chain.ops[:position], index)
+        for first, second in zip(chain.ops, chain.ops[1:], strict=False):
+            if first not in self.used and second not in self.used:
+                self.fold_into_reshape(first, second)
 
     def label_step(self, op: Op) -> tuple[str, list[int] | None] | None:
         if op.type in _REDUCES:
@@ -349,21 +354,57 @@ class _Merger:
         self.claim(rewrite)
 
     def absorb(self, before: list[int], index: int) -> None:
-        """A ``Reshape`` to a target that copies no dim reads the input of the reshapes
-        before it in the chain."""
+        """A ``Reshape`` to a constant target reads the input of the reshapes before it in
+        the chain, the farthest whose dims it copies (a 0 of the target, ``allowzero`` unset)
+        are the very dims it copies now (the same size or the same symbol)."""
         op = self.net[index]
         target = self.ints(op, 1, "shape")
-        if target is None or (0 in target and not op.arg("allowzero", 0)):
+        if target is None:
             return
+        copied = [] if op.arg("allowzero", 0) else [i for i, d in enumerate(target) if d == 0]
         absorbed = []
         for previous in reversed(before):
             if previous in self.used or self.net[previous].type not in _RESHAPES:
                 break
             absorbed.append(previous)
+        while absorbed and not self.same_dims(
+            self.net[absorbed[-1]].inputs[0], op.inputs[0], copied
+        ):
+            absorbed.pop()
         if not absorbed:
             return
         source = self.net[absorbed[-1]].inputs[0]
         rewrite = _Rewrite([*absorbed, index], [op.replace(inputs=[source, *op.inputs[1:]])])
+        self.claim(rewrite)
+
+    def same_dims(self, first: str, second: str, positions: Sequence[int]) -> bool:
+        """Whether ``first`` and ``second`` have the same known size or symbol at each of
+        ``positions``."""
+        if not positions:
+            return True
+        one, other = self.shape(first), self.shape(second)
+        if one is None or other is None or max(positions) >= min(len(one), len(other)):
+            return False
+        return all(one[i] == other[i] and one[i] not in (None, "") for i in positions)
+
+    def fold_into_reshape(self, first: int, second: int) -> None:
+        """A ``Squeeze``/``Unsqueeze`` (a reduce dropping axes of size 1 too) right after a
+        ``Reshape`` to a constant target is that ``Reshape`` to the target squeezed or
+        unsqueezed, when every dim the target copies (a 0) keeps its place."""
+        op, follower = self.net[first], self.net[second]
+        if op.type != "Reshape" or len(op.inputs) < 2:
+            return
+        target = self.ints(op, 1, "shape")
+        step = self.label_step(follower)
+        if target is None or step is None or step[0] == "Transpose" or step[1] is None:
+            return
+        copies = not op.arg("allowzero", 0)
+        moved = _moved_target(target, step[0], step[1], copies)
+        if moved is None:
+            return
+        rewrite = _Rewrite([first, second])
+        name = self.constant(rewrite, f"{follower.outputs[0]}_shape", moved)
+        rewrite.ops.append(op.replace(inputs=[op.inputs[0], name], outputs=follower.outputs))
         self.claim(rewrite)
 
     # -- Cast, Concat, Slice ----------------------------------------------------------------
@@ -532,6 +573,33 @@ class _Merger:
         if axes is None or len(axes) != len(starts) or len(steps) != len(starts):
             return None
         return starts, ends, axes, steps
+
+
+def _moved_target(
+    target: Sequence[int], kind: str, axes: Sequence[int], copies: bool
+) -> list[int] | None:
+    """A Reshape target after ``kind`` (Squeeze or Unsqueeze) of ``axes``; ``None`` when a
+    squeezed entry is not a literal 1 or (``copies``: 0 copies the input's dim) a 0 would
+    move to another place."""
+    if kind == "Squeeze":
+        rank = len(target)
+        dropped = {axis % rank for axis in axes if -rank <= axis < rank}
+        if len(dropped) != len(axes) or any(target[axis] != 1 for axis in dropped):
+            return None
+        moved = [d for i, d in enumerate(target) if i not in dropped]
+        shift = [sum(1 for axis in dropped if axis < i) for i in range(rank)]
+    else:
+        rank = len(target) + len(axes)
+        added = {axis % rank for axis in axes if -rank <= axis < rank}
+        if len(added) != len(axes):
+            return None
+        rest = iter(target)
+        moved = [1 if i in added else next(rest) for i in range(rank)]
+        kept = [i for i in range(rank) if i not in added]
+        shift = [new - old for old, new in enumerate(kept)]
+    if copies and any(shift[i] for i, d in enumerate(target) if d == 0):
+        return None
+    return moved
 
 
 def _same_axis(first: int, second: int, shape: tuple[object, ...] | None) -> bool:

@@ -488,6 +488,47 @@ def test_a_reduce_dropping_axes_of_size_one_moves_as_a_squeeze(tmp_path: Path, o
         np.testing.assert_array_equal(before, after)
 
 
+def test_reshapes_on_a_symbolic_batch_merge_where_the_dims_they_copy_stay(
+    tmp_path: Path,
+) -> None:
+    """A dynamo GroupNorm export of x.unsqueeze(-1) on a dynamic batch: Unsqueeze then a
+    Reshape copying dim 0 (``[0, 2, -1]``) is the Reshape alone (dim 0 is N either way), and
+    a Reshape to ``[0, 4, 16, 1]`` then Squeeze(-1) is one Reshape to ``[0, 4, 16]``; onnxsim
+    left 3 nodes where these left 5. Where the copied dim would change (an Unsqueeze at the
+    front) both stay."""
+    weights = {
+        "last": np.array([-1], np.int64),
+        "first": np.array([0], np.int64),
+        "groups": np.array([0, 2, -1], np.int64),
+        "back": np.array([0, 4, 16, 1], np.int64),
+        "copy0": np.array([0, -1], np.int64),
+        "flat": np.array([0, 64], np.int64),
+    }
+    nodes = [
+        helper.make_node("Unsqueeze", ["x", "last"], ["u"]),
+        helper.make_node("Reshape", ["u", "groups"], ["g"]),  # reads x
+        helper.make_node("Relu", ["g"], ["r"]),
+        helper.make_node("Reshape", ["r", "back"], ["b"]),
+        helper.make_node("Squeeze", ["b", "last"], ["y"]),  # one Reshape with b
+        helper.make_node("Unsqueeze", ["x", "first"], ["f"]),  # [1, N, 4, 16]
+        helper.make_node("Reshape", ["f", "copy0"], ["y2"]),  # copies the 1: stays
+        helper.make_node("Neg", ["x"], ["n"]),
+        helper.make_node("Reshape", ["n", "flat"], ["m"]),
+        helper.make_node("Unsqueeze", ["m", "first"], ["y3"]),  # the 0 would move: stays
+    ]
+    outputs = {"y": (F, ["N", 4, 16]), "y2": (F, None), "y3": (F, None)}
+    path = graph_model(tmp_path / "m.onnx", nodes, {"x": (F, ["N", 4, 16])}, outputs, weights, 18)
+    model, target = rewritten(path, "merge-consecutive-ops", {"x": normal(2, 4, 16)}, tmp_path)
+    made = {op.outputs[0]: op for op in model.predict_net}
+    assert made["g"].inputs[0] == "x" and "u" not in made
+    assert made["y"].type == "Reshape" and made["y"].inputs[0] == "r" and "b" not in made
+    assert made["y2"].inputs[0] == "f" and made["y3"].inputs[0] == "m"
+    assert len(model.predict_net) == len(nodes) - 2
+    feeds = {"x": normal(5, 4, 16, seed=1)}
+    for before, after in zip(run(path, feeds), run(target, feeds), strict=True):
+        np.testing.assert_array_equal(before, after)
+
+
 def test_casts_merge_only_through_a_type_holding_every_value(tmp_path: Path) -> None:
     nodes = [
         helper.make_node("Cast", ["x"], ["a"], to=TensorProto.DOUBLE),
