@@ -160,23 +160,27 @@ def assert_models_equivalent(
     before: Model,
     after: Model,
     feeds: Mapping[str, Any] | None = None,
-    rtol: float = 1e-5,
-    atol: float = 1e-6,
+    rtol: float | None = None,
+    atol: float | None = None,
     shapes: Mapping[str, Sequence[int]] | None = None,
     seed: int = 0,
 ) -> None:
     """Fail unless both models compute the same outputs: a Caffe2 pair as
     ``graphtools.testing.assert_models_equivalent`` checks it (on the reference executor), an
     ONNX model on onnxruntime, its inputs made up from their declared types without
-    ``feeds``."""
+    ``feeds``. Given neither ``rtol`` nor ``atol``: 1e-5 and 1e-6, and an ONNX model's
+    half-precision output at ``testing.HALF_TOLERANCES`` (as ``verify`` compares them)."""
     from graphtools import testing
 
     expect_model(before, "assert_models_equivalent")
     expect_model(after, "assert_models_equivalent")
+    by_precision = rtol is None and atol is None
+    rtol = 1e-5 if rtol is None else rtol
+    atol = 1e-6 if atol is None else atol
     if ONNX not in (before.dialect, after.dialect):
         testing.assert_models_equivalent(before, after, feeds, rtol, atol, shapes, seed)
         return
-    diffs = _compare_onnx(before, after, feeds, rtol, atol, shapes or {}, seed)
+    diffs = _compare_onnx(before, after, feeds, rtol, atol, shapes or {}, seed, by_precision)
     testing.assert_no_difference(diffs, rtol, atol)
 
 
@@ -188,10 +192,12 @@ def _compare_onnx(
     atol: float,
     shapes: Mapping[str, Sequence[int]],
     seed: int,
+    by_precision: bool,
 ) -> list[OutputDiff]:
-    """``compare_models`` of two ONNX models, on onnxruntime (as ``verify`` runs them)."""
+    """``compare_models`` of two ONNX models, on onnxruntime (as ``verify`` runs them);
+    ``by_precision``: half-precision outputs at ``testing.HALF_TOLERANCES`` at least."""
     from graphtools.onnx.runtime import feeds_for, graph_inputs, run_model, seeded_inputs
-    from graphtools.testing import compare_outputs
+    from graphtools.testing import compare_outputs, with_half_precision
 
     if before.dialect != after.dialect:
         raise PreconditionError(
@@ -215,7 +221,8 @@ def _compare_onnx(
     ran_after = run_model(after, feeds_for(after, feeds, [s.name for s in specs]))
     if set(ran_before) != set(ran_after) and len(ran_before) == len(ran_after):
         ran_after = dict(zip(ran_before, ran_after.values(), strict=True))  # renamed outputs
-    return compare_outputs(ran_before, ran_after, rtol=rtol, atol=atol)
+    per = with_half_precision(ran_before, rtol, atol) if by_precision else None
+    return compare_outputs(ran_before, ran_after, rtol=rtol, atol=atol, per_output=per)
 
 
 class GoldenChecker:

@@ -426,6 +426,28 @@ def compare_outputs(
     return diffs
 
 
+HALF_TOLERANCES = (1e-2, 1e-3)
+"""``(rtol, atol)`` of a half-precision output when none is given: float16 keeps about three
+decimal digits, and a rewrite that rounds once more (a fused BatchNorm) moves the last."""
+
+
+def with_half_precision(
+    reference: Mapping[str, Any],
+    rtol: float,
+    atol: float,
+    per_output: Mapping[str, tuple[float, float]] | None = None,
+) -> dict[str, tuple[float, float]]:
+    """``per_output`` with each half-precision output of ``reference`` it does not name
+    compared at ``HALF_TOLERANCES`` at least: float32's tolerances would call one rounding of
+    a float16 value a difference."""
+    per = dict(per_output or {})
+    for name, value in reference.items():
+        dtype = getattr(value, "dtype", None)
+        if name not in per and getattr(dtype, "name", "") in ("float16", "bfloat16"):
+            per[name] = (max(rtol, HALF_TOLERANCES[0]), max(atol, HALF_TOLERANCES[1]))
+    return per
+
+
 @dataclass(frozen=True)
 class BisectResult:
     """The first pass run whose rewrite changed the model's outputs.

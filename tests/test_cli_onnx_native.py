@@ -23,9 +23,13 @@ from onnx_check import check, graph_model
 
 from graphtools.errors import GraphToolsError, UsageError
 from graphtools.ir import Model
+from graphtools.onnx import compare_with_onnxruntime
 from graphtools.onnx.runtime import RuntimeFailure, run_model, seeded_inputs
-from graphtools.pass_infra import Pass, PassResult
+from graphtools.pass_infra import Pass, PassManager, PassResult
+from graphtools.pytest_plugin import assert_models_equivalent
+from graphtools.serde import load_model
 from graphtools.serde.onnx_io import load_onnx_model
+from graphtools.testing import HALF_TOLERANCES
 
 TINY = FIXTURES / "models" / "tiny_export"
 
@@ -1169,11 +1173,9 @@ def test_verify_against_shifted_outputs_says_so_and_labels_its_histogram(
     assert code == 0 and "pipeline (no passes): outputs equal" in out
 
 
-def test_verify_compares_half_precision_outputs_at_half_precision(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A Conv + BatchNormalization in float16, fused by ``optimize``: the result rounds once
-    more (a few float16 steps), which float32's default tolerances called a difference."""
+def _half_conv_bn(path: Path) -> Path:
+    """A Conv + BatchNormalization in float16 (``optimize`` fuses them: the result rounds
+    once more, a few float16 steps)."""
     rng = np.random.default_rng(0)
     half = np.float16
     nodes = [
@@ -1188,19 +1190,41 @@ def test_verify_compares_half_precision_outputs_at_half_precision(
         "va": rng.uniform(0.5, 2, 4).astype(half),
     }
     f16 = TensorProto.FLOAT16
-    source = graph_model(
-        tmp_path / "m.onnx",
-        nodes,
-        {"x": (f16, ["N", 3, 5, 5])},
-        {"y": (f16, ["N", 4, 3, 3])},
-        weights,
+    return graph_model(
+        path, nodes, {"x": (f16, ["N", 3, 5, 5])}, {"y": (f16, ["N", 4, 3, 3])}, weights
     )
+
+
+def test_verify_compares_half_precision_outputs_at_half_precision(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fused float16 Conv + BatchNormalization rounds once more, which float32's default
+    tolerances called a difference."""
+    source = _half_conv_bn(tmp_path / "m.onnx")
     code, out, err = run_cli(capsys, "verify", str(source), "-p", "optimize")
     assert code == 0, out + err
     assert "half-precision outputs y compared with rtol 0.01, atol 0.001" in err
     assert "outputs equal (rtol=0.01, atol=0.001, seed=0" in out  # the verdict says so too
     code, out, _ = run_cli(capsys, "verify", str(source), "-p", "optimize", "--rtol", "1e-5")
     assert code == 1 and "outputs differ" in out  # the tolerance asked for is the one used
+
+
+def test_the_python_comparisons_take_half_precision_as_verify_does(tmp_path: Path) -> None:
+    """compare_with_onnxruntime and the plugin's assert_models_equivalent said the fused
+    float16 model differs where verify passes it: given no tolerance they compare a
+    half-precision output at HALF_TOLERANCES too; tolerances given are the ones used."""
+    source = _half_conv_bn(tmp_path / "m.onnx")
+    model = load_model(source)
+    before = model.copy()
+    PassManager.parse("optimize")(model)
+    feeds = seeded_inputs(before, {}, 0)[0]  # the inputs verify makes
+    (diff,) = compare_with_onnxruntime(source, model, feeds)
+    assert diff.ok and (diff.rtol, diff.atol) == HALF_TOLERANCES and diff.max_abs > 1e-4
+    (strict,) = compare_with_onnxruntime(source, model, feeds, rtol=1e-5, atol=1e-6)
+    assert not strict.ok and (strict.rtol, strict.atol) == (1e-5, 1e-6)
+    assert_models_equivalent(before, model, feeds)
+    with pytest.raises(AssertionError, match="models differ"):
+        assert_models_equivalent(before, model, feeds, rtol=1e-5, atol=1e-6)
 
 
 def test_verify_bisect_names_the_pass_that_changed_the_outputs(

@@ -23,7 +23,14 @@ from graphtools.errors import GraphToolsError
 from graphtools.feeds import MadeInput
 from graphtools.ir import Model
 from graphtools.pass_infra import PassManager, PassRecord
-from graphtools.testing import BisectResult, OutputDiff, compare_outputs, first_diverging_pass
+from graphtools.testing import (
+    HALF_TOLERANCES,
+    BisectResult,
+    OutputDiff,
+    compare_outputs,
+    first_diverging_pass,
+    with_half_precision,
+)
 
 __all__ = ["OnnxVerification", "saved_arrays", "verify_onnx_model"]
 
@@ -258,28 +265,16 @@ def verify_onnx_model(
     return result
 
 
-HALF_TOLERANCES = (1e-2, 1e-3)
-"""``(rtol, atol)`` of a half-precision output when none is given: float16 keeps about three
-decimal digits, and a rewrite that rounds once more (a fused BatchNorm) moves the last."""
-
-
 def _half_precision(
     tolerances: Mapping[str, Any], reference: Mapping[str, np.ndarray], notes: list[str]
 ) -> dict[str, Any]:
     """``tolerances`` with the half-precision outputs of ``reference`` compared at
-    ``HALF_TOLERANCES`` (said in a note): float32's defaults would call one rounding of a
-    float16 value a difference."""
-    per = dict(tolerances.get("per_output") or {})
-    half = [
-        name
-        for name, value in reference.items()
-        if np.asarray(value).dtype.name in ("float16", "bfloat16") and name not in per
-    ]
-    for name in half:
-        per[name] = (
-            max(tolerances.get("rtol", 0.0), HALF_TOLERANCES[0]),
-            max(tolerances.get("atol", 0.0), HALF_TOLERANCES[1]),
-        )
+    ``testing.HALF_TOLERANCES`` (said in a note)."""
+    given = tolerances.get("per_output") or {}
+    per = with_half_precision(
+        reference, tolerances.get("rtol", 0.0), tolerances.get("atol", 0.0), given
+    )
+    half = [name for name in per if name not in given]
     if half:
         notes.append(
             f"half-precision outputs {', '.join(half)} compared with rtol "

@@ -49,7 +49,7 @@ from graphtools.nested import names_in_nested_nets, nested_access
 from graphtools.onnx.external import ModelSource, load_onnx
 from graphtools.onnx.runtime import feeds_for, quiet_run, run_model, runtime_failure
 from graphtools.onnx.tie_order import TIE_ORDERED, align_tied_rows
-from graphtools.testing import OutputDiff, compare_outputs
+from graphtools.testing import OutputDiff, compare_outputs, with_half_precision
 
 __all__ = [
     "BlobComparison",
@@ -268,14 +268,16 @@ def compare_with_onnxruntime(
     model: Model,
     feeds: Mapping[str, Any],
     *,
-    rtol: float = 1e-4,
-    atol: float = 1e-5,
+    rtol: float | None = None,
+    atol: float | None = None,
     int8_steps: int = 1,
     per_output: Mapping[str, tuple[float, float]] | None = None,
 ) -> list[OutputDiff]:
     """Run onnxruntime on ``onnx_model`` and our executor on ``model``; compare the outputs
     (``per_output``: ``(rtol, atol)`` by name, as ``testing.compare_outputs`` takes them).
     An ONNX-dialect ``model`` (an optimised copy of the export, say) runs on onnxruntime too.
+    Given neither ``rtol`` nor ``atol``: 1e-4 and 1e-5, and a half-precision output at
+    ``testing.HALF_TOLERANCES`` (as ``verify`` compares them).
 
     Int8 outputs are compared in quantization steps (``int8_steps``), outputs of random fills
     by distribution (see the module docstring); ``per_output`` gives ``(rtol, atol)`` for named
@@ -284,6 +286,9 @@ def compare_with_onnxruntime(
     Returns:
         One ``OutputDiff`` per output (onnxruntime's value is ``before``, ours ``after``).
     """
+    by_precision = rtol is None and atol is None
+    rtol = 1e-4 if rtol is None else rtol
+    atol = 1e-5 if atol is None else atol
     proto = load_onnx(onnx_model)
     graph_outputs = [o.name for o in proto.graph.output]
     if model.dialect == ONNX:
@@ -291,6 +296,8 @@ def compare_with_onnxruntime(
         held = {t.name for t in proto.graph.initializer}
         fed = [i.name for i in proto.graph.input if i.name not in held]
         ran = _matched(graph_outputs, model, run_model(model, feeds_for(model, feeds, fed)))
+        if by_precision:
+            per_output = with_half_precision(reference, rtol, atol, per_output)
         return _diffs(reference, ran, {}, rtol, atol, int8_steps, per_output)
     model = _as_exported(model)
     tied = [name for op in model.predict_net if op.type in TIE_ORDERED for name in op.outputs]
@@ -301,6 +308,8 @@ def compare_with_onnxruntime(
     ours = _matched(graph_outputs, model, _outputs_of(model, workspace))
     wanted = {name: reference[name] for name in graph_outputs}
     per = {**_truncated(model), **(per_output or {})}
+    if by_precision:
+        per = with_half_precision(wanted, rtol, atol, per)
     return _diffs(wanted, ours, _random_fills(model), rtol, atol, int8_steps, per)
 
 
