@@ -56,6 +56,10 @@ def test_save_model_refuses_a_folder_for_onnx_and_an_onnx_path_for_a_pair(
     model = graphtools.load_model(_write_model(tmp_path / "m.onnx"))
     with pytest.raises(SerdeError, match="an ONNX model is one file"):
         graphtools.save_model(model, tmp_path)
+    # a folder not made yet, named as one: it wrote a file called "newdir"
+    with pytest.raises(SerdeError, match="an ONNX model is one file"):
+        graphtools.save_model(model, f"{tmp_path / 'newdir'}/")
+    assert not (tmp_path / "newdir").exists()
     with pytest.raises(SerdeError, match="binary format only"):
         graphtools.save_model(model, tmp_path / "t.onnx", text=True)
     pair = graphtools.load_model_dir(FIXTURES / "tiny_export")

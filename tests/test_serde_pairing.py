@@ -6,8 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from graphtools.errors import SerdeError
+from graphtools.serde import load_model
 from graphtools.serde.pairing import (
     discover_models,
     find_init_beside,
@@ -134,6 +136,22 @@ def test_a_folder_holding_no_model_is_refused_and_links_back_are_not_followed(
     (tmp_path / "zoo" / "sub" / "up").symlink_to(tmp_path / "zoo")
     refs = discover_models([tmp_path / "zoo"])
     assert sorted(r.path.name for r in refs) == ["B.ONNX", "a.onnx"]
+
+
+def test_a_folder_without_a_pair_says_what_it_lacks_onnx_included(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty folder: `run -o X.onnx` said several models go to a folder, `show` and
+    load_model named only predict_net files; a folder holding .onnx files names the file to
+    load."""
+    (tmp_path / "empty").mkdir()
+    code, _, err = run_cli(capsys, "run", str(tmp_path / "empty"), "-o", str(tmp_path / "x.onnx"))
+    assert code == 2 and "no model found in this folder" in err
+    code, _, err = run_cli(capsys, "show", str(tmp_path / "empty"))
+    assert code == 2 and "no .onnx model either" in err
+    _touch(tmp_path / "zoo", "a.onnx", "b.onnx")
+    with pytest.raises(SerdeError, match=r"an ONNX model loads from its file: .*a\.onnx"):
+        load_model(tmp_path / "zoo")
 
 
 def test_a_batch_name_fits_a_file_name(tmp_path: Path) -> None:

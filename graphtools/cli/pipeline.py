@@ -354,6 +354,7 @@ def _run_batch(options: argparse.Namespace, out: Output) -> int:
     if options.output is None:
         raise UsageError("several models need an output folder: -o OUTDIR (one folder each)")
     if str(options.output).lower().endswith(".onnx"):
+        discover_models(options.inputs)  # a folder holding no model says so
         raise UsageError("several models are written to a folder: -o OUTDIR, not an .onnx file")
     written = output_folder(options.output).resolve()
     # a previous run's results inside an input folder are not models to run again

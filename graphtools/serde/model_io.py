@@ -165,8 +165,15 @@ def find_model_files(directory: str | Path) -> tuple[Path, Path | None]:
                 folder, f"several candidate nets ({', '.join(found)}): name the files instead"
             )
     if not predicts:
+        onnx_files = sorted(name for name in _file_names(folder) if name.endswith(ONNX_SUFFIX))
         raise SerdeError(
-            folder, "no predict net found (expected predict_net.pb or predict_net.pbtxt)"
+            folder,
+            "no predict net found (expected predict_net.pb or predict_net.pbtxt)"
+            + (
+                f"; an ONNX model loads from its file: {folder / onnx_files[0]}"
+                if onnx_files
+                else "; no .onnx model either"
+            ),
         )
     return folder / predicts[0], folder / inits[0] if inits else None
 
@@ -292,6 +299,11 @@ def save_model(model: Model, directory: str | Path, *, text: bool | None = None)
     _expect_path(directory, "directory", "save_model")
     folder = Path(directory)
     if model.dialect == ONNX:
+        if os.fspath(directory).endswith(("/", os.sep)):  # a folder meant, missing or not
+            raise SerdeError(
+                folder,
+                f"an ONNX model is one file: name it (say {folder / 'model.onnx'}), not a folder",
+            )
         return [_save_onnx(model, folder, text)]
     if folder.suffix.lower() == ONNX_SUFFIX:
         raise SerdeError(
