@@ -117,6 +117,37 @@ def test_fc_data_and_generic_inputs() -> None:
     assert guess_generic(Model(net, init), "z", {"x": (1, 1, 6)}).shape == GENERIC_SHAPE
 
 
+def test_show_lists_the_inputs_verify_feeds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Weights read only inside an If's branch were listed as inputs of unknown type, a
+    detector's im_info (read at position 2) as a missing parameter, and an input declared
+    twice twice: show now says what verify feeds (data, im_info) and makes up (the weights)."""
+    branch = Net([Op("Conv", ["x", "branch_w"], ["z"], args={"kernel": 1})], name="else")
+    ops = [
+        Op("Conv", ["data", "w"], ["x"], args={"kernel": 1}),
+        Op(
+            "If",
+            ["cond"],
+            ["z"],
+            args={"then_net": Net([Op("Copy", ["x"], ["z"])]), "else_net": branch},
+        ),
+        Op("GenerateProposals", ["scores", "deltas", "im_info", "anchors"], ["rois", "probs"]),
+    ]
+    net = Net(
+        ops,
+        ["data", "data", "w", "cond", "branch_w", "scores", "deltas", "im_info", "anchors"],
+        ["z", "rois"],
+    )
+    save_model(Model(net), tmp_path / "pair")
+    code, out, err = run_cli(capsys, "show", str(tmp_path / "pair"), "--json")
+    assert code == 0, err
+    document = json.loads(out)
+    inputs = [blob["name"] for blob in document["inputs"]]
+    assert inputs == ["data", "cond", "scores", "im_info", "anchors"]
+    assert sorted(document["missing_params"]) == ["branch_w", "deltas", "w"]
+
+
 def test_summary_of_a_real_pair(real_fixtures: Path) -> None:
     folder = real_fixtures / "HungMingWu-pytorch_caffe2_cpp_binding"
     model = load_model(folder / "predict_net.pb", folder / "init_net.pb")

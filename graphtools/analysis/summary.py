@@ -9,7 +9,7 @@ init_net provides and their total size, the devices ops run on, and the nested n
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import prod
 
@@ -18,7 +18,7 @@ import numpy as np
 from graphtools.analysis.input_shapes import first_readers, placeholder_inputs
 from graphtools.analysis.shapes import TensorType, fill_types, infer_model_shapes, infer_shapes
 from graphtools.errors import GraphToolsError
-from graphtools.ir import Model, Net
+from graphtools.ir import Model, Net, Op
 from graphtools.printer import format_device
 
 __all__ = ["BlobSummary", "ModelSummary", "NestedSummary", "dtype_bytes", "summarize"]
@@ -101,6 +101,19 @@ def _types(net: Net, counter: Counter[str], devices: Counter[str]) -> None:
             _types(nested, counter, devices)
 
 
+def _nested_first_readers(net: Net) -> dict[str, tuple[int, Op, int]]:
+    """``first_readers`` of the nets nested in ``net`` (deepest included), the first found
+    winning: where a blob ``net`` itself never reads is read."""
+    found: dict[str, tuple[int, Op, int]] = {}
+    for op in net:
+        for _, nested in op.nested_nets():
+            for name, reader in first_readers(nested).items():
+                found.setdefault(name, reader)
+            for name, reader in _nested_first_readers(nested).items():
+                found.setdefault(name, reader)
+    return found
+
+
 def _nested(net: Net) -> list[NestedSummary]:
     found = []
     for index, op in enumerate(net):
@@ -111,8 +124,17 @@ def _nested(net: Net) -> list[NestedSummary]:
     return found
 
 
-def summarize(model: Model, input_shapes: Mapping[str, Sequence[int]]) -> ModelSummary:
-    """Summarize ``model``; ``input_shapes`` (given or guessed) type the inputs and outputs."""
+def summarize(
+    model: Model,
+    input_shapes: Mapping[str, Sequence[int]],
+    fed_as_input: Callable[[str, int], bool] = lambda op_type, position: False,
+) -> ModelSummary:
+    """Summarize ``model``; ``input_shapes`` (given or guessed) type the inputs and outputs.
+
+    A blob nothing provides is an input when its first reader (in the predict_net, else in a
+    net nested in it: an ``If`` branch's weights) reads it as data (input 0) or where
+    ``fed_as_input(op type, input position)`` says ``verify`` feeds an input (a detector's
+    ``im_info``: ``graphtools.feeds.roles.ROLES``), else a missing parameter."""
     net = model.predict_net
     counter: Counter[str] = Counter()
     devices: Counter[str] = Counter()
@@ -151,12 +173,19 @@ def summarize(model: Model, input_shapes: Mapping[str, Sequence[int]]) -> ModelS
         return BlobSummary(name, str(t), _size(t))
 
     readers = first_readers(net)
+    nested_readers = _nested_first_readers(net)
     declared = net.external_input_set()
-    for name in [*net.external_inputs, *(n for n in readers if n not in declared)]:
+    for name in dict.fromkeys([*net.external_inputs, *readers]):  # each name once
         if name in produced:
             continue
-        reader = readers.get(name)
-        if reader is not None and reader[2] >= 1 and name not in summary.input_shapes:
+        reader = readers.get(name) or nested_readers.get(name)
+        read_as = None if reader is None else (reader[1].type, reader[2])
+        if (
+            read_as is not None
+            and read_as[1] >= 1
+            and not fed_as_input(*read_as)
+            and name not in summary.input_shapes
+        ):
             summary.missing_params.append(name)
         elif reader is not None or name in declared:
             first = info.types.get((name, 0)) if info is not None else None

@@ -67,6 +67,14 @@ def _human(count: float) -> str:
     return f"{count:.3g}T"
 
 
+def _fed_as_input(op_type: str, position: int) -> bool:
+    """Whether ``verify`` feeds the blob op ``op_type`` reads at ``position`` as an input
+    (asked only of a blob nothing provides: the roles load the executor)."""
+    from graphtools.feeds.roles import ROLES
+
+    return (op_type, position) in ROLES
+
+
 def _summary_data(summary: ModelSummary, path: str, model: Model) -> dict[str, Any]:
     return {
         "path": path,
@@ -244,7 +252,7 @@ def _show_one(out: Output, options: argparse.Namespace, path: str, model: Model)
         print_onnx_summary(out, described)
         return described
     shapes, where = typing_shapes(model, path, options.shapes)
-    summary = summarize(model, shapes)
+    summary = summarize(model, shapes, _fed_as_input)
     _print_summary(out, summary, model, where)
     for name, (_, fill) in placeholder_inputs(model).items():
         out.note(
