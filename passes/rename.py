@@ -150,8 +150,8 @@ def rename_model_input(
         if from_init:
             raise NoProducerError(
                 f"cannot rename {blob} ({op_label}) from its producer: the init_net writes "
-                "it, and from_producer renames within the predict_net; rename it in both "
-                "nets with rename_versioned_blob"
+                "it, and from_producer renames within the predict_net; rename it without "
+                "from_producer (the rename pass renames it in both nets)"
             )
         # An input of the net: renamed with every read of it, as its producer's would be.
         return rename_versioned_blob(predict, blob, new_name)
@@ -162,7 +162,10 @@ def rename_model_input(
         if produced:
             hint = "use rename_op_output on its producer, or from_producer=True"
         elif from_init:
-            hint = "the init_net writes it: rename it in both nets with rename_versioned_blob"
+            hint = (
+                "the init_net writes it: rename it in both nets with "
+                "graphtools.passes.rename.rename_versioned_blob"
+            )
         else:
             hint = "it is an input of the net: from_producer=True renames it and every read"
         raise IllegalRewriteError(

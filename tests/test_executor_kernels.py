@@ -666,6 +666,13 @@ def test_split_sizes_from_input() -> None:
     np.testing.assert_array_equal(b, x[2:])
 
 
+def test_a_split_that_does_not_fit_names_the_axis_and_its_size() -> None:
+    """'do not cover dim 1 in 5 parts' read a size as an axis."""
+    op = Op("Split", ["x"], list("abcde"), args={"axis": 0, "split": [1] * 5})
+    with pytest.raises(ExecutionError, match=r"do not cut axis 0 \(size 1\) into 5 parts"):
+        run_caffe2(op, {"x": randn(1, 4)})
+
+
 @pytest.mark.parametrize(
     ("starts", "ends"),
     [((0, 1), (-1, 3)), ((1, 0, 2), (2, -1, -1)), ((0, -3), (-1, -2)), ((2,), (-1,))],

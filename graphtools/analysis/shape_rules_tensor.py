@@ -115,7 +115,7 @@ def _split(op: Op, inputs: list[TensorType], values: list[Values | None]) -> lis
         sizes = [int(v) for v in op.arg("split")]
     elif isinstance(size, int):
         if size % parts:
-            raise ValueError(f"dim {size} does not split into {parts} equal parts")
+            raise ValueError(f"axis {axis} (size {size}) does not split into {parts} equal parts")
         sizes = [size // parts] * parts
     else:
         sizes = [size if parts == 1 else None] * parts
@@ -123,7 +123,7 @@ def _split(op: Op, inputs: list[TensorType], values: list[Values | None]) -> lis
         raise ValueError(f"split sizes {sizes} do not make {parts} parts")
     ints = [s for s in sizes if isinstance(s, int)]
     if isinstance(size, int) and len(ints) == len(sizes) and sum(ints) != size:
-        raise ValueError(f"split sizes {sizes} do not cover dim {size}")
+        raise ValueError(f"split sizes {sizes} do not sum to the size of axis {axis}, {size}")
     outs = []
     for part in sizes:
         shape = list(x.shape)

@@ -48,10 +48,15 @@ def _split(op: Op, inputs: list[Any]) -> list[Any]:
         sizes = [int(v) for v in op.arg("split")]
     else:
         if x.shape[axis] % count:
-            raise ValueError(f"dim {x.shape[axis]} does not split into {count} equal parts")
+            raise ValueError(
+                f"axis {axis} (size {x.shape[axis]}) does not split into {count} equal parts"
+            )
         sizes = [x.shape[axis] // count] * count
     if len(sizes) != count or sum(sizes) != x.shape[axis]:
-        raise ValueError(f"split sizes {sizes} do not cover dim {x.shape[axis]} in {count} parts")
+        raise ValueError(
+            f"split sizes {sizes} ({len(sizes)} parts summing to {sum(sizes)}) do not cut axis "
+            f"{axis} (size {x.shape[axis]}) into {count} parts"
+        )
     parts = np.split(x, np.cumsum(sizes)[:-1], axis=axis)
     if add_axis:
         parts = [np.squeeze(p, axis=axis) for p in parts]
