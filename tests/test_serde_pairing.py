@@ -9,7 +9,8 @@ import pytest
 from conftest import run_cli
 
 from graphtools.errors import SerdeError
-from graphtools.serde import load_model
+from graphtools.ir import Model, Net, Op
+from graphtools.serde import load_model, save_model
 from graphtools.serde.pairing import (
     discover_models,
     find_init_beside,
@@ -152,6 +153,25 @@ def test_a_folder_without_a_pair_says_what_it_lacks_onnx_included(
     _touch(tmp_path / "zoo", "a.onnx", "b.onnx")
     with pytest.raises(SerdeError, match=r"an ONNX model loads from its file: .*a\.onnx"):
         load_model(tmp_path / "zoo")
+
+
+def test_a_folder_of_several_models_is_one_batch_to_run_and_refused_by_show(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pair with fc_predict_net/fc_init_net beside it (glow's folder): show read the pair
+    and verify ran both; show now refuses, naming both models, and run takes the batch."""
+    model = Model(Net([Op("Relu", ["x"], ["y"])], ["x"], ["y"]))
+    folder = tmp_path / "two"
+    save_model(model, folder)
+    save_model(model, tmp_path / "other")
+    (tmp_path / "other" / "predict_net.pb").rename(folder / "fc_predict_net.pb")
+    code, _, err = run_cli(capsys, "show", str(folder))
+    assert code == 2 and "holds 2 models (fc_predict_net.pb, predict_net.pb)" in err
+    code, _, err = run_cli(capsys, "run", str(folder), "-o", str(tmp_path / "out"))
+    assert code == 0, err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["fc_predict_net", "predict_net"]
+    code, out, err = run_cli(capsys, "show", str(folder / "fc_predict_net.pb"))
+    assert code == 0 and "1 ops" in out, err
 
 
 def test_a_batch_name_fits_a_file_name(tmp_path: Path) -> None:

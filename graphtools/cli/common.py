@@ -27,7 +27,13 @@ from graphtools.errors import SerdeError, UsageError, did_you_mean
 from graphtools.ir import Model
 from graphtools.serde import find_model_files, load_model
 from graphtools.serde.netdef_io import TEXT_SUFFIXES, is_blank
-from graphtools.serde.pairing import find_init_beside, inits_in_two_formats, left_out_note
+from graphtools.serde.pairing import (
+    discover_models,
+    find_init_beside,
+    inits_in_two_formats,
+    is_one_model_folder,
+    left_out_note,
+)
 
 if TYPE_CHECKING:  # types only: show and friends import neither the passes nor the executor
     from graphtools.pass_infra import PassManager, PassRecord
@@ -166,6 +172,28 @@ def _check_not_empty(path: Path, role: str) -> bool:
     return True
 
 
+def _refuse_several_models(folder: Path) -> None:
+    """A folder holding a pair and other models (a second ``*predict_net`` file, an
+    ``.onnx`` model) is no model folder: ``run`` and ``verify`` take it as a batch, so a
+    command of one model refuses it rather than pick the pair.
+
+    Raises:
+        UsageError: the folder holds several models, listed.
+    """
+    if is_one_model_folder(folder):
+        return
+    models = [ref.path for ref in discover_models([folder])]
+    if len(models) < 2:
+        return
+    shown = ", ".join(str(p.relative_to(folder)) for p in models[:4])
+    more = ", ..." if len(models) > 4 else ""
+    raise UsageError(
+        f"{folder} holds {len(models)} models ({shown}{more}), not one model: name one (a "
+        "folder holds one pair, or its predict_net file); run and verify take such a folder "
+        "as a batch"
+    )
+
+
 def load_input(
     path: str | Path,
     init: str | None = None,
@@ -199,6 +227,7 @@ def load_input(
                 f"{source} holds no Caffe2 pair (predict_net.pb or .pbtxt) but {len(names)} "
                 f"ONNX models ({shown}): give one of them"
             ) from None
+        _refuse_several_models(source)
         if no_init:
             found = None
         note = left_out_note(source)
