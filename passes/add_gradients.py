@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from graphtools._core import CAFFE2
-from graphtools.errors import PreconditionError
+from graphtools.errors import GradientMakerError, PreconditionError
 from graphtools.gradients import add_gradient_operators
 from graphtools.ir import Model
 from graphtools.pass_infra import Pass, PassResult
@@ -68,7 +68,14 @@ class AddGradients(Pass):
         if all(y + "_autogen_grad" in written for y in self.ys):
             return PassResult(model, False, {"gradient_ops": 0, "gradients": 0})
         before = len(net)
-        grad_map = add_gradient_operators(net, list(self.ys))
+        try:
+            grad_map = add_gradient_operators(net, list(self.ys))
+        except GradientMakerError as exc:  # Caffe2's text ends with the op's whole dump
+            said = str(exc).split("\n", 1)[0].rstrip(".")
+            raise GradientMakerError(
+                f"add-gradients: {said} (the built-in makers: docs/gradients.md; one of your "
+                "own: graphtools.gradients.GradientRegistry.RegisterGradient)"
+            ) from exc
         return PassResult(
             model, True, {"gradient_ops": len(net) - before, "gradients": len(grad_map)}
         )

@@ -71,6 +71,60 @@ CASES = {
         ["y"],
     ),
     "Copy": ([Op("Copy", ["x"], ["y"])], {"x": rand(2, 3)}, ["y"]),
+    "CopyGPUToCPU": ([Op("CopyGPUToCPU", ["x"], ["y"])], {"x": rand(2, 3)}, ["y"]),
+    "CopyCPUToGPU": ([Op("CopyCPUToGPU", ["x"], ["y"])], {"x": rand(2, 3)}, ["y"]),
+    "Conv": (
+        [Op("Conv", ["x", "w", "b"], ["y"], args={"kernel": 3})],
+        {"x": rand(2, 3, 5, 5), "w": rand(4, 3, 3, 3), "b": rand(4)},
+        ["y"],
+    ),
+    "Conv-no-bias-strided-padded-dilated": (
+        [Op("Conv", ["x", "w"], ["y"], args={"kernel": 2, "stride": 2, "pad": 1, "dilation": 2})],
+        {"x": rand(1, 2, 6, 7), "w": rand(3, 2, 2, 2)},
+        ["y"],
+    ),
+    "Conv-grouped-NHWC": (
+        [Op("Conv", ["x", "w", "b"], ["y"], args={"kernel": 2, "group": 2, "order": "NHWC"})],
+        {"x": rand(2, 4, 4, 4), "w": rand(6, 2, 2, 2), "b": rand(6)},
+        ["y"],
+    ),
+    "Conv-1d-pads": (
+        [Op("Conv", ["x", "w", "b"], ["y"], args={"kernels": [3], "pads": [2, 1]})],
+        {"x": rand(2, 2, 6), "w": rand(3, 2, 3), "b": rand(3)},
+        ["y"],
+    ),
+    "MaxPool": (
+        [Op("MaxPool", ["x"], ["y"], args={"kernel": 2, "stride": 2})],
+        {"x": rand(2, 3, 4, 6)},
+        ["y"],
+    ),
+    "MaxPool-overlapping-padded-NHWC": (
+        [Op("MaxPool", ["x"], ["y"], args={"kernel": 3, "stride": 1, "pad": 1, "order": "NHWC"})],
+        {"x": rand(1, 5, 4, 2)},
+        ["y"],
+    ),
+    "AveragePool-padded": (
+        [Op("AveragePool", ["x"], ["y"], args={"kernel": 3, "stride": 2, "pad": 1})],
+        {"x": rand(2, 2, 5, 5)},
+        ["y"],
+    ),
+    "AveragePool-count-include-pad": (
+        [
+            Op(
+                "AveragePool",
+                ["x"],
+                ["y"],
+                args={"kernel": 3, "stride": 2, "pad": 1, "count_include_pad": 1},
+            )
+        ],
+        {"x": rand(2, 2, 5, 5)},
+        ["y"],
+    ),
+    "AveragePool-global": (
+        [Op("AveragePool", ["x"], ["y"], args={"global_pooling": 1})],
+        {"x": rand(2, 3, 4, 5)},
+        ["y"],
+    ),
     "Concat": (
         [Op("Concat", ["a", "b"], ["y", "dims"], args={"axis": 1})],
         {"a": rand(2, 3), "b": rand(2, 1)},

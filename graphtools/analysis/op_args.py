@@ -185,3 +185,19 @@ def windows(x: np.ndarray, geo: Geometry, pad_value: float = 0.0) -> np.ndarray:
     steps = [slice(0, o * s, s) for o, s in zip(geo.out_sizes, geo.strides, strict=True)]
     index = (slice(None), slice(None), *steps, *(slice(None, None, d) for d in geo.dilations))
     return view[index]
+
+
+def windows_adjoint(cols: np.ndarray, shape: tuple[int, ...], geo: Geometry) -> np.ndarray:
+    """The adjoint of ``windows``: each element of ``cols`` (N, C, *out_sizes, *kernel) added
+    back to where ``windows`` took it from in an N, C, *spatial array of ``shape``, what fell
+    in the padding left out (a gradient through ``windows``)."""
+    padded = [s + h + t for s, h, t in zip(shape[2:], geo.pads_head, geo.pads_tail, strict=True)]
+    out = np.zeros((*shape[:2], *padded), dtype=cols.dtype)
+    for offset in np.ndindex(*geo.kernel):
+        target = tuple(
+            slice(k * d, k * d + st * (n - 1) + 1, st)
+            for k, d, st, n in zip(offset, geo.dilations, geo.strides, geo.out_sizes, strict=True)
+        )
+        out[(slice(None), slice(None), *target)] += cols[(..., *offset)]
+    crop = tuple(slice(h, h + s) for h, s in zip(geo.pads_head, shape[2:], strict=True))
+    return out[(slice(None), slice(None), *crop)]

@@ -61,6 +61,30 @@ def _fc_gradient(op: Op, inputs: list[TensorType]) -> list[TensorType]:
     ]
 
 
+@shape_rule("ConvGradient")
+def _conv_gradient(op: Op, inputs: list[TensorType]) -> list[TensorType]:
+    """Inputs ``(X, W, dY)``: dW like W, db (unless ``no_bias``) of W's filters in dY's
+    dtype, dX (when asked) like X."""
+    need(op, inputs, 3)
+    x, w, dy = inputs[:3]
+    filters = None
+    if w.shape is not None:
+        filters = w.shape[-1] if op.arg("order", b"NCHW") in (b"NHWC", "NHWC") else w.shape[0]
+    outputs = [w]
+    if not op.arg("no_bias", 0):
+        outputs.append(TensorType(dy.dtype, None if w.shape is None else (filters,)))
+    if len(op.outputs) > len(outputs):
+        outputs.append(x)
+    return outputs
+
+
+@shape_rule("MaxPoolGradient", "AveragePoolGradient")
+def _pool_gradient(op: Op, inputs: list[TensorType]) -> list[TensorType]:
+    """Inputs ``(X, Y, dY)``: dX like X."""
+    need(op, inputs, 3)
+    return [inputs[0]]
+
+
 def _relu_gradient_of(y: Any, dy: Any) -> Any:
     return np.where(y > 0, dy, np.zeros((), dy.dtype))
 

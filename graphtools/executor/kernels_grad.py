@@ -14,8 +14,17 @@ from typing import Any
 
 import numpy as np
 
-from graphtools.analysis.op_args import canonical_axis
+from graphtools.analysis.op_args import (
+    canonical_axis,
+    from_nchw,
+    geometry,
+    order,
+    to_nchw,
+    windows,
+    windows_adjoint,
+)
 from graphtools.executor.kernels_math import binary_operands
+from graphtools.executor.kernels_nn import pool_counts, pool_geometry
 from graphtools.executor.kernels_train import (
     lstm_unit_gates,
     softmax_with_loss_parts,
@@ -94,6 +103,60 @@ def _fc_gradient(op: Op, inputs: list[Any]) -> list[Any]:
     db = dy2.sum(axis=0)
     dx = (dy2 @ w2).reshape(x.shape)
     return [dw.astype(w.dtype, copy=False), db.astype(dy.dtype, copy=False), dx]
+
+
+@kernel("ConvGradient")
+def _conv_gradient(op: Op, inputs: list[Any]) -> list[Any]:
+    """Inputs ``(X, W, dY)``; outputs ``(dW, db, dX)``, ``db`` left out with ``no_bias`` and
+    ``dX`` when not asked for (Caffe2's ``ConvGradient`` output order): the convolution's
+    im2col matmul run backwards, ``dX`` put back through the windows."""
+    layout = order(op)
+    x = to_nchw(np.asarray(inputs[0]), layout)
+    w = np.asarray(inputs[1])
+    w = np.moveaxis(w, -1, 1) if layout == "NHWC" else w
+    dy = to_nchw(np.asarray(inputs[2]), layout)
+    geo = geometry(op, x.shape[2:], w.shape[2:])
+    group = int(op.arg("group", 1))
+    n, c, m, nd = x.shape[0], x.shape[1], w.shape[0], len(geo.kernel)
+    cg, mg, k = c // group, m // group, prod(geo.kernel)
+    positions = n * prod(geo.out_sizes)
+    perm = (1, 0, *range(3, 3 + nd), 2, *range(3 + nd, 3 + 2 * nd))  # conv_nchw's
+    win = windows(x, geo).reshape(n, group, cg, *geo.out_sizes, *geo.kernel)
+    cols = win.transpose(perm).reshape(group, positions, cg * k)
+    dyg = dy.reshape(n, group, mg, *geo.out_sizes).transpose(1, 0, *range(3, 3 + nd), 2)
+    dyg = dyg.reshape(group, positions, mg)
+    dw = np.matmul(cols.transpose(0, 2, 1), dyg).transpose(0, 2, 1).reshape(w.shape)
+    results = [(np.moveaxis(dw, 1, -1) if layout == "NHWC" else dw).astype(w.dtype, copy=False)]
+    if not op.arg("no_bias", 0):
+        results.append(dy.sum(axis=(0, *range(2, dy.ndim))).astype(dy.dtype, copy=False))
+    if len(op.outputs) > len(results):
+        dcols = np.matmul(dyg, w.reshape(group, mg, cg * k))
+        dcols = dcols.reshape(group, n, *geo.out_sizes, cg, *geo.kernel)
+        dcols = dcols.transpose(np.argsort(perm)).reshape(n, c, *geo.out_sizes, *geo.kernel)
+        dx = windows_adjoint(dcols, x.shape, geo).astype(x.dtype, copy=False)
+        results.append(from_nchw(dx, layout))
+    return results
+
+
+@kernel("MaxPoolGradient", "AveragePoolGradient")
+def _pool_gradient(op: Op, inputs: list[Any]) -> list[Any]:
+    """Inputs ``(X, Y, dY)``; output ``dX``. Max: every input element equal to its window's
+    maximum gets the window's gradient (ties all do, as Caffe2's CPU kernel gives it); average:
+    each element of a window its share (the forward pass's count)."""
+    layout = order(op)
+    x = to_nchw(np.asarray(inputs[0]), layout)
+    y = to_nchw(np.asarray(inputs[1]), layout)
+    dy = to_nchw(np.asarray(inputs[2]), layout)
+    geo = pool_geometry(op, x)
+    spread = (...,) + (None,) * len(geo.kernel)
+    if op.type == "MaxPoolGradient":
+        fill = -np.inf if np.issubdtype(x.dtype, np.floating) else np.iinfo(x.dtype).min
+        cols = np.where(windows(x, geo, fill) == y[spread], dy[spread], 0)
+    else:
+        share = dy / pool_counts(op, x, geo)
+        cols = np.broadcast_to(share[spread], (*share.shape, *geo.kernel))
+    dx = windows_adjoint(np.asarray(cols, dtype=dy.dtype), x.shape, geo)
+    return [from_nchw(dx.astype(x.dtype, copy=False), layout)]
 
 
 @kernel("ReluGradient")

@@ -161,18 +161,26 @@ def pool(op: Op, x: np.ndarray, mode: str) -> np.ndarray:
     excluded, Caffe2's ``AveragePool``); with ``count_include_pad=1`` by the window clipped to
     the padded extent.
     """
-    geo = geometry(op, x.shape[2:], global_pooling=bool(op.arg("global_pooling", 0)))
-    nd = len(geo.kernel)
-    axes = tuple(range(-nd, 0))
+    geo = pool_geometry(op, x)
+    axes = tuple(range(-len(geo.kernel), 0))
     if mode == "max":
         fill = -np.inf if np.issubdtype(x.dtype, np.floating) else np.iinfo(x.dtype).min
         return windows(x, geo, fill).max(axis=axes)
     total = windows(x, geo).sum(axis=axes, dtype=np.float64)
-    if op.arg("count_include_pad", 0):
-        count = windows(np.ones((1, 1, *x.shape[2:])), geo, 1.0).sum(axis=axes)
-    else:
-        count = windows(np.ones((1, 1, *x.shape[2:])), geo, 0.0).sum(axis=axes)
-    return (total / count).astype(x.dtype)
+    return (total / pool_counts(op, x, geo)).astype(x.dtype)
+
+
+def pool_geometry(op: Op, x: np.ndarray) -> Geometry:
+    """The windows of a pooling op over a channels-first ``x`` (``global_pooling`` too)."""
+    return geometry(op, x.shape[2:], global_pooling=bool(op.arg("global_pooling", 0)))
+
+
+def pool_counts(op: Op, x: np.ndarray, geo: Geometry) -> np.ndarray:
+    """What average pooling divides each window's sum by (1, 1, *out_sizes): its elements
+    inside the image, or (``count_include_pad=1``) inside the padded extent."""
+    axes = tuple(range(-len(geo.kernel), 0))
+    pad = 1.0 if op.arg("count_include_pad", 0) else 0.0
+    return windows(np.ones((1, 1, *x.shape[2:])), geo, pad).sum(axis=axes)
 
 
 @kernel("MaxPool", "MaxPool1D", "MaxPool2D", "MaxPool3D")

@@ -95,6 +95,43 @@ def _copy(ctx: MakerContext) -> list[OperatorDef]:
     return [ctx.make("CopyOnDeviceLike", [ctx.GO(0), ctx.I(0)], [ctx.GI(0)])]
 
 
+@builtin_gradient("CopyGPUToCPU", inputs=ONE, outputs=ONE)
+def _gpu_to_cpu(ctx: MakerContext) -> list[OperatorDef]:
+    return [ctx.make("CopyCPUToGPU", [ctx.GO(0)], [ctx.GI(0)])]
+
+
+@builtin_gradient("CopyCPUToGPU", inputs=ONE, outputs=ONE)
+def _cpu_to_gpu(ctx: MakerContext) -> list[OperatorDef]:
+    return [ctx.make("CopyGPUToCPU", [ctx.GO(0)], [ctx.GI(0)])]
+
+
+@builtin_gradient("Conv", inputs=(2, 3), outputs=ONE)
+def _conv(ctx: MakerContext) -> list[OperatorDef]:
+    """Caffe2's ``GetConvGradient``: ``ConvGradient(X, W, dY) -> dW, db, dX``, without ``db``
+    (and with ``no_bias=1``) for a Conv without bias, without ``dX`` with
+    ``no_gradient_to_input``."""
+    to_input = not ctx.arg("no_gradient_to_input", 0)
+    inputs = [ctx.I(0), ctx.I(1), ctx.GO(0)]
+    if len(ctx.op.input) == 3:
+        outputs = [ctx.GI(1), ctx.GI(2)] + ([ctx.GI(0)] if to_input else [])
+        return [ctx.make("ConvGradient", inputs, outputs)]
+    outputs = [ctx.GI(1)] + ([ctx.GI(0)] if to_input else [])
+    return [ctx.make("ConvGradient", inputs, outputs, no_bias=1)]
+
+
+def _pool(gradient_type: str):  # type: ignore[no-untyped-def]
+    """Caffe2's ``GetPoolGradient``: ``<Pool>Gradient(X, Y, dY) -> dX``."""
+
+    def maker(ctx: MakerContext) -> list[OperatorDef]:
+        return [ctx.make(gradient_type, [ctx.I(0), ctx.O(0), ctx.GO(0)], [ctx.GI(0)])]
+
+    return maker
+
+
+for _type in ("MaxPool", "AveragePool"):
+    builtin_gradient(_type, inputs=ONE, outputs=ONE)(_pool(_type + "Gradient"))
+
+
 @builtin_gradient("Concat", inputs=(1, None), outputs=(1, 2))
 def _concat(ctx: MakerContext) -> list[OperatorDef]:
     if not ctx.has_GO(0):
