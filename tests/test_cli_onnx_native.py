@@ -1714,7 +1714,7 @@ def test_string_outputs_are_saved_and_compared_and_ragged_sequences_refused(
 
 
 def test_strings_ending_in_nul_are_refused_by_name_not_cut() -> None:
-    from graphtools.cli.pipeline import npz_bytes
+    from graphtools.cli.npz_files import npz_bytes
 
     with pytest.raises(UsageError, match="'s' holds strings ending in NUL"):
         npz_bytes({"s": np.array([b"a\x00", b"b"], dtype=object)})

@@ -45,17 +45,11 @@ from graphtools.cli.common import (
     tolerances_by_name,
     vacuous_notes,
 )
+from graphtools.cli.npz_files import feeds_of, load_npz, npz_bytes, saved_inputs
 from graphtools.cli.onnx_files import is_onnx_file
 from graphtools.cli.onnx_verify import saved_arrays, verify_onnx_model
 from graphtools.cli.pass_shapes import with_input_shapes
-from graphtools.cli.pipeline import (
-    feeds_of,
-    is_collection,
-    load_npz,
-    npz_bytes,
-    printer_after_pass,
-    saved_inputs,
-)
+from graphtools.cli.pipeline import is_collection, printer_after_pass
 from graphtools.errors import ExecutionError, GraphToolsError
 from graphtools.executor import Int8Tensor
 from graphtools.feeds import MadeInput, Synthesis, synthesize

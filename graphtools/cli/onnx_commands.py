@@ -42,6 +42,7 @@ from graphtools.cli.common import (
     vacuous_notes,
     writable_symbol,
 )
+from graphtools.cli.npz_files import feeds_of, load_npz
 from graphtools.cli.onnx_files import is_onnx_file, load_onnx_file
 from graphtools.cli.pass_shapes import with_input_shapes
 from graphtools.errors import (
@@ -517,7 +518,6 @@ def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: O
     blobs are compared with the same statistics and tolerances. Default tolerances: rtol
     1e-4, atol 1e-5 (onnxruntime and numpy round differently); Int8 blobs within one
     quantization step."""
-    from graphtools.cli.pipeline import feeds_of, load_npz  # imports this module
     from graphtools.onnx import compare_blobs_with_onnxruntime, compare_with_onnxruntime
 
     if len(options.inputs) != 1:
