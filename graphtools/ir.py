@@ -257,6 +257,27 @@ class OpSource(Protocol):
         ...
 
 
+class NameOrder:
+    """Blob names a loader expects the ops to name in this order, so that each op's names are
+    those very strings rather than copies (``Op.wrap_loaded``).
+
+    A loaded name is a new string per occurrence: at 10^6 ops, 8 million strings for 2
+    million names (a parameter is named by its fill, the init_net's outputs, the
+    predict_net's inputs and the op reading it). Hashing them into one table costs half a
+    microsecond a name; names come in file order instead, so an op's name is compared with
+    the next one ``expected`` (the net's declared names: an exporter lists its parameters in
+    the order the ops read them) and with the previous op's first output (a chain of layers),
+    and takes that string when equal. A name out of order just stays a copy.
+    """
+
+    __slots__ = ("cursor", "expected", "previous")
+
+    def __init__(self, expected: Iterable[str]) -> None:
+        self.expected: list[str | None] = [*expected, None]  # None: the end, no name's
+        self.cursor = 0
+        self.previous: tuple[str, ...] = ()
+
+
 class Op:
     """One operator: an immutable value.
 
@@ -332,6 +353,7 @@ class Op:
         control: bool | None,
         type_field: str = "type",
         start: int = 0,
+        order: NameOrder | None = None,
     ) -> list[Op]:
         """Ops for a codec: one per record (anything with ``type``, ``input`` and ``output``,
         an ``OperatorDef`` typically; ``type_field`` names the type's field when it is not
@@ -340,21 +362,51 @@ class Op:
 
         ``nested``/``control`` preset every op's "holds nested nets" / "lists control inputs"
         flags (``None``: each op works it out when first asked). One loop with no call per
-        op: loading a net is this loop over every op of the file. Names are not interned:
-        at 10^6 ops ``sys.intern`` saved 0.28 GB but cost 2.8 s of a 6.3 s load, 15% of the
-        benchmark's whole run.
+        op: loading a net is this loop over every op of the file. Names are not interned (at
+        10^6 ops ``sys.intern`` saved 0.28 GB but cost 2.8 s of a 6.3 s load); with an
+        ``order`` they take the strings of the names it expects, in file order (``NameOrder``,
+        whose cursor carries from one chunk of records to the next).
         """
         new = cls.__new__
         types: dict[str, str] = {}  # one string object per op type, not one per op
         ops: list[Op] = []
         append = ops.append
         type_of = operator.attrgetter(type_field)
+        if order is not None:
+            expected, cursor, previous = order.expected, order.cursor, order.previous
+            want = expected[cursor]  # the list ends with None, which no name equals
         for index, record in enumerate(records, start):
             op = new(cls)
             op_type = type_of(record)
             op.type = types.setdefault(op_type, op_type)
-            op.inputs = tuple(record.input[:])
-            op.outputs = tuple(record.output[:])
+            if order is None:
+                op.inputs = tuple(record.input[:])
+                op.outputs = tuple(record.output[:])
+            else:
+                names = record.input[:]
+                if names:
+                    first = 0
+                    if previous and names[0] == previous[0]:
+                        names[0] = previous[0]
+                        first = 1
+                    for position in range(first, len(names)):
+                        if names[position] == want:
+                            names[position] = want
+                            cursor += 1
+                            want = expected[cursor]
+                    op.inputs = tuple(names)
+                else:
+                    op.inputs = ()
+                outputs = record.output[:]
+                if outputs:
+                    first = outputs[0]
+                    if names and first == names[0]:
+                        outputs[0] = names[0]  # in place
+                    elif first == want:
+                        outputs[0] = want
+                        cursor += 1
+                        want = expected[cursor]
+                op.outputs = previous = tuple(outputs)
             op._lazy = None
             op._changed = _UNCHANGED
             op._parent = parent
@@ -363,6 +415,8 @@ class Op:
             op._source = source
             op._index = index
             append(op)
+        if order is not None:
+            order.cursor, order.previous = cursor, previous
         return ops
 
     def _get(self, key: str) -> Any:

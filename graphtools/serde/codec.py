@@ -18,7 +18,8 @@ so that a million-op net needs no per-op probe.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,7 +27,16 @@ from google.protobuf import unknown_fields
 
 from graphtools._core import is_text_step_net
 from graphtools._gc import paused_gc
-from graphtools.ir import LAZY_OP_FIELDS, Argument, DeviceOption, Model, Net, Op, OpSource
+from graphtools.ir import (
+    LAZY_OP_FIELDS,
+    Argument,
+    DeviceOption,
+    Model,
+    NameOrder,
+    Net,
+    Op,
+    OpSource,
+)
 from graphtools.proto import caffe2_pb2, netdef_lite_pb2
 from graphtools.serde.check import NetProbe, probe_netdef
 from graphtools.serde.op_bytes import OpBytes, read_ops, tagged_ops
@@ -418,6 +428,7 @@ def net_from_bytes(
     probe: NetProbe | None = None,
     raw: netdef_lite_pb2.NetDefWithRawOps | None = None,
     file: str | Path | None = None,
+    names_of: Sequence[str] = (),
 ) -> Net:
     """The IR of a binary NetDef, without building its messages: the net keeps ``data``, its
     ops decode their messages from it when first needed, and unchanged ops are saved as their
@@ -426,7 +437,10 @@ def net_from_bytes(
     ``probe`` is what ``check.probe_netdef`` found in ``data`` and ``raw`` is ``data`` parsed
     as ``NetDefWithRawOps``, when the caller has them already. ``file`` is the file ``data``
     was read from: a large one is then kept as a map of the file, not as ``data``
-    (``graphtools.serde.mapped_file``).
+    (``graphtools.serde.mapped_file``). ``names_of``: the declared outputs of a net loaded
+    before (the init_net's, for its predict_net), whose strings the net's declared inputs
+    share where they list them in the same order (``ir.NameOrder``; the ops share the
+    declared names).
 
     Raises:
         SerdeError: a string of the net is not UTF-8, or its nets nest too deep.
@@ -440,17 +454,22 @@ def net_from_bytes(
     header = header_from_raw(raw)
     chunks, layout = read_ops(raw, data)
     source = _RawSource(layout)
+    external_inputs = shared_names(raw.external_input, names_of)
+    external_outputs = list(raw.external_output)
+    order = NameOrder(chain(external_inputs, external_outputs))
 
     def make_ops(net: Net) -> list[Op]:
         ops: list[Op] = []
         for first, records in chunks:
-            ops += Op.wrap_loaded(records, net, source, nested=nested, control=control, start=first)
+            ops += Op.wrap_loaded(
+                records, net, source, nested=nested, control=control, start=first, order=order
+            )
         return ops
 
     net = Net.loaded(
         make_ops,
-        list(raw.external_input),
-        list(raw.external_output),
+        external_inputs,
+        external_outputs,
         header,
         lambda net: tuple(argument_from_proto(a, net) for a in header.arg),
         parent,
@@ -460,6 +479,22 @@ def net_from_bytes(
     if file is not None:
         layout.keep_mapped(file)
     return net
+
+
+def shared_names(names: Iterable[str], known: Sequence[str]) -> list[str]:
+    """``names`` as a list whose entries are the strings of ``known`` where ``known`` lists
+    the same names in the same order, starting within ``names``' first 16 entries (a
+    predict_net declares its data inputs, then the parameters its init_net fills)."""
+    found = list(names)
+    if not known or not found:
+        return found
+    first = known[0]
+    offset = next((i for i in range(min(len(found), 16)) if found[i] == first), None)
+    if offset is None:
+        return found
+    end = min(len(found), offset + len(known))
+    found[offset:end] = [b if a == b else a for a, b in zip(found[offset:end], known, strict=False)]
+    return found
 
 
 def _device_of(header: NetDef) -> DeviceOption | None:

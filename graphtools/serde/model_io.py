@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from graphtools._core import ONNX
@@ -71,7 +71,8 @@ def load_model(
     init_net = init_text = None
     if init_path is not None:
         init_net, init_text = load_ir_net(init_path, allow_empty=allow_empty)
-    predict_net, was_text = _ir_net(data, predict_path)
+    shared = () if init_net is None else init_net.external_outputs
+    predict_net, was_text = _ir_net(data, predict_path, names_of=shared)
     if init_net is not None and init_path is not None:
         _refuse_swapped(predict_net, init_net, Path(predict_path), Path(init_path))
     return Model(
@@ -111,8 +112,10 @@ def load_ir_net(path: str | Path, *, allow_empty: bool = False) -> tuple[Net, bo
     return _ir_net(read_bytes(path), path, allow_empty=allow_empty)
 
 
-def _ir_net(data: bytes, path: str | Path, *, allow_empty: bool = False) -> tuple[Net, bool]:
-    net = binary_net(data, path)
+def _ir_net(
+    data: bytes, path: str | Path, *, allow_empty: bool = False, names_of: Sequence[str] = ()
+) -> tuple[Net, bool]:
+    net = binary_net(data, path, names_of)
     if net is not None:
         return net, False
     netdef, was_text, probe = parse_and_probe(data, path, allow_empty=allow_empty)

@@ -12,6 +12,7 @@ file graphtools writes loads again.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from google.protobuf import message, text_format
@@ -125,11 +126,13 @@ def parse_and_probe(
 _EMPTY = NetProbe(nested=False, control=False, depth=0)
 
 
-def binary_net(data: bytes, path: str | Path | None = None) -> Net | None:
+def binary_net(
+    data: bytes, path: str | Path | None = None, names_of: Sequence[str] = ()
+) -> Net | None:
     """``data`` as an IR net when it is plainly a valid binary NetDef, loaded without
     building its messages (``codec.net_from_bytes``: a full parse costs about seven times
     the file in memory); ``None`` for text and for anything ``parse_and_probe`` refuses,
-    which then says why."""
+    which then says why. ``names_of``: as ``net_from_bytes`` takes it."""
     if is_blank_data(data) or looks_like_text(data):
         return None
     try:
@@ -147,7 +150,7 @@ def binary_net(data: bytes, path: str | Path | None = None) -> Net | None:
         return None
     if problem is not None:
         return None
-    return net_from_bytes(data, probe=probe, raw=raw, file=_regular_file(path))
+    return net_from_bytes(data, probe=probe, raw=raw, file=_regular_file(path), names_of=names_of)
 
 
 def _regular_file(path: str | Path | None) -> Path | None:
