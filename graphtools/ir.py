@@ -17,7 +17,16 @@ from __future__ import annotations
 
 import operator
 import weakref
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence, Set
+from collections.abc import (
+    Callable,
+    Hashable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+    Set,
+    Sized,
+)
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from pathlib import Path
@@ -28,6 +37,7 @@ import numpy as np
 
 from graphtools._core import CAFFE2, DIALECTS, STEP_NET_OPS, as_names, is_text_step_net
 from graphtools._gc import paused_gc
+from graphtools._ints import shared_ints
 from graphtools.errors import IllegalRewriteError, InvalidArgumentError
 from graphtools.layout import Layout
 from graphtools.oplist import OpList
@@ -375,7 +385,10 @@ class Op:
         if order is not None:
             expected, cursor, previous = order.expected, order.cursor, order.previous
             want = expected[cursor]  # the list ends with None, which no name equals
-        for index, record in enumerate(records, start):
+        if not isinstance(records, Sized):
+            records = list(records)
+        indices = shared_ints(start + len(records))[start : start + len(records)]
+        for index, record in zip(indices, records, strict=True):
             op = new(cls)
             op_type = type_of(record)
             op.type = types.setdefault(op_type, op_type)

@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, float, str]] = [
     ("graphtools.proto", 1, "schemas (caffe2.proto and friends) and their generated modules"),
     ("graphtools.errors", 1, "the typed errors"),
     ("graphtools._gc", 1, "pausing the garbage collector around bulk work"),
+    ("graphtools._ints", 1, "int objects shared by op indices and blob ids"),
     ("graphtools.interrupt", 1, "Ctrl-C and SIGTERM handling"),
     ("graphtools._core", 1, "the dialect names and the op/net protocols the core sees"),
     ("graphtools.ssa", 2.1, "versioned blobs, get_ssa and Caffe2's SSA helpers"),
