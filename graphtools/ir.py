@@ -810,7 +810,8 @@ class Net:
 
         Ops are immutable values, so the copy shares them (and the op list); only ops holding
         nested nets are copied, with copies of their nets. Initializers and types are immutable
-        values too, shared. Costs no re-encoding.
+        values too, shared, as are the external lists (replaced, never changed in place).
+        Costs no re-encoding.
         """
         net = Net.__new__(Net)
         nested = self.nested_op_indices()
@@ -819,8 +820,9 @@ class Net:
             if nested
             else self._ops
         )
-        net._external_inputs = list(self._external_inputs)
-        net._external_outputs = list(self._external_outputs)
+        # replaced, never changed in place: shared (a million params' names, a list each)
+        net._external_inputs = self._external_inputs
+        net._external_outputs = self._external_outputs
         net._header = self._header
         net._name = self._name
         net._device_option = self._device_option

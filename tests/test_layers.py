@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, float, str]] = [
     ("graphtools.errors", 1, "the typed errors"),
     ("graphtools._gc", 1, "pausing the garbage collector around bulk work"),
     ("graphtools._ints", 1, "int objects shared by op indices and blob ids"),
+    ("graphtools._malloc", 1, "big blocks mapped on their own (glibc's mmap threshold)"),
     ("graphtools.interrupt", 1, "Ctrl-C and SIGTERM handling"),
     ("graphtools._core", 1, "the dialect names and the op/net protocols the core sees"),
     ("graphtools.ssa", 2.1, "versioned blobs, get_ssa and Caffe2's SSA helpers"),

@@ -29,6 +29,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
+from graphtools._malloc import map_big_blocks
 from graphtools.cli.grammar import attach_ops_values, build_parser, command_parser
 from graphtools.cli.quiet import numpy_quiet, reports_quiet
 from graphtools.errors import GraphToolsError, UsageError
@@ -125,6 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = _logging(options.verbosity)
     written_before = getattr(sys.stdout, "written", 0)
     from graphtools.serde.streams import streams_read_once  # here: --version loads no serde
+
+    map_big_blocks()
 
     try:
         with signals_as_exceptions(), reports_quiet(), streams_read_once():
