@@ -737,8 +737,8 @@ class Net:
         if dialect not in DIALECTS:
             raise ValueError(f"unknown dialect {dialect!r}: one of {', '.join(DIALECTS)}")
         self._ops: OpList[Op] = OpList(ops)
-        self._external_inputs: list[str] = list(as_names(external_inputs, "external_inputs"))
-        self._external_outputs: list[str] = list(as_names(external_outputs, "external_outputs"))
+        self._external_inputs: tuple[str, ...] = as_names(external_inputs, "external_inputs")
+        self._external_outputs: tuple[str, ...] = as_names(external_outputs, "external_outputs")
         self._name = name
         self._device_option: DeviceOption | None = None
         self._dialect = dialect
@@ -749,7 +749,7 @@ class Net:
         self._args: tuple[Argument, ...] = ()
         self._parent: Net | None = None
         self._memo: dict[Hashable, tuple[int, Any]] = {}
-        self._frozen_lists: dict[str, tuple[list[str], Any]] = {}  # list -> tuple or set
+        self._frozen_lists: dict[str, tuple[Sequence[str], Any]] = {}  # list -> tuple or set
         self.revision = 0
         try:
             self._adopt(self._ops)
@@ -765,8 +765,8 @@ class Net:
     def loaded(
         cls,
         make_ops: Callable[[Net], list[Op]],
-        external_inputs: list[str],
-        external_outputs: list[str],
+        external_inputs: Sequence[str],
+        external_outputs: Sequence[str],
         header: Any,
         make_args: Callable[[Net], tuple[Argument, ...]],
         parent: Net | None = None,
@@ -790,8 +790,8 @@ class Net:
             net._memo = {}
             net._frozen_lists = {}
             net.revision = 0
-            net._external_inputs = external_inputs
-            net._external_outputs = external_outputs
+            net._external_inputs = tuple(external_inputs)  # a tuple given is kept
+            net._external_outputs = tuple(external_outputs)
             net._header = header
             net._name = name
             net._device_option = device_option
@@ -917,10 +917,12 @@ class Net:
             entry = self._frozen_lists["external_input_set"] = (names, frozenset(names))
         return entry[1]
 
-    def _frozen(self, key: str, names: list[str]) -> tuple[str, ...]:
-        """``names`` as a tuple, made once per list: the external lists are replaced, never
-        changed in place, and an exported net declares a million params (a tuple of them per
-        question cost 0.27 s of a pipeline)."""
+    def _frozen(self, key: str, names: Sequence[str]) -> tuple[str, ...]:
+        """``names`` as a tuple: the external lists are tuples (an exported net declares a
+        million params: a copy of them per question cost 0.27 s of a pipeline, a copy kept
+        11 MB a list), anything else made one once per object."""
+        if isinstance(names, tuple):
+            return names
         entry = self._frozen_lists.get(key)
         if entry is None or entry[0] is not names:
             entry = self._frozen_lists[key] = (names, tuple(names))
@@ -1272,8 +1274,8 @@ class Net:
 
     def _set_externals(
         self,
-        inputs: list[str] | None,
-        outputs: list[str] | None,
+        inputs: Sequence[str] | None,
+        outputs: Sequence[str] | None,
         initializers: dict[str, Tensor] | None = None,
         types: dict[str, ValueType] | None = None,
     ) -> None:
@@ -1283,9 +1285,9 @@ class Net:
         carry = self._current(_SSA_CARRY)
         usedef = self._current_usedef()
         if inputs is not None:
-            self._external_inputs = inputs
+            self._external_inputs = tuple(inputs)
         if outputs is not None:
-            self._external_outputs = outputs
+            self._external_outputs = tuple(outputs)
         if initializers is not None:  # the edit's own dict, its tensors checked as staged
             self._initializers = initializers
         if types is not None:
@@ -1396,8 +1398,8 @@ def _build_ssa(net: Net) -> SSAView:
 @dataclass
 class _NetState:
     ops: OpList[Op]
-    external_inputs: list[str]
-    external_outputs: list[str]
+    external_inputs: tuple[str, ...]
+    external_outputs: tuple[str, ...]
     initializers: dict[str, Tensor]
     types: dict[str, ValueType]
     name: str | None

@@ -41,8 +41,8 @@ class EditableNet(NetLike, Protocol):
     @property
     def _ops(self) -> Sequence[Any]: ...
 
-    _external_inputs: list[str]
-    _external_outputs: list[str]
+    _external_inputs: tuple[str, ...]
+    _external_outputs: tuple[str, ...]
 
     def uses(self, blob: VersionedBlob) -> list[Use]: ...
 
@@ -70,8 +70,8 @@ class EditableNet(NetLike, Protocol):
 
     def _set_externals(
         self,
-        inputs: list[str] | None,
-        outputs: list[str] | None,
+        inputs: Sequence[str] | None,
+        outputs: Sequence[str] | None,
         initializers: dict[str, Tensor] | None = None,
         types: dict[str, ValueType] | None = None,
     ) -> None: ...
@@ -123,8 +123,8 @@ class Edit:
         self._expanded: dict[int, tuple[int, int]] = {}  # index -> (first, count) in _inserted
         self._rewires: list[tuple[VersionedBlob, VersionedBlob]] = []
         self._renames: dict[VersionedBlob, str] = {}
-        self._external_inputs: list[str] | None = None
-        self._external_outputs: list[str] | None = None
+        self._external_inputs: tuple[str, ...] | None = None
+        self._external_outputs: tuple[str, ...] | None = None
         self._initializers: dict[str, Tensor | None] = {}
         self._types: dict[str, ValueType | None] = {}
         self._constants: dict[VersionedBlob, Tensor] = {}
@@ -222,11 +222,11 @@ class Edit:
 
     def set_external_inputs(self, names: Iterable[str]) -> None:
         """Replace the declared external inputs."""
-        self._external_inputs = list(as_names(names, "external_inputs"))
+        self._external_inputs = as_names(names, "external_inputs")
 
     def set_external_outputs(self, names: Iterable[str]) -> None:
         """Replace the declared external outputs."""
-        self._external_outputs = list(as_names(names, "external_outputs"))
+        self._external_outputs = as_names(names, "external_outputs")
 
     def replace_with_constant(self, blob: VersionedBlob, tensor: Tensor) -> None:
         """Make the value ``blob`` a constant the net holds under its name (see the class
@@ -479,14 +479,16 @@ class Edit:
             replaced[index] = op.replace(
                 inputs=new_inputs.get(index, op.inputs), outputs=new_outputs.get(index, op.outputs)
             )
-        inputs: list[str] | None = self._external_inputs
+        inputs: tuple[str, ...] | None = self._external_inputs
         if inputs is None and renamed_inputs:
-            inputs = [renamed_inputs.get(name, name) for name in net.external_inputs]
-        outputs: list[str] | None = self._external_outputs
+            inputs = tuple(renamed_inputs.get(name, name) for name in net.external_inputs)
+        outputs: tuple[str, ...] | None = self._external_outputs
         final_outputs: dict[str, int | None] = {}
         if outputs is None and finals:
             _refuse_merged_outputs(net, finals, usedef)
-            outputs = [finals[name][0] if name in finals else name for name in net.external_outputs]
+            outputs = tuple(
+                finals[name][0] if name in finals else name for name in net.external_outputs
+            )
             final_outputs = dict(finals.values())
             self._renamed_outputs = {old: new for old, (new, _) in finals.items() if old != new}
         return expected, final_outputs, inputs, outputs
@@ -552,7 +554,7 @@ class Edit:
         replaced: dict[int, OpLike],
         rewired: Mapping[tuple[int, int], int | None],
         final_outputs: Mapping[str, int | None],
-        outputs: list[str] | None,
+        outputs: Sequence[str] | None,
         usedef: UseDef | None,
         constants: Mapping[str, int],
     ) -> tuple[Layout, set[str]]:
@@ -903,7 +905,10 @@ _BULK_REWIRES = 64
 """Rewires in one edit from which their reads are found in the SSA view's arrays at once."""
 
 _Resolved = tuple[
-    dict[tuple[int, int], int | None], dict[str, int | None], list[str] | None, list[str] | None
+    dict[tuple[int, int], int | None],
+    dict[str, int | None],
+    tuple[str, ...] | None,
+    tuple[str, ...] | None,
 ]
 
 

@@ -455,7 +455,7 @@ def net_from_bytes(
     chunks, layout = read_ops(raw, data)
     source = _RawSource(layout)
     external_inputs = shared_names(raw.external_input, names_of)
-    external_outputs = list(raw.external_output)
+    external_outputs = tuple(raw.external_output)
     order = NameOrder(chain(external_inputs, external_outputs))
 
     def make_ops(net: Net) -> list[Op]:
@@ -481,20 +481,20 @@ def net_from_bytes(
     return net
 
 
-def shared_names(names: Iterable[str], known: Sequence[str]) -> list[str]:
+def shared_names(names: Iterable[str], known: Sequence[str]) -> tuple[str, ...]:
     """``names`` as a list whose entries are the strings of ``known`` where ``known`` lists
     the same names in the same order, starting within ``names``' first 16 entries (a
     predict_net declares its data inputs, then the parameters its init_net fills)."""
     found = list(names)
     if not known or not found:
-        return found
+        return tuple(found)
     first = known[0]
     offset = next((i for i in range(min(len(found), 16)) if found[i] == first), None)
     if offset is None:
-        return found
+        return tuple(found)
     end = min(len(found), offset + len(known))
     found[offset:end] = [b if a == b else a for a, b in zip(found[offset:end], known, strict=False)]
-    return found
+    return tuple(found)
 
 
 def _device_of(header: NetDef) -> DeviceOption | None:
