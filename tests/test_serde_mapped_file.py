@@ -6,6 +6,7 @@ atomic write (``save_model`` over its own folder)."""
 from __future__ import annotations
 
 import importlib.util
+from array import array
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,13 @@ def test_a_small_file_is_kept_as_read(
     (pair / "predict_net.pb").write_bytes(b"\x0a\x01x")  # the file no longer matters
     save_model(model, tmp_path / "out")
     assert _files(tmp_path / "out") == before
+
+
+def test_op_offsets_take_four_bytes_below_2_gb_and_eight_past_it() -> None:
+    """The offset of each loaded op is 4 bytes while the file is below 2 GB; a file past it
+    (an op starting at 2^31) keeps 8-byte offsets, exact."""
+    lengths = array("q", [10, 200, 70000])
+    small = op_bytes._starts(5, lengths)
+    assert small.typecode == "i" and list(small) == [5, 17, 220, 70224]
+    big = op_bytes._starts(1 << 31, lengths)
+    assert big.typecode == "q" and list(big) == [(1 << 31) + d for d in (0, 12, 215, 70219)]
