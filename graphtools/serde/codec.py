@@ -283,7 +283,8 @@ def op_bytes_reusing_loaded(
     current_bytes: list[bytes] | None = None
     for op in ops:
         source = op._source
-        if source is not None and op._nested is False and not op._changed:
+        state = op._state
+        if source is not None and state[0] is False and not state[2]:
             if source is not current:
                 current, current_bytes = source, loaded_bytes(source)
             if current_bytes is not None:
@@ -305,7 +306,8 @@ def _write_op_fields(ops: Iterable[Op], write: Callable[[Any], object]) -> None:
     first = end = 0
     for op in ops:
         found = op._source
-        if found.__class__ is _RawSource and op._nested is False and not op._changed:
+        state = op._state
+        if found.__class__ is _RawSource and state[0] is False and not state[2]:
             index = op._index
             if found is source and index == end:
                 end += 1
