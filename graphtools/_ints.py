@@ -9,10 +9,10 @@ process: 8 bytes of list plus the int itself per number, 40 MB per million.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import chain, count, islice
 
-__all__ = ["numbering", "shared_ints"]
+__all__ = ["numbering", "shared_from", "shared_ints"]
 
 _SHARED: list[int] = list(range(1 << 16))
 
@@ -28,3 +28,12 @@ def numbering() -> Callable[[], int]:
     """``count().__next__`` giving the shared objects while the list has them."""
     known = len(_SHARED)
     return chain(islice(_SHARED, known), count(known)).__next__
+
+
+def shared_from(start: int) -> Iterator[int]:
+    """The numbers from ``start`` on, the shared objects, the list grown a step at a time
+    (for a stream of unknown length: nothing is read ahead of it)."""
+    step = 1 << 12
+    while True:
+        yield from shared_ints(start + step)[start : start + step]
+        start += step

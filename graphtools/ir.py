@@ -37,7 +37,7 @@ import numpy as np
 
 from graphtools._core import CAFFE2, DIALECTS, STEP_NET_OPS, as_names, is_text_step_net
 from graphtools._gc import paused_gc
-from graphtools._ints import shared_ints
+from graphtools._ints import shared_from, shared_ints
 from graphtools.errors import IllegalRewriteError, InvalidArgumentError
 from graphtools.layout import Layout
 from graphtools.oplist import OpList
@@ -398,10 +398,12 @@ class Op:
             expected, cursor, previous = order.expected, order.cursor, order.previous
             want = expected[cursor]  # the list ends with None, which no name equals
         state = _state(nested, control, _UNCHANGED)
-        if not isinstance(records, Sized):
-            records = list(records)
-        indices = shared_ints(start + len(records))[start : start + len(records)]
-        for index, record in zip(indices, records, strict=True):
+        if isinstance(records, Sized):
+            end = start + len(records)
+            indices: Iterable[int] = shared_ints(end)[start:end]
+        else:  # a stream (the ONNX codec's chunks): read as it comes, never held whole
+            indices = shared_from(start)
+        for index, record in zip(indices, records, strict=False):
             op = new(cls)
             op_type = type_of(record)
             op.type = types.setdefault(op_type, op_type)
