@@ -305,13 +305,10 @@ def _exported(
     return folder, target, err
 
 
-def test_export_onnx_replaces_an_init_net_placeholder_by_a_graph_input(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The init_net fills the data blob with a placeholder (a 1-element fill): it becomes a
-    graph input, said so, where a traceback used to be."""
-    rng = np.random.default_rng(0)
-    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+def _placeholder_conv() -> tuple[Model, np.ndarray]:
+    """A Conv pair whose init_net fills its data blob with a one-element placeholder, and
+    the Conv's weights."""
+    w = np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32)
     init = Net(
         [
             Op("ConstantFill", [], ["data"], args={"shape": [1], "value": 0.0}),
@@ -320,7 +317,16 @@ def test_export_onnx_replaces_an_init_net_placeholder_by_a_graph_input(
         name="init",
     )
     predict = Net([Op("Conv", ["data", "w"], ["y"], args={"kernel": 3})], ["data", "w"], ["y"])
-    folder, target, err = _exported(capsys, tmp_path, Model(predict, init), "data=1x3x8x8")
+    return Model(predict, init), w
+
+
+def test_export_onnx_replaces_an_init_net_placeholder_by_a_graph_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The init_net fills the data blob with a placeholder (a 1-element fill): it becomes a
+    graph input, said so, where a traceback used to be."""
+    model, _ = _placeholder_conv()
+    folder, target, err = _exported(capsys, tmp_path, model, "data=1x3x8x8")
     assert "a graph input instead of the init_net's placeholder" in err
     assert [i.name for i in onnx.load(str(target)).graph.input] == ["data"]
     code, out, err = run_cli(
@@ -341,18 +347,10 @@ def test_a_placeholder_given_a_symbolic_dim_0_stays_free(
     """--shapes data={N}x3x8x8 for a blob the init_net fills as a placeholder: the graph
     input it becomes takes any N, said so (it was written at N=1, silently: the LSTM demo's
     time steps, given as {T}, were pinned at one)."""
-    rng = np.random.default_rng(0)
-    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
-    init = Net(
-        [
-            Op("ConstantFill", [], ["data"], args={"shape": [1], "value": 0.0}),
-            Op("GivenTensorFill", [], ["w"], args={"shape": list(w.shape), "values": w.ravel()}),
-        ],
-        name="init",
-    )
-    predict = Net([Op("Conv", ["data", "w"], ["y"], args={"kernel": 3})], ["data", "w"], ["y"])
+    model, w = _placeholder_conv()
+    rng = np.random.default_rng(1)
     folder, target = tmp_path / "pair", tmp_path / "o.onnx"
-    save_model(Model(predict, init), folder)
+    save_model(model, folder)
     code, _, err = run_cli(
         capsys, command, str(folder), "-o", str(target), "--shapes", "data={N}x3x8x8"
     )
@@ -362,7 +360,7 @@ def test_a_placeholder_given_a_symbolic_dim_0_stays_free(
     assert data.type.tensor_type.shape.dim[0].dim_param == "N"
     for batch in (1, 3):
         x = rng.standard_normal((batch, 3, 8, 8)).astype(np.float32)
-        want = run_model(Model(predict), {"data": x, "w": w})["y"]
+        want = run_model(Model(model.predict_net), {"data": x, "w": w})["y"]
         got = run_onnxruntime(str(target), {"data": x})["y"]
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
