@@ -427,10 +427,10 @@ class Op:
                     op.inputs = ()
                 outputs = record.output[:]
                 if outputs:
-                    first = outputs[0]
-                    if names and first == names[0]:
+                    written = outputs[0]
+                    if names and written == names[0]:
                         outputs[0] = names[0]  # in place
-                    elif first == want:
+                    elif written == want:
                         outputs[0] = want
                         cursor += 1
                         want = expected[cursor]
