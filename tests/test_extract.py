@@ -69,6 +69,11 @@ def test_the_command_writes_a_pair_with_its_input_shapes(
     assert code == 0, err
     assert "input pool1_cpu: float32[1, 2, 2, 2]" in text and "kept 9 of 15 ops" in text
     assert (out / "shapes.txt").read_text() == "pool1_cpu=1x2x2x2\n"
+    # the source's formats (text files): extract wrote binary, run keeps them
+    source_files = sorted(
+        p.suffix for p in TINY.iterdir() if p.name.endswith(("_net.pb", "_net.pbtxt"))
+    )
+    assert sorted(p.suffix for p in out.glob("*_net.*")) == source_files
     code, text, _ = run_cli(capsys, "verify", str(out))
     assert code == 0 and "outputs equal" in text and "(given: " in text
 

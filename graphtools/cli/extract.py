@@ -141,8 +141,10 @@ def _extract_onnx(
     from graphtools.extract import extract_onnx
     from graphtools.onnx import save_onnx
 
-    if options.shapes or options.init or options.no_init or options.text:
-        raise UsageError("--shapes, --init, --no-init and --text are for pairs, not ONNX models")
+    if options.shapes or options.init or options.no_init or options.text is not None:
+        raise UsageError(
+            "--shapes, --init, --no-init, --text and --binary are for pairs, not ONNX models"
+        )
     from graphtools.serde.onnx_codec import check_external_data
 
     model = load_onnx_file(source)

@@ -481,22 +481,7 @@ def _register_pipeline(
         "shapes.txt beside the model; an ONNX input is typed already)",
     )
     add_export_options(run)
-    fmt = run.add_mutually_exclusive_group()
-    fmt.add_argument(
-        "--text",
-        dest="text",
-        action="store_const",
-        const=True,
-        default=None,
-        help="write text-format nets (default: the input's format)",
-    )
-    fmt.add_argument(
-        "--binary",
-        dest="text",
-        action="store_const",
-        const=False,
-        help="write binary nets (default: the input's format)",
-    )
+    add_format_options(run)
     run.set_defaults(handler_module="pipeline")
 
     execute = commands.add_parser(
@@ -685,6 +670,27 @@ def _register_diff(
     parser.set_defaults(handler_module="diff")
 
 
+def add_format_options(parser: argparse.ArgumentParser) -> None:
+    """``--text``/``--binary``: the format of the nets written (default: each file's own, as
+    it was loaded)."""
+    fmt = parser.add_mutually_exclusive_group()
+    fmt.add_argument(
+        "--text",
+        dest="text",
+        action="store_const",
+        const=True,
+        default=None,
+        help="write text-format nets (default: the input's format)",
+    )
+    fmt.add_argument(
+        "--binary",
+        dest="text",
+        action="store_const",
+        const=False,
+        help="write binary nets (default: the input's format)",
+    )
+
+
 def _register_extract(
     commands: Any, parents: list[argparse.ArgumentParser], formatter: type[argparse.HelpFormatter]
 ) -> None:
@@ -718,7 +724,7 @@ def _register_extract(
         help="shapes of the source's inputs, to type the new inputs (default: shapes.txt "
         "beside the model, else guessed; a shape resting on a guess is not written)",
     )
-    parser.add_argument("--text", action="store_true", help="write text-format nets")
+    add_format_options(parser)
     parser.add_argument(
         "--external-data", action="store_true", help="write ONNX weights to OUT.onnx.data"
     )

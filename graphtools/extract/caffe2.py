@@ -93,7 +93,8 @@ def extract_pair(
         init.remove_ops([i for i, op in enumerate(init) if not wanted.intersection(op.outputs)])
         if init.external_outputs:
             init.set_external_outputs([n for op in init for n in op.outputs])
-    result = ExtractedPair(Model(new, init), plan)
+    # written in the formats the source was loaded in, as run writes its result
+    result = ExtractedPair(Model(new, init, text=model.text, init_text=model.init_text), plan)
     info = _types(model, shapes or {})
     for name in plan.inputs:
         blob = (name, plan.input_versions[name])
