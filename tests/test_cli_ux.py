@@ -472,7 +472,10 @@ def test_verify_per_output_tolerances_and_histogram(
     assert "outputs equal" in out and "1e-05/10" in out
     code, _, err = run_cli(capsys, "verify", "--rtol", "nope:1", str(TINY))
     assert code == 2
-    assert_one_error_line(err, "'nope'", "not an output compared")
+    assert_one_error_line(err, "'nope'", "not an output compared", "outputs compared: prob")
+    code, _, err = run_cli(capsys, "verify", "--rtol", "prbo:1e-3", str(TINY))
+    assert code == 2
+    assert_one_error_line(err, "'prbo'", "did you mean 'prob'?")
 
 
 def test_verify_saves_and_loads_reference_outputs(

@@ -50,7 +50,7 @@ from graphtools.cli.onnx_files import is_onnx_file
 from graphtools.cli.onnx_verify import saved_arrays, verify_onnx_model
 from graphtools.cli.pass_shapes import with_input_shapes
 from graphtools.cli.pipeline import is_collection, printer_after_pass
-from graphtools.errors import ExecutionError, GraphToolsError
+from graphtools.errors import ExecutionError, GraphToolsError, did_you_mean
 from graphtools.executor import Int8Tensor
 from graphtools.feeds import MadeInput, Synthesis, synthesize
 from graphtools.feeds.report import unfit_weights
@@ -351,9 +351,14 @@ def given_feeds(settings: Mapping[str, Any]) -> dict[str, Any] | None:
 def _tolerance_settings(settings: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
     """``compare_outputs``' tolerance arguments from ``--rtol``/``--atol``."""
     rtol, atol, per = tolerances_by_name(settings)
+    compared = set(names)
     for name in per:
-        if name not in names:
-            raise UsageError(f"--rtol/--atol name {name!r}, which is not an output compared")
+        if name not in compared:
+            listed = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+            raise UsageError(
+                f"--rtol/--atol name {name!r}, which is not an output compared"
+                f"{did_you_mean(name, names)}; the outputs compared: {listed or 'none'}"
+            )
     return {"rtol": rtol, "atol": atol, "per_output": per}
 
 
