@@ -213,6 +213,9 @@ def test_quantized_readers_get_int8_data() -> None:
     assert isinstance(made.feeds["w"], Int8Tensor) and isinstance(made.feeds["b"], Int8Tensor)
     assert made.feeds["b"].values.dtype == np.int32
     assert isinstance(made.outputs["y"], Int8Tensor)
+    # reported as its values' dtype, which an ONNX export's input takes (it said float32)
+    (x,) = made.inputs
+    assert x.dtype == "uint8"
 
 
 def test_inputs_shaped_by_the_net_are_retried_until_it_runs() -> None:

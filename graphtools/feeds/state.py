@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from graphtools.analysis.recurrent import ForwardProgram
-from graphtools.executor import Workspace
+from graphtools.executor import Int8Tensor, Workspace
 from graphtools.feeds.params import ParamMaker
 from graphtools.feeds.report import MadeInput, Synthesis
 from graphtools.feeds.values import as_array
@@ -102,8 +102,9 @@ class WalkState:
         return self.model.init_net is None or bool(self.result.skipped_ops)
 
     def remember(self, name: str, value: Any, origin: str, reason: str) -> None:
-        """Record a made data input and feed it in the report."""
-        array = as_array(value)
+        """Record a made data input and feed it in the report (an Int8 blob by its quantized
+        values' dtype, uint8, which an ONNX export takes too)."""
+        array = value.values if isinstance(value, Int8Tensor) else as_array(value)
         self.result.inputs.append(
             MadeInput(name, tuple(array.shape), str(array.dtype), origin, reason)
         )
