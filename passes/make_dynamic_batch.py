@@ -316,6 +316,12 @@ class _Attempt:
                 if op.type in ("Reshape", "Flatten")
                 else ": it reduces or pins the batch"
             )
+            sized = self._sized_constants(op)
+            if sized:
+                hint = (
+                    f": its constant input {sized} holds the exported batch of {self.size} "
+                    "(make it broadcast over the batch, size 1, or compute it from the input)"
+                )
             return _Pin(
                 net,
                 index,
@@ -323,6 +329,19 @@ class _Attempt:
                 f"takes the batch {self.symbol} in and gives none out ({shapes}){hint}",
             )
         return self._gemm_bias(net, index, op) or self._states(net, index, op)
+
+    def _sized_constants(self, op: Op) -> str:
+        """The constant inputs of ``op`` with a dim of the exported batch's size (an
+        initializer the exporter folded for one batch: ``zeros_like(x)``), named with their
+        shapes; empty when there are none or the size is not known."""
+        if self.size is None:
+            return ""
+        found = []
+        for name in op.inputs:
+            value = self.constant(name) if self.batch_position(name) is None else None
+            if value is not None and self.size in value.shape:
+                found.append(f"{name!r} {list(value.shape)}")
+        return ", ".join(found)
 
     def _gemm_bias(self, net: Net, index: int, op: Op) -> _Pin | None:
         """A ``Gemm`` whose bias ``C`` has as many rows as the exported batch: inference sizes

@@ -392,6 +392,25 @@ def test_a_minus_one_dealing_rows_out_is_refused_and_a_view_of_batch_one_passes(
     assert_batch_polymorphic(target, "N", {"x": normal(1, 6)})
 
 
+def test_a_constant_sized_for_the_exported_batch_is_named(tmp_path: Path) -> None:
+    """y = x + c with c an initializer of the exported batch's rows (a dynamo export folds
+    zeros_like(x) so): the refusal named the Add and the output only; it names c, its shape
+    and the way out."""
+    path = graph_model(
+        tmp_path / "m.onnx",
+        [helper.make_node("Add", ["c", "x"], ["y"])],
+        {"x": (F, [2, 5])},
+        {"y": (F, [2, 5])},
+        {"c": np.zeros((2, 5), np.float32)},
+    )
+    model = load_onnx_model(path)
+    with pytest.raises(
+        PassError, match=r"constant input 'c' \[2, 5\] holds the exported batch of 2"
+    ):
+        PassManager.parse("make-dynamic-batch")(model)
+    assert [op.type for op in model.predict_net] == ["Add"]  # left as it was
+
+
 def test_an_export_dynamic_already_is_still_refused_where_it_mixes_the_rows(
     tmp_path: Path,
 ) -> None:
