@@ -930,6 +930,42 @@ def test_verify_onnx_runs_both_models_on_the_feeds_given(
     assert code == 2 and "data" in json.loads(out)["error"]
 
 
+def test_a_float16_model_survives_the_caffe2_bridge(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An fp16 Conv imported as a pair: verify --onnx fed the pair float32 data (onnxruntime
+    refused it) and export-onnx declared a float32 input for float16 weights (the checker
+    refused that). The pair's data now takes its weights' type, and half-precision outputs
+    are compared as verify compares them."""
+    rng = np.random.default_rng(2)
+    f16 = TensorProto.FLOAT16
+    source = graph_model(
+        tmp_path / "m.onnx",
+        [helper.make_node("Conv", ["img", "w", "b"], ["y"], pads=[1, 1, 1, 1])],
+        {"img": (f16, [2, 3, 8, 8])},
+        {"y": (f16, [2, 4, 8, 8])},
+        {
+            "w": rng.standard_normal((4, 3, 3, 3)).astype(np.float16),
+            "b": rng.standard_normal(4).astype(np.float16),
+        },
+    )
+    pair, back = tmp_path / "pair", tmp_path / "back.onnx"
+    assert run_cli(capsys, "import-onnx", str(source), "-o", str(pair))[0] == 0
+    code, out, err = run_cli(capsys, "verify", "--onnx", str(source), str(pair))
+    assert code == 0 and "outputs equal" in out, out + err
+    assert "input img: float16[2, 3, 8, 8]" in out + err
+    assert "half-precision outputs y compared with rtol 0.01" in err
+    code, _, err = run_cli(capsys, "export-onnx", str(pair), "-o", str(back))
+    assert code == 0, err
+    onnx.checker.check_model(onnx.load(str(back)), full_check=True)
+    x = rng.standard_normal((2, 3, 8, 8)).astype(np.float16)
+    want = run_onnxruntime(str(source), {"img": x})["y"]
+    got = run_onnxruntime(str(back), {"img": x})["y"]
+    np.testing.assert_allclose(
+        got.astype(np.float32), want.astype(np.float32), rtol=1e-2, atol=1e-2
+    )
+
+
 def test_verify_onnx_json_carries_the_notes_on_made_up_parameters(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -519,6 +519,7 @@ def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: O
     1e-4, atol 1e-5 (onnxruntime and numpy round differently); Int8 blobs within one
     quantization step."""
     from graphtools.onnx import compare_blobs_with_onnxruntime, compare_with_onnxruntime
+    from graphtools.testing import HALF_TOLERANCES
 
     if len(options.inputs) != 1:
         raise UsageError("verify --onnx takes one model")
@@ -550,6 +551,14 @@ def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: O
     rtol, per_rtol = settings["rtol"] if options.rtol else (1e-4, {})
     atol, per_atol = settings["atol"] if options.atol else (1e-5, {})
     per = {n: (per_rtol.get(n, rtol), per_atol.get(n, atol)) for n in {*per_rtol, *per_atol}}
+    if not options.rtol and not options.atol:
+        half = _half_precision_outputs(options.onnx)
+        per.update((name, HALF_TOLERANCES) for name in half if name not in per)
+        if half:
+            notes.append(
+                f"half-precision outputs {', '.join(half)} compared with rtol "
+                f"{HALF_TOLERANCES[0]:g}, atol {HALF_TOLERANCES[1]:g} (--rtol/--atol to choose)"
+            )
     tolerance = f"rtol={rtol:g}, atol={atol:g}, seed={options.seed}"
     pair, feeds = prepared.model, prepared.feeds
     data: dict[str, Any] = {
@@ -589,6 +598,16 @@ def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: O
     if options.per_blob:
         _render_blobs(out, report, equal)
     return 0 if equal else 1
+
+
+def _half_precision_outputs(path: str) -> list[str]:
+    """The outputs an ONNX file declares float16 or bfloat16 (compared as ``verify`` compares
+    half precision when no tolerance is given)."""
+    import onnx
+
+    graph = onnx.load(path, load_external_data=False).graph
+    half = {onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
+    return [o.name for o in graph.output if o.type.tensor_type.elem_type in half]
 
 
 def _render_blobs(out: Output, report: Any, equal: bool) -> None:

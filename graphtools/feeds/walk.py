@@ -11,6 +11,7 @@ were replaced by made-up ones raises, as the executor does.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -76,6 +77,21 @@ def _fed_up_front(state: WalkState, name: str, op: Op, position: int) -> bool:
     return position == 0 and (op.type in IMAGE_READERS or op.type in DENSE_READERS)
 
 
+def _weights_float_type(state: WalkState, op: Op, name: str) -> Any:
+    """The float type of the parameters ``op`` reads beside ``name`` (the init_net filled
+    them) when they all have one: a float16 Conv takes float16 data (a half-precision model
+    imported from ONNX); float32 when they mix types (glow's FbFCPacked: float16 weights, a
+    float32 bias, float32 data) or have none."""
+    found = {
+        dtype
+        for other in op.inputs
+        if other != name and state.ws.has(other)
+        for dtype in [as_array(state.ws.fetch(other)).dtype]
+        if dtype.kind == "f"
+    }
+    return found.pop() if len(found) == 1 else np.float32
+
+
 def feed_data(state: WalkState) -> None:
     """Feed the inputs whose shape is given or must be checked against the whole net
     (images, FC data); the others are made when an op first reads them."""
@@ -113,8 +129,9 @@ def feed_data(state: WalkState) -> None:
                 guess = guesses[name]
                 shape, origin, reason = guess.shape, "guessed", guess.reason
             check_size(name, shape, f"an input, {origin}: {reason}")
-            value = rng.standard_normal(shape).astype(np.float32)
             reader = readers.get(name)
+            dtype = np.float32 if reader is None else _weights_float_type(state, reader[1], name)
+            value = rng.standard_normal(shape).astype(dtype)
             if reader is not None and reader[1].type in _QUANTIZED_READERS:
                 value = quantized(value)
         if name in placeholders:
