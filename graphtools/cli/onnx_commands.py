@@ -52,7 +52,7 @@ from graphtools.errors import (
     SerdeError,
     UnsupportedOpError,
 )
-from graphtools.ir import Model
+from graphtools.ir import Model, Net
 from graphtools.pass_infra import PassManager
 from graphtools.serde import save_model
 from graphtools.serde.atomic import atomic_write_bytes
@@ -547,12 +547,13 @@ def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: O
     prepared = _prepared(
         model, path, options, out, shapes=shapes, origins=origins, noted=made, values=given
     )
-    _check_graph_inputs(options.onnx, prepared.feeds)
+    exported = load_onnx_file(options.onnx).predict_net
+    _check_graph_inputs(options.onnx, exported, prepared.feeds)
     rtol, per_rtol = settings["rtol"] if options.rtol else (1e-4, {})
     atol, per_atol = settings["atol"] if options.atol else (1e-5, {})
     per = {n: (per_rtol.get(n, rtol), per_atol.get(n, atol)) for n in {*per_rtol, *per_atol}}
     if not options.rtol and not options.atol:
-        half = _half_precision_outputs(options.onnx)
+        half = _half_precision_outputs(exported)
         per.update((name, HALF_TOLERANCES) for name in half if name not in per)
         if half:
             notes.append(
@@ -600,14 +601,19 @@ def verify_onnx(options: argparse.Namespace, settings: Mapping[str, Any], out: O
     return 0 if equal else 1
 
 
-def _half_precision_outputs(path: str) -> list[str]:
-    """The outputs an ONNX file declares float16 or bfloat16 (compared as ``verify`` compares
-    half precision when no tolerance is given)."""
-    import onnx
+def _half_precision_outputs(graph: Net) -> list[str]:
+    """The outputs an ONNX graph declares float16 or bfloat16 (compared as ``verify``
+    compares half precision when no tolerance is given)."""
+    declared = graph.types
+    return [
+        name
+        for name in graph.external_outputs
+        if name in declared and declared[name].elem_type in _HALF_ELEM_TYPES
+    ]
 
-    graph = onnx.load(path, load_external_data=False).graph
-    half = {onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
-    return [o.name for o in graph.output if o.type.tensor_type.elem_type in half]
+
+_HALF_ELEM_TYPES = frozenset({10, 16})
+"""ONNX's FLOAT16 and BFLOAT16 element types."""
 
 
 def _render_blobs(out: Output, report: Any, equal: bool) -> None:
@@ -652,16 +658,11 @@ def _note_training_ops(model: Model, out: Output) -> None:
         )
 
 
-def _onnx_inputs(path: str) -> list[str]:
-    """The graph inputs of an ONNX model that are not initializers."""
-    net = load_onnx_file(path).predict_net
-    held = net.initializers
-    return [name for name in net.external_inputs if name not in held]
-
-
-def _check_graph_inputs(path: str, feeds: Mapping[str, Any]) -> None:
-    """Refuse an ONNX model taking inputs the pair is not fed (another model's export)."""
-    missing = [name for name in _onnx_inputs(path) if name not in feeds]
+def _check_graph_inputs(path: str, graph: Net, feeds: Mapping[str, Any]) -> None:
+    """Refuse an ONNX model (``graph``, read from ``path``) taking inputs the pair is not fed
+    (another model's export)."""
+    held = graph.initializers
+    missing = [name for name in graph.external_inputs if name not in held and name not in feeds]
     if missing:
         raise UsageError(
             f"{path} takes inputs {missing} that the pair does not read as data inputs (fed: "
