@@ -82,13 +82,8 @@ def _weights_float_type(state: WalkState, op: Op, name: str) -> Any:
     them) when they all have one: a float16 Conv takes float16 data (a half-precision model
     imported from ONNX); float32 when they mix types (glow's FbFCPacked: float16 weights, a
     float32 bias, float32 data) or have none."""
-    found = {
-        dtype
-        for other in op.inputs
-        if other != name and state.ws.has(other)
-        for dtype in [as_array(state.ws.fetch(other)).dtype]
-        if dtype.kind == "f"
-    }
+    params = [as_array(state.ws.fetch(p)) for p in op.inputs if p != name and state.ws.has(p)]
+    found = {param.dtype for param in params if param.dtype.kind == "f"}
     return found.pop() if len(found) == 1 else np.float32
 
 
